@@ -1,0 +1,1 @@
+"""Pure functions over a Trace: summary, devices, speed of light, fusion, compare (no Qt)."""

@@ -1,0 +1,326 @@
+"""The ``kviewer`` command line.
+
+``kviewer [FILE ...]`` opens the desktop app; the subcommands below work without a display and
+import no Qt. Exit status: 0 on success, 2 on a user error (bad file, bad option) with one line on
+stderr, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:  # heavy imports stay out of start-up
+    import pandas as pd
+
+    from kviewer.core import Trace
+
+EXIT_OK = 0
+EXIT_USER_ERROR = 2
+
+SUBCOMMANDS = ("info", "summary", "kernels")
+
+
+class UserError(Exception):
+    """A problem the user can fix (bad option, bad file): one line, exit 2."""
+
+
+# ---------------------------------------------------------------------------------------------
+# progress on a terminal
+
+
+class TerminalProgress:
+    """A one-line progress bar on stderr when it is a terminal and the load is not instant."""
+
+    def __init__(self, label: str, stream: Any = None, delay: float = 0.5) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.label = label
+        self.t0 = time.monotonic()
+        self.delay = delay
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, fraction: float, message: str) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.t0 < self.delay or (now - self.last < 0.1 and fraction < 1.0):
+            return
+        self.last = now
+        width = 30
+        filled = int(max(0.0, min(1.0, fraction)) * width)
+        bar = "#" * filled + "-" * (width - filled)
+        self.stream.write(f"\r{self.label} [{bar}] {fraction * 100:5.1f}% {message[:30]:<30}")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r" + " " * 100 + "\r")
+            self.stream.flush()
+
+
+def load_trace(path: str, quiet: bool = False) -> "Trace":
+    from kviewer.errors import LoadError
+    from kviewer.io import load
+
+    progress = TerminalProgress(os.path.basename(path)) if not quiet else None
+    try:
+        trace = load(path, progress=progress)
+    except LoadError as exc:
+        raise UserError(str(exc)) from exc
+    finally:
+        if progress is not None:
+            progress.close()
+    for warning in trace.meta.warnings:
+        print(f"kviewer: warning: {path}: {warning}", file=sys.stderr)
+    return trace
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+
+
+def _json_default(value: Any) -> Any:
+    import numpy as np
+
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return None if math.isnan(value) else float(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int = 1) -> None:
+    """Write a table as csv, json (a list of objects) or an aligned human table."""
+    out = out or sys.stdout
+    if fmt == "csv":
+        df.to_csv(out, index=False, lineterminator="\n")
+    elif fmt == "json":
+        records = df.to_dict(orient="records")
+        for rec in records:
+            for key, value in rec.items():
+                if isinstance(value, float) and math.isnan(value):
+                    rec[key] = None
+        json.dump(records, out, default=_json_default, indent=1, ensure_ascii=False)
+        out.write("\n")
+    else:
+        out.write(human_table(df, float_digits) + "\n")
+
+
+def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80) -> str:
+    """Right-aligned numbers, left-aligned text, long names cut with an ellipsis."""
+    import pandas as pd
+
+    cols = list(df.columns)
+    cells: list[list[str]] = []
+    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in cols]
+    for row in df.itertuples(index=False):
+        line = []
+        for value, is_num in zip(row, numeric):
+            if is_num and isinstance(value, float):
+                text = "" if math.isnan(value) else f"{value:,.{float_digits}f}"
+            elif is_num:
+                text = f"{value:,}"
+            else:
+                text = str(value)
+                if len(text) > max_name:
+                    text = text[: max_name - 1] + "…"
+            line.append(text)
+        cells.append(line)
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+    def fmt(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
+    lines = [fmt(cols), fmt(["-" * w for w in widths])]
+    lines += [fmt(r) for r in cells]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# subcommands
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    trace = load_trace(args.file, args.quiet)
+    info = trace_info(trace)
+    if args.format == "json":
+        json.dump(info, sys.stdout, indent=1, default=_json_default, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    m = trace.meta
+    print(f"file:     {m.path}")
+    print(f"format:   {m.format_label or m.source_format}")
+    tool = " ".join(x for x in (m.tool, m.tool_version) if x)
+    print(f"tool:     {tool or 'unknown'}")
+    if m.origin_ns is not None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(m.origin_ns / 1e9))
+        print(f"origin:   {stamp} UTC ({m.origin_ns} ns since the epoch)")
+    span = trace.span_ns()
+    if span:
+        print(f"span:     {format_ns(span[1] - span[0])}")
+    if m.ranks:
+        print(f"ranks:    {', '.join(str(r) for r in m.ranks)}")
+    for key, value in m.extra.items():
+        print(f"{key + ':':<9} {value}")
+    devices = info["devices"]
+    print(f"devices:  {len(devices)}")
+    for d in devices:
+        parts = [str(d.get("name") or "unknown device")]
+        if d.get("architecture"):
+            parts.append(str(d["architecture"]))
+        if d.get("compute_capability"):
+            parts.append(f"CC {d['compute_capability']}")
+        if d.get("sm_count", -1) > 0:
+            parts.append(f"{d['sm_count']} {'CUs' if d.get('vendor') == 'AMD' else 'SMs'}")
+        if d.get("memory_bytes", -1) > 0:
+            parts.append(f"{d['memory_bytes'] / 1024**3:.1f} GiB")
+        print(f"  [{d['id']}] " + ", ".join(parts))
+    print("tables:")
+    for name, n in trace.sizes().items():
+        print(f"  {name:<11} {n:>10,}")
+    for w in m.warnings:
+        print(f"warning:  {w}")
+    return EXIT_OK
+
+
+def trace_info(trace: "Trace") -> dict[str, Any]:
+    m = trace.meta
+    devices = []
+    for rec in trace.devices.to_dict(orient="records"):
+        devices.append({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in rec.items()})
+    span = trace.span_ns()
+    return {
+        "file": m.path,
+        "format": m.source_format,
+        "format_label": m.format_label,
+        "tool": m.tool,
+        "tool_version": m.tool_version,
+        "origin_ns": m.origin_ns,
+        "span_ns": None if span is None else span[1] - span[0],
+        "ranks": m.ranks,
+        "devices": devices,
+        "tables": trace.sizes(),
+        "warnings": m.warnings,
+        "extra": m.extra,
+    }
+
+
+def format_ns(ns: float) -> str:
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.3f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from kviewer.analysis.summary import kernel_summary
+
+    trace = load_trace(args.file, args.quiet)
+    df = kernel_summary(trace, by="short_name" if args.short else "name")
+    write_frame(df, args.format)
+    return EXIT_OK
+
+
+#: the kernels CSV begins with these, then the rest of the schema
+KERNEL_LEAD = {"name": "name", "start": "start_ns", "end": "end_ns", "dur": "dur_ns", "device": "device", "stream": "stream"}
+
+
+def kernels_frame(trace: "Trace") -> "pd.DataFrame":
+    k = trace.kernels
+    rest = [c for c in k.columns if c not in KERNEL_LEAD]
+    df = k[list(KERNEL_LEAD) + rest].rename(columns=KERNEL_LEAD)
+    df["name"] = df["name"].astype(str)
+    df["short_name"] = df["short_name"].astype(str)
+    return df
+
+
+def cmd_kernels(args: argparse.Namespace) -> int:
+    trace = load_trace(args.file, args.quiet)
+    df = kernels_frame(trace)
+    if args.format == "table":
+        cols = ["name", "start_ns", "dur_ns", "device", "stream", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+        write_frame(df[cols], "table")
+    else:
+        write_frame(df, args.format)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UserError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from kviewer import __version__
+
+    p = _Parser(
+        prog="kviewer",
+        description="One window for GPU profiler traces. Without a subcommand, opens the desktop app.",
+    )
+    p.add_argument("--version", action="version", version=f"kviewer {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name: str, help_: str, fn: Callable[[argparse.Namespace], int], formats: Sequence[str]) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.add_argument("file", metavar="FILE")
+        sp.add_argument("--format", choices=list(formats), default=formats[0], help="output format (default: %(default)s)")
+        sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+        sp.set_defaults(func=fn)
+        return sp
+
+    add("info", "detected format, tool and version, devices, table sizes", cmd_info, ("table", "json"))
+    s = add("summary", "kernels grouped by name (as nsys stats cuda_gpu_kern_sum)", cmd_summary, ("table", "csv", "json"))
+    s.add_argument("--short", action="store_true", help="group by short name (no arguments or templates)")
+    add("kernels", "one row per kernel in the unified schema", cmd_kernels, ("table", "csv", "json"))
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version") for a in argv[:1]):
+            args = build_parser().parse_args(argv)
+            if not getattr(args, "func", None):
+                build_parser().print_help()
+                return EXIT_OK
+            return int(args.func(args))
+        return run_gui(argv)
+    except UserError as exc:
+        print(f"kviewer: error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except BrokenPipeError:
+        # output piped into head: not an error
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("kviewer: interrupted", file=sys.stderr)
+        return 130
+
+
+def run_gui(files: Sequence[str]) -> int:
+    for f in files:
+        if f.startswith("-"):
+            raise UserError(f"unknown option {f!r}; see 'kviewer --help'")
+    missing = [f for f in files if not os.path.exists(f)]
+    if missing:
+        raise UserError(f"{missing[0]}: no such file or directory")
+    try:
+        from kviewer.ui.app import run
+    except ImportError as exc:
+        raise UserError(f"the desktop app is not available: {exc}") from exc
+    return int(run(list(files)))

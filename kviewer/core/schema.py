@@ -1,0 +1,299 @@
+"""The unified data model, declared once as data.
+
+Every table of a :class:`~kviewer.core.trace.Trace` is a pandas DataFrame whose columns are
+listed here, with their dtype, what an unknown value looks like and what they mean. Loaders build
+their columns as numpy arrays and hand them to :func:`make_table`, which fills the columns a
+source does not know with the column's "missing" value and casts everything to the declared dtype.
+
+Conventions
+-----------
+* Time is int64 nanoseconds relative to ``Trace.meta.origin_ns``.
+* Unknown integers are ``-1`` (the tables stay numpy-backed, no nullable dtypes); unknown floats
+  are ``NaN``; unknown strings are ``""``.
+* String columns that repeat (names, categories) are pandas ``category``.
+* Sort invariant: ``kernels``, ``gpu_ops`` and ``cpu_slices`` are sorted by ``start`` (stable), and
+  ``id`` is the row position after sorting, so ``table.iloc[id]`` is the row with that id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+INT = "int64"
+I32 = "int32"
+FLOAT = "float64"
+CAT = "category"
+STR = "str"  # free text; stored as object/str dtype
+BOOL = "bool"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    dtype: str
+    doc: str
+    missing: Any = None
+
+    def fill(self, n: int) -> Any:
+        """An array of n missing values of this column's dtype."""
+        if self.dtype in (INT, I32):
+            return np.full(n, -1 if self.missing is None else self.missing, dtype=self.dtype)
+        if self.dtype == FLOAT:
+            return np.full(n, np.nan, dtype=np.float64)
+        if self.dtype == BOOL:
+            return np.zeros(n, dtype=bool)
+        return pd.Categorical([""] * n) if self.dtype == CAT else np.full(n, "", dtype=object)
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+    sort_by: str | None = "start"
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(f"{self.name} has no column {name!r}")
+
+
+def _time_cols() -> tuple[Column, ...]:
+    return (
+        Column("start", INT, "start, ns relative to the trace origin"),
+        Column("end", INT, "end, ns relative to the trace origin"),
+        Column("dur", INT, "duration in ns (end - start)"),
+    )
+
+
+KERNELS = Table(
+    "kernels",
+    "GPU kernel executions, one row per launch.",
+    (
+        Column("id", INT, "row id (position after sorting by start)"),
+        Column("name", CAT, "full (demangled) kernel name as the tool reports it"),
+        Column("short_name", CAT, "short name: without arguments and template parameters"),
+        *_time_cols(),
+        Column("device", I32, "device index within the trace (devices.id)"),
+        Column("stream", INT, "stream / queue id"),
+        Column("rank", I32, "distributed rank, -1 when unknown", -1),
+        Column("pid", INT, "process id of the launching process"),
+        Column("tid", INT, "thread id of the launching thread"),
+        Column("correlation", INT, "correlation id linking the launch call"),
+        Column("external_id", INT, "framework op id (PyTorch External id)"),
+        Column("grid_x", I32, "grid size x (blocks; workgroups for AMD)"),
+        Column("grid_y", I32, "grid size y"),
+        Column("grid_z", I32, "grid size z"),
+        Column("block_x", I32, "block size x (threads; workgroup size for AMD)"),
+        Column("block_y", I32, "block size y"),
+        Column("block_z", I32, "block size z"),
+        Column("registers", I32, "registers per thread"),
+        Column("shared_mem", INT, "static + dynamic shared memory (LDS) per block, bytes"),
+        Column("serialised", BOOL, "True when start times are not real (Nsight Compute replays)"),
+        # measured (by a profiler's counters); NaN when not collected
+        Column("flops_fp64", FLOAT, "measured FP64 FLOP count"),
+        Column("flops_fp32", FLOAT, "measured FP32 FLOP count"),
+        Column("flops_fp16", FLOAT, "measured FP16/BF16 (non-tensor) FLOP count"),
+        Column("flops_tensor", FLOAT, "measured tensor-core / matrix-core FLOP count"),
+        Column("dram_bytes", FLOAT, "measured DRAM bytes read + written"),
+        Column("dram_read_bytes", FLOAT, "measured DRAM bytes read"),
+        Column("dram_write_bytes", FLOAT, "measured DRAM bytes written"),
+        Column("sm_throughput_pct", FLOAT, "Nsight Compute compute (SM) throughput, % of peak"),
+        Column("mem_throughput_pct", FLOAT, "Nsight Compute memory throughput, % of peak"),
+        Column("dram_throughput_pct", FLOAT, "DRAM throughput, % of peak"),
+        Column("tensor_pipe_pct", FLOAT, "tensor pipe utilisation, % of peak"),
+        Column("achieved_occupancy_pct", FLOAT, "achieved occupancy, %"),
+        Column("theoretical_occupancy_pct", FLOAT, "theoretical occupancy, %"),
+        Column("sm_clock_hz", FLOAT, "SM clock during the kernel, Hz"),
+        Column("dram_clock_hz", FLOAT, "DRAM clock during the kernel, Hz"),
+        # modelled (from the framework op that launched the kernel); NaN when unknown
+        Column("model_flops", FLOAT, "modelled FLOPs (from the launching op)"),
+        Column("model_bytes", FLOAT, "modelled bytes read + written (from shapes and dtypes)"),
+    ),
+)
+
+GPU_OPS = Table(
+    "gpu_ops",
+    "GPU memory operations: memcpy and memset.",
+    (
+        Column("id", INT, "row id"),
+        Column("kind", CAT, "memcpy | memset"),
+        Column("name", CAT, "name as the tool reports it (e.g. 'Memcpy HtoD (Pinned -> Device)')"),
+        *_time_cols(),
+        Column("bytes", INT, "bytes copied or set"),
+        Column("direction", CAT, "HtoD, DtoH, DtoD, HtoH, PtoP, ... for memcpy; '' for memset"),
+        Column("device", I32, "device index"),
+        Column("stream", INT, "stream / queue id"),
+        Column("rank", I32, "distributed rank", -1),
+        Column("pid", INT, "process id"),
+        Column("correlation", INT, "correlation id of the API call"),
+        Column("external_id", INT, "framework op id"),
+    ),
+)
+
+CPU_SLICES = Table(
+    "cpu_slices",
+    "Host-side intervals: runtime/driver API calls, framework ops, python frames, NVTX / user ranges.",
+    (
+        Column("id", INT, "row id"),
+        Column("name", CAT, "name (runtime names without their _vNNNN suffix)"),
+        Column("category", CAT, "runtime | driver | op | python | annotation | nvtx | sync | other"),
+        *_time_cols(),
+        Column("rank", I32, "distributed rank", -1),
+        Column("pid", INT, "process id"),
+        Column("tid", INT, "thread id"),
+        Column("depth", I32, "nesting depth on its thread (0 = outermost)"),
+        Column("correlation", INT, "correlation id (runtime/driver calls)"),
+        Column("external_id", INT, "framework op id (PyTorch External id)"),
+        Column("input_dims", CAT, "op input shapes, JSON text"),
+        Column("input_types", CAT, "op input dtypes, JSON text"),
+        Column("flops", FLOAT, "FLOPs the framework reports for the op"),
+    ),
+)
+
+FLOWS = Table(
+    "flows",
+    "Launch -> GPU operation links.",
+    (
+        Column("src", INT, "cpu_slices.id of the launching call"),
+        Column("dst_table", CAT, "kernels | gpu_ops"),
+        Column("dst", INT, "id in dst_table"),
+        Column("correlation", INT, "the correlation id that links them"),
+    ),
+    sort_by=None,
+)
+
+DEVICES = Table(
+    "devices",
+    "GPUs as the source describes them.",
+    (
+        Column("id", I32, "device index used by the other tables"),
+        Column("name", STR, "product name as reported (e.g. 'NVIDIA H200')"),
+        Column("vendor", STR, "NVIDIA | AMD | ''"),
+        Column("architecture", STR, "e.g. 'sm_90', 'gfx942'"),
+        Column("compute_capability", STR, "e.g. '9.0' (NVIDIA)"),
+        Column("sm_count", I32, "SMs (NVIDIA) or CUs (AMD)"),
+        Column("memory_bytes", INT, "device memory, bytes"),
+        Column("sm_clock_hz", FLOAT, "SM/core clock as reported, Hz"),
+        Column("mem_clock_hz", FLOAT, "memory clock as reported, Hz"),
+        Column("mem_bus_width", I32, "memory bus width, bits"),
+        Column("rank", I32, "rank this device belongs to", -1),
+    ),
+    sort_by=None,
+)
+
+METRICS = Table(
+    "metrics",
+    "Every metric a counter profiler (Nsight Compute, rocprof) reports, long format, base units.",
+    (
+        Column("kernel", INT, "kernels.id"),
+        Column("section", CAT, "section (Nsight Compute) or block (rocprof)"),
+        Column("metric", CAT, "metric name"),
+        Column("unit", CAT, "base unit after normalisation (ns, byte, FLOP, Hz, %, ...)"),
+        Column("value", FLOAT, "numeric value in base units, NaN if not numeric"),
+        Column("text", STR, "the value as the tool printed it"),
+    ),
+    sort_by=None,
+)
+
+TABLES: dict[str, Table] = {t.name: t for t in (KERNELS, GPU_OPS, CPU_SLICES, FLOWS, DEVICES, METRICS)}
+
+
+def make_table(table: Table | str, n: int, columns: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Build a table with exactly the schema's columns.
+
+    Parameters
+    ----------
+    table
+        The :class:`Table` or its name.
+    n
+        Number of rows.
+    columns
+        Arrays (length n) for the columns the source knows; the others are filled with missing
+        values. ``dur`` is derived from ``start``/``end`` when not given, and ``end`` from
+        ``start``/``dur``. Unknown column names raise ``KeyError`` so typos fail loudly.
+
+    Returns
+    -------
+    DataFrame sorted by the table's ``sort_by`` column, with ``id`` renumbered to positions.
+    """
+    spec = TABLES[table] if isinstance(table, str) else table
+    given = dict(columns or {})
+    for key in given:
+        spec.column(key)
+    names = spec.names
+    if "start" in names:
+        if "dur" not in given and "start" in given and "end" in given:
+            given["dur"] = np.asarray(given["end"], dtype=np.int64) - np.asarray(given["start"], dtype=np.int64)
+        if "end" not in given and "start" in given and "dur" in given:
+            given["end"] = np.asarray(given["start"], dtype=np.int64) + np.asarray(given["dur"], dtype=np.int64)
+    data: dict[str, Any] = {}
+    for col in spec.columns:
+        if col.name in given:
+            data[col.name] = _cast(col, given[col.name], n)
+        else:
+            data[col.name] = col.fill(n)
+    df = pd.DataFrame(data, columns=names)
+    if spec.sort_by and n:
+        order = np.argsort(df[spec.sort_by].to_numpy(), kind="stable")
+        if not np.array_equal(order, np.arange(n)):
+            df = df.take(order)
+        df = df.reset_index(drop=True)
+    if "id" in names and spec.sort_by:
+        df["id"] = np.arange(n, dtype=np.int64)
+    return df
+
+
+def _cast(col: Column, values: Any, n: int) -> Any:
+    if col.dtype == CAT:
+        if isinstance(values, pd.Categorical):
+            cat = values
+        else:
+            cat = pd.Categorical(np.asarray(values, dtype=object))
+        if len(cat) != n:
+            raise ValueError(f"column {col.name}: {len(cat)} values for {n} rows")
+        return cat
+    if col.dtype == STR:
+        arr = np.asarray(values, dtype=object)
+    else:
+        arr = np.asarray(values)
+        if col.dtype in (INT, I32) and arr.dtype.kind == "f":
+            arr = np.where(np.isnan(arr), -1, np.rint(arr))
+        arr = arr.astype(col.dtype, copy=False)
+    if len(arr) != n:
+        raise ValueError(f"column {col.name}: {len(arr)} values for {n} rows")
+    return arr
+
+
+def empty(table: Table | str) -> pd.DataFrame:
+    """An empty table with the schema's columns and dtypes."""
+    return make_table(table, 0)
+
+
+def make_table_mapped(
+    table: Table | str, n: int, columns: Mapping[str, Any] | None = None
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Like :func:`make_table`, and also return ``new_id``: ``new_id[i]`` is the final id of the
+    row given at position ``i`` (for loaders that link rows, e.g. flows, before sorting)."""
+    spec = TABLES[table] if isinstance(table, str) else table
+    given = dict(columns or {})
+    given.pop("id", None)
+    given["id"] = np.arange(n, dtype=np.int64)
+    # make_table renumbers ids after sorting, so sort here to learn the permutation first
+    if spec.sort_by and n and spec.sort_by in given:
+        order = np.argsort(np.asarray(given[spec.sort_by]), kind="stable")
+    else:
+        order = np.arange(n)
+    df = make_table(spec, n, given)
+    new_id = np.empty(n, dtype=np.int64)
+    new_id[order] = np.arange(n, dtype=np.int64)
+    return df, new_id

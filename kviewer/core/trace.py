@@ -1,0 +1,93 @@
+"""The Trace: one profiler output in the unified model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from kviewer.core import schema
+
+
+@dataclass
+class TraceMeta:
+    """What a trace is and where it came from.
+
+    Attributes
+    ----------
+    path
+        The file or folder it was loaded from.
+    source_format
+        Short machine name of the format, e.g. ``"torch"``, ``"nsys"``, ``"ncu-rep"``.
+    format_label
+        Human name of the detected format variant, e.g. "PyTorch profiler (Kineto) JSON, 2021 schema".
+    tool, tool_version
+        The profiler that wrote it and its version, when the file says.
+    origin_ns
+        Epoch nanoseconds of time 0 when the source knows it, else None. Every time in the
+        tables is relative to it, so two traces can be aligned.
+    ranks
+        Distributed ranks the trace covers (empty when not distributed).
+    warnings
+        Things the user should know about the load (e.g. a truncated file loaded partially).
+    extra
+        Anything else the source says that is worth showing (schema version, host, command).
+    """
+
+    path: str
+    source_format: str
+    format_label: str = ""
+    tool: str = ""
+    tool_version: str = ""
+    origin_ns: int | None = None
+    ranks: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Trace:
+    """A loaded trace: metadata and the tables declared in :mod:`kviewer.core.schema`."""
+
+    meta: TraceMeta
+    kernels: pd.DataFrame = field(default_factory=lambda: schema.empty("kernels"))
+    gpu_ops: pd.DataFrame = field(default_factory=lambda: schema.empty("gpu_ops"))
+    cpu_slices: pd.DataFrame = field(default_factory=lambda: schema.empty("cpu_slices"))
+    flows: pd.DataFrame = field(default_factory=lambda: schema.empty("flows"))
+    devices: pd.DataFrame = field(default_factory=lambda: schema.empty("devices"))
+    metrics: pd.DataFrame = field(default_factory=lambda: schema.empty("metrics"))
+
+    def table(self, name: str) -> pd.DataFrame:
+        if name not in schema.TABLES:
+            raise KeyError(name)
+        df: pd.DataFrame = getattr(self, name)
+        return df
+
+    def sizes(self) -> dict[str, int]:
+        """Row count of every table."""
+        return {name: len(self.table(name)) for name in schema.TABLES}
+
+    def span_ns(self) -> tuple[int, int] | None:
+        """First start and last end over kernels, GPU ops and CPU slices; None when all empty."""
+        lo: int | None = None
+        hi: int | None = None
+        for name in ("kernels", "gpu_ops", "cpu_slices"):
+            df = self.table(name)
+            if len(df):
+                s = int(df["start"].min())
+                e = int(df["end"].max())
+                lo = s if lo is None else min(lo, s)
+                hi = e if hi is None else max(hi, e)
+        if lo is None or hi is None:
+            return None
+        return lo, hi
+
+    def validate(self) -> None:
+        """Check that every table has exactly the schema's columns (for tests and loaders)."""
+        for name, spec in schema.TABLES.items():
+            df = self.table(name)
+            if list(df.columns) != spec.names:
+                missing = set(spec.names) - set(df.columns)
+                extra = set(df.columns) - set(spec.names)
+                raise AssertionError(f"{name}: missing {sorted(missing)}, extra {sorted(extra)}")

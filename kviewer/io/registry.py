@@ -1,0 +1,141 @@
+"""Format detection by content and dispatch to the right loader.
+
+Each loader module defines ``LOADER = LoaderSpec(...)`` with a cheap ``sniff(head, path)`` that
+looks at the first (decompressed) bytes, and a ``load(path, progress, cancel)`` that returns a
+:class:`~kviewer.core.Trace` or raises a typed :class:`~kviewer.errors.LoadError`. The registry
+tries sniffers by descending priority; the first that claims the file loads it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol
+
+from kviewer.core import Trace
+from kviewer.errors import LoadCancelled, LoadError, UnsupportedFormat
+from kviewer.io.source import Progress, read_head
+
+#: loader modules, imported on first use (keeps start-up light)
+LOADER_MODULES: list[str] = [
+    "kviewer.io.nsys",
+    "kviewer.io.torch",
+]
+
+
+class CancelToken:
+    """A flag a loader checks between chunks of work; set from another thread to cancel."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def check(self) -> None:
+        if self._event.is_set():
+            raise LoadCancelled("load cancelled")
+
+
+class LoadFn(Protocol):
+    def __call__(self, path: Path, progress: Progress, cancel: CancelToken) -> Trace: ...
+
+
+@dataclass(frozen=True)
+class LoaderSpec:
+    name: str
+    """machine name, also ``Trace.meta.source_format``"""
+    label: str
+    """what a user calls the format"""
+    priority: int
+    sniff: Callable[[bytes, Path], bool]
+    load: LoadFn
+    directories: bool = False
+    """True when the loader also accepts a folder (sniff then gets head=b"")"""
+
+
+_loaders: list[LoaderSpec] | None = None
+_lock = threading.Lock()
+
+
+def loaders() -> list[LoaderSpec]:
+    """Every registered loader, highest priority first."""
+    global _loaders
+    with _lock:
+        if _loaders is None:
+            specs = [importlib.import_module(m).LOADER for m in LOADER_MODULES]
+            _loaders = sorted(specs, key=lambda s: -s.priority)
+        return list(_loaders)
+
+
+def detect(path: str | os.PathLike[str]) -> LoaderSpec:
+    """The loader that claims this file, or :class:`UnsupportedFormat`."""
+    p = Path(path)
+    if not p.exists():
+        raise LoadError(p, "no such file or directory")
+    if p.is_dir():
+        for spec in loaders():
+            if spec.directories and spec.sniff(b"", p):
+                return spec
+        raise UnsupportedFormat(p, "is a directory with no trace files kviewer recognises")
+    head = read_head(p)
+    if not head:
+        raise UnsupportedFormat(p, "the file is empty")
+    for spec in loaders():
+        try:
+            if spec.sniff(head, p):
+                return spec
+        except Exception:  # a sniffer must never take the app down; treat as "not mine"
+            continue
+    raise UnsupportedFormat(p, f"not a format kviewer reads ({describe_head(head)})")
+
+
+def describe_head(head: bytes) -> str:
+    """A few words on what unknown content looks like, for error messages."""
+    stripped = head.lstrip()
+    if stripped.startswith(b"SQLite format 3"):
+        return "a SQLite database that is not a known profiler export"
+    if stripped[:1] in (b"{", b"["):
+        return "JSON that is not a known trace"
+    try:
+        head[:4096].decode("utf-8")
+    except UnicodeDecodeError:
+        return "binary data of an unknown kind"
+    return "text of an unknown kind"
+
+
+def load(
+    path: str | os.PathLike[str],
+    progress: Progress | None = None,
+    cancel: CancelToken | None = None,
+) -> Trace:
+    """Detect the format of ``path`` and load it.
+
+    Raises
+    ------
+    LoadError
+        (or a subclass) naming the file and the problem.
+    LoadCancelled
+        when ``cancel`` was set.
+    """
+    p = Path(path)
+    spec = detect(p)
+    prog: Progress = progress or (lambda fraction, message: None)
+    token = cancel or CancelToken()
+    try:
+        trace = spec.load(p, prog, token)
+    except (LoadError, LoadCancelled):
+        raise
+    except MemoryError as exc:
+        raise LoadError(p, "not enough memory to load this file", spec.label) from exc
+    except Exception as exc:  # a loader bug must still reach the user as one clear line
+        raise LoadError(p, f"could not be read: {type(exc).__name__}: {exc}", spec.label) from exc
+    prog(1.0, "done")
+    return trace

@@ -1,0 +1,203 @@
+"""Reading input files: transparent gzip / xz / zstd, content sniffing heads, read-only SQLite.
+
+Nothing here writes to an input file.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import os
+import sqlite3
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from kviewer.errors import CorruptTrace, LoadError, MissingDependency
+
+GZIP_MAGIC = b"\x1f\x8b"
+XZ_MAGIC = b"\xfd7zXZ\x00"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+BZ2_MAGIC = b"BZh"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+#: bytes a sniffer sees (decompressed)
+HEAD_SIZE = 64 * 1024
+
+Progress = Callable[[float, str], None]
+"""progress(fraction 0..1, message)"""
+
+
+def compression_of(raw_head: bytes) -> str | None:
+    if raw_head.startswith(GZIP_MAGIC):
+        return "gzip"
+    if raw_head.startswith(XZ_MAGIC):
+        return "xz"
+    if raw_head.startswith(ZSTD_MAGIC):
+        return "zstd"
+    if raw_head.startswith(BZ2_MAGIC) and len(raw_head) > 3 and raw_head[3:4].isdigit():
+        return "bz2"
+    return None
+
+
+def _check_file(path: Path) -> None:
+    if not path.exists():
+        raise LoadError(path, "no such file")
+    if path.is_dir():
+        raise LoadError(path, "is a directory, not a trace file")
+    if not os.access(path, os.R_OK):
+        raise LoadError(path, "permission denied")
+
+
+def read_head(path: str | os.PathLike[str], size: int = HEAD_SIZE) -> bytes:
+    """The first ``size`` bytes of the file's content, decompressed when compressed.
+
+    A damaged compressed stream gives whatever could be decompressed (possibly b"").
+    """
+    p = Path(path)
+    _check_file(p)
+    with open(p, "rb") as f:
+        raw = f.read(size)
+    comp = compression_of(raw)
+    if comp is None:
+        return raw
+    try:
+        with _open_decompressed(p, comp) as f:
+            return f.read(size)
+    except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError):
+        return _salvage(p, comp, limit=size)[0]
+
+
+def _open_decompressed(path: Path, comp: str):  # type: ignore[no-untyped-def]
+    if comp == "gzip":
+        return gzip.open(path, "rb")
+    if comp == "xz":
+        return lzma.open(path, "rb")
+    if comp == "bz2":
+        return bz2.open(path, "rb")
+    if comp == "zstd":
+        try:
+            import zstandard
+        except ImportError as exc:  # pragma: no cover - zstandard is a dependency
+            raise MissingDependency(path, "zstd-compressed; install the 'zstandard' package") from exc
+        return zstandard.open(path, "rb")
+    raise ValueError(comp)
+
+
+@dataclass
+class Content:
+    """A file's whole (decompressed) content."""
+
+    data: bytes
+    compression: str | None
+    truncated: bool = False
+    """True when a compressed stream ended early or was damaged; ``data`` holds what was readable."""
+
+
+#: refuse to decompress more than this many bytes (a bound against decompression bombs)
+MAX_DECOMPRESSED = 8 * 1024**3
+
+
+def read_content(
+    path: str | os.PathLike[str],
+    progress: Progress | None = None,
+    max_bytes: int = MAX_DECOMPRESSED,
+) -> Content:
+    """Read the whole file, decompressing transparently.
+
+    A compressed stream that ends early or is damaged is not an error: the readable prefix is
+    returned with ``truncated=True`` so a loader can load every complete event and warn.
+    """
+    p = Path(path)
+    _check_file(p)
+    size = p.stat().st_size
+    with open(p, "rb") as f:
+        magic = f.read(8)
+    comp = compression_of(magic)
+    if comp is None:
+        with open(p, "rb") as f:
+            return Content(f.read(), None)
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        with open(p, "rb") as raw, _open_decompressed_fileobj(raw, comp, p) as f:
+            while True:
+                chunk = f.read(8 * 1024 * 1024)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+                if total > max_bytes:
+                    raise CorruptTrace(
+                        p, f"decompresses to more than {max_bytes // 1024**2} MiB; refusing (a decompression bomb?)"
+                    )
+                if progress is not None and size:
+                    progress(min(raw.tell() / size, 1.0) * 0.3, "decompressing")
+        return Content(b"".join(chunks), comp)
+    except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as exc:
+        if isinstance(exc, LoadError):
+            raise
+        data, _ = _salvage(p, comp, limit=max_bytes)
+        return Content(data, comp, truncated=True)
+
+
+def _open_decompressed_fileobj(raw, comp: str, path: Path):  # type: ignore[no-untyped-def]
+    if comp == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if comp == "xz":
+        return lzma.LZMAFile(raw, "rb")
+    if comp == "bz2":
+        return bz2.BZ2File(raw, "rb")
+    if comp == "zstd":
+        try:
+            import zstandard
+        except ImportError as exc:  # pragma: no cover
+            raise MissingDependency(path, "zstd-compressed; install the 'zstandard' package") from exc
+        return zstandard.ZstdDecompressor().stream_reader(raw)
+    raise ValueError(comp)
+
+
+def _salvage(path: Path, comp: str, limit: int) -> tuple[bytes, bool]:
+    """Decompress as much of a damaged or cut stream as possible."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    out = bytearray()
+    try:
+        if comp == "gzip":
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            step = 1 << 16
+            for i in range(0, len(raw), step):
+                out += d.decompress(raw[i : i + step], max(0, limit - len(out)))
+                if len(out) >= limit:
+                    break
+        elif comp == "xz":
+            dx = lzma.LZMADecompressor()
+            step = 1 << 16
+            for i in range(0, len(raw), step):
+                out += dx.decompress(raw[i : i + step], max(0, limit - len(out)))
+                if len(out) >= limit or dx.eof:
+                    break
+        elif comp == "bz2":
+            db = bz2.BZ2Decompressor()
+            out += db.decompress(raw)
+    except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError):
+        pass
+    return bytes(out[:limit]), True
+
+
+def connect_readonly(path: str | os.PathLike[str], recognised: str | None = None) -> sqlite3.Connection:
+    """Open a SQLite file read-only (``file:…?mode=ro``): a viewer never changes its inputs.
+
+    ``immutable=1`` is not used: it would skip locking, and a trace being written could be misread.
+    """
+    p = Path(path).resolve()
+    _check_file(p)
+    uri = p.as_uri() + "?mode=ro"
+    try:
+        con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        con.execute("select count(*) from sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise CorruptTrace(path, f"not a readable SQLite database ({exc})", recognised) from exc
+    return con

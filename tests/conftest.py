@@ -1,0 +1,28 @@
+"""Shared fixtures: where the real samples are, and offscreen Qt."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_TRACES = REPO / "sample_traces"
+SHARED_SAMPLES = Path(os.environ.get("KVIEWER_SAMPLES", REPO.parent / "shared" / "samples"))
+
+
+@pytest.fixture(scope="session")
+def samples() -> Path:
+    """../shared/samples (the real profiler outputs); skips when the folder is absent."""
+    if not SHARED_SAMPLES.is_dir():
+        pytest.skip(f"real samples not found at {SHARED_SAMPLES} (set KVIEWER_SAMPLES)")
+    return SHARED_SAMPLES
+
+
+@pytest.fixture(scope="session")
+def sample_traces() -> Path:
+    """The small traces bundled with the repo."""
+    return SAMPLE_TRACES
