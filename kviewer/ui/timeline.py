@@ -1,0 +1,780 @@
+"""The unified timeline: every open trace as a collapsible group of lanes, drawn with pyqtgraph.
+
+One :class:`TracksItem` (a custom GraphicsObject) draws every lane. A frame asks each visible
+lane's mipmap for the bars in view at pixel resolution (:mod:`kviewer.ui.lod`), groups the
+rectangles by colour and hands each colour's rectangles to ``QPainter.drawRects`` straight from a
+numpy array (one call per colour, no Python object per bar). The frame is cached and recomputed
+only when the view range, the size, the layout or the colours change; hovering or selecting just
+repaints the cached frame and an overlay.
+
+Coordinates: x is display nanoseconds (each trace shifted to start at 0), y is pixels from the
+top of the first row (the view box's y range is kept equal to its pixel height), so rows keep a
+fixed height when the window is resized and drag pans both ways.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyqtgraph as pg
+import shiboken6
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPainterPath, QPen, QPolygonF
+from PySide6.QtWidgets import QMenu, QToolTip, QVBoxLayout, QWidget
+
+from kviewer.ui import colors
+from kviewer.ui.format import format_duration, format_time
+from kviewer.ui.tracks import Group, Lane, TraceTracks
+from kviewer.ui.viewstate import Selection, ViewState
+
+if TYPE_CHECKING:
+    from PySide6.QtGui import QKeyEvent
+
+LANE_H = 18.0
+HEADER_H = 20.0
+LABEL_W = 230
+INDENT = 12.0
+#: bars at least this wide (px) get their name written inside
+LABEL_MIN_PX = 46.0
+MAX_LABELS = 600
+ZOOM_STEP = 0.8
+PAN_STEP = 0.15
+HEADER_BG = QColor(232, 236, 241)
+ROOT_BG = QColor(214, 221, 230)
+SELECT_PEN = QColor(20, 20, 20)
+FLOW_COLOUR = QColor(200, 40, 40)
+
+
+@dataclass
+class Row:
+    """One horizontal band of the timeline."""
+
+    y: float
+    h: float
+    kind: str
+    """header | lane"""
+    depth: int
+    label: str
+    tracks: TraceTracks
+    group: Group | None = None
+    lane: Lane | None = None
+
+
+@dataclass
+class Frame:
+    """What one view range looks like, ready to paint (device-independent pixel coordinates
+    relative to the view box's top-left)."""
+
+    key: tuple[Any, ...]
+    rects: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    segments: list[tuple[int, int, int]] = field(default_factory=list)
+    """(palette index, first, end) runs of ``rects``, which are sorted by colour"""
+    inner: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    labels: list[tuple[QRectF, str, bool]] = field(default_factory=list)
+    bars: int = 0
+
+
+def _draw_rects(p: QPainter, rects: np.ndarray, first: int, end: int) -> None:
+    """``drawRects`` on rows ``[first, end)`` of a C-contiguous (n, 4) float64 array: QRectF is
+    four doubles, so the array *is* a QRectF[] and no Python object per rectangle is made."""
+    if end <= first:
+        return
+    ptr = shiboken6.wrapInstance(rects.ctypes.data + first * 32, QRectF)
+    p.drawRects(ptr, end - first)
+
+
+class TimeAxis(pg.AxisItem):
+    """Bottom axis labelled in ns, µs, ms or s, chosen from the tick spacing."""
+
+    def __init__(self) -> None:
+        super().__init__("bottom")
+        self.enableAutoSIPrefix(False)
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
+        if spacing >= 1e9:
+            unit, div = "s", 1e9
+        elif spacing >= 1e6:
+            unit, div = "ms", 1e6
+        elif spacing >= 1e3:
+            unit, div = "µs", 1e3
+        else:
+            unit, div = "ns", 1.0
+        decimals = max(0, -int(math.floor(math.log10(spacing / div) + 1e-9))) if spacing > 0 else 0
+        return [f"{v / div:.{decimals}f} {unit}" for v in values]
+
+
+class LaneAxis(pg.AxisItem):
+    """The left column: group headers (click to collapse) and lane labels."""
+
+    def __init__(self, timeline: "TimelineView") -> None:
+        super().__init__("left")
+        self.timeline = timeline
+        self.setWidth(LABEL_W)
+        self.font = QFont()
+        self.font.setPointSizeF(8.5)
+        self.bold = QFont(self.font)
+        self.bold.setBold(True)
+
+    def paint(self, p: QPainter, opt: Any, widget: Any) -> None:
+        tl = self.timeline
+        vb = tl.vb
+        top = vb.viewRange()[1][0]
+        height = self.geometry().height()
+        width = self.geometry().width()
+        p.setClipRect(QRectF(0, 0, width, height))
+        p.fillRect(QRectF(0, 0, width, height), QColor(248, 249, 251))
+        for row in tl.rows_between(top, top + height):
+            y = row.y - top
+            rect = QRectF(4 + row.depth * INDENT, y, width - 8 - row.depth * INDENT, row.h)
+            if row.kind == "header":
+                bg = ROOT_BG if row.depth == 0 else HEADER_BG
+                p.fillRect(QRectF(0, y, width, row.h), bg)
+                p.setFont(self.bold if row.depth == 0 else self.font)
+                p.setPen(QColor(30, 30, 30))
+                arrow = "▸ " if row.group is not None and row.group.collapsed else "▾ "
+                text = QFontMetricsF(p.font()).elidedText(arrow + row.label, Qt.TextElideMode.ElideRight, rect.width())
+                p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+            else:
+                p.setFont(self.font)
+                p.setPen(QColor(70, 70, 70))
+                rect.adjust(INDENT, 0, 0, 0)
+                text = QFontMetricsF(self.font).elidedText(row.label, Qt.TextElideMode.ElideRight, rect.width())
+                p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+        p.setPen(QColor(190, 195, 200))
+        p.drawLine(QPointF(width - 0.5, 0), QPointF(width - 0.5, height))
+
+    def mouseClickEvent(self, ev: Any) -> None:  # noqa: N802
+        row = self.timeline.row_at(self.timeline.vb.viewRange()[1][0] + ev.pos().y())
+        if row is None or row.kind != "header":
+            return
+        ev.accept()
+        if ev.button() == Qt.MouseButton.LeftButton:
+            self.timeline.toggle_group(row.group)
+        elif ev.button() == Qt.MouseButton.RightButton and row.depth == 0:
+            menu = QMenu()
+            close = menu.addAction(f"Close {row.tracks.label}")
+            chosen = menu.exec(ev.screenPos().toPoint())
+            if chosen is close:
+                self.timeline.closeRequested.emit(row.tracks.key)
+
+    def hoverEvent(self, ev: Any) -> None:  # noqa: N802
+        if ev.isExit():
+            return
+        row = self.timeline.row_at(self.timeline.vb.viewRange()[1][0] + ev.pos().y())
+        if row is not None and row.kind == "header" and row.group is not None and row.group.tooltip:
+            self.setToolTip(row.group.tooltip)
+        else:
+            self.setToolTip("")
+
+
+class TimelineViewBox(pg.ViewBox):
+    """Wheel zooms time around the cursor; drag pans time and scrolls rows; Shift+wheel scrolls."""
+
+    def __init__(self, timeline: "TimelineView") -> None:
+        super().__init__(enableMenu=False, invertY=True)
+        self.timeline = timeline
+        self.setMouseEnabled(x=True, y=False)
+        self.disableAutoRange()
+
+    def wheelEvent(self, ev: Any, axis: Any = None) -> None:  # noqa: N802
+        if ev.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            ev.accept()
+            self.timeline.scroll_by(-ev.delta() / 2.0)
+            return
+        super().wheelEvent(ev, axis)
+
+    def mouseDragEvent(self, ev: Any, axis: Any = None) -> None:  # noqa: N802
+        if ev.button() != Qt.MouseButton.LeftButton:
+            super().mouseDragEvent(ev, axis)
+            return
+        ev.accept()
+        d = self.mapToView(ev.pos()) - self.mapToView(ev.lastPos())
+        self.translateBy(x=-d.x())
+        self.timeline.scroll_by(-(ev.pos().y() - ev.lastPos().y()))
+
+
+class TracksItem(pg.GraphicsObject):
+    """Draws every visible lane of the timeline (see the module doc)."""
+
+    def __init__(self, timeline: "TimelineView") -> None:
+        super().__init__()
+        self.timeline = timeline
+        self.brushes = colors.qbrushes()
+        rgb = colors.palette_rgb()
+        self.dark_text = [colors.text_colour_is_dark(c) for c in rgb]
+        self.font = QFont()
+        self.font.setPointSizeF(8.0)
+        self.metrics = QFontMetricsF(self.font)
+        self._frame: Frame | None = None
+
+    def boundingRect(self) -> QRectF:  # noqa: N802
+        # the item covers everything; what is drawn is decided per frame from the view range
+        return QRectF(-1e15, -1e7, 2e15, 2e8)
+
+    def invalidate(self) -> None:
+        self._frame = None
+        self.update()
+
+    # frame -----------------------------------------------------------------------------------
+    def frame(self, x0: float, x1: float, top: float, width: float, height: float) -> Frame:
+        tl = self.timeline
+        key = (x0, x1, top, width, height, tl.layout_version, tl.colour_version)
+        if self._frame is not None and self._frame.key == key:
+            return self._frame
+        fr = Frame(key)
+        parts_rect: list[np.ndarray] = []
+        parts_col: list[np.ndarray] = []
+        inner_parts: list[np.ndarray] = []
+        label_jobs: list[tuple[Row, Lane, np.ndarray, np.ndarray, np.ndarray, float, float]] = []
+        for row in tl.rows_between(top, top + height):
+            lane = row.lane
+            pad = 2.0
+            if row.kind == "header":
+                if row.group is None or not row.group.collapsed:
+                    continue
+                lane = row.group.first_lane()  # a collapsed group shows its first lane as a summary
+                pad = 4.0
+            if lane is None or len(lane.lod.raw) == 0:
+                continue
+            off = row.tracks.offset_ns
+            m = lane.lod.frame(x0 + off, x1 + off, width)
+            n = m.start.shape[0]
+            if n == 0:
+                continue
+            y = row.y - top + pad
+            h = row.h - 2 * pad
+            w = np.maximum(m.end - m.start, 1.0)
+            r = np.empty((n, 4), dtype=np.float64)
+            r[:, 0] = m.start
+            r[:, 1] = y
+            r[:, 2] = w
+            r[:, 3] = h
+            parts_rect.append(r)
+            parts_col.append(m.colour)
+            fr.bars += n
+            if row.kind == "lane" and lane.inner is not None:
+                single = (m.count == 1) & (w >= 3.0)
+                if single.any():
+                    raw = lane.lod.raw
+                    rep = m.rep[single]
+                    tsol = lane.inner[rep]
+                    dur = np.maximum(raw.end[rep] - raw.start[rep], 1)
+                    ok = np.isfinite(tsol) & (tsol > 0)
+                    if ok.any():
+                        frac = np.clip(tsol[ok] / dur[ok], 0.0, 1.0)
+                        ir = np.empty((int(ok.sum()), 4))
+                        ir[:, 0] = m.start[single][ok]
+                        ir[:, 1] = y + h * 0.3
+                        ir[:, 2] = np.maximum(w[single][ok] * frac, 1.0)
+                        ir[:, 3] = h * 0.4
+                        inner_parts.append(ir)
+            wide = np.flatnonzero(w >= LABEL_MIN_PX)
+            if len(wide) and row.kind == "lane":
+                label_jobs.append((row, lane, m.start[wide], w[wide], m.rep[wide], y, h))
+                # merged bars are named by their longest member, with the count
+                label_jobs[-1] = label_jobs[-1]  # (kept simple: count shown in the tooltip)
+        if parts_rect:
+            rects = np.concatenate(parts_rect)
+            cols = np.concatenate(parts_col)
+            order = np.argsort(cols, kind="stable")
+            fr.rects = np.ascontiguousarray(rects[order])
+            cols = cols[order]
+            bounds = np.flatnonzero(np.diff(cols.astype(np.int64))) + 1
+            starts = np.r_[0, bounds]
+            ends = np.r_[bounds, len(cols)]
+            fr.segments = [(int(cols[s]), int(s), int(e)) for s, e in zip(starts, ends)]
+        if inner_parts:
+            fr.inner = np.ascontiguousarray(np.concatenate(inner_parts))
+        budget = MAX_LABELS
+        for row, lane, xs, ws, reps, y, h in label_jobs:
+            raw_ids = lane.ids[reps]
+            colour = lane.lod.raw.colour[reps]
+            for x, w, rid, c in zip(xs.tolist(), ws.tolist(), raw_ids.tolist(), colour.tolist()):
+                if budget <= 0:
+                    break
+                x_vis = max(x, 0.0)
+                w_vis = min(x + w, width) - x_vis
+                if w_vis < LABEL_MIN_PX:
+                    continue
+                text = self.metrics.elidedText(row.tracks.name_of(lane.table, rid), Qt.TextElideMode.ElideRight, w_vis - 6)
+                if len(text) <= 1:
+                    continue
+                fr.labels.append((QRectF(x_vis + 3, y, w_vis - 6, h), text, self.dark_text[c]))
+                budget -= 1
+        self._frame = fr
+        return fr
+
+    # paint -----------------------------------------------------------------------------------
+    def paint(self, p: QPainter, opt: Any, widget: Any) -> None:
+        tl = self.timeline
+        vb = tl.vb
+        (x0, x1), (top, bottom) = vb.viewRange()
+        tr = p.transform()
+        width = tr.m11() * (x1 - x0)
+        height = bottom - top
+        if width <= 0 or height <= 0:
+            return
+        ox = tr.m11() * x0 + tr.dx()
+        oy = tr.m22() * top + tr.dy()
+        sy = tr.m22()
+        fr = self.frame(x0, x1, top, width, height)
+        p.save()
+        p.resetTransform()
+        p.translate(ox, oy)
+        p.scale(1.0, sy)
+        # group header bands
+        for row in tl.rows_between(top, bottom):
+            if row.kind == "header":
+                p.fillRect(QRectF(0, row.y - top, width, row.h), ROOT_BG if row.depth == 0 else HEADER_BG)
+        p.setPen(Qt.PenStyle.NoPen)
+        for colour, first, end in fr.segments:
+            p.setBrush(self.brushes[colour])
+            _draw_rects(p, fr.rects, first, end)
+        if len(fr.inner):
+            # the SOL floor inside each kernel bar: the gap to the bar's end is time above the bound
+            p.setBrush(QColor(0, 0, 0, 90))
+            _draw_rects(p, fr.inner, 0, len(fr.inner))
+        if fr.labels:
+            p.setFont(self.font)
+            dark, light = QColor(20, 20, 20), QColor(255, 255, 255)
+            for rect, text, is_dark in fr.labels:
+                p.setPen(dark if is_dark else light)
+                p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+        self._paint_selection(p, x0, x1, top, width)
+        p.restore()
+
+    def _bar_px(self, tracks: TraceTracks, table: str, row_id: int, x0: float, x1: float, top: float, width: float) -> QRectF | None:
+        """Where a row's bar is, in frame pixels (its lane's row, or the collapsed header's)."""
+        loc = tracks.locate(table, row_id)
+        if loc is None:
+            return None
+        lane, pos = loc
+        row = self.timeline.row_of_lane(tracks, lane)
+        if row is None:
+            return None
+        raw = lane.lod.raw
+        scale = width / max(x1 - x0, 1e-9)
+        xs = (raw.start[pos] - tracks.offset_ns - x0) * scale
+        xe = (raw.end[pos] - tracks.offset_ns - x0) * scale
+        xs = min(max(xs, -10.0), width + 10.0)
+        xe = min(max(xe, -10.0), width + 10.0)
+        return QRectF(xs, row.y - top + 1, max(xe - xs, 1.0), row.h - 2)
+
+    def _paint_selection(self, p: QPainter, x0: float, x1: float, top: float, width: float) -> None:
+        tl = self.timeline
+        sel = tl.state.selection
+        if sel is None:
+            return
+        tracks = tl.state.trace(sel.trace)
+        if tracks is None:
+            return
+        rect = self._bar_px(tracks, sel.table, sel.row, x0, x1, top, width)
+        if rect is None:
+            return
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.setPen(QPen(SELECT_PEN, 2.0))
+        p.drawRect(rect.adjusted(-1, -1, 1, 1))
+        if sel.table == "kernels":
+            src = int(tracks.launch_of_kernel[sel.row]) if sel.row < len(tracks.launch_of_kernel) else -1
+            if src >= 0:
+                launch = self._bar_px(tracks, "cpu_slices", src, x0, x1, top, width)
+                if launch is not None:
+                    p.setPen(QPen(SELECT_PEN, 1.5))
+                    p.drawRect(launch)
+                    _arrow(p, QPointF(launch.left(), launch.center().y()), QPointF(rect.left(), rect.center().y()))
+
+
+def _arrow(p: QPainter, a: QPointF, b: QPointF) -> None:
+    """A flow arrow from a to b (a cubic curve and an arrowhead at b)."""
+    pen = QPen(FLOW_COLOUR, 1.6)
+    p.setPen(pen)
+    p.setBrush(Qt.BrushStyle.NoBrush)
+    path = QPainterPath(a)
+    dx = max(abs(b.x() - a.x()) * 0.5, 20.0)
+    path.cubicTo(QPointF(a.x() + dx, a.y()), QPointF(b.x() - dx, b.y()), b)
+    p.drawPath(path)
+    p.setBrush(FLOW_COLOUR)
+    p.drawPolygon(QPolygonF([b, QPointF(b.x() - 7, b.y() - 4), QPointF(b.x() - 7, b.y() + 4)]))
+
+
+class TimelineCanvas(pg.PlotWidget):
+    """The PlotWidget; handles the Perfetto keys (so they work wherever focus is inside it)."""
+
+    def __init__(self, timeline: "TimelineView") -> None:
+        self.timeline = timeline
+        super().__init__(
+            background="w",
+            viewBox=TimelineViewBox(timeline),
+            axisItems={"bottom": TimeAxis(), "left": LaneAxis(timeline)},
+        )
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+
+    def keyPressEvent(self, ev: "QKeyEvent") -> None:  # noqa: N802
+        if self.timeline.handle_key(ev.key(), ev.modifiers()):
+            ev.accept()
+            return
+        super().keyPressEvent(ev)
+
+
+class TimelineView(QWidget):
+    """The timeline widget: observes the :class:`ViewState`, never another view."""
+
+    closeRequested = Signal(int)
+
+    def __init__(self, state: ViewState, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.state = state
+        self.rows: list[Row] = []
+        self._row_tops: list[float] = []
+        self._lane_rows: dict[tuple[int, int], Row] = {}
+        self.layout_version = 0
+        self.colour_version = 0
+        self.top = 0.0
+        self._syncing = False
+
+        self.canvas = TimelineCanvas(self)
+        self.plot = self.canvas.getPlotItem()
+        self.plot.hideButtons()
+        self.plot.setMenuEnabled(False)
+        self.vb: TimelineViewBox = self.plot.getViewBox()  # type: ignore[assignment]
+        for name in ("bottom", "left"):
+            ax = self.plot.getAxis(name)
+            ax.setPen(pg.mkPen(120, 120, 120))
+            ax.setTextPen(pg.mkPen(40, 40, 40))
+        self.item = TracksItem(self)
+        self.vb.addItem(self.item, ignoreBounds=True)
+        self.vb.setXRange(0, 1, padding=0)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.canvas)
+
+        self.vb.sigXRangeChanged.connect(self._on_vb_range)
+        self.vb.sigResized.connect(self._on_resize)
+        self.canvas.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.canvas.scene().sigMouseClicked.connect(self._on_mouse_clicked)
+        state.tracesChanged.connect(self._on_traces)
+        state.rangeChanged.connect(self._on_state_range)
+        state.selectionChanged.connect(lambda _sel: self.item.update())
+        state.revealRequested.connect(self.reveal)
+        state.highlightChanged.connect(self._on_highlight)
+
+    # layout ----------------------------------------------------------------------------------
+    def relayout(self) -> None:
+        rows: list[Row] = []
+        lane_rows: dict[tuple[int, int], Row] = {}
+        y = 0.0
+
+        def visit(tracks: TraceTracks, g: Group, depth: int) -> None:
+            nonlocal y
+            header = Row(y, HEADER_H, "header", depth, g.label, tracks, group=g)
+            rows.append(header)
+            y += HEADER_H
+            if g.collapsed:
+                for lane in g.lanes():
+                    lane_rows[(tracks.key, lane.index)] = header
+                return
+            for ch in g.children:
+                if isinstance(ch, Group):
+                    visit(tracks, ch, depth + 1)
+                else:
+                    row = Row(y, LANE_H, "lane", depth + 1, ch.label, tracks, lane=ch)
+                    rows.append(row)
+                    lane_rows[(tracks.key, ch.index)] = row
+                    y += LANE_H
+
+        for tracks in self.state.traces:
+            visit(tracks, tracks.root, 0)
+            y += 6.0  # a little air between traces
+        self.rows = rows
+        self._row_tops = [r.y for r in rows]
+        self._lane_rows = lane_rows
+        self.layout_version += 1
+        self.scroll_to(self.top)
+        self.item.invalidate()
+        self.plot.getAxis("left").update()
+
+    @property
+    def content_height(self) -> float:
+        return (self.rows[-1].y + self.rows[-1].h) if self.rows else 0.0
+
+    def rows_between(self, y0: float, y1: float) -> list[Row]:
+        i = max(bisect.bisect_right(self._row_tops, y0) - 1, 0)
+        j = bisect.bisect_right(self._row_tops, y1)
+        return self.rows[i:j]
+
+    def row_at(self, y: float) -> Row | None:
+        i = bisect.bisect_right(self._row_tops, y) - 1
+        if 0 <= i < len(self.rows) and y < self.rows[i].y + self.rows[i].h:
+            return self.rows[i]
+        return None
+
+    def row_of_lane(self, tracks: TraceTracks, lane: Lane) -> Row | None:
+        return self._lane_rows.get((tracks.key, lane.index))
+
+    def lane_count(self) -> int:
+        return sum(len(t.lanes) for t in self.state.traces)
+
+    def toggle_group(self, group: Group | None) -> None:
+        if group is not None:
+            group.collapsed = not group.collapsed
+            self.relayout()
+
+    # vertical scrolling ----------------------------------------------------------------------
+    def _view_height(self) -> float:
+        return max(float(self.vb.height()), 1.0)
+
+    def scroll_to(self, top: float) -> None:
+        h = self._view_height()
+        self.top = float(min(max(top, 0.0), max(self.content_height - h + 20.0, 0.0)))
+        self.vb.setYRange(self.top, self.top + h, padding=0)
+
+    def scroll_by(self, dy: float) -> None:
+        self.scroll_to(self.top + dy)
+
+    def _on_resize(self, *_: Any) -> None:
+        self.scroll_to(self.top)
+
+    # range -----------------------------------------------------------------------------------
+    def visible_range(self) -> tuple[float, float]:
+        x0, x1 = self.vb.viewRange()[0]
+        return float(x0), float(x1)
+
+    def set_range(self, t0: float, t1: float) -> None:
+        self.vb.setXRange(t0, t1, padding=0)
+
+    def _on_vb_range(self, _vb: Any, rng: Any) -> None:
+        if not self._syncing:
+            self._syncing = True
+            try:
+                self.state.set_range(float(rng[0]), float(rng[1]))
+            finally:
+                self._syncing = False
+
+    def _on_state_range(self, t0: float, t1: float) -> None:
+        if self._syncing:
+            return
+        x0, x1 = self.visible_range()
+        if abs(x0 - t0) > 1e-6 or abs(x1 - t1) > 1e-6:
+            self._syncing = True
+            try:
+                self.set_range(t0, t1)
+            finally:
+                self._syncing = False
+
+    def fit_all(self) -> None:
+        lo, hi = self.state.span()
+        pad = (hi - lo) * 0.02
+        self.set_range(lo - pad, hi + pad)
+
+    def _set_limits(self) -> None:
+        lo, hi = self.state.span()
+        span = max(hi - lo, 1.0)
+        self.vb.setLimits(xMin=lo - span * 0.5, xMax=hi + span * 0.5, minXRange=10.0, maxXRange=span * 2.0)
+
+    def _on_traces(self) -> None:
+        had_rows = bool(self.rows)
+        self._set_limits()
+        self.relayout()
+        if not had_rows or not self.state.traces:
+            self.fit_all()
+
+    def _on_highlight(self) -> None:
+        for tracks in self.state.traces:
+            mask = self.state.highlight.get(tracks.key)
+            if mask is not None or tracks.emphasis is not None:
+                tracks.set_kernel_emphasis(mask)
+        self.colour_version += 1
+        self.item.invalidate()
+
+    # keys ------------------------------------------------------------------------------------
+    def zoom(self, factor: float, around: float | None = None) -> None:
+        x0, x1 = self.visible_range()
+        c = (x0 + x1) / 2.0 if around is None or not (x0 <= around <= x1) else around
+        self.set_range(c - (c - x0) * factor, c + (x1 - c) * factor)
+
+    def pan(self, fraction: float) -> None:
+        x0, x1 = self.visible_range()
+        d = (x1 - x0) * fraction
+        self.set_range(x0 + d, x1 + d)
+
+    def _cursor_time(self) -> float | None:
+        pos = self.canvas.mapFromGlobal(self.cursor().pos())
+        scene = self.canvas.mapToScene(pos)
+        if not self.vb.sceneBoundingRect().contains(scene):
+            return None
+        return float(self.vb.mapSceneToView(scene).x())
+
+    def handle_key(self, key: int, modifiers: Any) -> bool:
+        if modifiers & (Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier | Qt.KeyboardModifier.MetaModifier):
+            return False
+        if key == Qt.Key.Key_W:
+            self.zoom(ZOOM_STEP, self._cursor_time())
+        elif key == Qt.Key.Key_S:
+            self.zoom(1.0 / ZOOM_STEP, self._cursor_time())
+        elif key == Qt.Key.Key_A:
+            self.pan(-PAN_STEP)
+        elif key == Qt.Key.Key_D:
+            self.pan(PAN_STEP)
+        elif key == Qt.Key.Key_F:
+            self.fit_selection()
+        elif key == Qt.Key.Key_Escape:
+            self.state.set_selection(None)
+        elif key == Qt.Key.Key_Up:
+            self.scroll_by(-LANE_H * 2)
+        elif key == Qt.Key.Key_Down:
+            self.scroll_by(LANE_H * 2)
+        else:
+            return False
+        return True
+
+    def _bar_span(self, sel: Selection) -> tuple[float, float] | None:
+        tracks = self.state.trace(sel.trace)
+        if tracks is None:
+            return None
+        df = tracks.trace.table(sel.table)
+        if not (0 <= sel.row < len(df)):
+            return None
+        s = float(df["start"].iat[sel.row] - tracks.offset_ns)
+        e = float(df["end"].iat[sel.row] - tracks.offset_ns)
+        return s, max(e, s + 1.0)
+
+    def fit_selection(self) -> None:
+        """F: zoom to the selected bar (with some context), or to everything."""
+        sel = self.state.selection
+        span = self._bar_span(sel) if sel is not None else None
+        if span is None:
+            self.fit_all()
+            return
+        s, e = span
+        pad = max((e - s) * 0.15, 50.0)
+        self.set_range(s - pad, e + pad)
+
+    def reveal(self, sel: Selection) -> None:
+        """Make a selected bar visible: expand its groups, scroll to its row, pan (and zoom
+        out or in only when it does not fit)."""
+        tracks = self.state.trace(sel.trace)
+        if tracks is None:
+            return
+        loc = tracks.locate(sel.table, sel.row)
+        if loc is None:
+            return
+        lane, _pos = loc
+        changed = False
+        for g in tracks.group_path(lane):
+            if g.collapsed:
+                g.collapsed = False
+                changed = True
+        if changed:
+            self.relayout()
+        row = self.row_of_lane(tracks, lane)
+        if row is not None:
+            h = self._view_height()
+            if row.y < self.top or row.y + row.h > self.top + h:
+                self.scroll_to(row.y - h / 3.0)
+        span = self._bar_span(sel)
+        if span is None:
+            return
+        s, e = span
+        x0, x1 = self.visible_range()
+        width = x1 - x0
+        if s >= x0 and e <= x1 and (e - s) * 400 >= width:
+            return
+        if (e - s) > width * 0.8 or (e - s) * 400 < width:
+            # too wide to fit, or too narrow to see: frame it with context
+            pad = max((e - s) * 2.0, 1000.0)
+            self.set_range(s - pad, e + pad)
+        else:
+            c = (s + e) / 2.0
+            self.set_range(c - width / 2.0, c + width / 2.0)
+
+    # mouse -----------------------------------------------------------------------------------
+    def hit(self, scene_pos: QPointF) -> tuple[TraceTracks, Lane, int] | None:
+        """(trace, lane, raw position) of the bar under a scene position, if any."""
+        if not self.vb.sceneBoundingRect().contains(scene_pos):
+            return None
+        p = self.vb.mapSceneToView(scene_pos)
+        row = self.row_at(float(p.y()))
+        if row is None:
+            return None
+        lane = row.lane if row.kind == "lane" else (row.group.first_lane() if row.group is not None and row.group.collapsed else None)
+        if lane is None:
+            return None
+        x0, x1 = self.visible_range()
+        ns_per_px = (x1 - x0) / max(self.vb.width(), 1.0)
+        pos = lane.lod.hit(float(p.x()) + row.tracks.offset_ns, 3.0 * ns_per_px)
+        if pos < 0:
+            return None
+        return row.tracks, lane, pos
+
+    def _on_mouse_moved(self, scene_pos: QPointF) -> None:
+        found = self.hit(scene_pos)
+        if found is None:
+            QToolTip.hideText()
+            return
+        tracks, lane, pos = found
+        text = tooltip_text(tracks, lane.table, int(lane.ids[pos]))
+        QToolTip.showText(self.canvas.mapToGlobal(self.canvas.mapFromScene(scene_pos)), text, self.canvas)
+
+    def _on_mouse_clicked(self, ev: Any) -> None:
+        if ev.button() != Qt.MouseButton.LeftButton or ev.double():
+            return
+        found = self.hit(ev.scenePos())
+        if found is None:
+            if self.vb.sceneBoundingRect().contains(ev.scenePos()):
+                self.state.set_selection(None)
+            return
+        tracks, lane, pos = found
+        self.state.set_selection(Selection(tracks.key, lane.table, int(lane.ids[pos])))
+
+    # pictures --------------------------------------------------------------------------------
+    def render_image(self, width: int, height: int) -> Any:
+        """Render the timeline offscreen into a QImage of the given size (tests, benchmarks,
+        screenshots)."""
+        from PySide6.QtGui import QImage
+
+        self.resize(width, height)
+        img = QImage(width, height, QImage.Format.Format_ARGB32_Premultiplied)
+        img.fill(QColor("white"))
+        p = QPainter(img)
+        self.canvas.render(p)
+        p.end()
+        return img
+
+
+def tooltip_text(tracks: TraceTracks, table: str, row: int) -> str:
+    """Hover text: name, duration, launch shape, stream; bound and SOL when known."""
+    df = tracks.trace.table(table)
+    r = df.iloc[row]
+    lines = [f"<b>{_esc(str(r['short_name'] if table == 'kernels' else r['name']))}</b>"]
+    lines.append(f"duration: {format_duration(float(r['dur']))}")
+    lines.append(f"start: {format_time(float(r['start'] - tracks.offset_ns))}")
+    if table == "kernels":
+        if int(r["grid_x"]) >= 0:
+            lines.append(f"grid: {r['grid_x']}×{r['grid_y']}×{r['grid_z']}   block: {r['block_x']}×{r['block_y']}×{r['block_z']}")
+        lines.append(f"device {r['device']} · stream {r['stream']}")
+        bound = str(r["bound"]) if "bound" in df.columns else ""
+        if bound:
+            lines.append(f"bound: {bound}")
+        if "t_sol_ns" in df.columns and np.isfinite(r["t_sol_ns"]):
+            lines.append(f"SOL time: {format_duration(float(r['t_sol_ns']))}")
+        for col, label in (("sm_throughput_pct", "SM throughput"), ("mem_throughput_pct", "memory throughput")):
+            v = float(r[col])
+            if np.isfinite(v):
+                lines.append(f"{label}: {v:.1f} %")
+    elif table == "gpu_ops":
+        if int(r["bytes"]) >= 0:
+            lines.append(f"{int(r['bytes']):,} bytes {r['direction']}".rstrip())
+        lines.append(f"device {r['device']} · stream {r['stream']}")
+    else:
+        lines.append(f"{r['category']} · tid {r['tid']}")
+    return "<br>".join(lines)
+
+
+def _esc(s: str) -> str:
+    import html
+
+    return html.escape(s if len(s) < 200 else s[:199] + "…")
