@@ -137,6 +137,7 @@ GPU_OPS = Table(
         Column("pid", INT, "process id"),
         Column("correlation", INT, "correlation id of the API call"),
         Column("external_id", INT, "framework op id"),
+        Column("value", INT, "memset: the value written; -1 for memcpy or when unknown"),
     ),
 )
 
