@@ -1,0 +1,702 @@
+"""Nsight Systems SQLite exports (``nsys export --type sqlite``).
+
+Read here: kernels (CUPTI_ACTIVITY_KIND_KERNEL), memcpy and memset, CUDA runtime and driver calls
+(CUPTI_ACTIVITY_KIND_RUNTIME), NVTX push/pop and start/end ranges (NVTX_EVENTS), OS runtime calls
+(OSRT_API), the GPUs (TARGET_INFO_GPU, or TARGET_INFO_CUDA_GPU in old exports) and the export's
+metadata. The schema drifts between nsys versions (2022.2 wrote schema 2.9.1 with
+``EXPORT_META_DATA`` and every table created even when empty; 2024+ write ``META_DATA_EXPORT``,
+leave empty tables out ("lazy" export) and add columns such as ``greenContextId``), so every
+query is built from the columns ``PRAGMA table_info`` reports, and a table the export left out is
+simply empty.
+
+Times in the export are nanoseconds from the start of the capture session; the session's epoch
+time (TARGET_INFO_SESSION_START_TIME.utcEpochNs) becomes the trace origin, so times are kept as
+they are.
+
+Global ids: nsys serialises process and thread ids as
+``(hwId << 56) | (vmId << 48) | (pid << 24) | tid``; we keep pid and tid only.
+
+The database is opened read-only; a gzip/xz/zstd/bzip2-compressed export is decompressed into a
+temporary file that is removed when the load ends.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from kviewer.core import Trace, TraceMeta, make_table
+from kviewer.core.names import strip_api_version
+from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
+from kviewer.io.registry import CancelToken, LoaderSpec
+from kviewer.io.source import SQLITE_MAGIC, Progress, compression_of, connect_readonly, read_content
+
+LABEL = "Nsight Systems SQLite export"
+
+#: sqlite_master stores each table's ``CREATE TABLE`` text; these names only nsys writes
+_HEAD_TABLES = re.compile(
+    rb'CREATE TABLE "?(?:CUPTI_ACTIVITY_KIND_|TARGET_INFO_|NVTX_EVENTS\b|META_DATA_EXPORT\b|EXPORT_META_DATA\b)'
+)
+_NSYS_TABLE_NAMES = re.compile(r"^(?:CUPTI_ACTIVITY_KIND_\w+|TARGET_INFO_\w+|NVTX_EVENTS|META_DATA_EXPORT|EXPORT_META_DATA)$")
+
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+
+# NVTX_EVENTS.eventType values (ENUM_NSYS_EVENT_TYPE in exports that carry it; these are the
+# values every export we have seen uses, and the fallback when the enum table is absent)
+NVTX_PUSH_POP = 59
+NVTX_START_END = 60
+NVTX_DOMAIN_CREATE = 75
+_NVTX_TYPE_NAMES = {"NvtxPushPopRange": "push_pop", "NvtxStartEndRange": "start_end", "NvtxDomainCreate": "domain"}
+
+# CUpti_ActivityMemcpyKind, as CUPTI documents it (nsys adds the three unified-memory kinds);
+# used when the export has no ENUM_CUDA_MEMCPY_OPER table. Labels are the ones nsys prints.
+MEMCPY_KINDS: dict[int, tuple[str, str]] = {
+    0: ("", "Unknown"),
+    1: ("HtoD", "Host-to-Device"),
+    2: ("DtoH", "Device-to-Host"),
+    3: ("HtoA", "Host-to-Array"),
+    4: ("AtoH", "Array-to-Host"),
+    5: ("AtoA", "Array-to-Array"),
+    6: ("AtoD", "Array-to-Device"),
+    7: ("DtoA", "Device-to-Array"),
+    8: ("DtoD", "Device-to-Device"),
+    9: ("HtoH", "Host-to-Host"),
+    10: ("PtoP", "Peer-to-Peer"),
+    11: ("HtoD", "Unified Host-to-Device"),
+    12: ("DtoH", "Unified Device-to-Host"),
+    13: ("DtoD", "Unified Device-to-Device"),
+}
+_ENUM_DIRECTION = re.compile(r"(?:UVM_)?([HDAP])TO([HDAP])$")
+
+_ID_MASK = 0xFFFFFF
+
+
+# ---------------------------------------------------------------------------------------------
+# sniffing
+
+
+def sniff(head: bytes, path: Path) -> bool:
+    """SQLite magic and an nsys table in the schema.
+
+    The schema (sqlite_master) normally sits in the first pages, so the head shows nsys's
+    ``CREATE TABLE`` statements. When it does not (a schema spread further into the file), an
+    uncompressed file is opened read-only and its table names checked: one cheap query.
+    """
+    if not head.startswith(SQLITE_MAGIC):
+        return False
+    if _HEAD_TABLES.search(head):
+        return True
+    try:
+        with open(path, "rb") as f:
+            if compression_of(f.read(8)) is not None:
+                return False  # the head is all we can cheaply see of a compressed file
+        con = connect_readonly(path)
+    except (OSError, LoadError):
+        return False
+    try:
+        names = [r[0] for r in con.execute("select name from sqlite_master where type='table'")]
+    except sqlite3.DatabaseError:
+        return False
+    finally:
+        con.close()
+    return any(_NSYS_TABLE_NAMES.match(n) for n in names)
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
+    """Load an nsys SQLite export (optionally compressed) into a :class:`Trace`."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        comp = compression_of(f.read(8))
+    if comp is None:
+        return _load_db(path, path, progress, cancel, warnings=[])
+
+    # SQLite needs a file: decompress into a private temporary one, removed whatever happens
+    content = read_content(path, progress)
+    truncated = content.truncated
+    cancel.check()
+    fd, tmp_name = tempfile.mkstemp(prefix="kviewer-nsys-", suffix=".sqlite")
+    try:
+        with os.fdopen(fd, "wb") as tmp:
+            tmp.write(content.data)
+        del content  # the bytes now live in the file; do not hold them twice during the load
+        warnings: list[str] = []
+        if truncated:
+            warnings.append(f"the {comp} stream is cut short; the export may be incomplete")
+        try:
+            return _load_db(Path(tmp_name), path, progress, cancel, warnings)
+        except CorruptTrace as exc:
+            if truncated:
+                raise TruncatedTrace(path, f"the {comp} stream is cut short; {exc.problem}", LABEL) from exc
+            raise
+    finally:
+        try:
+            os.unlink(tmp_name)
+        except OSError:
+            pass
+
+
+def _load_db(db_path: Path, shown_path: Path, progress: Progress, cancel: CancelToken, warnings: list[str]) -> Trace:
+    """Read an uncompressed export at ``db_path``; errors name ``shown_path`` (the user's file)."""
+    try:
+        con = connect_readonly(db_path, LABEL)
+    except LoadError as exc:
+        raise CorruptTrace(shown_path, exc.problem, LABEL) from exc
+    recognised = LABEL
+    try:
+        db = _Db(con)
+        meta = _read_meta(db, shown_path)
+        recognised = meta.format_label
+        meta.warnings.extend(warnings)
+        if KERNEL_TABLE not in db.tables:
+            raise LoadError(
+                shown_path,
+                f"has no {KERNEL_TABLE} table, so no CUDA kernels were recorded "
+                "(profile with CUDA tracing, e.g. 'nsys profile -t cuda', then export again)",
+                recognised,
+            )
+        return _read_tables(db, meta, progress, cancel)
+    except sqlite3.DatabaseError as exc:
+        raise CorruptTrace(shown_path, f"the database is damaged ({exc})", recognised) from exc
+    finally:
+        con.close()
+
+
+class _Db:
+    """The open export: which tables exist and which columns each has."""
+
+    def __init__(self, con: sqlite3.Connection) -> None:
+        self.con = con
+        self.tables = {r[0] for r in con.execute("select name from sqlite_master where type in ('table', 'view')")}
+        self._columns: dict[str, set[str]] = {}
+
+    def columns(self, table: str) -> set[str]:
+        if table not in self._columns:
+            if table in self.tables:
+                # table names come from sqlite_master, not from the user; quoting keeps odd ones safe
+                rows = self.con.execute(f'pragma table_info("{table}")').fetchall()
+                self._columns[table] = {r[1] for r in rows}
+            else:
+                self._columns[table] = set()
+        return self._columns[table]
+
+    def col(self, table: str, alias: str, column: str, default: str = "-1") -> str:
+        """``coalesce(alias.column, default)`` when the column exists, else the default."""
+        if column in self.columns(table):
+            return f"coalesce({alias}.{column}, {default})"
+        return default
+
+    def string(self, table: str, alias: str, column: str, join_alias: str) -> tuple[str, str]:
+        """(select expression, join clause) resolving a StringIds reference column."""
+        if column in self.columns(table) and "StringIds" in self.tables:
+            return f"{join_alias}.value", f" LEFT JOIN StringIds AS {join_alias} ON {join_alias}.id = {alias}.{column}"
+        return "NULL", ""
+
+    def query(self, sql: str, spec: Sequence[tuple[str, str]], params: Sequence[Any] = ()) -> dict[str, np.ndarray]:
+        """Run one query; return its columns as numpy arrays (``spec``: (name, 'i' int | 's' str))."""
+        rows = self.con.execute(sql, params).fetchall()
+        out: dict[str, np.ndarray] = {}
+        cols: list[tuple[Any, ...]] = list(zip(*rows)) if rows else [() for _ in spec]
+        for (name, kind), values in zip(spec, cols):
+            if kind == "i":
+                out[name] = np.array(values, dtype=np.int64) if values else np.empty(0, dtype=np.int64)
+            else:
+                arr = np.array(values, dtype=object) if values else np.empty(0, dtype=object)
+                if len(arr):
+                    arr[pd.isna(arr)] = ""
+                out[name] = arr
+        return out
+
+    def key_values(self, table: str) -> list[tuple[str, str]]:
+        if not {"name", "value"} <= self.columns(table):
+            return []
+        return [(str(k), "" if v is None else str(v)) for k, v in self.con.execute(f'select name, value from "{table}"')]
+
+
+# ---------------------------------------------------------------------------------------------
+# metadata
+
+
+def _read_meta(db: _Db, path: Path) -> TraceMeta:
+    export: dict[str, str] = {}
+    for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        for k, v in db.key_values(table):
+            export.setdefault(k, v)
+    capture = db.key_values("META_DATA_CAPTURE")
+    cap: dict[str, str] = {}
+    for k, v in capture:
+        cap.setdefault(k, v)
+
+    schema = export.get("EXPORT_SCHEMA_VERSION", "")
+    if not schema and "EXPORT_SCHEMA_VERSION_MAJOR" in export:
+        schema = ".".join(export.get(f"EXPORT_SCHEMA_VERSION_{p}", "0") for p in ("MAJOR", "MINOR", "MICRO"))
+    version = export.get("EXPORT_PRODUCT_VERSION", "") or cap.get("PRODUCT_VERSION", "")
+
+    origin: int | None = None
+    if "utcEpochNs" in db.columns("TARGET_INFO_SESSION_START_TIME"):
+        row = db.con.execute("select utcEpochNs from TARGET_INFO_SESSION_START_TIME limit 1").fetchone()
+        if row and row[0] is not None:
+            origin = int(row[0])
+
+    extra: dict[str, Any] = {}
+    if schema:
+        extra["schema"] = schema
+    host = ""
+    if {"name", "value"} <= db.columns("TARGET_INFO_SYSTEM_ENV"):
+        row = db.con.execute("select value from TARGET_INFO_SYSTEM_ENV where name = 'Hostname' limit 1").fetchone()
+        host = row[0] if row and row[0] else ""
+    host = host or cap.get("DEVICE_DISPLAY_NAME", "")
+    if host:
+        extra["host"] = host
+    command = _command(capture)
+    if command:
+        extra["command"] = command
+
+    label = f"{LABEL}, schema {schema}" if schema else LABEL
+    return TraceMeta(
+        path=str(path),
+        source_format="nsys",
+        format_label=label,
+        tool="Nsight Systems",
+        tool_version=version,
+        origin_ns=origin,
+        extra=extra,
+    )
+
+
+def _command(capture: Iterable[tuple[str, str]]) -> str:
+    """``PROCESS_0:COMMAND`` and its ``PROCESS_0:ARGUMENT_n`` from META_DATA_CAPTURE."""
+    command = ""
+    args: dict[int, str] = {}
+    for k, v in capture:
+        if k == "PROCESS_0:COMMAND":
+            command = v
+        elif k.startswith("PROCESS_0:ARGUMENT_"):
+            try:
+                args[int(k.rsplit("_", 1)[1])] = v
+            except ValueError:
+                continue
+    if not command:
+        return ""
+    return " ".join([command] + [args[i] for i in sorted(args)])
+
+
+# ---------------------------------------------------------------------------------------------
+# the tables
+
+
+def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelToken) -> Trace:
+    gpus = _Gpus.read(db)
+    progress(0.35, "kernels")
+    cancel.check()
+    kernels = _kernels(db, gpus)
+    progress(0.5, "memory operations")
+    cancel.check()
+    gpu_ops = _gpu_ops(db, gpus)
+    progress(0.6, "CUDA API calls")
+    cancel.check()
+    parts = [_api_calls(db, RUNTIME_TABLE, None)]
+    cancel.check()
+    progress(0.7, "NVTX ranges")
+    parts.append(_nvtx(db, meta))
+    cancel.check()
+    parts.append(_api_calls(db, "OSRT_API", "osrt"))
+    cancel.check()
+    progress(0.85, "nesting")
+    cpu_slices = _cpu_slices(parts)
+    flows = _flows(cpu_slices, kernels, gpu_ops)
+    _fill_launch_tid(kernels, cpu_slices, flows)
+    if meta.extra.get("command") is None:
+        command = _process_name(db, kernels)
+        if command:
+            meta.extra["command"] = command
+    return Trace(meta=meta, kernels=kernels, gpu_ops=gpu_ops, cpu_slices=cpu_slices, flows=flows, devices=gpus.devices)
+
+
+def _pid(global_id: np.ndarray) -> np.ndarray:
+    out = (global_id >> 24) & _ID_MASK
+    return np.where(global_id < 0, -1, out)
+
+
+def _tid(global_id: np.ndarray) -> np.ndarray:
+    return np.where(global_id < 0, -1, global_id & _ID_MASK)
+
+
+def _kernels(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
+    t = KERNEL_TABLE
+    name, join_name = db.string(t, "k", "demangledName", "dn")
+    short, join_short = db.string(t, "k", "shortName", "sn")
+    cols = db.columns(t)
+    shared = " + ".join(f"coalesce(k.{c}, 0)" for c in ("staticSharedMemory", "dynamicSharedMemory") if c in cols) or "-1"
+    sql = (
+        f"select k.start, k.end, {db.col(t, 'k', 'deviceId')}, {db.col(t, 'k', 'streamId')}, "
+        f"{db.col(t, 'k', 'correlationId')}, {db.col(t, 'k', 'globalPid')}, "
+        f"coalesce({name}, {short}, ''), coalesce({short}, {name}, ''), "
+        + ", ".join(db.col(t, "k", c) for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread"))
+        + f", {shared} from {t} as k{join_name}{join_short}"
+    )
+    spec = [
+        ("start", "i"), ("end", "i"), ("device", "i"), ("stream", "i"), ("correlation", "i"), ("gpid", "i"),
+        ("name", "s"), ("short_name", "s"),
+        ("grid_x", "i"), ("grid_y", "i"), ("grid_z", "i"), ("block_x", "i"), ("block_y", "i"), ("block_z", "i"),
+        ("registers", "i"), ("shared_mem", "i"),
+    ]  # fmt: skip
+    c = db.query(sql, spec)
+    gpid = c.pop("gpid")
+    c["pid"] = _pid(gpid)
+    c["device"] = gpus.map(c["pid"], c["device"])
+    c["name"] = _categorical(c["name"])
+    c["short_name"] = _categorical(c["short_name"])
+    return make_table("kernels", len(c["start"]), c)
+
+
+def _gpu_ops(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
+    parts: list[dict[str, np.ndarray]] = []
+    t = MEMCPY_TABLE
+    if t in db.tables:
+        c = db.query(
+            f"select m.start, m.end, {db.col(t, 'm', 'deviceId')}, {db.col(t, 'm', 'streamId')}, "
+            f"{db.col(t, 'm', 'correlationId')}, {db.col(t, 'm', 'globalPid')}, {db.col(t, 'm', 'bytes')}, "
+            f"{db.col(t, 'm', 'copyKind')} from {t} as m",
+            [("start", "i"), ("end", "i"), ("device", "i"), ("stream", "i"), ("correlation", "i"), ("gpid", "i"),
+             ("bytes", "i"), ("copy_kind", "i")],
+        )  # fmt: skip
+        kinds = {**MEMCPY_KINDS, **_memcpy_kinds(db)}
+        uniq, inverse = np.unique(c.pop("copy_kind"), return_inverse=True)
+        known = [kinds.get(int(u), ("", f"kind {int(u)}")) for u in uniq]
+        # named as nsys stats names them, e.g. "[CUDA memcpy Host-to-Device]"
+        c["direction"] = np.array([d for d, _ in known], dtype=object)[inverse.reshape(-1)]
+        c["name"] = np.array([f"[CUDA memcpy {label}]" for _, label in known], dtype=object)[inverse.reshape(-1)]
+        c["kind"] = np.full(len(c["start"]), "memcpy", dtype=object)
+        c["value"] = np.full(len(c["start"]), -1, dtype=np.int64)
+        parts.append(c)
+    t = MEMSET_TABLE
+    if t in db.tables:
+        c = db.query(
+            f"select m.start, m.end, {db.col(t, 'm', 'deviceId')}, {db.col(t, 'm', 'streamId')}, "
+            f"{db.col(t, 'm', 'correlationId')}, {db.col(t, 'm', 'globalPid')}, {db.col(t, 'm', 'bytes')}, "
+            f"{db.col(t, 'm', 'value')} from {t} as m",
+            [("start", "i"), ("end", "i"), ("device", "i"), ("stream", "i"), ("correlation", "i"), ("gpid", "i"),
+             ("bytes", "i"), ("value", "i")],
+        )  # fmt: skip
+        n = len(c["start"])
+        c["direction"] = np.full(n, "", dtype=object)
+        c["name"] = np.full(n, "[CUDA memset]", dtype=object)
+        c["kind"] = np.full(n, "memset", dtype=object)
+        parts.append(c)
+    if not parts:
+        return make_table("gpu_ops", 0)
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    gpid = cols.pop("gpid")
+    cols["pid"] = _pid(gpid)
+    cols["device"] = gpus.map(cols["pid"], cols["device"])
+    for k in ("name", "kind", "direction"):
+        cols[k] = _categorical(cols[k])
+    return make_table("gpu_ops", len(cols["start"]), cols)
+
+
+def _memcpy_kinds(db: _Db) -> dict[int, tuple[str, str]]:
+    """copyKind -> (direction, label) from ENUM_CUDA_MEMCPY_OPER when the export has it."""
+    if not {"id", "name", "label"} <= db.columns("ENUM_CUDA_MEMCPY_OPER"):
+        return {}
+    out: dict[int, tuple[str, str]] = {}
+    for kind, name, label in db.con.execute("select id, name, label from ENUM_CUDA_MEMCPY_OPER"):
+        m = _ENUM_DIRECTION.search(str(name or ""))
+        direction = f"{m.group(1)}to{m.group(2)}" if m else MEMCPY_KINDS.get(int(kind), ("", ""))[0]
+        out[int(kind)] = (direction, str(label or name or f"kind {kind}"))
+    return out
+
+
+def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarray]:
+    """CUDA runtime/driver calls (category by name: ``cuda*`` runtime, other ``cu*`` driver) or OSRT."""
+    if table not in db.tables:
+        return _empty_slices()
+    name, join = db.string(table, "r", "nameId", "s")
+    c = db.query(
+        f"select r.start, r.end, {db.col(table, 'r', 'globalTid')}, {db.col(table, 'r', 'correlationId')}, "
+        f"coalesce({name}, '') from {table} as r{join}",
+        [("start", "i"), ("end", "i"), ("gtid", "i"), ("correlation", "i"), ("name", "s")],
+    )
+    names = c["name"]
+    uniq, inverse = np.unique(names.astype(str), return_inverse=True) if len(names) else (np.empty(0, dtype=str), np.empty(0, dtype=np.int64))
+    inverse = inverse.reshape(-1)
+    if category is None:
+        # nsys stores runtime and driver calls in one table; versioned names (cudaLaunchKernel_v7000)
+        # are the same call as the plain ones
+        stripped = np.array([strip_api_version(u) for u in uniq], dtype=object)
+        cats = np.array(["runtime" if u.startswith("cuda") or not u.startswith("cu") else "driver" for u in stripped], dtype=object)
+        c["name"] = stripped[inverse] if len(uniq) else names
+        c["category"] = cats[inverse] if len(uniq) else np.empty(0, dtype=object)
+    else:
+        c["category"] = np.full(len(names), category, dtype=object)
+        c["correlation"] = np.full(len(names), -1, dtype=np.int64)
+    gtid = c.pop("gtid")
+    c["pid"] = _pid(gtid)
+    c["tid"] = _tid(gtid)
+    return c
+
+
+def _empty_slices() -> dict[str, np.ndarray]:
+    i = np.empty(0, dtype=np.int64)
+    s = np.empty(0, dtype=object)
+    return {"start": i, "end": i, "correlation": i, "name": s, "category": s, "pid": i, "tid": i}
+
+
+def _nvtx_types(db: _Db) -> dict[str, int]:
+    types = {"push_pop": NVTX_PUSH_POP, "start_end": NVTX_START_END, "domain": NVTX_DOMAIN_CREATE}
+    if {"id", "name"} <= db.columns("ENUM_NSYS_EVENT_TYPE"):
+        for tid, name in db.con.execute("select id, name from ENUM_NSYS_EVENT_TYPE"):
+            if name in _NVTX_TYPE_NAMES:
+                types[_NVTX_TYPE_NAMES[name]] = int(tid)
+    return types
+
+
+def _nvtx(db: _Db, meta: TraceMeta) -> dict[str, np.ndarray]:
+    """NVTX push/pop and start/end ranges; named ``domain:text`` outside the default domain, as nsys does."""
+    t = "NVTX_EVENTS"
+    if t not in db.tables:
+        return _empty_slices()
+    types = _nvtx_types(db)
+    text_id, join = db.string(t, "e", "textId", "s")
+    text = "e.text" if "text" in db.columns(t) else "NULL"
+    c = db.query(
+        f"select e.start, coalesce(e.end, -1), e.eventType, coalesce({text}, {text_id}, ''), "
+        f"{db.col(t, 'e', 'globalTid')}, {db.col(t, 'e', 'domainId', '0')} from {t} as e{join} "
+        "where e.eventType in (?, ?, ?)",
+        [("start", "i"), ("end", "i"), ("type", "i"), ("name", "s"), ("gtid", "i"), ("domain", "i")],
+        (types["push_pop"], types["start_end"], types["domain"]),
+    )
+    gtid = c.pop("gtid")
+    pid = _pid(gtid)
+    is_domain = c["type"] == types["domain"]
+    domains = {(int(p), int(d)): str(n) for p, d, n in zip(pid[is_domain], c["domain"][is_domain], c["name"][is_domain])}
+    ranges = ~is_domain
+    open_ended = ranges & (c["end"] < c["start"])
+    if open_ended.any():
+        meta.warnings.append(f"{int(open_ended.sum())} NVTX ranges never ended and are left out")
+    keep = ranges & ~open_ended
+    names = c["name"][keep]
+    if domains:
+        dom = c["domain"][keep]
+        pids = pid[keep]
+        names = np.array(
+            [f"{domains[(int(p), int(d))]}:{n}" if d and (int(p), int(d)) in domains else n for p, d, n in zip(pids, dom, names)],
+            dtype=object,
+        )
+    n = int(keep.sum())
+    return {
+        "start": c["start"][keep],
+        "end": c["end"][keep],
+        "correlation": np.full(n, -1, dtype=np.int64),
+        "name": names,
+        "category": np.full(n, "nvtx", dtype=object),
+        "pid": pid[keep],
+        "tid": _tid(gtid)[keep],
+    }
+
+
+def _cpu_slices(parts: list[dict[str, np.ndarray]]) -> pd.DataFrame:
+    keys = ("start", "end", "correlation", "name", "category", "pid", "tid")
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in keys}
+    n = len(cols["start"])
+    cols["depth"] = _depths(cols["pid"], cols["tid"], cols["start"], cols["end"])
+    cols["name"] = _categorical(cols["name"])
+    cols["category"] = _categorical(cols["category"])
+    return make_table("cpu_slices", n, cols)
+
+
+def _depths(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Nesting depth of each interval on its (pid, tid) track: outer intervals first, 0 = outermost.
+
+    Intervals that overlap without nesting (NVTX start/end ranges may) are put one level deeper
+    than what is still open, so no two intervals on one level overlap.
+    """
+    n = len(start)
+    depth = np.zeros(n, dtype=np.int32)
+    if not n:
+        return depth
+    order = np.lexsort((-end, start, tid, pid))
+    p_s, t_s, s_s, e_s = (a[order].tolist() for a in (pid, tid, start, end))
+    d_s = [0] * n
+    stack: list[int] = []
+    prev = (None, None)
+    for i in range(n):
+        track = (p_s[i], t_s[i])
+        if track != prev:
+            stack.clear()
+            prev = track
+        s = s_s[i]
+        while stack and stack[-1] <= s:
+            stack.pop()
+        d_s[i] = len(stack)
+        stack.append(e_s[i])
+    depth[order] = d_s
+    return depth
+
+
+def _flows(cpu: pd.DataFrame, kernels: pd.DataFrame, gpu_ops: pd.DataFrame) -> pd.DataFrame:
+    """Launch call -> kernel / memcpy / memset, by correlation id within one process."""
+    api = cpu.loc[cpu["category"].isin(["runtime", "driver"]) & (cpu["correlation"] >= 0), ["id", "pid", "correlation"]]
+    # a call can appear twice with one correlation id (2022 exports wrap some calls in a second
+    # record); the innermost one (the later start, so the larger id) is the launching call
+    api = api.drop_duplicates(["pid", "correlation"], keep="last").rename(columns={"id": "src"})
+    frames = []
+    for table, df in (("kernels", kernels), ("gpu_ops", gpu_ops)):
+        dst = df.loc[df["correlation"] >= 0, ["id", "pid", "correlation"]].rename(columns={"id": "dst"})
+        m = dst.merge(api, on=["pid", "correlation"], how="inner")
+        m["dst_table"] = table
+        frames.append(m)
+    f = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    n = len(f)
+    if not n:
+        return make_table("flows", 0)
+    return make_table(
+        "flows",
+        n,
+        {"src": f["src"].to_numpy(), "dst_table": f["dst_table"].to_numpy(dtype=object), "dst": f["dst"].to_numpy(),
+         "correlation": f["correlation"].to_numpy()},
+    )  # fmt: skip
+
+
+def _fill_launch_tid(kernels: pd.DataFrame, cpu: pd.DataFrame, flows: pd.DataFrame) -> None:
+    """Kernel records carry the process only; the launching call says which thread."""
+    if not len(flows) or not len(kernels):
+        return
+    kf = flows[flows["dst_table"] == "kernels"]
+    tids = cpu["tid"].to_numpy()[kf["src"].to_numpy()]
+    col = kernels["tid"].to_numpy().copy()
+    col[kf["dst"].to_numpy()] = tids
+    kernels["tid"] = col
+
+
+def _process_name(db: _Db, kernels: pd.DataFrame) -> str:
+    if not len(kernels) or not {"pid", "name"} <= db.columns("PROCESSES"):
+        return ""
+    pid = int(kernels["pid"].iloc[0])
+    row = db.con.execute("select name from PROCESSES where pid = ? limit 1", (pid,)).fetchone()
+    return str(row[0]) if row and row[0] else ""
+
+
+def _categorical(values: np.ndarray) -> pd.Categorical:
+    return pd.Categorical(values.astype(object, copy=False))
+
+
+# ---------------------------------------------------------------------------------------------
+# GPUs
+
+
+@dataclass
+class _Gpus:
+    """The GPUs and how an event's ``deviceId`` maps to a trace device index.
+
+    The index is the GPU's CUDA device number (TARGET_INFO_GPU.cuDevice), which is what the
+    activity tables' ``deviceId`` holds; TARGET_INFO_GPU.id is nsys's own numbering and can
+    differ (id 0 is cuDevice 3 in one of our samples). Exports that have TARGET_INFO_CUDA_DEVICE
+    map (process, CUDA id) to a GPU explicitly, which also covers processes that see a subset of
+    the GPUs (CUDA_VISIBLE_DEVICES).
+    """
+
+    devices: pd.DataFrame
+    by_pid_cuda: dict[tuple[int, int], int] = field(default_factory=dict)
+    by_cuda: dict[int, int] = field(default_factory=dict)
+
+    def map(self, pid: np.ndarray, device: np.ndarray) -> np.ndarray:
+        if not len(device) or (not self.by_pid_cuda and all(k == v for k, v in self.by_cuda.items())):
+            return device
+        pairs, inverse = np.unique(np.stack([pid, device], axis=1), axis=0, return_inverse=True)
+        mapped = np.array(
+            [self.by_pid_cuda.get((int(p), int(d)), self.by_cuda.get(int(d), int(d))) for p, d in pairs], dtype=np.int64
+        )
+        return mapped[inverse.reshape(-1)]
+
+    @classmethod
+    def read(cls, db: _Db) -> "_Gpus":
+        table = next((t for t in ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU") if t in db.tables), None)
+        if table is None:
+            return cls(make_table("devices", 0))
+        cur = db.con.execute(f'select * from "{table}"')
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur.fetchall()]
+        if not rows:
+            return cls(make_table("devices", 0))
+
+        gpu_ids = [_int(_first(r, "id", "deviceId"), i) for i, r in enumerate(rows)]
+        cuda_ids = [_int(_first(r, "cuDevice"), -1) for r in rows]
+        if all(c >= 0 for c in cuda_ids) and len(set(cuda_ids)) == len(cuda_ids):
+            index = cuda_ids
+            by_cuda = {c: c for c in cuda_ids}
+        else:
+            # no CUDA numbering: the activity tables' deviceId is the GPU's id (as NVIDIA's own
+            # 2021 reports join them)
+            index = gpu_ids if len(set(gpu_ids)) == len(gpu_ids) else list(range(len(rows)))
+            by_cuda = dict(zip(gpu_ids, index))
+        index_of_gpu = dict(zip(gpu_ids, index))
+
+        by_pid_cuda: dict[tuple[int, int], int] = {}
+        if {"gpuId", "cudaId", "pid"} <= db.columns("TARGET_INFO_CUDA_DEVICE"):
+            for gpu_id, cuda_id, pid in db.con.execute("select gpuId, cudaId, pid from TARGET_INFO_CUDA_DEVICE"):
+                if gpu_id is not None and int(gpu_id) in index_of_gpu and cuda_id is not None and pid is not None:
+                    by_pid_cuda[(int(pid), int(cuda_id))] = index_of_gpu[int(gpu_id)]
+
+        cols: dict[str, list[Any]] = {k: [] for k in (
+            "id", "name", "vendor", "architecture", "compute_capability", "sm_count", "memory_bytes",
+            "sm_clock_hz", "mem_clock_hz", "mem_bus_width",
+        )}  # fmt: skip
+        for idx, r in sorted(zip(index, rows), key=lambda x: x[0]):
+            major = _int(_first(r, "computeMajor", "computeCapabilityMajor"), -1)
+            minor = _int(_first(r, "computeMinor", "computeCapabilityMinor"), -1)
+            cols["id"].append(idx)
+            cols["name"].append(str(_first(r, "name") or ""))
+            cols["vendor"].append("NVIDIA")
+            cols["architecture"].append(f"sm_{major}{minor}" if major > 0 and minor >= 0 else "")
+            cols["compute_capability"].append(f"{major}.{minor}" if major > 0 and minor >= 0 else "")
+            cols["sm_count"].append(_int(_first(r, "smCount", "numMultiprocessors", "multiProcessorCount"), -1))
+            cols["memory_bytes"].append(_int(_first(r, "totalMemory", "globalMemorySize", "totalGlobalMem"), -1))
+            cols["sm_clock_hz"].append(_hz(_first(r, "clockRate", "coreClockRate")))
+            cols["mem_clock_hz"].append(_hz(_first(r, "memoryClockRate", "memClockRate")))
+            cols["mem_bus_width"].append(_int(_first(r, "memoryBusWidth", "memBusWidth"), -1))
+        devices = make_table("devices", len(rows), {k: np.array(v, dtype=object) if k in ("name", "vendor", "architecture", "compute_capability") else np.array(v) for k, v in cols.items()})
+        return cls(devices, by_pid_cuda, by_cuda)
+
+
+def _first(row: dict[str, Any], *keys: str) -> Any:
+    for k in keys:
+        if row.get(k) is not None:
+            return row[k]
+    return None
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _hz(value: Any) -> float:
+    """A clock as Hz. TARGET_INFO_GPU reports Hz; CUPTI's device record (the older
+    TARGET_INFO_CUDA_GPU) reports kHz, and no GPU clock is below 10 MHz, so small values are kHz."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+    if v <= 0:
+        return float("nan")
+    return v * 1e3 if v < 1e7 else v
+
+
+LOADER = LoaderSpec(name="nsys", label=LABEL, priority=50, sniff=sniff, load=load)
