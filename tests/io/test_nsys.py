@@ -96,7 +96,12 @@ def test_sniff_claims_every_sample_by_its_head(samples: Path, sample_traces: Pat
         assert nsys.sniff(read_head(p), p), p
 
 
-def test_sniff_refuses_other_sqlite_and_other_bytes(samples: Path, tmp_path: Path) -> None:
+def test_sniff_refuses_rocprof_results_db(samples: Path) -> None:
+    rocprof = samples / "rocprof" / "gunrock_mi300" / "results.db"  # rocprof v1: one table KERN
+    assert not nsys.sniff(read_head(rocprof), rocprof)
+
+
+def test_sniff_refuses_other_sqlite_and_other_bytes(tmp_path: Path) -> None:
     foreign = tmp_path / "shop.sqlite"
     con = sqlite3.connect(foreign)
     con.execute("create table customers(id integer, name text)")
@@ -104,8 +109,6 @@ def test_sniff_refuses_other_sqlite_and_other_bytes(samples: Path, tmp_path: Pat
     con.commit()
     con.close()
     assert not nsys.sniff(read_head(foreign), foreign)
-    rocprof = samples / "rocprof" / "gunrock_mi300" / "results.db"  # rocprof v1: table KERN
-    assert not nsys.sniff(read_head(rocprof), rocprof)
     json_file = tmp_path / "trace.json"
     json_file.write_text('{"traceEvents": []}')
     assert not nsys.sniff(read_head(json_file), json_file)
