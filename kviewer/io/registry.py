@@ -23,6 +23,8 @@ from kviewer.io.source import Progress, read_head
 LOADER_MODULES: list[str] = [
     "kviewer.io.nsys",
     "kviewer.io.torch",
+    "kviewer.io.ncu_rep",
+    "kviewer.io.ncu_csv",
 ]
 
 
