@@ -1,0 +1,330 @@
+"""Training / inference steps of a trace and the GPU time each one takes.
+
+A step is found, in this order of preference, from
+
+1. ``ProfilerStep#N`` ranges, which ``torch.profiler.profile.step()`` writes;
+2. ranges named like ``step_N``, ``step N``, ``iteration N``, ``iter_N`` -- NVTX ranges in an
+   Nsight Systems export (``nvtx`` category) or ``record_function`` user annotations in a
+   PyTorch trace;
+3. when the trace has no markers, *detected iterations*: the kernel sequence is cut at the
+   occurrences of an anchor kernel (see :func:`detect_iterations`).
+
+A marker is a host-side range. The GPU work of a step is the set of kernels *launched* inside
+the range (the launching runtime/driver call, found through ``flows`` or the correlation id,
+starts inside it), which is what a step costs even when the GPU runs behind the CPU. Kernels
+whose launch is unknown (a trace without API calls) are attributed by their own start time to
+``[step start, next step start)``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from kviewer.core import Trace
+
+STEP_COLUMNS = [
+    "step",
+    "name",
+    "source",
+    "start",
+    "end",
+    "dur",
+    "gpu_start",
+    "gpu_end",
+    "gpu_span",
+    "kernel_ns",
+    "busy_ns",
+    "kernel_count",
+]
+
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP = re.compile(r"^(?:train(?:ing)?[_ ]?)?(?:step|iter|iteration)[\s_#:=-]*(\d+)$", re.IGNORECASE)
+#: host-side categories that cannot be step markers
+_NOT_MARKERS = ("runtime", "driver", "python", "sync")
+
+
+def busy_ns(start: np.ndarray, end: np.ndarray, device: np.ndarray | None = None) -> int:
+    """Length of the union of intervals, per device, summed over devices (GPU busy time).
+
+    Overlapping kernels on one device (concurrent streams) count once; two devices busy at the
+    same moment count twice, as two GPUs do twice the work.
+    """
+    start = np.asarray(start, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    if not len(start):
+        return 0
+    if device is None:
+        device = np.zeros(len(start), dtype=np.int64)
+    total = 0
+    for d in np.unique(device):
+        sel = device == d
+        s = start[sel]
+        e = end[sel]
+        order = np.argsort(s, kind="stable")
+        s = s[order]
+        e = np.maximum.accumulate(e[order])
+        # a new busy run begins where a start is past the furthest end seen so far
+        new_run = np.empty(len(s), dtype=bool)
+        new_run[0] = True
+        new_run[1:] = s[1:] > e[:-1]
+        run_id = np.cumsum(new_run) - 1
+        run_start = s[new_run]
+        run_end = np.zeros(len(run_start), dtype=np.int64)
+        np.maximum.at(run_end, run_id, e)
+        total += int((run_end - run_start).sum())
+    return total
+
+
+def kernel_launch_times(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """When each kernel was launched on the host.
+
+    Returns
+    -------
+    launch
+        Start of the launching runtime/driver call, or the kernel's own start when unknown.
+    linked
+        True where the launch call was found (through ``flows``, else the correlation id).
+    """
+    k = trace.kernels
+    launch = k["start"].to_numpy(dtype=np.int64).copy()
+    linked = np.zeros(len(k), dtype=bool)
+    c = trace.cpu_slices
+    if not len(k) or not len(c):
+        return launch, linked
+    cstart = c["start"].to_numpy(dtype=np.int64)
+    f = trace.flows
+    if len(f):
+        f = f[(f["dst_table"].astype(str) == "kernels") & (f["src"] >= 0) & (f["src"] < len(c)) & (f["dst"] >= 0) & (f["dst"] < len(k))]
+        dst = f["dst"].to_numpy(dtype=np.int64)
+        launch[dst] = cstart[f["src"].to_numpy(dtype=np.int64)]
+        linked[dst] = True
+    if linked.all():
+        return launch, linked
+    # correlation ids: unique per process, so match on (pid, correlation) when both know the pid
+    api = c[c["category"].astype(str).isin(["runtime", "driver"]).to_numpy() & (c["correlation"].to_numpy() >= 0)]
+    if not len(api):
+        return launch, linked
+    kc = k["correlation"].to_numpy(dtype=np.int64)
+    kp = k["pid"].to_numpy(dtype=np.int64)
+    ap = api["pid"].to_numpy(dtype=np.int64)
+    use_pid = bool((kp >= 0).all() and np.isin(kp, ap).all())
+    akey = pd.MultiIndex.from_arrays([ap if use_pid else np.zeros(len(api), np.int64), api["correlation"].to_numpy(dtype=np.int64)])
+    kkey = pd.MultiIndex.from_arrays([kp if use_pid else np.zeros(len(k), np.int64), kc])
+    first = ~akey.duplicated()
+    idx = akey[first].get_indexer(kkey)
+    todo = (~linked) & (idx >= 0) & (kc >= 0)
+    launch[todo] = api["start"].to_numpy(dtype=np.int64)[first][idx[todo]]
+    linked |= todo
+    return launch, linked
+
+
+def _markers(trace: Trace) -> pd.DataFrame:
+    """Step marker ranges (step, name, source, start, end, rank), one per step number, by start."""
+    c = trace.cpu_slices
+    empty = pd.DataFrame({"step": pd.Series(dtype=np.int64), "name": pd.Series(dtype=object), "source": pd.Series(dtype=object),
+                          "start": pd.Series(dtype=np.int64), "end": pd.Series(dtype=np.int64),
+                          "rank": pd.Series(dtype=np.int64)})
+    if not len(c):
+        return empty
+    cats = c["category"].astype(str)
+    cand = c[~cats.isin(_NOT_MARKERS).to_numpy()]
+    names = cand["name"].astype(str)
+    # test each distinct name once
+    uniq = pd.Series(names.unique())
+    for pattern, source in ((_PROFILER_STEP, "ProfilerStep"), (_STEP, None)):
+        num = uniq.str.extract(pattern, expand=False)
+        hits = dict(zip(uniq[num.notna()], num[num.notna()].astype(np.int64)))
+        if not hits:
+            continue
+        sel = cand[names.isin(list(hits)).to_numpy()].copy()
+        if (sel["rank"] >= 0).any():
+            # one rank's steps: the others run the same steps at (nearly) the same time
+            sel = sel[sel["rank"] == sel.loc[sel["rank"] >= 0, "rank"].min()]
+        sel["step"] = sel["name"].astype(str).map(hits).astype(np.int64)
+        # the same step marked twice (a CPU range and its GPU projection): keep the earliest
+        sel = sel.sort_values(["start", "depth"], kind="stable").drop_duplicates("step", keep="first")
+        src = source or ""
+        out = pd.DataFrame(
+            {
+                "step": sel["step"].to_numpy(dtype=np.int64),
+                "name": sel["name"].astype(str).to_numpy(dtype=object),
+                "source": [src or _source_of(cat) for cat in sel["category"].astype(str)],
+                "start": sel["start"].to_numpy(dtype=np.int64),
+                "end": sel["end"].to_numpy(dtype=np.int64),
+                "rank": sel["rank"].to_numpy(dtype=np.int64),
+            }
+        )
+        return out.sort_values("start", kind="stable").reset_index(drop=True)
+    return empty
+
+
+def _source_of(category: str) -> str:
+    return {"nvtx": "nvtx", "annotation": "annotation", "op": "annotation", "gpu_annotation": GPU_MARKER}.get(category, category or "marker")
+
+
+#: source of a step marker drawn on the GPU timeline (Kineto ``gpu_user_annotation``): its range
+#: is GPU time, so kernels belong to it by their own start, not by their launch
+GPU_MARKER = "gpu annotation"
+
+
+def detect_iterations(trace: Trace, tolerance: float = 0.1) -> pd.DataFrame:
+    """Iterations found in the kernel sequence of a trace without step markers.
+
+    The number of iterations ``m`` is the smallest kernel count ``m >= 2`` such that the kernels
+    whose count is a multiple of ``m`` hold at least 90% of the kernel time (in a loop, every
+    kernel runs a multiple of the iteration count). The *anchor* is a kernel name that runs
+    exactly ``m`` times; among several, the one after the longest GPU idle gaps (steps are often
+    separated by host work), then the earliest. The sequence is cut at each anchor; the cut is
+    accepted when at least 80% of the pieces hold the median number of kernels within
+    ``tolerance``. Kernels before the first anchor (warm-up) belong to no iteration.
+
+    This finds the shortest repeating unit the kernel counts allow; a model made of identical
+    layers with no gap between steps may be cut per layer. Markers are better when there are any.
+
+    Returns
+    -------
+    DataFrame with columns step, start, end (start of the anchor kernel, end of the last kernel
+    of the piece); empty when no periodic structure was found.
+    """
+    k = trace.kernels
+    out = pd.DataFrame({"step": pd.Series(dtype=np.int64), "start": pd.Series(dtype=np.int64), "end": pd.Series(dtype=np.int64)})
+    n = len(k)
+    if n < 4:
+        return out
+    codes = pd.Categorical(k["name"]).codes.astype(np.int64)
+    start = k["start"].to_numpy(dtype=np.int64)
+    end = k["end"].to_numpy(dtype=np.int64)
+    dur = k["dur"].to_numpy(dtype=np.int64).astype(np.float64)
+    counts = np.bincount(codes)
+    time_per = np.bincount(codes, weights=dur, minlength=len(counts))
+    total = time_per.sum()
+    prev_end = np.concatenate([[start[0]], np.maximum.accumulate(end)[:-1]])
+    gap = np.maximum(start - prev_end, 0)
+    for m in np.unique(counts[counts >= 2]):
+        if m > n // 2:
+            break
+        share = time_per[counts % m == 0].sum() / total if total > 0 else float(((counts % m) == 0).mean())
+        if share < 0.9:
+            continue
+        anchors = np.flatnonzero(counts == m)
+        best = None
+        for a in anchors:
+            pos = np.flatnonzero(codes == a)
+            score = (float(np.median(gap[pos])), -int(pos[0]))
+            if best is None or score > best[0]:
+                best = (score, pos)
+        assert best is not None
+        pos = best[1]
+        sizes = np.diff(np.append(pos, n))
+        med = float(np.median(sizes))
+        regular = np.abs(sizes - med) <= tolerance * med
+        if regular.mean() < 0.8:
+            continue
+        piece_end = np.array([end[p:q].max() for p, q in zip(pos, np.append(pos[1:], n))], dtype=np.int64)
+        return pd.DataFrame({"step": np.arange(len(pos), dtype=np.int64), "start": start[pos], "end": piece_end})
+    return out
+
+
+def find_steps(trace: Trace, detect: bool = True) -> pd.DataFrame:
+    """The steps of a trace and their GPU cost (columns :data:`STEP_COLUMNS`).
+
+    ``start``/``end``/``dur`` are the marker range (host time; for detected iterations, the GPU
+    range of the piece). ``gpu_start``/``gpu_end``/``gpu_span`` cover the kernels of the step
+    (first start to last end), ``kernel_ns`` is their summed duration, ``busy_ns`` the union of
+    their intervals per device and ``kernel_count`` their number. Empty when the trace has no
+    steps (and ``detect`` is False or nothing periodic was found).
+    """
+    marks = _markers(trace)
+    k = trace.kernels
+    if len(marks):
+        launch, linked = kernel_launch_times(trace)
+        step_of = _assign(marks, k["start"].to_numpy(dtype=np.int64), launch, linked)
+        rank = int(marks["rank"].iloc[0])
+        if rank >= 0 and (k["rank"] >= 0).any():
+            step_of[k["rank"].to_numpy() != rank] = -1
+    elif detect:
+        found = detect_iterations(trace)
+        if not len(found):
+            return _empty_steps()
+        marks = pd.DataFrame(
+            {"step": found["step"], "name": [f"iteration {i}" for i in found["step"]], "source": "detected", "start": found["start"], "end": found["end"]}
+        )
+        kstart = k["start"].to_numpy(dtype=np.int64)
+        step_of = np.searchsorted(marks["start"].to_numpy(dtype=np.int64), kstart, side="right") - 1
+    else:
+        return _empty_steps()
+    return _with_gpu(marks, trace, step_of)
+
+
+def kernel_steps(trace: Trace, steps: pd.DataFrame) -> np.ndarray:
+    """The row of ``steps`` each kernel belongs to (-1 for none), by the rules of :func:`find_steps`."""
+    k = trace.kernels
+    if not len(steps):
+        return np.full(len(k), -1, dtype=np.int64)
+    if (steps["source"] == "detected").all():
+        return np.searchsorted(steps["start"].to_numpy(dtype=np.int64), k["start"].to_numpy(dtype=np.int64), side="right") - 1
+    launch, linked = kernel_launch_times(trace)
+    return _assign(steps, k["start"].to_numpy(dtype=np.int64), launch, linked)
+
+
+def _assign(marks: pd.DataFrame, kstart: np.ndarray, launch: np.ndarray, linked: np.ndarray) -> np.ndarray:
+    s = marks["start"].to_numpy(dtype=np.int64)
+    e = marks["end"].to_numpy(dtype=np.int64)
+    if (marks["source"] == GPU_MARKER).all():
+        launch = kstart
+    # launched inside a range (ranges of one step sequence do not overlap)
+    i = np.searchsorted(s, launch, side="right") - 1
+    ic = np.clip(i, 0, len(s) - 1)
+    inside = (i >= 0) & (launch <= e[ic])
+    step_of = np.where(linked & inside, ic, -1)
+    # no launch known: by the kernel's own start, up to the next step's start
+    j = np.searchsorted(s, kstart, side="right") - 1
+    step_of = np.where(~linked, j, step_of)
+    return step_of.astype(np.int64)
+
+
+def _with_gpu(marks: pd.DataFrame, trace: Trace, step_of: np.ndarray) -> pd.DataFrame:
+    k = trace.kernels
+    n = len(marks)
+    ks = k["start"].to_numpy(dtype=np.int64)
+    ke = k["end"].to_numpy(dtype=np.int64)
+    kd = k["dur"].to_numpy(dtype=np.int64)
+    dev = k["device"].to_numpy(dtype=np.int64)
+    gpu_start = np.full(n, -1, dtype=np.int64)
+    gpu_end = np.full(n, -1, dtype=np.int64)
+    kernel_ns = np.zeros(n, dtype=np.int64)
+    busy = np.zeros(n, dtype=np.int64)
+    count = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        sel = step_of == i
+        if sel.any():
+            gpu_start[i] = ks[sel].min()
+            gpu_end[i] = ke[sel].max()
+            kernel_ns[i] = kd[sel].sum()
+            busy[i] = busy_ns(ks[sel], ke[sel], dev[sel])
+            count[i] = int(sel.sum())
+    out = pd.DataFrame(
+        {
+            "step": marks["step"].to_numpy(dtype=np.int64),
+            "name": marks["name"].to_numpy(dtype=object),
+            "source": marks["source"].to_numpy(dtype=object),
+            "start": marks["start"].to_numpy(dtype=np.int64),
+            "end": marks["end"].to_numpy(dtype=np.int64),
+            "dur": (marks["end"] - marks["start"]).to_numpy(dtype=np.int64),
+            "gpu_start": gpu_start,
+            "gpu_end": gpu_end,
+            "gpu_span": np.where(count > 0, gpu_end - gpu_start, 0),
+            "kernel_ns": kernel_ns,
+            "busy_ns": busy,
+            "kernel_count": count,
+        },
+        columns=STEP_COLUMNS,
+    )
+    return out
+
+
+def _empty_steps() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "source") else np.int64) for c in STEP_COLUMNS})
