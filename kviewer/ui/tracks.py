@@ -96,7 +96,7 @@ class TraceTracks:
     def build(cls, trace: "Trace", label: str | None = None) -> "TraceTracks":
         import os
 
-        key = next(_keys)
+        trace_key = next(_keys)
         label = label or os.path.basename(trace.meta.path) or trace.meta.source_format
         span = trace.span_ns() or (0, 0)
         offset = int(span[0])
@@ -181,7 +181,7 @@ class TraceTracks:
             src = f["src"].to_numpy()[sel]
             ok = (dst >= 0) & (dst < len(k)) & (src >= 0) & (src < len(c))
             launch[dst[ok]] = src[ok]
-        return cls(trace, key, label, offset, root, lanes, lane_of, pos_of, launch, (0, int(span[1]) - offset))
+        return cls(trace, trace_key, label, offset, root, lanes, lane_of, pos_of, launch, (0, int(span[1]) - offset))
 
     # -----------------------------------------------------------------------------------------
     def set_kernel_emphasis(self, mask: np.ndarray | None) -> None:

@@ -1,0 +1,104 @@
+"""The details panel: every known field of the selected bar, and its launch links."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+from PySide6.QtCore import QUrl
+from PySide6.QtWidgets import QTextBrowser, QWidget
+
+from kviewer.ui.format import format_count, format_duration
+from kviewer.ui.viewstate import Selection, ViewState
+
+_TIME_COLS = {"start", "end", "dur", "t_sol_ns"}
+_SKIP = {"id"}
+
+
+class DetailsPanel(QTextBrowser):
+    def __init__(self, state: ViewState, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.state = state
+        self.setOpenLinks(False)
+        self.anchorClicked.connect(self._on_link)
+        state.selectionChanged.connect(self.show_selection)
+        state.tracesChanged.connect(lambda: self.show_selection(state.selection))
+        self.show_selection(None)
+
+    def show_selection(self, sel: Selection | None) -> None:
+        tracks = self.state.trace(sel.trace) if sel is not None else None
+        if sel is None or tracks is None:
+            self.setHtml("<p style='color:#777'>Click a bar on the timeline or a row of the table.</p>")
+            return
+        df = tracks.trace.table(sel.table)
+        if not (0 <= sel.row < len(df)):
+            self.setHtml("")
+            return
+        r = df.iloc[sel.row]
+        title = str(r["short_name"] if sel.table == "kernels" else r["name"])
+        parts = [f"<h3 style='margin:2px 0'>{html.escape(title)}</h3>", "<table cellspacing='0' cellpadding='1'>"]
+        for col in df.columns:
+            if col in _SKIP:
+                continue
+            text = _value_text(col, r[col], tracks.offset_ns)
+            if text:
+                parts.append(f"<tr><td style='color:#555;padding-right:10px'>{html.escape(col)}</td><td>{html.escape(text)}</td></tr>")
+        parts.append("</table>")
+        parts.extend(self._links(tracks, sel))
+        parts.append(f"<p style='color:#777'>{html.escape(tracks.label)} · {sel.table} #{sel.row}</p>")
+        self.setHtml("".join(parts))
+
+    def _links(self, tracks: Any, sel: Selection) -> list[str]:
+        out: list[str] = []
+        if sel.table == "kernels":
+            src = int(tracks.launch_of_kernel[sel.row]) if sel.row < len(tracks.launch_of_kernel) else -1
+            if src >= 0:
+                name = tracks.name_of("cpu_slices", src)
+                out.append(f"<p>Launched by <a href='select:{tracks.key}:cpu_slices:{src}'>{html.escape(name)}</a></p>")
+        elif sel.table == "cpu_slices":
+            f = tracks.trace.flows
+            if len(f):
+                rows = f[(f["src"] == sel.row)]
+                for dst_table, dst in zip(rows["dst_table"].astype(str), rows["dst"]):
+                    if dst_table in ("kernels", "gpu_ops") and 0 <= int(dst) < len(tracks.trace.table(dst_table)):
+                        name = tracks.name_of(dst_table, int(dst))
+                        out.append(f"<p>Launches <a href='select:{tracks.key}:{dst_table}:{int(dst)}'>{html.escape(name)}</a></p>")
+        return out
+
+    def _on_link(self, url: QUrl) -> None:
+        text = url.toString()
+        if not text.startswith("select:"):
+            return
+        _, key, table, row = text.split(":")
+        self.state.set_selection(Selection(int(key), table, int(row)), reveal=True)
+
+
+def _value_text(col: str, value: Any, offset: int) -> str:
+    if isinstance(value, float) or hasattr(value, "dtype") and getattr(value, "dtype").kind == "f":
+        v = float(value)
+        if math.isnan(v):
+            return ""
+        if col in _TIME_COLS:
+            return format_duration(v)
+        if col.endswith("_pct"):
+            return f"{v:.1f} %"
+        if "bytes" in col:
+            return f"{format_count(v)}B ({v:,.0f})"
+        if "flops" in col:
+            return f"{format_count(v)} ({v:,.0f})"
+        if col.endswith("_hz"):
+            return f"{v / 1e9:.3f} GHz"
+        return f"{v:,.4g}"
+    if isinstance(value, (bool,)) or type(value).__name__ == "bool_":
+        return "yes" if bool(value) else ""
+    if isinstance(value, int) or hasattr(value, "dtype") and getattr(value, "dtype").kind in "iu":
+        v = int(value)
+        if v == -1:
+            return ""
+        if col in ("start", "end"):
+            return format_duration(v - offset)
+        if col == "dur":
+            return format_duration(v)
+        return f"{v:,}" if col in ("shared_mem", "bytes") else str(v)
+    return str(value)

@@ -1,0 +1,263 @@
+"""The main window: it only wires the views, the shared view state and the loader together."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QSettings, Qt, QUrl
+from PySide6.QtGui import QAction, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QVBoxLayout, QWidget
+
+from kviewer.ui import resources
+from kviewer.ui.details import DetailsPanel
+from kviewer.ui.findbar import FindBar
+from kviewer.ui.format import format_duration
+from kviewer.ui.kernel_table import KernelTable
+from kviewer.ui.loading import LoadController
+from kviewer.ui.timeline import TimelineView
+from kviewer.ui.viewstate import ViewState
+
+MAX_RECENT = 10
+FILE_FILTER = (
+    "Profiler traces (*.json *.json.gz *.json.xz *.json.zst *.sqlite *.sqlite.gz *.nsys-rep *.ncu-rep *.csv *.db *.txt *.log);;"
+    "All files (*)"
+)
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("kviewerMainWindow")
+        self.setWindowTitle("kviewer")
+        icon = resources.path("kviewer.svg")
+        if icon is not None:
+            self.setWindowIcon(QIcon(str(icon)))
+        self.setAcceptDrops(True)
+        self.resize(1400, 900)
+
+        self.state = ViewState(self)
+        self.timeline = TimelineView(self.state)
+        self.find_bar = FindBar(self.state)
+        self.find_bar.hide()
+        self.table = KernelTable(self.state)
+        self.details = DetailsPanel(self.state)
+        self.loader = LoadController(self, self.state.add_trace)
+        # drops land on the window, whichever child is under the cursor
+        self.timeline.canvas.setAcceptDrops(False)
+        self.table.view.setAcceptDrops(False)
+
+        central = QWidget()
+        lay = QVBoxLayout(central)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        lay.addWidget(self.find_bar)
+        lay.addWidget(self.timeline, 1)
+        self.setCentralWidget(central)
+        self.table_dock = self._dock("Kernels", "kernelsDock", self.table, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.details_dock = self._dock("Details", "detailsDock", self.details, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.resizeDocks([self.table_dock], [340], Qt.Orientation.Vertical)
+        self.resizeDocks([self.details_dock], [300], Qt.Orientation.Horizontal)
+
+        self._build_menus()
+        self._build_status()
+        self.timeline.closeRequested.connect(self.close_trace)
+        self.loader.fileOpened.connect(self.add_recent)
+        self.state.tracesChanged.connect(self._on_traces)
+        self.state.currentTraceChanged.connect(lambda _t: self._update_status())
+        self.state.rangeChanged.connect(self._on_range)
+        self._restore_settings()
+
+    def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)  # saveState needs names
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    # menus -----------------------------------------------------------------------------------
+    def _build_menus(self) -> None:
+        mb = self.menuBar()
+        file_menu = mb.addMenu("&File")
+        self.open_action = QAction("&Open…", self, shortcut=QKeySequence.StandardKey.Open, triggered=self.open_dialog)
+        file_menu.addAction(self.open_action)
+        self.recent_menu = file_menu.addMenu("Open &Recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent)
+        self.close_menu = file_menu.addMenu("&Close Trace")
+        self.close_menu.aboutToShow.connect(self._fill_close)
+        self.close_all_action = QAction("Close &All", self, triggered=self.close_all)
+        file_menu.addAction(self.close_all_action)
+        file_menu.addSeparator()
+        file_menu.addAction(QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit, triggered=self.close))
+
+        edit = mb.addMenu("&Edit")
+        self.find_action = QAction("&Find…", self, shortcut=QKeySequence.StandardKey.Find, triggered=self.find_bar.open_bar)
+        edit.addAction(self.find_action)
+        edit.addAction(QAction("Find &Next", self, shortcut=QKeySequence.StandardKey.FindNext, triggered=self.find_bar.next))
+        edit.addAction(QAction("Find &Previous", self, shortcut=QKeySequence.StandardKey.FindPrevious, triggered=self.find_bar.previous))
+        edit.addSeparator()
+        # single-letter keys belong to the timeline (they would steal typing from the filter box
+        # as window shortcuts): the menu shows them after a tab without binding them
+        edit.addAction(QAction("Clear Selection\tEsc", self, triggered=lambda: self.state.set_selection(None)))
+        edit.addAction(QAction("Copy Selected Rows\tCtrl+C", self, triggered=self.table.view.copy_selection))
+
+        view = mb.addMenu("&View")
+        view.addAction(QAction("Zoom &In\tW", self, triggered=lambda: self.timeline.zoom(0.8)))
+        view.addAction(QAction("Zoom &Out\tS", self, triggered=lambda: self.timeline.zoom(1.25)))
+        view.addAction(QAction("Pan &Left\tA", self, triggered=lambda: self.timeline.pan(-0.15)))
+        view.addAction(QAction("Pan &Right\tD", self, triggered=lambda: self.timeline.pan(0.15)))
+        view.addAction(QAction("&Fit Selection\tF", self, triggered=self.timeline.fit_selection))
+        view.addAction(QAction("Fit &All", self, shortcut=QKeySequence("Ctrl+0"), triggered=self.timeline.fit_all))
+        view.addSeparator()
+        view.addAction(self.table_dock.toggleViewAction())
+        view.addAction(self.details_dock.toggleViewAction())
+
+        help_menu = mb.addMenu("&Help")
+        help_menu.addAction(QAction("&Keys", self, triggered=self._show_keys))
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        recent = self.recent_files()
+        for path in recent:
+            act = self.recent_menu.addAction(path)
+            act.triggered.connect(lambda _checked=False, p=path: self.open_files([p]))
+        if not recent:
+            self.recent_menu.addAction("(none)").setEnabled(False)
+        else:
+            self.recent_menu.addSeparator()
+            self.recent_menu.addAction("Clear List", lambda: self._settings().setValue("recentFiles", []))
+
+    def _fill_close(self) -> None:
+        self.close_menu.clear()
+        for tracks in self.state.traces:
+            act = self.close_menu.addAction(tracks.label)
+            act.triggered.connect(lambda _checked=False, k=tracks.key: self.close_trace(k))
+        if not self.state.traces:
+            self.close_menu.addAction("(no trace open)").setEnabled(False)
+
+    def _show_keys(self) -> None:
+        from kviewer.ui import dialogs
+
+        dialogs.show_info(
+            self,
+            "Keys",
+            "W / S  zoom in / out around the mouse\nA / D  pan left / right\nF  fit the selection (everything when nothing is selected)\n"
+            "Mouse wheel  zoom around the cursor; drag  pan; Shift+wheel  scroll tracks\n"
+            "Ctrl+F  find; Enter / Shift+Enter  next / previous match\nEsc  clear the selection\nCtrl+O  open; Ctrl+C  copy table rows as TSV\n"
+            "Click a group header to collapse it; right-click a trace header to close it.",
+        )
+
+    # status bar --------------------------------------------------------------------------------
+    def _build_status(self) -> None:
+        self.status_label = QLabel()
+        self.range_label = QLabel()
+        self.statusBar().addWidget(self.status_label, 1)
+        self.statusBar().addPermanentWidget(self.range_label)
+        self._update_status()
+
+    def _update_status(self) -> None:
+        t = self.state.current
+        if t is None:
+            self.status_label.setText("Drop trace files here, or File › Open (Ctrl+O)")
+            self.setWindowTitle("kviewer")
+            return
+        m = t.trace.meta
+        k = t.trace.kernels
+        parts = [os.path.basename(m.path), m.format_label or m.source_format, f"{len(k):,} kernels", f"span {format_duration(t.span[1] - t.span[0])}"]
+        devices = t.trace.devices
+        if len(devices):
+            names = sorted({str(n) for n in devices["name"] if str(n)})
+            if names:
+                parts.append(names[0] if len(names) == 1 else f"{names[0]} (+{len(names) - 1})")
+        if m.warnings:
+            parts.append(f"⚠ {m.warnings[0]}")
+        self.status_label.setText("  ·  ".join(parts))
+        self.status_label.setToolTip(m.path)
+        n = len(self.state.traces)
+        self.setWindowTitle(f"{os.path.basename(m.path)} — kviewer" + (f" ({n} traces)" if n > 1 else ""))
+
+    def _on_range(self, t0: float, t1: float) -> None:
+        self.range_label.setText(f"view {format_duration(t0)} – {format_duration(t1)}  ({format_duration(t1 - t0)})")
+
+    def _on_traces(self) -> None:
+        self._update_status()
+        self.close_all_action.setEnabled(bool(self.state.traces))
+
+    # files -------------------------------------------------------------------------------------
+    def open_files(self, paths: list[str]) -> None:
+        self.loader.open([os.fspath(p) for p in paths])
+
+    def open_dialog(self) -> None:
+        start = str(Path(self.recent_files()[0]).parent) if self.recent_files() else ""
+        paths, _ = QFileDialog.getOpenFileNames(self, "Open traces", start, FILE_FILTER)
+        if paths:
+            self.open_files(paths)
+
+    def close_trace(self, key: int) -> None:
+        self.state.remove_trace(key)
+
+    def close_all(self) -> None:
+        for t in list(self.state.traces):
+            self.state.remove_trace(t.key)
+
+    @staticmethod
+    def dropped_paths(event: QDropEvent | QDragEnterEvent) -> list[str]:
+        mime = event.mimeData()
+        if not mime.hasUrls():
+            return []
+        return [u.toLocalFile() for u in mime.urls() if isinstance(u, QUrl) and u.isLocalFile()]
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
+        if self.dropped_paths(event):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event: Any) -> None:  # noqa: N802
+        event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
+        paths = self.dropped_paths(event)
+        if not paths:
+            event.ignore()
+            return
+        event.acceptProposedAction()
+        self.open_files(paths)
+
+    # settings ----------------------------------------------------------------------------------
+    @staticmethod
+    def _settings() -> QSettings:
+        return QSettings()
+
+    def recent_files(self) -> list[str]:
+        value = self._settings().value("recentFiles", [])
+        if isinstance(value, str):
+            value = [value]
+        return [str(v) for v in (value or [])]
+
+    def add_recent(self, path: str) -> None:
+        path = os.path.abspath(path)
+        recent = [p for p in self.recent_files() if p != path]
+        self._settings().setValue("recentFiles", [path] + recent[: MAX_RECENT - 1])
+
+    def _restore_settings(self) -> None:
+        s = self._settings()
+        geometry = s.value("window/geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        state = s.value("window/state")
+        if state is not None:
+            self.restoreState(state)
+
+    def save_settings(self) -> None:
+        s = self._settings()
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("window/state", self.saveState())
+        s.sync()
+
+    def closeEvent(self, event: Any) -> None:  # noqa: N802
+        self.save_settings()
+        self.loader.cancel()
+        self.loader.wait(5000)
+        super().closeEvent(event)
