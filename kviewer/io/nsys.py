@@ -163,11 +163,10 @@ def _load_db(db_path: Path, shown_path: Path, progress: Progress, cancel: Cancel
         recognised = meta.format_label
         meta.warnings.extend(warnings)
         if KERNEL_TABLE not in db.tables:
-            raise LoadError(
-                shown_path,
-                f"has no {KERNEL_TABLE} table, so no CUDA kernels were recorded "
-                "(profile with CUDA tracing, e.g. 'nsys profile -t cuda', then export again)",
-                recognised,
+            # a lazy export leaves out empty tables: a run without kernels is still a trace
+            meta.warnings.append(
+                f"no {KERNEL_TABLE} table: no CUDA kernels were recorded "
+                "(profile with CUDA tracing, e.g. 'nsys profile -t cuda', to see them)"
             )
         return _read_tables(db, meta, progress, cancel)
     except sqlite3.DatabaseError as exc:
@@ -338,6 +337,8 @@ def _tid(global_id: np.ndarray) -> np.ndarray:
 
 def _kernels(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
     t = KERNEL_TABLE
+    if t not in db.tables:
+        return make_table("kernels", 0)
     name, join_name = db.string(t, "k", "demangledName", "dn")
     short, join_short = db.string(t, "k", "shortName", "sn")
     cols = db.columns(t)

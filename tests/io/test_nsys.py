@@ -438,10 +438,11 @@ def test_export_without_kernel_table(h200_db: Path, tmp_path: Path) -> None:
     con.execute("drop table CUPTI_ACTIVITY_KIND_KERNEL")
     con.commit()
     con.close()
-    with pytest.raises(LoadError) as err:
-        load(copy)
-    msg = str(err.value)
-    assert str(copy) in msg and "CUPTI_ACTIVITY_KIND_KERNEL" in msg and "schema 3.20.3" in msg
+    # a lazy export of a run without kernels leaves the table out: the rest still loads
+    trace = load(copy)
+    assert len(trace.kernels) == 0
+    assert len(trace.gpu_ops) > 0 and len(trace.cpu_slices) > 0
+    assert any("CUPTI_ACTIVITY_KIND_KERNEL" in w for w in trace.meta.warnings)
 
 
 def test_cut_gzip_export_is_truncated(sample_traces: Path, tmp_path: Path) -> None:
