@@ -1,0 +1,282 @@
+"""Put Nsight Compute counters on the kernels of a timeline trace of the same program.
+
+An Nsight Systems export or a PyTorch trace says when each kernel ran; an Nsight Compute report
+says what it did (FLOPs, DRAM bytes, throughput percentages), but with its kernels serialised and
+replayed and, usually, only a window of the launches (``--launch-skip N --launch-count M``).
+:func:`match_kernels` pairs the two kernel lists and :func:`merge_ncu` copies the measured
+columns (and the metrics rows) onto the timeline's kernels.
+
+Matching
+--------
+A kernel's *key* is (base name, grid, block). The base name is the kernel's identifier without
+namespaces, template arguments, argument list and return type
+(``void at::native::vectorized_elementwise_kernel<8, ...>(int, ...)`` ->
+``vectorized_elementwise_kernel``): the profilers demangle differently (``at::native::`` vs
+``at::``, ``3ul`` vs ``(unsigned long)3``, ``(anonymous namespace)`` vs ``<unnamed>``), the base
+identifier survives all of them.
+
+Both lists are put in launch order (the timeline by correlation id when it has them, else by
+start; the report in its own order). The report covers a window of the timeline's launches, so
+the matcher looks for the window start ``o``: the n-th report kernel with a key is paired with the
+n-th timeline kernel with that key at or after ``o`` (a greedy in-order walk, which also handles
+reports filtered by kernel name). Candidate starts are the timeline positions whose key equals
+the first report kernel's; the best start is the one where the walk matches the most kernels and
+skips the fewest timeline kernels (a contiguous window skips none). When several starts tie —
+a program that repeats one step gives a perfect fit at every step — the one closest to the
+report's ``--launch-skip`` (kept by the ncu-rep loader in ``meta.extra["launch_skip"]``) wins,
+else the earliest; the report says how many starts fit equally well.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from kviewer.core import schema
+from kviewer.core.names import short_name
+from kviewer.core.trace import Trace
+
+#: kernels-table columns that a counter profiler measures and the merge copies
+MEASURED = (
+    "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "dram_bytes", "dram_read_bytes",
+    "dram_write_bytes", "sm_throughput_pct", "mem_throughput_pct", "dram_throughput_pct",
+    "tensor_pipe_pct", "achieved_occupancy_pct", "theoretical_occupancy_pct", "sm_clock_hz",
+    "dram_clock_hz",
+)  # fmt: skip
+#: launch attributes the timeline may lack (-1) and the report knows
+LAUNCH_FILL = ("registers", "shared_mem")
+#: how many report kernels score a candidate window start
+SCORE_WINDOW = 256
+
+
+def base_name(name: str) -> str:
+    """The kernel's identifier without scope, template arguments, arguments and return type."""
+    s = short_name(str(name)).strip()
+    # last component of a scoped name, ignoring "::" inside parentheses ("(anonymous namespace)")
+    depth = 0
+    cut = 0
+    for i, ch in enumerate(s):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif depth == 0 and s.startswith("::", i):
+            cut = i + 2
+    return s[cut:] or s
+
+
+def kernel_keys(kernels: pd.DataFrame) -> list[tuple[str, int, int, int, int, int, int]]:
+    """(base name, grid x/y/z, block x/y/z) for every row of a kernels table."""
+    names = kernels["name"].astype(str).to_numpy()
+    bases_of = {n: base_name(n) for n in set(names.tolist())}
+    bases = [bases_of[n] for n in names]
+    cols = [kernels[c].to_numpy(dtype=np.int64) for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")]
+    return [(b, *(int(c[i]) for c in cols)) for i, b in enumerate(bases)]  # type: ignore[misc]
+
+
+def launch_order(kernels: pd.DataFrame) -> np.ndarray:
+    """Row positions of a timeline's kernels in launch order."""
+    corr = kernels["correlation"].to_numpy(dtype=np.int64)
+    if len(corr) and (corr >= 0).all():
+        return np.lexsort((kernels["start"].to_numpy(), corr))
+    return np.argsort(kernels["start"].to_numpy(), kind="stable")
+
+
+@dataclass
+class MatchReport:
+    """How the kernels of an ncu report were paired with the kernels of a timeline."""
+
+    ncu_total: int
+    timeline_total: int
+    pairs: pd.DataFrame
+    """columns ``timeline_id``, ``ncu_id`` (kernel ids), ``name`` (the timeline's name)"""
+    unmatched_ncu: np.ndarray
+    """ncu kernel ids without a partner"""
+    unmatched_timeline: np.ndarray
+    """timeline kernel ids without a partner (outside the report's window, or filtered out)"""
+    start: int = -1
+    """launch-order position in the timeline of the report's first kernel (-1: nothing matched)"""
+    start_source: str = ""
+    """"given", "search" or "search, closest to --launch-skip N" """
+    equal_starts: int = 0
+    """how many window starts fit as well as the chosen one (>1: the program repeats itself)"""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def matched(self) -> int:
+        return len(self.pairs)
+
+    def summary(self) -> str:
+        return f"ncu kernels matched: {self.matched} of {self.ncu_total}"
+
+
+def _walk(
+    tl_pos: dict[tuple, np.ndarray], nk: Sequence[tuple], start: int, limit: int | None = None
+) -> tuple[list[tuple[int, int]], int]:
+    """Greedy in-order pairing from timeline position ``start``: [(ncu index, timeline position)]
+    and the number of timeline kernels skipped between matches."""
+    pairs: list[tuple[int, int]] = []
+    cursor = start
+    skipped = 0
+    for i, key in enumerate(nk if limit is None else nk[:limit]):
+        positions = tl_pos.get(key)
+        if positions is None:
+            continue
+        j = int(np.searchsorted(positions, cursor))
+        if j >= len(positions):
+            continue
+        p = int(positions[j])
+        if pairs:
+            skipped += p - cursor
+        pairs.append((i, p))
+        cursor = p + 1
+    return pairs, skipped
+
+
+def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> MatchReport:
+    """Pair the report's kernels with the timeline's (see the module docstring).
+
+    Parameters
+    ----------
+    timeline
+        A trace with real kernel times (Nsight Systems, PyTorch profiler, ...).
+    ncu
+        A counter report (``source_format`` ``ncu-rep`` or ``ncu-csv``), kernels in launch order.
+    start
+        The timeline launch-order position of the report's first kernel, when known; searched
+        for otherwise.
+    """
+    tk_df, nk_df = timeline.kernels, ncu.kernels
+    order = launch_order(tk_df)
+    tkeys_all = kernel_keys(tk_df)
+    tkeys = [tkeys_all[i] for i in order]
+    nkeys = kernel_keys(nk_df)
+    positions: dict[tuple, list[int]] = {}
+    for p, key in enumerate(tkeys):
+        positions.setdefault(key, []).append(p)
+    tl_pos = {k: np.asarray(v, dtype=np.int64) for k, v in positions.items()}
+    notes: list[str] = []
+
+    equal = 0
+    source = "given"
+    if start is None and nkeys:
+        source = "search"
+        first = next((i for i, k in enumerate(nkeys) if k in tl_pos), None)
+        if first is None:
+            start = -1
+            notes.append("no report kernel has a (name, grid, block) that the timeline has")
+        else:
+            hint = ncu.meta.extra.get("launch_skip")
+            scored: list[tuple] = []
+            for cand in tl_pos[nkeys[first]]:
+                pairs, skipped = _walk(tl_pos, nkeys[first:], int(cand), SCORE_WINDOW)
+                scored.append((len(pairs), -skipped, int(cand)))
+            top = max(s[:2] for s in scored)
+            ties = [s[2] for s in scored if s[:2] == top]
+            equal = len(ties)
+            if isinstance(hint, int) and len(ties) > 1:
+                start = min(ties, key=lambda c: (abs(c - first - hint), c)) - first
+                source = f"search, closest to --launch-skip {hint}"
+            else:
+                start = ties[0] - first
+            if equal > 1:
+                notes.append(
+                    f"{equal} window starts fit equally well (the program repeats itself); "
+                    f"chose timeline launch {start} ({source})"
+                )
+    start = -1 if start is None else int(start)
+    pairs, _ = _walk(tl_pos, nkeys, max(start, 0)) if start >= 0 else ([], 0)
+
+    tl_ids = tk_df["id"].to_numpy()
+    nc_ids = nk_df["id"].to_numpy()
+    t_idx = np.asarray([order[p] for _, p in pairs], dtype=np.int64)
+    n_idx = np.asarray([i for i, _ in pairs], dtype=np.int64)
+    pair_df = pd.DataFrame(
+        {
+            "timeline_id": tl_ids[t_idx] if len(t_idx) else np.zeros(0, dtype=np.int64),
+            "ncu_id": nc_ids[n_idx] if len(n_idx) else np.zeros(0, dtype=np.int64),
+            "name": tk_df["name"].astype(str).to_numpy()[t_idx] if len(t_idx) else np.zeros(0, dtype=object),
+        }
+    )
+    unmatched_ncu = np.setdiff1d(nc_ids, pair_df["ncu_id"].to_numpy())
+    unmatched_tl = np.setdiff1d(tl_ids, pair_df["timeline_id"].to_numpy())
+    if len(unmatched_ncu):
+        notes.append(f"{len(unmatched_ncu)} report kernel(s) found no timeline kernel with the same name, grid and block")
+    return MatchReport(
+        ncu_total=len(nk_df),
+        timeline_total=len(tk_df),
+        pairs=pair_df,
+        unmatched_ncu=unmatched_ncu,
+        unmatched_timeline=unmatched_tl,
+        start=start,
+        start_source=source if start >= 0 else "",
+        equal_starts=equal,
+        notes=notes,
+    )
+
+
+def merge_ncu(timeline: Trace, ncu: Trace, start: int | None = None) -> tuple[Trace, MatchReport]:
+    """A copy of ``timeline`` whose matched kernels carry the report's measured columns.
+
+    The timeline keeps its times; ``registers``/``shared_mem`` are filled where the timeline did
+    not know them; the report's ``metrics`` rows of matched kernels are appended to the
+    timeline's metrics with their kernel ids translated. Inputs are not modified.
+    """
+    report = match_kernels(timeline, ncu, start)
+    kernels = timeline.kernels.copy()
+    if report.matched:
+        t_rows = report.pairs["timeline_id"].to_numpy()  # ids are row positions (schema invariant)
+        n_rows = report.pairs["ncu_id"].to_numpy()
+        for col in MEASURED:
+            src = ncu.kernels[col].to_numpy()[n_rows]
+            dst = kernels[col].to_numpy().copy()
+            have = ~np.isnan(src)
+            dst[t_rows[have]] = src[have]
+            kernels[col] = dst
+        for col in LAUNCH_FILL:
+            src = ncu.kernels[col].to_numpy()[n_rows]
+            dst = kernels[col].to_numpy().copy()
+            fill = (dst[t_rows] < 0) & (src >= 0)
+            dst[t_rows[fill]] = src[fill]
+            kernels[col] = dst
+    metrics = timeline.metrics
+    if report.matched and len(ncu.metrics):
+        to_tl = dict(zip(report.pairs["ncu_id"].to_numpy().tolist(), report.pairs["timeline_id"].to_numpy().tolist()))
+        m = ncu.metrics[ncu.metrics["kernel"].isin(list(to_tl))]
+        mapped = {
+            "kernel": m["kernel"].map(to_tl).to_numpy(dtype=np.int64),
+            "section": m["section"].astype(str).to_numpy(dtype=object),
+            "metric": m["metric"].astype(str).to_numpy(dtype=object),
+            "unit": m["unit"].astype(str).to_numpy(dtype=object),
+            "value": m["value"].to_numpy(dtype=np.float64),
+            "text": m["text"].to_numpy(dtype=object),
+        }
+        old = timeline.metrics
+        cols = {
+            k: np.concatenate([old[k].astype(str).to_numpy(dtype=object) if k in ("section", "metric", "unit") else old[k].to_numpy(), v])
+            for k, v in mapped.items()
+        }
+        metrics = schema.make_table("metrics", len(cols["kernel"]), cols)
+    meta = dataclasses.replace(
+        timeline.meta,
+        extra={**timeline.meta.extra, "ncu": f"{ncu.meta.path}: {report.matched} of {report.ncu_total} kernels matched"},
+        warnings=list(timeline.meta.warnings),
+    )
+    merged = dataclasses.replace(timeline, meta=meta, kernels=kernels, metrics=metrics)
+    return merged, report
+
+
+def describe(report: MatchReport) -> list[str]:
+    """Lines for a terminal: the summary, where the window starts, and the notes."""
+    lines = [report.summary()]
+    if report.start >= 0:
+        lines.append(f"  window starts at timeline launch {report.start} ({report.start_source})")
+    lines += [f"  {n}" for n in report.notes]
+    return lines
+
+
+__all__ = ["MEASURED", "MatchReport", "base_name", "describe", "kernel_keys", "launch_order", "match_kernels", "merge_ncu"]
