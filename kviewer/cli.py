@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # heavy imports stay out of start-up
 EXIT_OK = 0
 EXIT_USER_ERROR = 2
 
-SUBCOMMANDS = ("info", "summary", "kernels")
+SUBCOMMANDS = ("info", "summary", "kernels", "sol", "fusion")
 
 
 class UserError(Exception):
@@ -254,6 +254,61 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# speed of light and fusion
+
+
+def _sol_trace_and_device(args: argparse.Namespace) -> "Trace":
+    trace = load_trace(args.file, args.quiet)
+    if not len(trace.kernels):
+        raise UserError(f"{args.file}: the trace has no kernels")
+    return trace
+
+
+def cmd_sol(args: argparse.Namespace) -> int:
+    """Per-kernel speed of light: FLOPs, bytes (measured or modelled), T_SOL, SOL%, bound."""
+    from kviewer.analysis.sol import speed_of_light
+    from kviewer.errors import AnalysisError
+
+    trace = _sol_trace_and_device(args)
+    try:
+        df = speed_of_light(trace, device=args.device)
+    except AnalysisError as exc:
+        raise UserError(str(exc)) from exc
+    df = df.rename(columns={"start": "start_ns", "dur": "dur_ns"})
+    if args.format == "table":
+        cols = ["short_name", "dur_ns", "kind", "precision", "flops", "flops_source", "bytes", "bytes_source",
+                "t_sol_ns", "sol_pct", "bound", "ncu_sm_pct", "ncu_mem_pct", "note"]
+        view = df[cols].copy()
+        view["short_name"] = view["short_name"].str.slice(0, 60)
+        write_frame(view, "table")
+    else:
+        write_frame(df, args.format)
+    return EXIT_OK
+
+
+def cmd_fusion(args: argparse.Namespace) -> int:
+    """Fusion candidates with estimated savings, ranked by total saving."""
+    from kviewer.analysis.fusion import fusion_candidates, fusion_summary
+    from kviewer.errors import AnalysisError
+
+    trace = _sol_trace_and_device(args)
+    try:
+        df = fusion_candidates(trace, device=args.device)
+    except AnalysisError as exc:
+        raise UserError(str(exc)) from exc
+    # one instance's kernel ids (space separated) stand for the candidate in text formats
+    df = df.assign(kernel_ids=[" ".join(str(i) for i in ids[0]) if len(ids) else "" for ids in df["kernel_ids"]])
+    if args.format == "table":
+        cols = ["rank", "kind", "chain", "count", "savings_ns", "savings_per_instance_ns", "gpu_time_pct", "measured_ns", "fused_est_ns"]
+        write_frame(df[cols], "table")
+        total = fusion_summary(df, trace)
+        print(f"total estimated saving: {format_ns(total['savings_ns'])} of {format_ns(total['kernel_ns'])} kernel time ({total['savings_pct']:.1f}%)")
+    else:
+        write_frame(df, args.format)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
 # parsing
 
 
@@ -284,6 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("summary", "kernels grouped by name (as nsys stats cuda_gpu_kern_sum)", cmd_summary, ("table", "csv", "json"))
     s.add_argument("--short", action="store_true", help="group by short name (no arguments or templates)")
     add("kernels", "one row per kernel in the unified schema", cmd_kernels, ("table", "csv", "json"))
+    sol = add("sol", "per-kernel speed of light (FLOPs, bytes, T_SOL, SOL%, bound)", cmd_sol, ("table", "csv", "json"))
+    sol.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say or to override it")
+    fus = add("fusion", "fusion candidates with estimated savings", cmd_fusion, ("table", "csv", "json"))
+    fus.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say or to override it")
     return p
 
 
