@@ -1,0 +1,564 @@
+"""Pieces shared by the ROCm profiler loaders (rocprof v1, rocprofv2, rocprofv3).
+
+Nothing here opens a trace by itself: the loader modules (:mod:`kviewer.io.rocprof_csv`,
+:mod:`kviewer.io.rocprofv2_csv`, :mod:`kviewer.io.rocprofv3_csv`, :mod:`kviewer.io.rocprof_db`,
+:mod:`kviewer.io.rocprof_json`) call these helpers.
+
+Conventions every ROCm loader follows
+-------------------------------------
+* ``kernels.name`` is the tool's kernel name with the code-object suffix (`` [clone .kd]``,
+  ``.kd``, `` (.kd)``) removed, the same way for every rocprof generation, so that a kernel has
+  one name whichever file it came from and rocprof's own ``results.stats.csv`` (whose names keep
+  the suffix) can be matched after :func:`kviewer.core.names.strip_kd`.
+* ROCm timestamps are boot-clock nanoseconds, not epoch: tables are made relative to the first
+  event of the file and ``meta.origin_ns`` stays ``None``; the absolute value that was subtracted
+  goes in ``meta.extra["time_base_ns"]`` so two files of one run can still be aligned.
+* Hardware counters go to the ``metrics`` table (section ``"rocprof"``); FETCH_SIZE and
+  WRITE_SIZE are also copied, converted to bytes, into ``kernels.dram_read_bytes`` /
+  ``dram_write_bytes`` (see :data:`KIB_COUNTERS`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kviewer.core import schema
+from kviewer.core.names import short_name, strip_kd
+from kviewer.errors import CorruptTrace, LoadError
+
+SECTION = "rocprof"
+
+#: rocprof's FETCH_SIZE and WRITE_SIZE are kilobytes (KiB). rocprofiler's metrics.xml defines them
+#: as ``(TCC_EA_RDREQ_32B_sum*32 + (TCC_EA_RDREQ_sum-TCC_EA_RDREQ_32B_sum)*64)/1024`` -- 32 and
+#: 64 byte requests counted in bytes, divided by 1024 -- and describes them as "the total
+#: kilobytes fetched from / written to the video memory". The data agrees: the values are
+#: multiples of 1/32 (32 B / 1024), e.g. 9.125 KiB = 292 requests of 32 B. rocprofv3 keeps the
+#: same derived-metric definitions, so the same factor applies to its counter_collection.csv.
+KIB_COUNTERS = {"FETCH_SIZE": "dram_read_bytes", "WRITE_SIZE": "dram_write_bytes"}
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def norm(col: str) -> str:
+    """Normalise a column name so the header spellings of every rocprof generation compare equal:
+    ``"gpu-id"``, ``GPU_ID`` and ``gpuid`` all become ``gpuid``; ``Kernel_Name`` / ``KernelName``
+    / ``KERNELNAME`` become ``kernelname``."""
+    return re.sub(r"[^a-z0-9]", "", col.strip().strip('"').lower())
+
+
+def first_line(head: bytes) -> str:
+    """The first line of a text head, decoded (BOM removed); '' when it is not text."""
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    line = head.split(b"\n", 1)[0].rstrip(b"\r")
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
+
+
+def header_fields(head: bytes) -> list[str]:
+    """The normalised column names of a CSV head (first line only, parsed with the csv module)."""
+    line = first_line(head)
+    if not line or "," not in line:
+        return []
+    try:
+        row = next(csv.reader([line]))
+    except (csv.Error, StopIteration):
+        return []
+    return [norm(c) for c in row]
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV reading with honest errors
+
+
+@dataclass
+class CsvTable:
+    """A CSV read as text columns (nothing guessed), plus what had to be dropped."""
+
+    frame: pd.DataFrame
+    """every column as str; the columns are the file's own header names"""
+    columns: dict[str, str]
+    """normalised name -> the file's own header name"""
+    warnings: list[str] = field(default_factory=list)
+
+    def has(self, *names: str) -> bool:
+        return all(n in self.columns for n in names)
+
+    def text(self, name: str) -> np.ndarray:
+        return self.frame[self.columns[name]].to_numpy(dtype=object)
+
+
+def read_csv_text(data: bytes, path: Path, recognised: str) -> CsvTable:
+    """Parse CSV bytes with pandas, every column as text.
+
+    A last row that is cut short (fewer fields than the header, or an unterminated quote) is
+    dropped with a warning: the file was probably still being written. Any other malformed row
+    raises :class:`CorruptTrace` naming the line.
+    """
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    warnings: list[str] = []
+    try:
+        frame = _read(data)
+    except pd.errors.ParserError as exc:
+        # a quote left open by a cut-off last line makes the C parser fail at EOF: retry once
+        # without the last line, and say so
+        body = data.rstrip(b"\r\n")
+        cut = body.rfind(b"\n")
+        if cut <= 0:
+            raise CorruptTrace(path, f"malformed CSV ({_first_sentence(exc)})", recognised) from exc
+        try:
+            frame = _read(body[: cut + 1])
+        except pd.errors.ParserError as exc2:
+            raise CorruptTrace(path, f"malformed CSV ({_first_sentence(exc2)})", recognised) from exc2
+        warnings.append("the last line is incomplete (the file was cut short?); it was skipped")
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CorruptTrace(path, f"not readable as CSV text ({_first_sentence(exc)})", recognised) from exc
+    frame.columns = [str(c) for c in frame.columns]
+    columns: dict[str, str] = {}
+    for c in frame.columns:
+        columns.setdefault(norm(c), c)
+    if len(frame) and not warnings:
+        # pandas pads a short row with empty cells, so count the last line's fields ourselves:
+        # fewer than the header means the writer was cut off mid-row
+        body = data.rstrip(b"\r\n \t")
+        last_line = body[body.rfind(b"\n") + 1 :].decode("utf-8", errors="replace")
+        try:
+            n_fields = len(next(csv.reader([last_line])))
+        except (csv.Error, StopIteration):
+            n_fields = len(frame.columns)
+        if n_fields < len(frame.columns):
+            frame = frame.iloc[:-1]
+            warnings.append(
+                f"the last row has {n_fields} of {len(frame.columns)} fields "
+                "(the file was cut short?); it was skipped"
+            )
+    return CsvTable(frame.reset_index(drop=True), columns, warnings)
+
+
+def _read(data: bytes) -> pd.DataFrame:
+    # every cell as text and nothing turned into NaN except cells a short row does not have
+    return pd.read_csv(
+        io.BytesIO(data),
+        dtype=str,
+        keep_default_na=False,
+        na_values=[],
+        skip_blank_lines=True,
+        encoding="utf-8",
+        encoding_errors="replace",
+    )
+
+
+def _first_sentence(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def require(table: CsvTable, names: Sequence[str], path: Path, recognised: str, spelled: Mapping[str, str]) -> None:
+    """Raise :class:`CorruptTrace` listing the required columns the header lacks."""
+    missing = [n for n in names if n not in table.columns]
+    if missing:
+        shown = ", ".join(spelled.get(n, n) for n in missing)
+        raise CorruptTrace(path, f"the header lacks the column(s) {shown}", recognised)
+
+
+def numbers(table: CsvTable, name: str, path: Path, recognised: str, integer: bool = True) -> np.ndarray:
+    """A column as int64 (or float64), raising :class:`CorruptTrace` on the first non-number."""
+    raw = table.frame[table.columns[name]]
+    values = pd.to_numeric(raw.str.strip(), errors="coerce")
+    bad = values.isna().to_numpy() & (raw.str.strip() != "").to_numpy()
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise CorruptTrace(
+            path,
+            f"row {row + 1} (line {row + 2}): column {table.columns[name]} is {raw.iloc[row]!r}, not a number",
+            recognised,
+        )
+    arr = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    if not integer:
+        return arr
+    if np.isnan(arr).any():
+        row = int(np.flatnonzero(np.isnan(arr))[0])
+        raise CorruptTrace(path, f"row {row + 1} (line {row + 2}): column {table.columns[name]} is empty", recognised)
+    # int64 timestamps (~1e15) are exact in float64 only up to 2**53; parse the text as int
+    if np.abs(arr).max(initial=0) >= 2**53:
+        return np.array([int(s) for s in raw.str.strip()], dtype=np.int64)
+    return arr.astype(np.int64)
+
+
+def agent_numbers(table: CsvTable, name: str, path: Path, recognised: str) -> np.ndarray:
+    """rocprofv3 agent ids: ``1`` (2024), ``"Agent 2"`` (absolute), ``"GPU 0"`` / ``"CPU 0"``
+    (type-relative): the trailing integer."""
+    raw = table.frame[table.columns[name]].str.strip()
+    digits = raw.str.extract(r"(-?\d+)\s*$", expand=False)
+    if digits.isna().any():
+        row = int(np.flatnonzero(digits.isna().to_numpy())[0])
+        raise CorruptTrace(path, f"row {row + 1}: agent id {raw.iloc[row]!r} has no number", recognised)
+    return digits.astype(np.int64).to_numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# names, times, devices
+
+
+def kernel_names(raw: Iterable[Any]) -> tuple[pd.Categorical, pd.Categorical]:
+    """``(name, short_name)`` categoricals from raw rocprof kernel names.
+
+    Each distinct raw name is normalised once (quotes some rocprof versions store inside the
+    value, surrounding blanks, the ``.kd`` suffixes), so this stays fast on millions of rows.
+    """
+    codes, uniques = pd.factorize(np.asarray(raw, dtype=object), use_na_sentinel=False)
+    cleaned = [display_name(str(u)) for u in uniques]
+    codes2, names = pd.factorize(np.asarray(cleaned, dtype=object), use_na_sentinel=False)
+    final = codes2[codes] if len(codes) else codes
+    name = pd.Categorical.from_codes(final, categories=pd.Index(names, dtype=object))
+    shorts = [short_name(n) if n else "" for n in names]
+    scodes, suniq = pd.factorize(np.asarray(shorts, dtype=object), use_na_sentinel=False)
+    short = pd.Categorical.from_codes(scodes[final] if len(final) else final, categories=pd.Index(suniq, dtype=object))
+    return name, short
+
+
+def display_name(raw: str) -> str:
+    """One rocprof kernel name as kviewer shows it (see the module docstring)."""
+    s = raw.strip()
+    # rocprof v1's results.db stores KernelName with its CSV quotes inside the text
+    if len(s) >= 2 and s[0] == '"' and s[-1] == '"':
+        s = s[1:-1]
+    return strip_kd(s.strip())
+
+
+def ceil_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Workgroups from work-items: rocprof's grid sizes count work-items (HSA grid), kviewer's
+    grid columns count workgroups (CUDA blocks). A partial last workgroup still counts."""
+    num = np.asarray(num, dtype=np.int64)
+    den = np.asarray(den, dtype=np.int64)
+    out = np.full(num.shape, -1, dtype=np.int64)
+    ok = (den > 0) & (num >= 0)
+    out[ok] = -(-num[ok] // den[ok])
+    return out
+
+
+def rebase(arrays: Sequence[np.ndarray]) -> int | None:
+    """The smallest valid (>= 0) timestamp over the arrays: the time base the tables subtract."""
+    lows = [int(a[a >= 0].min()) for a in arrays if len(a) and (a >= 0).any()]
+    return min(lows) if lows else None
+
+
+def clock_extra(base: int | None) -> dict[str, Any]:
+    if base is None:
+        return {}
+    return {
+        "clock": "ROCm boot-clock ns (not epoch); times are relative to the first event",
+        "time_base_ns": base,
+    }
+
+
+def dense_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(index, uniques)``: each value's position among the sorted distinct values."""
+    uniques, inverse = np.unique(np.asarray(values, dtype=np.int64), return_inverse=True)
+    return inverse.astype(np.int32), uniques
+
+
+def devices_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The devices table from dicts of schema columns (vendor defaults to AMD)."""
+    cols: dict[str, list[Any]] = {}
+    for name in schema.DEVICES.names:
+        col = schema.DEVICES.column(name)
+        default: Any = "AMD" if name == "vendor" else (
+            -1 if col.dtype in (schema.INT, schema.I32) else (math.nan if col.dtype == schema.FLOAT else "")
+        )
+        cols[name] = [r.get(name, default) for r in rows]
+    return schema.make_table("devices", len(rows), cols)
+
+
+# ---------------------------------------------------------------------------------------------
+# counters -> metrics and kernel columns
+
+
+def counter_unit(metric: str) -> str:
+    """A base unit for a raw rocprof counter, where its name says it; '' (a count) otherwise."""
+    m = metric.upper()
+    if m in KIB_COUNTERS:
+        return "byte"
+    if "CYCLES" in m or m in ("GRBM_COUNT", "GRBM_GUI_ACTIVE") or m.endswith("_BUSY") or "_BUSY_" in m:
+        return "cycle"
+    return ""
+
+
+def metrics_from_wide(
+    kernel_ids: np.ndarray, counters: Mapping[str, tuple[np.ndarray, np.ndarray]]
+) -> pd.DataFrame:
+    """The metrics table from wide counter columns (one column per counter, one row per kernel).
+
+    ``counters[name] = (values float64, texts object)``. Values of :data:`KIB_COUNTERS` are
+    converted to bytes; ``text`` keeps what the tool printed.
+    """
+    parts_k, parts_m, parts_v, parts_t = [], [], [], []
+    for metric, (values, texts) in counters.items():
+        scale = 1024.0 if metric.upper() in KIB_COUNTERS else 1.0
+        parts_k.append(np.asarray(kernel_ids, dtype=np.int64))
+        parts_m.append(np.full(len(values), metric, dtype=object))
+        parts_v.append(np.asarray(values, dtype=np.float64) * scale)
+        parts_t.append(np.asarray(texts, dtype=object))
+    if not parts_k:
+        return schema.empty("metrics")
+    kernel = np.concatenate(parts_k)
+    metric_col = np.concatenate(parts_m)
+    units = {m: counter_unit(m) for m in counters}
+    unit = np.array([units[m] for m in metric_col], dtype=object)
+    order = np.lexsort((np.arange(len(kernel)), kernel))
+    n = len(kernel)
+    return schema.make_table(
+        "metrics",
+        n,
+        {
+            "kernel": kernel[order],
+            "section": pd.Categorical(np.full(n, SECTION, dtype=object)),
+            "metric": pd.Categorical(metric_col[order]),
+            "unit": pd.Categorical(unit[order]),
+            "value": np.concatenate(parts_v)[order],
+            "text": np.concatenate(parts_t)[order],
+        },
+    )
+
+
+def launch_metrics(kernel_ids: np.ndarray, launch: Mapping[str, tuple[np.ndarray, np.ndarray, str]]) -> pd.DataFrame:
+    """Launch attributes with no kernels column of their own (SGPRs, scratch, wave size, ...) as
+    metrics of section ``"launch"``: ``launch[metric] = (values, texts, unit)``."""
+    parts = {m: (v, t) for m, (v, t, _u) in launch.items()}
+    metrics = metrics_from_wide(kernel_ids, parts)
+    if not len(metrics):
+        return metrics
+    units = {m: u for m, (_v, _t, u) in launch.items()}
+    metrics["section"] = pd.Categorical(np.full(len(metrics), "launch", dtype=object))
+    metrics["unit"] = pd.Categorical(np.array([units[m] for m in metrics["metric"].astype(str)], dtype=object))
+    return metrics
+
+
+def concat_metrics(*frames: pd.DataFrame) -> pd.DataFrame:
+    """Several metrics tables as one, categorical columns kept categorical."""
+    frames = tuple(f for f in frames if len(f))
+    if not frames:
+        return schema.empty("metrics")
+    if len(frames) == 1:
+        return frames[0]
+    out = pd.concat(frames, ignore_index=True)
+    for c in ("section", "metric", "unit"):
+        out[c] = out[c].astype(str).astype("category")
+    return out
+
+
+def dram_columns(counters: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    """kernels.dram_read_bytes / dram_write_bytes / dram_bytes from FETCH_SIZE / WRITE_SIZE (KiB)."""
+    out: dict[str, np.ndarray] = {}
+    for metric, column in KIB_COUNTERS.items():
+        for name, values in counters.items():
+            if name.upper() == metric:
+                out[column] = np.asarray(values, dtype=np.float64) * 1024.0
+    if "dram_read_bytes" in out and "dram_write_bytes" in out:
+        out["dram_bytes"] = out["dram_read_bytes"] + out["dram_write_bytes"]
+    return {k: v for k, v in out.items() if len(v) == n}
+
+
+# ---------------------------------------------------------------------------------------------
+# host intervals
+
+
+def nesting_depth(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Nesting depth of intervals on their thread (``group`` = one id per thread).
+
+    Intervals are taken in (thread, start, longest first) order; an interval is nested in the
+    innermost open one that ends at or after it. A partial overlap (which API traces can show
+    when a callback is delayed) is treated as a sibling rather than a child.
+    """
+    n = len(start)
+    depth = np.zeros(n, dtype=np.int32)
+    if n == 0:
+        return depth
+    order = np.lexsort((-(end - start), start, group))
+    stack_end: list[int] = []
+    current = None
+    g = group[order]
+    s = start[order]
+    e = end[order]
+    for k in range(n):
+        if g[k] != current:
+            current = g[k]
+            stack_end = []
+        # pop what closed before this one starts, and what only partly overlaps it
+        while stack_end and (stack_end[-1] <= s[k] or stack_end[-1] < e[k]):
+            stack_end.pop()
+        depth[order[k]] = len(stack_end)
+        stack_end.append(int(e[k]))
+    return depth
+
+
+# ---------------------------------------------------------------------------------------------
+# rocprof --stats files
+
+
+@dataclass
+class StatsRow:
+    name: str
+    calls: int
+    total_ns: float
+
+
+def parse_stats(data: bytes, path: Path) -> list[StatsRow]:
+    """Parse a rocprof statistics CSV (``results.stats.csv``, ``results.hip_stats.csv``,
+    rocprofv3 ``*_stats.csv``).
+
+    Old rocprof v1 wrote names unquoted even when they contain commas (Kokkos template names),
+    so a row is read from the right: the header says how many numeric fields follow the name
+    (4 for v1: Calls, TotalDurationNs, AverageNs, Percentage; 7 for rocprofv3), and every field
+    before them is the name, joined back with commas.
+    """
+    text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise LoadError(path, "the file is empty", "rocprof statistics CSV") from None
+    numeric = len(header) - 1
+    rows: list[StatsRow] = []
+    for lineno, fields in enumerate(reader, start=2):
+        if not fields or all(not f.strip() for f in fields):
+            continue
+        if len(fields) < numeric + 1:
+            raise CorruptTrace(path, f"line {lineno} has {len(fields)} fields, expected {numeric + 1}", "rocprof statistics CSV")
+        name = ",".join(fields[: len(fields) - numeric])
+        try:
+            calls = int(float(fields[-numeric]))
+            total = float(fields[-numeric + 1])
+        except ValueError:
+            raise CorruptTrace(path, f"line {lineno}: calls/total are not numbers", "rocprof statistics CSV") from None
+        rows.append(StatsRow(name, calls, total))
+    return rows
+
+
+def is_stats_header(fields: Sequence[str]) -> bool:
+    return len(fields) >= 5 and list(fields[:5]) == ["name", "calls", "totaldurationns", "averagens", "percentage"]
+
+
+def refuse_stats(path: Path, data: bytes, siblings: Sequence[str]) -> LoadError:
+    """The error for a statistics file: it has no per-dispatch times, so there is no timeline or
+    kernel table to build (expanding "Calls" into fake kernels would invent start times)."""
+    rows = parse_stats(data, path)
+    calls = sum(r.calls for r in rows)
+    total = sum(r.total_ns for r in rows)
+    beside = [s for s in siblings if (path.parent / s).exists()]
+    hint = (
+        f"open {beside[0]} beside it instead"
+        if beside
+        else "open the per-dispatch trace of the same run instead (results.csv or *_kernel_trace.csv)"
+    )
+    return LoadError(
+        path,
+        f"a summary of {len(rows)} names ({calls:,} calls, {total / 1e6:,.3f} ms in total) with no "
+        f"per-dispatch start times, so there is no timeline or kernel table to show; {hint}",
+        "rocprof statistics CSV (--stats)",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# rocminfo dump (results.sysinfo.txt)
+
+
+@dataclass
+class HsaAgent:
+    index: int
+    fields: dict[str, str]
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.fields.get("Device Type", "").upper() == "GPU"
+
+
+def parse_rocminfo(text: str) -> list[HsaAgent]:
+    """The agents of a ``rocminfo`` dump (rocprof v1 writes one as ``results.sysinfo.txt``).
+
+    Only each agent's own top-level ``  Key: value`` lines are kept (pools and ISAs are nested
+    deeper), plus the first coarse-grained global pool size as ``Global Pool Size``.
+    """
+    text = _ANSI.sub("", text)
+    agents: list[HsaAgent] = []
+    current: dict[str, str] | None = None
+    in_pool = False
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        m = re.fullmatch(r"Agent (\d+)", stripped)
+        if m and i > 0 and lines[i - 1].strip().startswith("****"):
+            current = {}
+            agents.append(HsaAgent(int(m.group(1)), current))
+            in_pool = False
+            continue
+        if current is None or ":" not in line:
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        key, _, value = stripped.partition(":")
+        if indent == 2:
+            current.setdefault(key.strip(), value.strip())
+            in_pool = False
+        elif indent == 6 and key.strip() == "Segment":
+            in_pool = "GLOBAL" in value and "COARSE" in value and "Global Pool Size" not in current
+        elif indent == 6 and key.strip() == "Size" and in_pool:
+            kb = re.match(r"\s*(\d+)", value)
+            if kb:
+                current["Global Pool Size"] = str(int(kb.group(1)) * 1024)
+            in_pool = False
+    return agents
+
+
+def rocminfo_device(agent: HsaAgent, device_id: int) -> dict[str, Any]:
+    f = agent.fields
+
+    def num(key: str) -> float:
+        m = re.match(r"\s*([0-9.]+)", f.get(key, ""))
+        return float(m.group(1)) if m else math.nan
+
+    cu = num("Compute Unit")
+    clock = num("Max Clock Freq. (MHz)")
+    mem = num("Global Pool Size")
+    return {
+        "id": device_id,
+        "name": f.get("Marketing Name") or f.get("Name", ""),
+        "vendor": "AMD",
+        "architecture": f.get("Name", ""),
+        "sm_count": -1 if math.isnan(cu) else int(cu),
+        "sm_clock_hz": clock * 1e6,
+        "memory_bytes": -1 if math.isnan(mem) else int(mem),
+    }
+
+
+def sysinfo_beside(path: Path) -> tuple[list[HsaAgent], str | None, dict[str, str]]:
+    """GPU agents from the rocminfo dump rocprof v1 writes beside its results (``<stem>.sysinfo.txt``)."""
+    candidate = path.with_name(path.name.split(".")[0] + ".sysinfo.txt")
+    if not candidate.is_file():
+        return [], None, {}
+    try:
+        text = candidate.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return [], None, {}
+    if "HSA Agents" not in text:
+        return [], None, {}
+    clean = _ANSI.sub("", text)
+    info: dict[str, str] = {}
+    m = re.search(r"ROCk module version (\S+)", clean)
+    if m:
+        info["rock_module"] = m.group(1)
+    m = re.search(r"^Runtime Version:\s*(\S+)", clean, re.MULTILINE)
+    if m:
+        info["hsa_runtime"] = m.group(1)
+    return [a for a in parse_rocminfo(text) if a.is_gpu], candidate.name, info
