@@ -25,6 +25,11 @@ LOADER_MODULES: list[str] = [
     "kviewer.io.torch",
     "kviewer.io.ncu_rep",
     "kviewer.io.ncu_csv",
+    "kviewer.io.rocprof_csv",
+    "kviewer.io.rocprof_db",
+    "kviewer.io.rocprofv2_csv",
+    "kviewer.io.rocprofv3_csv",
+    "kviewer.io.rocprof_json",
 ]
 
 
