@@ -1,0 +1,166 @@
+"""Nsight Compute counters onto timeline kernels (kviewer.core.merge)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kviewer.core import Trace, TraceMeta, make_table
+from kviewer.core.merge import base_name, match_kernels, merge_ncu
+from kviewer.io.registry import CancelToken
+
+# ---------------------------------------------------------------------------------------------
+# names
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        # PyTorch (cupti), ncu-rep (demangled), ncu --csv: three spellings of one kernel
+        "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)",
+        "void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char *, (unsigned long)3>>(int, T2, T3)",
+        "void at::vectorized_elementwise_kernel<8, at::CUDAFunctor_add<c10::BFloat16>, std::array<char *, 3>>(int, T2, T3)",
+        "vectorized_elementwise_kernel",
+    ],
+)
+def test_base_name_survives_demanglers(name: str) -> None:
+    assert base_name(name) == "vectorized_elementwise_kernel"
+
+
+def test_base_name_anonymous_namespace() -> None:
+    torch = "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float, false>(int, float, c10::BFloat16 const*)"
+    rep = "void at::native::<unnamed>::vectorized_layer_norm_kernel<c10::BFloat16, float, (bool)0>(int, T2, const T1 *, T1 *)"
+    assert base_name(torch) == base_name(rep) == "vectorized_layer_norm_kernel"
+
+
+# ---------------------------------------------------------------------------------------------
+# synthetic traces: the algorithm
+
+
+def _trace(names: list[str], fmt: str, grid: list[int] | None = None, dur: list[int] | None = None, **extra) -> Trace:  # type: ignore[no-untyped-def]
+    n = len(names)
+    dur_arr = np.asarray(dur or [1000] * n, dtype=np.int64)
+    cols = {
+        "name": names,
+        "start": np.arange(n, dtype=np.int64) * 10_000,
+        "dur": dur_arr,
+        "grid_x": grid or [1] * n, "grid_y": [1] * n, "grid_z": [1] * n,
+        "block_x": [128] * n, "block_y": [1] * n, "block_z": [1] * n,
+        "correlation": np.arange(n) + 100 if fmt == "timeline" else np.full(n, -1),
+    }  # fmt: skip
+    if fmt == "ncu":
+        cols["dram_bytes"] = np.arange(n, dtype=np.float64) * 1e6 + 1
+        cols["registers"] = np.full(n, 40)
+        cols["serialised"] = np.ones(n, dtype=bool)
+    k = make_table("kernels", n, cols)
+    return Trace(meta=TraceMeta(path=f"{fmt}.x", source_format="ncu-rep" if fmt == "ncu" else "torch", extra=extra), kernels=k)
+
+
+def test_contiguous_window_found() -> None:
+    tl = _trace(list("ABCDEFGHABCX"), "timeline")
+    nc = _trace(list("DEFG"), "ncu")
+    merged, rep = merge_ncu(tl, nc)
+    assert rep.matched == 4 and rep.start == 3 and rep.equal_starts == 1
+    assert rep.pairs["timeline_id"].tolist() == [3, 4, 5, 6]
+    assert merged.kernels["dram_bytes"].iloc[3:7].tolist() == [1, 1e6 + 1, 2e6 + 1, 3e6 + 1]
+    assert merged.kernels["dram_bytes"].iloc[[0, 1, 2, 7]].isna().all()
+    assert merged.kernels["registers"].iloc[3] == 40 and merged.kernels["registers"].iloc[0] == -1
+    # the inputs are untouched
+    assert tl.kernels["dram_bytes"].isna().all()
+    assert len(rep.unmatched_timeline) == 8 and len(rep.unmatched_ncu) == 0
+
+
+def test_repeating_program_prefers_launch_skip() -> None:
+    tl = _trace(list("ABCABCABCABC"), "timeline")
+    nc = _trace(list("ABC"), "ncu", launch_skip=6)
+    rep = match_kernels(tl, nc)
+    assert rep.equal_starts == 4 and rep.start == 6 and "launch-skip 6" in rep.start_source
+    nc_plain = _trace(list("ABC"), "ncu")
+    assert match_kernels(tl, nc_plain).start == 0  # no hint: the earliest of the equal starts
+
+
+def test_grid_and_block_are_part_of_the_key() -> None:
+    tl = _trace(list("AAAA"), "timeline", grid=[1, 2, 1, 2])
+    nc = _trace(list("AA"), "ncu", grid=[2, 2])
+    rep = match_kernels(tl, nc)
+    assert rep.pairs["timeline_id"].tolist() == [1, 3]
+
+
+def test_filtered_report_is_a_subsequence() -> None:
+    """ncu -k B: only the B kernels were profiled; the n-th one goes to the n-th timeline B."""
+    tl = _trace(list("ABCABCABC"), "timeline")
+    nc = _trace(list("BBB"), "ncu")
+    rep = match_kernels(tl, nc)
+    assert rep.pairs["timeline_id"].tolist() == [1, 4, 7]
+
+
+def test_given_start_and_unmatched() -> None:
+    tl = _trace(list("ABCDABCD"), "timeline")
+    nc = _trace(list("CDZ"), "ncu")
+    rep = match_kernels(tl, nc, start=6)
+    assert rep.start_source == "given" and rep.pairs["timeline_id"].tolist() == [6, 7]
+    assert rep.unmatched_ncu.tolist() == [2] and rep.matched == 2
+    assert rep.summary() == "ncu kernels matched: 2 of 3"
+
+
+def test_nothing_in_common() -> None:
+    rep = match_kernels(_trace(list("AB"), "timeline"), _trace(list("XY"), "ncu"))
+    assert rep.matched == 0 and rep.start == -1 and rep.notes
+
+
+# ---------------------------------------------------------------------------------------------
+# the real pair: torch eager trace + the eager ncu report of the same model
+
+
+@pytest.fixture(scope="module")
+def eager_pair(samples: Path, sample_traces: Path) -> tuple[Trace, Trace]:
+    torch_loader = pytest.importorskip("kviewer.io.torch")
+    from kviewer.io import ncu_rep
+
+    tl_path = sample_traces / "h200_llm_block_eager.pt.trace.json.gz"
+    if not tl_path.exists():
+        tl_path = samples / "torch" / "h200_llm_block_eager.pt.trace.json.gz"
+    tl = torch_loader.LOADER.load(tl_path, lambda f, m: None, CancelToken())
+    nc = ncu_rep.load(samples / "ncu" / "h200_llm_block_eager.ncu-rep", lambda f, m: None, CancelToken())
+    return tl, nc
+
+
+@pytest.mark.samples
+def test_torch_eager_with_ncu_report(eager_pair: tuple[Trace, Trace]) -> None:
+    tl, nc = eager_pair
+    merged, rep = merge_ncu(tl, nc)
+    assert len(tl.kernels) == 144 and len(nc.kernels) == 30
+    assert rep.matched == 30 and len(rep.unmatched_ncu) == 0 and len(rep.unmatched_timeline) == 114
+    # the model repeats one decoder block: the 30-kernel window fits at every block boundary
+    # (the ncu run had 2 blocks per step, the torch run 4); the start closest to --launch-skip 40 wins
+    assert rep.equal_starts > 1 and "launch-skip 40" in rep.start_source
+    pairs = rep.pairs
+    t = merged.kernels.set_index("id").loc[pairs["timeline_id"]]
+    n = nc.kernels.set_index("id").loc[pairs["ncu_id"]]
+    # right kernels: same base name, grid and block, and consecutive launches on the timeline
+    assert [base_name(x) for x in t["name"]] == [base_name(x) for x in n["name"]]
+    for col in ("grid_x", "grid_y", "block_x", "block_y"):
+        assert t[col].tolist() == n[col].tolist()
+    assert np.all(np.diff(t["start"].to_numpy()) > 0)
+    # each GEMM lands on the GEMM of the same role: durations agree within 15 % although ncu
+    # replays kernels (the four GEMMs of a block take 44 to 180 us)
+    ratio = n["dur"].to_numpy() / t["dur"].to_numpy()
+    assert ratio.min() > 0.85 and ratio.max() < 1.2
+    # the counters landed, and only on the matched kernels
+    assert np.allclose(t["dram_bytes"].to_numpy(), n["dram_bytes"].to_numpy())
+    assert (t["dram_bytes"] > 1e6).all()
+    assert merged.kernels["dram_bytes"].notna().sum() == 30
+    assert np.allclose(t["sm_throughput_pct"].to_numpy(), n["sm_throughput_pct"].to_numpy())
+    # times are the timeline's
+    assert merged.kernels["start"].tolist() == tl.kernels["start"].tolist()
+    # the report's metrics rows, re-keyed to timeline kernels
+    m = merged.metrics
+    dur = m[m["metric"] == "gpu__time_duration.sum"].set_index("kernel")["value"]
+    assert sorted(dur.index) == sorted(pairs["timeline_id"])
+    assert np.allclose(dur.loc[pairs["timeline_id"]].to_numpy(), n["dur"].to_numpy())
+    assert "30 of 30" in merged.meta.extra["ncu"]
+    assert pd.api.types.is_float_dtype(merged.kernels["dram_bytes"])
+    merged.validate()
