@@ -332,6 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("file", metavar="FILE")
         sp.add_argument("--format", choices=list(formats), default=formats[0], help="output format (default: %(default)s)")
         sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+        sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
         sp.set_defaults(func=fn)
         return sp
 
@@ -351,6 +352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version") for a in argv[:1]):
             args = build_parser().parse_args(argv)
+            if getattr(args, "no_cache", False):
+                os.environ["KVIEWER_NO_CACHE"] = "1"  # also reaches worker processes
             if not getattr(args, "func", None):
                 build_parser().print_help()
                 return EXIT_OK

@@ -8,6 +8,13 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Tests exercise the loaders, not the trace cache (tests/io/test_cache.py turns it on in a tmp
+# dir): a cached parse must not hide a loader change, and tests never write to ~/.cache.
+os.environ["KVIEWER_NO_CACHE"] = "1"
+if "KVIEWER_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["KVIEWER_CACHE_DIR"] = tempfile.mkdtemp(prefix="kviewer-test-cache-")
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_TRACES = REPO / "sample_traces"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
@@ -122,8 +123,11 @@ def load(
     path: str | os.PathLike[str],
     progress: Progress | None = None,
     cancel: CancelToken | None = None,
+    use_cache: bool | None = None,
 ) -> Trace:
-    """Detect the format of ``path`` and load it.
+    """Detect the format of ``path`` and load it, through the trace cache (:mod:`kviewer.io.cache`).
+
+    ``use_cache=None`` uses the cache unless ``KVIEWER_NO_CACHE`` is set; ``False`` bypasses it.
 
     Raises
     ------
@@ -133,9 +137,25 @@ def load(
         when ``cancel`` was set.
     """
     p = Path(path)
-    spec = detect(p)
     prog: Progress = progress or (lambda fraction, message: None)
+    store = None
+    if use_cache is None or use_cache:
+        from kviewer.io import cache
+
+        if use_cache or not cache.cache_disabled():
+            store = cache.default_cache()
+            hit = store.get(p)
+            if hit is not None:
+                hit.meta.warnings.extend(store.take_warnings())
+                prog(1.0, "loaded from the cache")
+                return hit
+            try:
+                before = cache.source_id(p)
+            except OSError:
+                store = None  # detect() below names the problem
+    spec = detect(p)
     token = cancel or CancelToken()
+    t0 = time.perf_counter()
     try:
         trace = spec.load(p, prog, token)
     except (LoadError, LoadCancelled):
@@ -144,5 +164,8 @@ def load(
         raise LoadError(p, "not enough memory to load this file", spec.label) from exc
     except Exception as exc:  # a loader bug must still reach the user as one clear line
         raise LoadError(p, f"could not be read: {type(exc).__name__}: {exc}", spec.label) from exc
+    if store is not None:
+        store.put(p, trace, before, time.perf_counter() - t0)
+        trace.meta.warnings.extend(store.take_warnings())
     prog(1.0, "done")
     return trace
