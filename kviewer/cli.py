@@ -149,9 +149,52 @@ def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80) -
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    trace = load_trace(args.file, args.quiet)
+    files = args.file if isinstance(args.file, list) else [args.file]
+    traces = [load_trace(f, args.quiet) for f in files]
+    if len(traces) > 1:
+        return info_several(traces, args.format)
+    return print_info(traces[0], args.format)
+
+
+def info_several(traces: "list[Trace]", fmt: str) -> int:
+    """Each trace's info, then how the kernels of each Nsight Compute report match each timeline."""
+    from kviewer.core.merge import describe, match_kernels
+
+    reports = [t for t in traces if t.meta.source_format.startswith("ncu")]
+    timelines = [t for t in traces if not t.meta.source_format.startswith("ncu")]
+    matches = []
+    for tl in timelines:
+        for nc in reports:
+            rep = match_kernels(tl, nc)
+            matches.append((tl, nc, rep))
+    if fmt == "json":
+        out = {
+            "files": [trace_info(t) for t in traces],
+            "ncu_matches": [
+                {"timeline": tl.meta.path, "ncu": nc.meta.path, "matched": r.matched, "ncu_kernels": r.ncu_total,
+                 "window_start": r.start, "notes": r.notes}
+                for tl, nc, r in matches
+            ],
+        }  # fmt: skip
+        json.dump(out, sys.stdout, indent=1, default=_json_default, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    for i, trace in enumerate(traces):
+        if i:
+            print()
+        print_info(trace, "table")
+    for tl, nc, rep in matches:
+        print()
+        lines = describe(rep)
+        print(f"{lines[0]} ({os.path.basename(nc.meta.path)} onto {os.path.basename(tl.meta.path)})")
+        for line in lines[1:]:
+            print(line)
+    return EXIT_OK
+
+
+def print_info(trace: "Trace", fmt: str) -> int:
     info = trace_info(trace)
-    if args.format == "json":
+    if fmt == "json":
         json.dump(info, sys.stdout, indent=1, default=_json_default, ensure_ascii=False)
         sys.stdout.write("\n")
         return EXIT_OK
@@ -327,16 +370,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"kviewer {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    def add(name: str, help_: str, fn: Callable[[argparse.Namespace], int], formats: Sequence[str]) -> argparse.ArgumentParser:
+    def add(
+        name: str, help_: str, fn: Callable[[argparse.Namespace], int], formats: Sequence[str], several: bool = False
+    ) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_, description=help_)
-        sp.add_argument("file", metavar="FILE")
+        sp.add_argument("file", metavar="FILE", nargs="+" if several else None)
         sp.add_argument("--format", choices=list(formats), default=formats[0], help="output format (default: %(default)s)")
         sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
         sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
         sp.set_defaults(func=fn)
         return sp
 
-    add("info", "detected format, tool and version, devices, table sizes", cmd_info, ("table", "json"))
+    add(
+        "info",
+        "detected format, tool and version, devices, table sizes; given a timeline trace and an Nsight Compute "
+        "report, how many report kernels match timeline kernels",
+        cmd_info,
+        ("table", "json"),
+        several=True,
+    )
     s = add("summary", "kernels grouped by name (as nsys stats cuda_gpu_kern_sum)", cmd_summary, ("table", "csv", "json"))
     s.add_argument("--short", action="store_true", help="group by short name (no arguments or templates)")
     add("kernels", "one row per kernel in the unified schema", cmd_kernels, ("table", "csv", "json"))
