@@ -385,12 +385,38 @@ def _labels(name_a: np.ndarray, name_b: np.ndarray, variant_a: np.ndarray, varia
             base = short_name(matching.normalise_name(na or nb))
         labels.append(f"{base} [{o}]" if o and o != base else base)
     out = np.array(labels, dtype=object)
-    # labels that coincide (one kernel launched with several grids) get their launch size
-    dup = pd.Series(out).duplicated(keep=False).to_numpy()
-    for i in np.flatnonzero(dup):
+    # labels that coincide (one template kernel instantiated for several functors, or launched
+    # with several grids) get the telling template argument, then the launch size
+    for i in np.flatnonzero(pd.Series(out).duplicated(keep=False).to_numpy()):
+        hint = "" if matched_by[i] in ("kind+op", "kind", "op") else template_hint(name_a[i] or name_b[i])
+        if hint:
+            base, sep, rest = out[i].partition(" [")
+            out[i] = f"{base}<{hint}>{sep}{rest}"
+    for i in np.flatnonzero(pd.Series(out).duplicated(keep=False).to_numpy()):
         if launch[i]:
             out[i] = f"{out[i]} {launch[i]}"
     return out
+
+
+#: template arguments that say nothing about what a kernel instance computes
+_HINT_SKIP = frozenset({"float", "double", "int", "bool", "char", "half", "long", "short", "unsigned", "BFloat16", "Half",
+                        "array", "TensorListMetadata", "TensorListScalarListMetadata", "OpaqueType", "TrivialOffsetCalculator",
+                        "OffsetCalculator", "true", "false", "unsigned int", "float4", "multiplies", "plus", "minus", "divides"})
+
+
+def template_hint(name: str) -> str:
+    """The first telling template argument of a kernel, e.g. ``CUDAFunctor_add`` for
+    ``vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3>>``."""
+    norm = matching.normalise_name(name)
+    if "<" not in norm:
+        return ""
+    inner = norm[norm.index("<") + 1 : norm.rindex(">")] if norm.endswith(">") else ""
+    for arg in matching.split_top_level(inner, ","):
+        parts = [p for p in matching.drop_templates(arg).split("::") if p.isidentifier()]
+        for word in reversed(parts):
+            if word not in _HINT_SKIP and word not in ("at", "native", "std", "c10", "detail", "cuda"):
+                return word
+    return ""
 
 
 def _link_fused(table: pd.DataFrame, ga: pd.DataFrame, gb: pd.DataFrame, m: matching.Matching, by_op: bool) -> None:

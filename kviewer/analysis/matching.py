@@ -82,7 +82,7 @@ _WRAPPERS = ("cutlass::Kernel", "cutlass::Kernel2", "cutlass::device_kernel")
 _TILE_TOKEN = re.compile(r"^(?:[A-Za-z]*)\d+(?:x\d+)+[A-Za-z]*$")
 
 
-def _split_top(s: str, sep: str = " ") -> list[str]:
+def split_top_level(s: str, sep: str = " ") -> list[str]:
     """Split at ``sep`` outside (), <> and []."""
     parts: list[str] = []
     depth = 0
@@ -119,7 +119,7 @@ def _drop_args(s: str) -> str:
     return s
 
 
-def _drop_templates(s: str) -> str:
+def drop_templates(s: str) -> str:
     out: list[str] = []
     depth = 0
     for ch in s:
@@ -181,7 +181,7 @@ def _identifier(name: str) -> str:
     # return types of functions named inside template arguments
     s = re.sub(r"(?<=[<,])void ", "", s)
     s = _drop_scope_params(s)
-    tokens = _split_top(s)
+    tokens = split_top_level(s)
     # a leading return type ("void", "__global__ void", "std::enable_if<...>::type")
     if len(tokens) > 1:
         s = tokens[-1]
@@ -209,7 +209,7 @@ def normalise_name(name: str, strip_templates: bool = False) -> str:
     """
     s = _identifier(name)
     if strip_templates:
-        s = _drop_templates(s)
+        s = drop_templates(s)
     # the suffix belongs to the last identifier, outside any template argument list
     if not s.endswith(">"):
         head, sep, last = s.rpartition("::")
@@ -234,12 +234,12 @@ def variant_name(name: str) -> str:
     -> ``cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_tn_align8``.
     """
     ident = normalise_name(name)
-    bare = _drop_templates(ident)
+    bare = drop_templates(ident)
     if bare in _WRAPPERS and "<" in ident:
         inner = ident[ident.index("<") + 1 : -1]
-        first = _split_top(inner, ",")[0] if inner else ""
+        first = split_top_level(inner, ",")[0] if inner else ""
         if first:
-            bare = _drop_templates(first)
+            bare = drop_templates(first)
     head, sep, last = bare.rpartition("::")
     return head + sep + _untile(_strip_suffixes(last))
 

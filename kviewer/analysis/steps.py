@@ -173,27 +173,32 @@ GPU_MARKER = "gpu annotation"
 def detect_iterations(trace: Trace, tolerance: float = 0.1) -> pd.DataFrame:
     """Iterations found in the kernel sequence of a trace without step markers.
 
-    The number of iterations ``m`` is the smallest kernel count ``m >= 2`` such that the kernels
-    whose count is a multiple of ``m`` hold at least 90% of the kernel time (in a loop, every
-    kernel runs a multiple of the iteration count). The *anchor* is a kernel name that runs
-    exactly ``m`` times; among several, the one after the longest GPU idle gaps (steps are often
-    separated by host work), then the earliest. The sequence is cut at each anchor; the cut is
-    accepted when at least 80% of the pieces hold the median number of kernels within
-    ``tolerance``. Kernels before the first anchor (warm-up) belong to no iteration.
+    In a loop every kernel runs a multiple of the iteration count. The candidate counts ``m`` are
+    the kernel counts ``m >= 2`` such that the kernels whose count is a multiple of ``m`` hold at
+    least 90% of the kernel time, tried smallest first (the longest repeating unit). An *anchor*
+    is a kernel name that runs exactly ``m`` times, the earliest first. It is accepted when the
+    pieces between its consecutive occurrences hold the same number of kernels ``L`` within
+    ``tolerance`` (80% of them at least). An anchor need not open an iteration: the cuts move to
+    a fixed offset before each anchor when that puts them after clear GPU idle gaps (steps are
+    often separated by host work; see :func:`_phase`). Kernels before the first cut (warm-up)
+    and after the last whole piece belong to no iteration.
 
-    This finds the shortest repeating unit the kernel counts allow; a model made of identical
-    layers with no gap between steps may be cut per layer. Markers are better when there are any.
+    This finds the longest repeating unit that the kernel counts allow; a model made of
+    identical layers with nothing else per step may be cut per layer. Markers are better when
+    a trace has them.
 
     Returns
     -------
-    DataFrame with columns step, start, end (start of the anchor kernel, end of the last kernel
-    of the piece); empty when no periodic structure was found.
+    DataFrame with columns step, start, end (first kernel start and last kernel end of the
+    piece), first and stop (the piece is kernels ``first:stop`` in start order); empty when no
+    periodic structure was found.
     """
     k = trace.kernels
-    out = pd.DataFrame({"step": pd.Series(dtype=np.int64), "start": pd.Series(dtype=np.int64), "end": pd.Series(dtype=np.int64)})
+    cols = ("step", "start", "end", "first", "stop")
+    empty = pd.DataFrame({c: pd.Series(dtype=np.int64) for c in cols})
     n = len(k)
     if n < 4:
-        return out
+        return empty
     codes = pd.Categorical(k["name"]).codes.astype(np.int64)
     start = k["start"].to_numpy(dtype=np.int64)
     end = k["end"].to_numpy(dtype=np.int64)
@@ -206,26 +211,57 @@ def detect_iterations(trace: Trace, tolerance: float = 0.1) -> pd.DataFrame:
     for m in np.unique(counts[counts >= 2]):
         if m > n // 2:
             break
-        share = time_per[counts % m == 0].sum() / total if total > 0 else float(((counts % m) == 0).mean())
+        multiple = counts % m == 0
+        share = time_per[multiple].sum() / total if total > 0 else float(multiple.mean())
         if share < 0.9:
             continue
-        anchors = np.flatnonzero(counts == m)
-        best = None
-        for a in anchors:
-            pos = np.flatnonzero(codes == a)
-            score = (float(np.median(gap[pos])), -int(pos[0]))
-            if best is None or score > best[0]:
-                best = (score, pos)
-        assert best is not None
-        pos = best[1]
-        sizes = np.diff(np.append(pos, n))
-        med = float(np.median(sizes))
-        regular = np.abs(sizes - med) <= tolerance * med
-        if regular.mean() < 0.8:
-            continue
-        piece_end = np.array([end[p:q].max() for p, q in zip(pos, np.append(pos[1:], n))], dtype=np.int64)
-        return pd.DataFrame({"step": np.arange(len(pos), dtype=np.int64), "start": start[pos], "end": piece_end})
-    return out
+        anchors = [np.flatnonzero(codes == a) for a in np.flatnonzero(counts == m)]
+        for pos in sorted(anchors, key=lambda p: int(p[0])):
+            inner = np.diff(pos)
+            size = float(np.median(inner))
+            if (np.abs(inner - size) <= tolerance * size).mean() < 0.8:
+                continue
+            cuts = _phase(pos, gap, int(round(size)))
+            # a last piece cut short (the trace ends mid-iteration) is no iteration
+            if len(cuts) and n - cuts[-1] < (1 - tolerance) * size:
+                cuts = cuts[:-1]
+            if len(cuts) < 2:
+                continue
+            stop = np.append(cuts[1:], min(n, cuts[-1] + int(round(size))))
+            piece_end = np.array([end[p:q].max() for p, q in zip(cuts, stop)], dtype=np.int64)
+            return pd.DataFrame({"step": np.arange(len(cuts), dtype=np.int64), "start": start[cuts], "end": piece_end,
+                                 "first": cuts.astype(np.int64), "stop": stop.astype(np.int64)})
+    return empty
+
+
+#: a cut moves off its anchor only to land after GPU idle gaps this many times the typical gap
+IDLE_FACTOR = 10.0
+
+
+def _phase(pos: np.ndarray, gap: np.ndarray, size: int) -> np.ndarray:
+    """Where to cut, given the anchor positions: the anchor need not open an iteration.
+
+    Cut at a fixed offset ``0 .. -(size-1)`` before each anchor: the offset whose cuts follow the
+    longest GPU idle gaps (the shortest gap over the cuts, or their 20th percentile from five
+    cuts on), when those gaps are clearly idle time (at least
+    :data:`IDLE_FACTOR` times the median gap of the trace); else at the anchors themselves. A
+    GPU that runs behind the host has no idle time between steps to go by.
+    """
+    typical = float(np.median(gap[1:])) if len(gap) > 1 else 0.0
+    best = pos
+    best_score = -1.0
+    for delta in range(0, -max(size, 1), -1):
+        cuts = pos + delta
+        cuts = cuts[cuts >= 0]
+        if len(cuts) < 2:
+            break
+        inner = cuts[cuts > 0]  # nothing runs before the first kernel: no gap to judge there
+        # nearly every cut must follow idle time: one long gap (a first-step stall) is no pattern
+        # (a low percentile when there are enough cuts, so one busy boundary does not veto)
+        score = float(np.percentile(gap[inner], 20) if len(inner) >= 5 else gap[inner].min()) if len(inner) else 0.0
+        if score > best_score:
+            best, best_score = cuts, score
+    return best if best_score >= IDLE_FACTOR * max(typical, 1.0) else pos
 
 
 def find_steps(trace: Trace, detect: bool = True) -> pd.DataFrame:
@@ -252,8 +288,9 @@ def find_steps(trace: Trace, detect: bool = True) -> pd.DataFrame:
         marks = pd.DataFrame(
             {"step": found["step"], "name": [f"iteration {i}" for i in found["step"]], "source": "detected", "start": found["start"], "end": found["end"]}
         )
-        kstart = k["start"].to_numpy(dtype=np.int64)
-        step_of = np.searchsorted(marks["start"].to_numpy(dtype=np.int64), kstart, side="right") - 1
+        step_of = np.full(len(k), -1, dtype=np.int64)
+        for i, (p, q) in enumerate(zip(found["first"], found["stop"])):
+            step_of[p:q] = i
     else:
         return _empty_steps()
     return _with_gpu(marks, trace, step_of)
@@ -265,7 +302,11 @@ def kernel_steps(trace: Trace, steps: pd.DataFrame) -> np.ndarray:
     if not len(steps):
         return np.full(len(k), -1, dtype=np.int64)
     if (steps["source"] == "detected").all():
-        return np.searchsorted(steps["start"].to_numpy(dtype=np.int64), k["start"].to_numpy(dtype=np.int64), side="right") - 1
+        # pieces of the kernel sequence: by start, and not past the piece's last kernel
+        ks = k["start"].to_numpy(dtype=np.int64)
+        i = np.searchsorted(steps["start"].to_numpy(dtype=np.int64), ks, side="right") - 1
+        ic = np.clip(i, 0, len(steps) - 1)
+        return np.where((i >= 0) & (ks <= steps["end"].to_numpy(dtype=np.int64)[ic]), i, -1).astype(np.int64)
     launch, linked = kernel_launch_times(trace)
     return _assign(steps, k["start"].to_numpy(dtype=np.int64), launch, linked)
 
