@@ -352,18 +352,15 @@ class Collected:
         showing it in two sections) the first value wins.
         """
         n = len(self.launches)
-        df = pd.DataFrame(
-            {"k": np.asarray(self.m_kernel, dtype=np.int64), "m": self.m_metric, "s": self.m_section,
-             "v": np.asarray(self.m_value, dtype=np.float64)}
-        )
-        df = df[~df["s"].str.startswith("rule:") & (df["s"] != "nvtx")]
-        df = df.drop_duplicates(["k", "m"], keep="first")
-        out: dict[str, np.ndarray] = {}
-        for metric, grp in df.groupby("m", sort=False):
-            arr = np.full(n, np.nan)
-            arr[grp["k"].to_numpy()] = grp["v"].to_numpy()
-            out[str(metric)] = arr
-        return out
+        kernel = np.asarray(self.m_kernel, dtype=np.int64)
+        value = np.asarray(self.m_value, dtype=np.float64)
+        section = np.asarray(self.m_section, dtype=object)
+        keep = ~(pd.Series(section, dtype=object).str.startswith("rule:").to_numpy(dtype=bool) | (section == "nvtx"))
+        codes, names = pd.factorize(np.asarray(self.m_metric, dtype=object)[keep])
+        grid = np.full((len(names), n), np.nan)
+        # fancy assignment keeps the last write: assign in reverse so the first value wins
+        grid[codes[::-1], kernel[keep][::-1]] = value[keep][::-1]
+        return {str(name): grid[i] for i, name in enumerate(names)}
 
     def texts(self, metric: str) -> list[str]:
         """The printed text of ``metric`` per kernel ("" where absent)."""

@@ -190,33 +190,46 @@ def _collect_raw(path: Path, df: pd.DataFrame) -> nc.Collected:
         raise CorruptTrace(path, "a raw-page CSV without metric columns", LABEL)
     order, kidx = _ids_in_order(df["ID"])
     c = nc.Collected()
-    first = df.drop_duplicates("ID").set_index("ID")
+    first = _identity_rows(df)
     for rid in order:
-        c.launches.append(_launch({"ID": rid, **first.loc[rid].to_dict()}))
+        c.launches.append(_launch(first[rid]))
     present = set(metric_cols)
-    for col in metric_cols:
-        texts = df[col].tolist()
+    kernels = kidx.tolist()
+    cells = df[metric_cols].to_numpy(dtype=object)
+    for j, col in enumerate(metric_cols):
+        texts = cells[:, j].tolist()
         values, base = nc.normalise(texts, units.get(col, ""))
         section = nc.METRIC_SECTION.get(col, "")
-        for k, v, t in zip(kidx, values, texts):
-            c.add(int(k), section, col, base, float(v), t)
+        c.m_kernel += kernels
+        c.m_section += [section] * len(texts)
+        c.m_metric += [col] * len(texts)
+        c.m_unit += [base] * len(texts)
+        c.m_value += values.tolist()
+        c.m_text += texts
     for col in text_cols:
         section = "nvtx" if "nvtx" in col.lower() or "domain" in col.lower() else "attribute"
-        for k, t in zip(kidx, df[col].tolist()):
+        for k, t in zip(kernels, df[col].tolist()):
             if t:
-                c.add(int(k), section, col, "", math.nan, t)
+                c.add(k, section, col, "", math.nan, t)
     for k, rid in enumerate(order):
-        _add_identity_metrics(c, k, {"ID": rid, **first.loc[rid].to_dict()}, present)
+        _add_identity_metrics(c, k, first[rid], present)
     return c
+
+
+def _identity_rows(df: pd.DataFrame) -> dict[str, dict[str, str]]:
+    """Result ID -> its identity columns (from the first row of that ID)."""
+    cols = [col for col in IDENTITY if col in df.columns]
+    rows = df[cols].drop_duplicates("ID").to_dict(orient="records")
+    return {r["ID"]: r for r in rows}
 
 
 def _collect_long(path: Path, df: pd.DataFrame) -> nc.Collected:
     df = df[df["ID"] != ""]
     order, kidx = _ids_in_order(df["ID"])
     c = nc.Collected()
-    first = df.drop_duplicates("ID").set_index("ID")
+    first = _identity_rows(df)
     for rid in order:
-        c.launches.append(_launch({"ID": rid, **first.loc[rid].to_dict()}))
+        c.launches.append(_launch(first[rid]))
     has_rules = all(col in df.columns for col in RULE)
     sections = df["Section Name"].tolist()
     labels = df["Metric Name"].tolist()
@@ -238,7 +251,7 @@ def _collect_long(path: Path, df: pd.DataFrame) -> nc.Collected:
         present.add(metric)
         c.add(k, sections[i], metric, base, value, texts[i])
     for k, rid in enumerate(order):
-        _add_identity_metrics(c, k, {"ID": rid, **first.loc[rid].to_dict()}, present)
+        _add_identity_metrics(c, k, first[rid], present)
     return c
 
 
