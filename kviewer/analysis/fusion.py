@@ -23,8 +23,9 @@ kernel (``intermediate = assumed``). Intermediates are assumed to have no other 
 The fused speed of light ``fused_sol_ns`` is a floor no kernel reaches, so the estimate of the
 fused kernel's time keeps the efficiency the chain already achieves:
 
-* with a GEMM/attention anchor: ``anchor time x fused T_SOL / anchor T_SOL`` (the fused kernel is
-  the GEMM with a longer epilogue and runs as efficiently as the GEMM did);
+* with a GEMM/attention anchor: ``anchor time x max(1, fused T_SOL / anchor T_SOL)`` (the fused
+  kernel is the GEMM with a longer epilogue: it runs as efficiently as the GEMM did and is never
+  faster than the GEMM alone);
 * a memory-bound chain: ``fused T_SOL / (sum of T_SOL / sum of measured time)``.
 
 ``savings_ns = measured - fused estimate`` (kernel time only: the launch gaps between the kernels
@@ -292,8 +293,9 @@ def _estimate(sol: pd.DataFrame, chain: list[int], dims: np.ndarray) -> dict[str
     fused_sol = float(np.nanmax([t_c, t_m])) if not (math.isnan(t_c) and math.isnan(t_m)) else math.nan
     measured = float(dur.sum())
     if anchor and t_sol[0] > 0:
-        fused_est = dur[0] * fused_sol / t_sol[0]
-        notes.append("fused time = the anchor's time scaled by the fused over the anchor's speed of light")
+        # never faster than the GEMM alone: an epilogue does not speed up the main loop
+        fused_est = dur[0] * max(1.0, fused_sol / t_sol[0])
+        notes.append("fused time = the anchor's time, scaled up when the fused speed of light exceeds the anchor's")
     else:
         known = ~np.isnan(t_sol)
         eff = float(t_sol[known].sum() / dur[known].sum()) if known.any() and dur[known].sum() > 0 else math.nan

@@ -188,7 +188,9 @@ def _tensors(dims: Any, types: Any) -> list[_Tensor | None]:
         return out
     for i, t in enumerate(types):
         d = dims[i] if i < len(dims) else None
-        if isinstance(t, str) and t in DTYPE_BYTES and isinstance(d, list) and all(isinstance(x, int) for x in d):
+        # a 0-d entry is a Python scalar (the profiler types `x * 1.0` as 'double' with dims []) or a
+        # 0-d tensor: a few bytes either way, so it is not counted as traffic
+        if isinstance(t, str) and t in DTYPE_BYTES and isinstance(d, list) and d and all(isinstance(x, int) for x in d):
             out.append(_Tensor(tuple(int(x) for x in d), t))
         else:
             out.append(None)

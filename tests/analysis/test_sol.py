@@ -1,0 +1,119 @@
+"""Speed of light per kernel: modelled (PyTorch) and measured (Nsight Compute) work."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kviewer.analysis.sol import SOL_COLUMNS, speed_of_light, sol_summary
+from kviewer.core import Trace, TraceMeta, make_table
+from kviewer.errors import AnalysisError
+
+from .conftest import load_with
+
+
+def test_h200_eager_sol(eager: Trace) -> None:
+    sol = speed_of_light(eager)
+    assert list(sol.columns) == SOL_COLUMNS
+    assert (sol["gpu"] == "h200").all()
+    gemm = sol[sol["op_name"] == "aten::mm"]
+    assert (gemm["flops_source"] == "modelled").all() and (gemm["bound"] == "compute").all()
+    assert (gemm["peak_field"] == "bf16_tflops").all()
+    # T_SOL = FLOPs / 989.5 TFLOPS for these compute-bound GEMMs
+    np.testing.assert_allclose(gemm["t_sol_ns"], gemm["flops"] / 989.5e12 * 1e9)
+    assert gemm["sol_pct"].between(30, 100).all()
+    # the residual add right after the o_proj GEMM (K = 2048) is memory-bound
+    k = sol.reset_index(drop=True)
+    after = [i + 1 for i in range(len(k) - 1) if k["op_name"].iloc[i] == "aten::mm" and k["op_name"].iloc[i + 1] == "aten::add"]
+    assert len(after) == 24  # o_proj and down_proj, 4 blocks x 3 steps
+    adds = k.iloc[after]
+    assert (adds["bound"] == "memory").all() and (adds["kind"] == "elementwise").all()
+    np.testing.assert_allclose(adds["bytes"], 3 * 4 * 1024 * 2048 * 2)
+    np.testing.assert_allclose(adds["t_sol_ns"], adds["bytes"] / 4.8e12 * 1e9)
+    assert adds["sol_pct"].between(50, 100).all()
+    assert (sol["intensity"] > 0).all()
+    summary = sol_summary(sol)
+    assert 0 < summary["sol_ns"] < summary["kernel_ns"]
+
+
+def test_device_override(eager: Trace) -> None:
+    sol = speed_of_light(eager, device="H100 PCIe")
+    assert (sol["gpu"] == "h100_pcie").all()
+    gemm = sol[sol["op_name"] == "aten::mm"]
+    np.testing.assert_allclose(gemm["t_sol_ns"], gemm["flops"] / 756.5e12 * 1e9)
+    with pytest.raises(AnalysisError, match="--device"):
+        speed_of_light(eager, device="GeForce 256")
+
+
+def _ncu_like() -> Trace:
+    """Three kernels with Nsight Compute's counters (values of the first kernels of
+    samples/ncu/h200_llm_block_eager.raw.csv: the residual add, a layer norm, a GEMM)."""
+    names = [
+        "void at::vectorized_elementwise_kernel<8, at::CUDAFunctor_add<c10::BFloat16>>",
+        "void at::<unnamed>::vectorized_layer_norm_kernel<c10::BFloat16, float, 0>",
+        "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT",
+    ]
+    dur = np.array([12800, 18656, 136768])
+    dram_tbs = np.array([2.899020, 0.939595, 0.846944])
+    kernels = make_table(
+        "kernels",
+        3,
+        {
+            "name": names,
+            "short_name": names,
+            "start": np.cumsum(np.r_[0, dur[:-1]]),
+            "dur": dur,
+            "serialised": np.ones(3, dtype=bool),
+            "flops_fp32": [2 * 665.037204 * 12800 * 1.98, 2 * 2901.4 * 18656 * 1.98, 0.0],
+            "flops_fp64": [0.0, 0.0, 0.0],
+            "dram_bytes": dram_tbs * 1e12 * dur * 1e-9,
+            "sm_throughput_pct": [14.554788, 65.510999, 86.701443],
+            "mem_throughput_pct": [60.318088, 42.092486, 68.344153],
+            "tensor_pipe_pct": [0.0, 0.857, 86.70],
+        },
+    )
+    devices = make_table("devices", 1, {"id": [0], "name": np.array(["NVIDIA H200"], dtype=object), "sm_count": [132]})
+    return Trace(meta=TraceMeta(path="x.ncu-rep", source_format="ncu-rep"), kernels=kernels, devices=devices)
+
+
+def test_measured_counters_and_ncu_bound() -> None:
+    sol = speed_of_light(_ncu_like())
+    assert (sol["bytes_source"] == "measured").all()
+    assert sol["flops_source"].tolist()[:2] == ["measured", "measured"]
+    # the GEMM's tensor pipe was busy but no tensor FLOP counter was collected: not a measurement
+    assert sol["flops_source"].iloc[2] == "unknown" and "tensor pipe active" in sol["note"].iloc[2]
+    # Nsight Compute decides the bound: memory throughput above compute throughput -> memory
+    assert sol["bound"].tolist() == ["memory", "compute", "compute"]
+    assert sol["sol_pct"].between(0, 100).all()
+
+
+def test_above_100_percent_is_explained() -> None:
+    t = _ncu_like()
+    t.kernels.loc[0, "dram_bytes"] = 4.8e12 * 12800e-9 * 1.3  # 130% of the datasheet bandwidth
+    sol = speed_of_light(t)
+    assert sol["sol_pct"].iloc[0] > 100
+    assert "above 100%" in sol["note"].iloc[0] and "bandwidth" in sol["note"].iloc[0]
+
+
+@pytest.mark.samples
+def test_ncu_report_h200(samples: Path) -> None:
+    trace = load_with("kviewer.io.ncu_rep", samples / "ncu" / "h200_llm_block_eager.ncu-rep")
+    sol = speed_of_light(trace)
+    assert len(sol) == 30
+    assert (sol["bytes_source"] == "measured").all()
+    measured_flops = sol["flops_source"] == "measured"
+    assert measured_flops.any()
+    ncu = sol.dropna(subset=["ncu_sm_pct", "ncu_mem_pct"])
+    assert len(ncu) == 30
+    mem = ncu["ncu_mem_pct"] > ncu["ncu_sm_pct"]
+    assert (ncu.loc[mem, "bound"] == "memory").all() and (ncu.loc[~mem, "bound"] == "compute").all()
+    # the elementwise adds and layer norms are memory-bound by Nsight Compute's own numbers
+    assert (sol.loc[sol["kind"] == "elementwise", "bound"] == "memory").any()
+    known = sol["sol_pct"].dropna()
+    assert len(known) == 30
+    over = sol[sol["sol_pct"] > 100]
+    assert ((sol["sol_pct"] >= 0) & (sol["sol_pct"] <= 100) | sol["note"].str.contains("above 100%")).all()
+    assert over["note"].str.contains("above 100%").all()
