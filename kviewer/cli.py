@@ -22,8 +22,10 @@ if TYPE_CHECKING:  # heavy imports stay out of start-up
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 2
+#: ``kviewer compare --fail-if-slower``: B is slower than allowed (distinct from a user error)
+EXIT_SLOWER = 1
 
-SUBCOMMANDS = ("info", "summary", "kernels", "sol", "fusion")
+SUBCOMMANDS = ("info", "summary", "kernels", "sol", "fusion", "compare")
 
 
 class UserError(Exception):
@@ -352,6 +354,134 @@ def cmd_fusion(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# compare (two files)
+
+COMPARE_HELP = """\
+Compare report B against report A: kernel groups matched across tools and
+vendors, their deltas (B - A), totals and per-step times.
+
+Kernels are matched by normalised name, grid and block, and for PyTorch traces
+by the op that launched them, so a cuBLAS and a hipBLASLt GEMM under the same
+aten::addmm meet. Status of a row:
+  changed / unchanged  matched; unchanged when |delta| <= max(2% of A's total,
+                       2 standard deviations of the total difference)
+  only in A / only in B
+  replaced             only in A, and B does its work inside a fused kernel
+  replacement          that fused kernel (only in B)
+The delta_ns column adds up exactly to B's total kernel time minus A's.
+
+Exit status: 0; 1 with --fail-if-slower PCT when B's total kernel time exceeds
+A's by more than PCT percent; 2 on a user error (bad file or option)."""
+
+COMPARE_TABLE_COLUMNS = ["name", "status", "count_a", "total_a_ns", "count_b", "total_b_ns", "delta_ns", "delta_pct", "matched_by"]
+
+
+def _nan_free_records(df: "pd.DataFrame") -> list[dict[str, Any]]:
+    records = df.to_dict(orient="records")
+    for rec in records:
+        for key, value in rec.items():
+            if isinstance(value, float) and math.isnan(value):
+                rec[key] = None
+    return records
+
+
+def compare_json(result: Any, a: "Trace", b: "Trace") -> dict[str, Any]:
+    """The whole comparison as plain JSON-able data."""
+
+    def side(t: "Trace", label: str, total: int) -> dict[str, Any]:
+        return {"label": label, "path": t.meta.path, "format": t.meta.source_format, "kernels": len(t.kernels), "kernel_time_ns": total}
+
+    slower = result.slower_pct
+    return {
+        "a": side(a, result.label_a, result.total_a_ns),
+        "b": side(b, result.label_b, result.total_b_ns),
+        "delta_ns": result.delta_ns,
+        "slower_pct": None if math.isinf(slower) else slower,
+        "matched_by_ops": result.use_ops,
+        "noise": {"rel": result.noise.rel, "k": result.noise.k},
+        "align_offset_ns": result.align_offset_ns,
+        "align_basis": result.align_basis,
+        "totals": _nan_free_records(result.totals),
+        "steps": _nan_free_records(result.steps),
+        "groups": _nan_free_records(result.groups),
+        "fusion": _nan_free_records(result.fusion),
+        "ops": None if result.ops is None else _nan_free_records(result.ops),
+    }
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from kviewer.analysis.compare import compare
+    from kviewer.analysis.matching import MatchOptions
+
+    limit = args.fail_if_slower
+    if limit is not None and (math.isnan(limit) or math.isinf(limit) or limit < 0):
+        raise UserError(f"--fail-if-slower: expected a percentage >= 0, got {limit}")
+    a = load_trace(args.a, args.quiet)
+    b = load_trace(args.b, args.quiet)
+    result = compare(a, b, MatchOptions(strip_templates=args.strip_templates))
+    if args.by == "op" and result.ops is None:
+        raise UserError("--by op needs two traces that link kernels to framework ops (PyTorch profiler traces)")
+    table = result.ops if args.by == "op" else result.groups
+    if args.format == "csv":
+        write_frame(table, "csv")
+    elif args.format == "json":
+        json.dump(compare_json(result, a, b), sys.stdout, default=_json_default, indent=1, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        _print_compare(result, args.by)
+    if limit is not None and result.slower_pct > limit:
+        print(
+            f"kviewer: B is {result.slower_pct:.2f}% slower than A in kernel time "
+            f"({format_ns(result.total_b_ns)} vs {format_ns(result.total_a_ns)}), more than the {limit:g}% allowed",
+            file=sys.stderr,
+        )
+        return EXIT_SLOWER
+    return EXIT_OK
+
+
+def _print_compare(result: Any, by: str) -> None:
+    print(f"A: {result.label_a}")
+    print(f"B: {result.label_b}")
+    print(f"matched by: {'name, launch size and launching op' if result.use_ops else 'name and launch size'}")
+    print()
+    totals = result.totals[["metric", "a", "b", "delta", "delta_pct"]].copy()
+    for col in ("a", "b", "delta"):
+        totals[col] = totals[col].round().astype("int64")  # ns and counts: whole numbers read best
+    print(human_table(totals))
+    if len(result.steps):
+        print()
+        print(f"steps (GPU span of the kernels launched in each step; B aligned to A by {result.align_offset_ns} ns at the {result.align_basis}):")
+        print(human_table(result.steps[["position", "step_a", "step_b", "gpu_span_a", "gpu_span_b", "delta_ns", "delta_pct"]]))
+    print()
+    if by == "op":
+        print(human_table(result.ops[["op"] + COMPARE_TABLE_COLUMNS[1:-1]]))
+    else:
+        print(human_table(result.groups[COMPARE_TABLE_COLUMNS]))
+    if len(result.fusion):
+        print()
+        print("fusion sets (work A does in separate kernels, and the fused kernels B runs for it):")
+        print(human_table(result.fusion[["fusion_set", "total_a_ns", "total_b_ns", "delta_ns", "delta_pct", "rows_b"]]))
+    print()
+    print(f"total kernel time: A {format_ns(result.total_a_ns)}, B {format_ns(result.total_b_ns)}, "
+          f"delta {format_ns(result.delta_ns)} ({result.slower_pct:+.2f}%)")
+
+
+def _add_compare_parser(sub: Any) -> None:
+    sp = sub.add_parser("compare", help="matched kernel groups of two reports and their deltas", description=COMPARE_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp.add_argument("a", metavar="A", help="the reference report")
+    sp.add_argument("b", metavar="B", help="the report compared with it")
+    sp.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                    help="table: totals, steps and the diff table; csv: the diff table only (with delta_ns); json: everything (default: %(default)s)")
+    sp.add_argument("--by", choices=["kernel", "op"], default="kernel", help="rows per kernel group or per launching op (PyTorch traces) (default: %(default)s)")
+    sp.add_argument("--strip-templates", action="store_true", help="also ignore template arguments when matching names")
+    sp.add_argument("--fail-if-slower", type=float, metavar="PCT", default=None,
+                    help="exit with status 1 when B's total kernel time is more than PCT percent above A's (for CI)")
+    sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    sp.set_defaults(func=cmd_compare)
+
+
+# ---------------------------------------------------------------------------------------------
 # parsing
 
 
@@ -396,6 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     sol.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say or to override it")
     fus = add("fusion", "fusion candidates with estimated savings", cmd_fusion, ("table", "csv", "json"))
     fus.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say or to override it")
+    _add_compare_parser(sub)
     return p
 
 
