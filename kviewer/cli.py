@@ -269,8 +269,45 @@ def cmd_summary(args: argparse.Namespace) -> int:
     from kviewer.analysis.summary import kernel_summary
 
     trace = load_trace(args.file, args.quiet)
-    df = kernel_summary(trace, by="short_name" if args.short else "name")
+    by = "short_name" if args.short else "name"
+    if args.steps:
+        return summary_steps(trace, args.format)
+    if args.by_rank:
+        from kviewer.analysis.ranks import kernel_summary_by_rank
+
+        df = kernel_summary_by_rank(trace, by=by)
+    else:
+        df = kernel_summary(trace, by=by)
     write_frame(df, args.format)
+    return EXIT_OK
+
+
+def summary_steps(trace: "Trace", fmt: str) -> int:
+    """Per step the spread of step time across ranks, then per rank (slowest first)."""
+    from kviewer.analysis.ranks import rank_step_stats, step_spread, step_times, straggler
+
+    steps = step_times(trace)
+    if not len(steps):
+        raise UserError(f"{trace.meta.path}: no steps found (no ProfilerStep#N or step_N ranges)")
+    spread, per_rank, slow = step_spread(trace, steps), rank_step_stats(trace, steps), straggler(trace, steps)
+    if fmt == "json":
+        def nan_free(df: "pd.DataFrame") -> list[dict[str, Any]]:
+            return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in df.to_dict(orient="records")]
+
+        json.dump({"steps": nan_free(spread), "ranks": nan_free(per_rank), "straggler": slow}, sys.stdout, indent=1, default=_json_default)
+        sys.stdout.write("\n")
+    elif fmt == "csv":
+        write_frame(spread, "csv")
+    else:
+        print("step time across ranks (ns)")
+        write_frame(spread, "table", float_digits=1)
+        print("\nper rank, slowest first (ns)")
+        write_frame(per_rank, "table", float_digits=1)
+        if slow is not None:
+            row = per_rank.iloc[0]
+            contested = int((spread["ranks"] > 1).sum())
+            print(f"\nstraggler: rank {slow} (mean step {format_ns(row['mean_ns'])}, {row['excess_pct']:.1f}% over the median rank; "
+                  f"slowest in {int(row['times_slowest'])} of {contested} steps)")
     return EXIT_OK
 
 
@@ -521,6 +558,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s = add("summary", "kernels grouped by name (as nsys stats cuda_gpu_kern_sum)", cmd_summary, ("table", "csv", "json"))
     s.add_argument("--short", action="store_true", help="group by short name (no arguments or templates)")
+    s.add_argument("--by-rank", action="store_true", help="one summary per rank (a folder of per-rank traces)")
+    s.add_argument("--steps", action="store_true", help="step times per rank: spread across ranks per step, and the straggler")
     add("kernels", "one row per kernel in the unified schema", cmd_kernels, ("table", "csv", "json"))
     sol = add("sol", "per-kernel speed of light (FLOPs, bytes, T_SOL, SOL%, bound)", cmd_sol, ("table", "csv", "json"))
     sol.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say or to override it")

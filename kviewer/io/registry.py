@@ -31,6 +31,7 @@ LOADER_MODULES: list[str] = [
     "kviewer.io.rocprofv2_csv",
     "kviewer.io.rocprofv3_csv",
     "kviewer.io.rocprof_json",
+    "kviewer.io.ranks",
 ]
 
 

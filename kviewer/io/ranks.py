@@ -1,0 +1,446 @@
+"""A folder of per-rank traces (one file per distributed rank) as one Trace with a rank dimension.
+
+A distributed PyTorch job writes one Kineto trace per rank (``rank-0.json``, ``rank-1.json``, …,
+or whatever ``tensorboard_trace_handler`` names them). Opening the folder loads every file the
+registry recognises, in parallel worker *processes* (JSON parsing holds the GIL, so threads would
+not help), and merges them into one trace:
+
+* the rank of each file comes from the trace itself (``meta.ranks``, filled by the loader from
+  Kineto's ``distributedInfo``), else from ``distributedInfo`` in the file's head, else from a
+  ``rank-N`` / ``rank_N`` file name, else from the order of the files;
+* every row gets that rank in its ``rank`` column, so views group tracks by rank;
+* times are shifted onto the earliest rank's origin (each rank's trace is relative to its own);
+* devices are renumbered to be unique in the merged trace (``devices.rank`` says whose they are);
+* ids are renumbered after sorting, and flows / metrics follow their rows.
+
+Workers send back their trace as compact column blobs (:func:`kviewer.io.cache.encode_trace`,
+uncompressed): numpy bytes and category lists pickle far faster than DataFrames of objects.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import multiprocessing
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kviewer.core import Trace, TraceMeta
+from kviewer.errors import KViewerError, LoadCancelled, LoadError, UnsupportedFormat
+from kviewer.io.registry import CancelToken, LoaderSpec, detect
+from kviewer.io.source import Progress, read_head
+
+log = logging.getLogger(__name__)
+
+LABEL = "folder of per-rank traces"
+#: a folder with more files than this is not sniffed file by file (it is not a run's ranks)
+MAX_FILES = 4096
+#: worker processes: env KVIEWER_RANK_WORKERS (1 = load in this process), default the CPU count
+ENV_WORKERS = "KVIEWER_RANK_WORKERS"
+
+_RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_ ]?(\d+)(?![0-9])", re.IGNORECASE)
+
+
+# ---------------------------------------------------------------------------------------------
+# finding the rank files
+
+
+def _natural_key(name: str) -> list[Any]:
+    """rank-2 before rank-10."""
+    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", name)]
+
+
+def candidate_files(folder: Path) -> list[Path]:
+    """Regular, non-hidden files of a folder (not recursive), in natural name order."""
+    files = [Path(e.path) for e in os.scandir(folder) if e.is_file() and not e.name.startswith(".")]
+    return sorted(files, key=lambda p: _natural_key(p.name))
+
+
+def _member_spec(path: Path) -> LoaderSpec | None:
+    try:
+        spec = detect(path)
+    except (LoadError, OSError):
+        return None
+    return None if spec.directories else spec
+
+
+def sniff(head: bytes, path: Path) -> bool:
+    """A folder holding at least one file some (file) loader recognises."""
+    if not path.is_dir():
+        return False
+    try:
+        files = candidate_files(path)
+    except OSError:
+        return False
+    if len(files) > MAX_FILES:
+        return False
+    return any(_member_spec(f) is not None for f in files)
+
+
+def rank_from_name(name: str) -> int | None:
+    """``rank-3.…``, ``…_rank_3.json`` → 3."""
+    m = _RANK_IN_NAME.search(name)
+    return int(m.group(1)) if m else None
+
+
+_NUMBER = re.compile(rb"\s*:\s*(-?\d+)\s*[,}]")
+
+
+def rank_from_head(head: bytes) -> int | None:
+    """``distributedInfo.rank`` of a Kineto trace, read from the head of the file.
+
+    Kineto writes ``distributedInfo`` among the first keys, so this needs no full parse. The
+    object may not fit in the head (a big job's ``pg_config`` lists every rank), so its top-level
+    keys are scanned rather than the object decoded.
+    """
+    at = head.find(b'"distributedInfo"')
+    if at < 0:
+        return None
+    brace = head.find(b"{", at)
+    if brace < 0 or head[at + len(b'"distributedInfo"') : brace].strip() != b":":
+        return None
+    depth = 0
+    i = brace
+    n = len(head)
+    while i < n:
+        c = head[i]
+        if c == 0x22:  # a string: find its end, honouring escapes
+            j = i + 1
+            while j < n and head[j] != 0x22:
+                j += 2 if head[j] == 0x5C else 1
+            if j >= n:
+                return None
+            if depth == 1 and head[i + 1 : j] == b"rank":
+                m = _NUMBER.match(head, j + 1)
+                if m:
+                    rank = int(m.group(1))
+                    return rank if rank >= 0 else None
+                return None
+            i = j + 1
+            continue
+        if c in (0x7B, 0x5B):
+            depth += 1
+        elif c in (0x7D, 0x5D):
+            depth -= 1
+            if depth == 0:
+                return None
+        i += 1
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# loading one rank (in a worker process)
+
+
+@dataclass
+class MemberResult:
+    path: str
+    encoded: Any = None
+    """:class:`kviewer.io.cache.EncodedTrace` on success"""
+    error: str = ""
+    cancelled: bool = False
+
+
+def load_member(path: str) -> MemberResult:
+    """Load one rank file and return it as column blobs (runs in a worker process).
+
+    Errors come back as text: a LoadError's custom ``__init__`` does not survive pickling.
+    """
+    from kviewer.io.cache import encode_trace
+    from kviewer.io.registry import load
+
+    try:
+        trace = load(path, use_cache=False)  # the merged folder is what gets cached
+        return MemberResult(path, encoded=encode_trace(trace, compress=False))
+    except LoadCancelled:
+        return MemberResult(path, cancelled=True)
+    except KViewerError as exc:
+        return MemberResult(path, error=str(exc))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
+        return MemberResult(path, error=f"{path}: {type(exc).__name__}: {exc}")
+
+
+def worker_count(n_files: int) -> int:
+    env = os.environ.get(ENV_WORKERS, "").strip()
+    if env.isdigit() and int(env) > 0:
+        wanted = int(env)
+    else:
+        wanted = os.cpu_count() or 1
+    return max(1, min(wanted, n_files))
+
+
+def _load_all(paths: Sequence[Path], progress: Progress, cancel: CancelToken, workers: int) -> list[MemberResult]:
+    n = len(paths)
+    results: dict[str, MemberResult] = {}
+    if workers <= 1:
+        for i, p in enumerate(paths):
+            cancel.check()
+            progress(0.9 * i / n, f"rank file {i + 1} of {n}")
+            results[str(p)] = load_member(str(p))
+        return [results[str(p)] for p in paths]
+    # spawn: safe with threads in the parent (the GUI loads off its main thread) and on every OS
+    ctx = multiprocessing.get_context("spawn")
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    futures = {pool.submit(load_member, str(p)): str(p) for p in paths}
+    try:
+        pending = set(futures)
+        progress(0.0, f"loading {n} rank files in {workers} processes")
+        while pending:
+            done, pending = cf.wait(pending, timeout=0.1, return_when=cf.FIRST_COMPLETED)
+            for fut in done:
+                results[futures[fut]] = fut.result()
+            if done:
+                progress(0.9 * len(results) / n, f"{len(results)} of {n} rank files")
+            cancel.check()
+    except cf.process.BrokenProcessPool as exc:
+        # a worker could not start or died (e.g. a parent run from stdin cannot spawn, or the
+        # OS killed a worker for memory): finish the remaining files in this process
+        log.warning("rank worker processes failed (%s); loading the remaining rank files in this process", exc)
+        _stop(pool)
+        for i, p in enumerate(paths):
+            if str(p) not in results:
+                cancel.check()
+                progress(0.9 * len(results) / n, f"rank file {i + 1} of {n}")
+                results[str(p)] = load_member(str(p))
+        return [results[str(p)] for p in paths]
+    except BaseException:
+        # cancelled (or interrupted): stop the workers we started instead of letting them finish
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
+    return [results[str(p)] for p in paths]
+
+
+def _stop(pool: cf.ProcessPoolExecutor) -> None:
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# merging
+
+
+def _concat(frames: list[pd.DataFrame], table: str) -> pd.DataFrame:
+    """Concatenate tables of one schema; categories are unioned (pd.concat would make objects)."""
+    if len(frames) == 1:
+        return frames[0].reset_index(drop=True)
+    columns = list(frames[0].columns)
+    data: dict[str, Any] = {}
+    for col in columns:
+        parts = [f[col] for f in frames]
+        if isinstance(parts[0].dtype, pd.CategoricalDtype):
+            data[col] = pd.api.types.union_categoricals([p.array for p in parts])
+        elif all(isinstance(p.dtype, np.dtype) and p.dtype == parts[0].dtype for p in parts):
+            data[col] = np.concatenate([p.to_numpy() for p in parts])
+        else:
+            data[col] = pd.concat(parts, ignore_index=True)
+    return pd.DataFrame(data, columns=columns)
+
+
+def _assign_ranks(paths: Sequence[Path], traces: Sequence[Trace], heads: Sequence[bytes]) -> tuple[list[int], list[str]]:
+    """One distinct rank per file, and warnings about how it was decided."""
+    warnings: list[str] = []
+    from_trace = [t.meta.ranks[0] if len(t.meta.ranks) == 1 else rank_from_head(h) for t, h in zip(traces, heads)]
+    if all(r is not None for r in from_trace) and len(set(from_trace)) == len(from_trace):
+        return [int(r) for r in from_trace if r is not None], warnings
+    if any(r is not None for r in from_trace):
+        if len({r for r in from_trace if r is not None}) < sum(r is not None for r in from_trace):
+            warnings.append("several files claim the same rank in distributedInfo; ranks are taken from the file names")
+        else:
+            warnings.append("not every file has a rank in distributedInfo; ranks are taken from the file names")
+    from_name = [rank_from_name(p.name) for p in paths]
+    if all(r is not None for r in from_name) and len(set(from_name)) == len(from_name):
+        return [int(r) for r in from_name if r is not None], warnings
+    warnings.append("ranks could not be told from the files or their names; they are numbered in file-name order")
+    return list(range(len(paths))), warnings
+
+
+def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ranks: Sequence[int], label: str) -> Trace:
+    """Merge per-rank traces (each relative to its own origin) into one trace."""
+    order = sorted(range(len(traces)), key=lambda i: ranks[i])
+    traces = [traces[i] for i in order]
+    paths = [paths[i] for i in order]
+    ranks = [ranks[i] for i in order]
+    warnings: list[str] = []
+    origins = [t.meta.origin_ns for t in traces]
+    if all(o is not None for o in origins):
+        known = [int(o) for o in origins if o is not None]
+        origin: int | None = min(known)
+        shifts = [o - min(known) for o in known]
+    else:
+        origin = next((o for o in origins if o is not None), None)
+        shifts = [0] * len(traces)
+        if len(traces) > 1:
+            warnings.append("not every rank's trace has an absolute time origin; the ranks' timelines may not line up")
+
+    # devices: renumber so that an id names one device of one rank
+    device_maps: list[dict[int, int]] = []
+    next_id = 0
+    dev_frames = []
+    for t, r in zip(traces, ranks):
+        mapping: dict[int, int] = {}
+        ids = [int(x) for x in t.devices["id"].to_numpy()] if len(t.devices) else []
+        used = set(ids)
+        for tbl in ("kernels", "gpu_ops"):
+            used.update(int(x) for x in np.unique(t.table(tbl)["device"].to_numpy()) if x >= 0)
+        for old in sorted(used):
+            mapping[old] = next_id
+            next_id += 1
+        device_maps.append(mapping)
+        d = t.devices.copy()
+        if len(d):
+            d["id"] = np.array([mapping[i] for i in ids], dtype=d["id"].dtype)
+            d["rank"] = np.asarray(r, dtype=d["rank"].dtype)
+        dev_frames.append(d)
+
+    def remap_devices(values: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
+        if not mapping or not len(values):
+            return values
+        lut = np.full(max(mapping) + 1, -1, dtype=np.int64)
+        for old, new in mapping.items():
+            lut[old] = new
+        out = np.full(len(values), -1, dtype=values.dtype)
+        ok = (values >= 0) & (values < len(lut))
+        out[ok] = lut[values[ok]]
+        return out
+
+    merged: dict[str, pd.DataFrame] = {}
+    new_ids: dict[str, list[np.ndarray]] = {}
+    for name in ("kernels", "gpu_ops", "cpu_slices"):
+        frames = []
+        for t, r, shift, mapping in zip(traces, ranks, shifts, device_maps):
+            df = t.table(name).copy()
+            if len(df):
+                if shift:
+                    df["start"] = df["start"].to_numpy() + shift
+                    df["end"] = df["end"].to_numpy() + shift
+                df["rank"] = np.full(len(df), r, dtype=df["rank"].dtype)
+                if "device" in df.columns:
+                    df["device"] = remap_devices(df["device"].to_numpy(), mapping)
+            frames.append(df)
+        big = _concat(frames, name)
+        n = len(big)
+        perm = np.argsort(big["start"].to_numpy(), kind="stable") if n else np.arange(0)
+        new_id = np.empty(n, dtype=np.int64)
+        new_id[perm] = np.arange(n, dtype=np.int64)
+        big = big.take(perm).reset_index(drop=True)
+        big["id"] = np.arange(n, dtype=np.int64)
+        merged[name] = big
+        # per-rank old id -> merged id (ids are row positions in every input table)
+        offsets = np.cumsum([0] + [len(f) for f in frames])
+        new_ids[name] = [new_id[offsets[i] : offsets[i + 1]] for i in range(len(frames))]
+
+    def follow(old: np.ndarray, lookup: np.ndarray) -> np.ndarray:
+        out = np.full(len(old), -1, dtype=np.int64)
+        ok = (old >= 0) & (old < len(lookup))
+        out[ok] = lookup[old[ok]]
+        return out
+
+    flow_frames = []
+    metric_frames = []
+    for i, t in enumerate(traces):
+        f = t.flows.copy()
+        if len(f):
+            f["src"] = follow(f["src"].to_numpy(), new_ids["cpu_slices"][i])
+            dst = f["dst"].to_numpy()
+            kinds = f["dst_table"].astype(str).to_numpy()
+            new_dst = np.full(len(f), -1, dtype=np.int64)
+            for tbl in ("kernels", "gpu_ops"):
+                sel = kinds == tbl
+                new_dst[sel] = follow(dst[sel], new_ids[tbl][i])
+            f["dst"] = new_dst
+        flow_frames.append(f)
+        m = t.metrics.copy()
+        if len(m):
+            m["kernel"] = follow(m["kernel"].to_numpy(), new_ids["kernels"][i])
+        metric_frames.append(m)
+    merged["flows"] = _concat(flow_frames, "flows")
+    merged["metrics"] = _concat(metric_frames, "metrics")
+    merged["devices"] = _concat(dev_frames, "devices")
+
+    first = traces[0].meta
+    for t, r, p in zip(traces, ranks, paths):
+        warnings.extend(f"rank {r} ({p.name}): {w}" for w in t.meta.warnings)
+    extra = dict(first.extra)
+    extra["rank_files"] = {str(r): p.name for r, p in zip(ranks, paths)}
+    if any(t.meta.extra.get("partial") or t.meta.extra.get("truncated") for t in traces):
+        extra["partial"] = True
+    meta = TraceMeta(
+        path=str(folder),
+        source_format=first.source_format,
+        format_label=f"{first.format_label or label}, {len(traces)} rank{'s' if len(traces) != 1 else ''}",
+        tool=first.tool,
+        tool_version=first.tool_version,
+        origin_ns=origin,
+        ranks=list(ranks),
+        warnings=warnings,
+        extra=extra,
+    )
+    return Trace(meta=meta, **merged)
+
+
+def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
+    folder = Path(path)
+    if not folder.is_dir():
+        raise LoadError(folder, "is not a folder", LABEL)
+    files = candidate_files(folder)
+    specs: list[tuple[Path, LoaderSpec]] = []
+    ignored: list[str] = []
+    for f in files:
+        spec = _member_spec(f)
+        if spec is None:
+            ignored.append(f.name)
+        else:
+            specs.append((f, spec))
+    if not specs:
+        raise UnsupportedFormat(folder, "is a folder with no trace files kviewer recognises", LABEL)
+    # one format per folder: the most common one (a stray report next to the ranks is ignored)
+    counts: dict[str, int] = {}
+    for _, s in specs:
+        counts[s.name] = counts.get(s.name, 0) + 1
+    fmt = max(counts, key=lambda k: (counts[k], -min(i for i, (_, s) in enumerate(specs) if s.name == k)))
+    member_label = next(s.label for _, s in specs if s.name == fmt)
+    ignored += [f.name for f, s in specs if s.name != fmt]
+    paths = [f for f, s in specs if s.name == fmt]
+
+    results = _load_all(paths, progress, cancel, worker_count(len(paths)))
+    if any(r.cancelled for r in results):
+        raise LoadCancelled("load cancelled")
+
+    from kviewer.io.cache import CacheDamaged, decode_trace
+
+    traces: list[Trace] = []
+    good_paths: list[Path] = []
+    failed: list[str] = []
+    for p, r in zip(paths, results):
+        if r.error:
+            failed.append(r.error)
+            continue
+        try:
+            traces.append(decode_trace(r.encoded))
+        except CacheDamaged as exc:  # pragma: no cover - in-memory blobs do not get damaged
+            failed.append(f"{p}: {exc}")
+            continue
+        good_paths.append(p)
+    if not traces:
+        raise LoadError(folder, f"none of its {len(paths)} rank files could be loaded; first problem: {failed[0]}", LABEL)
+    progress(0.92, "merging ranks")
+    heads = [read_head(p) for p in good_paths]
+    ranks, rank_warnings = _assign_ranks(good_paths, traces, heads)
+    trace = merge_ranks(folder, good_paths, traces, ranks, member_label)
+    trace.meta.warnings[:0] = rank_warnings + [f"skipped a rank file that could not be loaded: {e}" for e in failed]
+    if ignored:
+        shown = ", ".join(ignored[:5]) + (f" and {len(ignored) - 5} more" if len(ignored) > 5 else "")
+        trace.meta.warnings.append(f"ignored {len(ignored)} file{'s' if len(ignored) != 1 else ''} that {'are' if len(ignored) != 1 else 'is'} not {member_label}: {shown}")
+    return trace
+
+
+LOADER = LoaderSpec(name="ranks", label=LABEL, priority=10, sniff=sniff, load=load, directories=True)
