@@ -399,7 +399,7 @@ def duration_ns(wide: Mapping[str, np.ndarray], n: int) -> np.ndarray:
     return _first(wide, ("gpu__time_duration.sum", "gpu__time_duration.avg", "gpu__time_duration"), n)
 
 
-def _flops(wide: Mapping[str, np.ndarray], p: str, n: int, dur_s: np.ndarray, cycles: np.ndarray) -> np.ndarray:
+def _flops(wide: Mapping[str, np.ndarray], p: str, n: int, cycles: np.ndarray) -> np.ndarray:
     """add + mul + 2 x fma for precision letter ``p`` (d, f, h), as Nsight Compute's roofline does.
 
     Counts (``*_pred_on.sum``) are used when collected; otherwise the roofline sections' rates
@@ -433,9 +433,9 @@ def measured_columns(wide: Mapping[str, np.ndarray], n: int) -> dict[str, np.nda
     cycles = _first(wide, ("smsp__cycles_elapsed.avg",), n)
     cycles = np.where(np.isnan(cycles), smsp_hz * dur_s, cycles)
     cols: dict[str, np.ndarray] = {"dur": dur}
-    cols["flops_fp64"] = _flops(wide, "d", n, dur_s, cycles)
-    cols["flops_fp32"] = _flops(wide, "f", n, dur_s, cycles)
-    cols["flops_fp16"] = _flops(wide, "h", n, dur_s, cycles)
+    cols["flops_fp64"] = _flops(wide, "d", n, cycles)
+    cols["flops_fp32"] = _flops(wide, "f", n, cycles)
+    cols["flops_fp16"] = _flops(wide, "h", n, cycles)
     # the HierarchicalTensorRooflineChart section's definition: 512 operations per tensor-pipe
     # instruction; not derivable when that section was not collected
     tensor = np.full(n, np.nan)
