@@ -246,9 +246,9 @@ def test_csv_raw_page_minimal(tmp_path: Path) -> None:
     p = tmp_path / "raw.log"
     p.write_text(
         "==PROF== Connected to process 42 (/bin/app)\n"
-        + HEAD + ',"gpu__time_duration.sum","dram__bytes.sum","gpc__cycles_elapsed.avg.per_second"\n'
-        + '"","","","","","","","","","","","usecond","Mbyte","cycle/nsecond"\n'
-        + '"0","42","app","h","void k<1>(int)","1","7","(256, 1, 1)","(1024, 2, 1)","0","8.0","1,234.5","2.50","1.41"\n'
+        + HEAD + ',"thread Domain:Push/Pop_Range","gpu__time_duration.sum","dram__bytes.sum","gpc__cycles_elapsed.avg.per_second"\n'
+        + '"","","","","","","","","","","","","usecond","Mbyte","cycle/nsecond"\n'
+        + '"0","42","app","h","void k<1>(int)","1","7","(256, 1, 1)","(1024, 2, 1)","0","8.0","<default>:step_0","1,234.5","2.50","1.41"\n'
         + "app says: done\n"
     )  # fmt: skip
     t = _load(ncu_csv, p)
@@ -257,3 +257,6 @@ def test_csv_raw_page_minimal(tmp_path: Path) -> None:
     assert k["dram_bytes"] == 2.5e6 and k["sm_clock_hz"] == pytest.approx(1.41e9)
     assert t.devices["architecture"].iloc[0] == "sm_80"
     assert any("not CSV records" in w for w in t.meta.warnings)
+    # a column that is not a metric (here an NVTX column) is kept as text, not parsed as a number
+    nvtx = t.metrics[t.metrics["section"] == "nvtx"]
+    assert nvtx["text"].tolist() == ["<default>:step_0"] and nvtx["value"].isna().all()
