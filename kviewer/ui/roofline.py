@@ -1,0 +1,158 @@
+"""A roofline chart: the GPU's roofs per precision and every kernel as a point (pyqtgraph, log-log).
+
+x is arithmetic intensity (FLOP per DRAM byte), y achieved FLOP/s (FLOPs / measured duration).
+Each precision's roof is ``min(peak, bandwidth x intensity)``; a kernel's distance below the roof
+of its precision is its distance from the speed of light. Points are coloured by what bounds them
+(memory: orange, compute: green, unknown: blue); hollow points are modelled, filled ones measured.
+
+Usage::
+
+    view = RooflineWidget()
+    view.set_data(speed_of_light(trace), spec)       # spec: the DeviceSpec of the GPU
+    view.selectionChanged.connect(lambda ids: ...)   # kernel ids the user clicked (out)
+    view.set_selection([12, 13])                     # highlight kernels selected elsewhere (in)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from kviewer.analysis.devices import DeviceSpec
+
+BOUND_COLOURS = {"memory": (230, 120, 30), "compute": (60, 150, 70), "unknown": (70, 110, 200)}
+#: roofs drawn, with the pipe their rate belongs to and a line colour
+ROOFS: tuple[tuple[str, str, str, tuple[int, int, int]], ...] = (
+    ("FP64", "fp64", "vector", (120, 120, 120)),
+    ("FP32", "fp32", "vector", (40, 40, 40)),
+    ("TF32 tensor", "tf32", "tensor", (150, 80, 160)),
+    ("BF16 tensor", "bf16", "tensor", (30, 90, 180)),
+    ("FP8 tensor", "fp8", "tensor", (200, 40, 60)),
+)
+X_RANGE = (1e-2, 1e4)
+
+
+class RooflineWidget(QWidget):
+    """Roofline of one GPU with the kernels of a SOL frame as points.
+
+    Signals
+    -------
+    selectionChanged(list)
+        kernel ids (``kernels.id``) of the points under the user's click (overlapping points are
+        all returned). Not emitted for :meth:`set_selection`.
+    """
+
+    selectionChanged = Signal(list)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.plot_widget = pg.PlotWidget(background="w")
+        self.plot = self.plot_widget.getPlotItem()
+        self.plot.setLogMode(x=True, y=True)
+        self.plot.showGrid(x=True, y=True, alpha=0.2)
+        self.plot.setLabel("bottom", "arithmetic intensity", units="FLOP/byte")
+        self.plot.setLabel("left", "achieved", units="FLOP/s")
+        self.legend = self.plot.addLegend(offset=(10, 10))
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot_widget)
+        self.roofs: list[pg.PlotDataItem] = []
+        self.points = pg.ScatterPlotItem(pxMode=True, hoverable=True)
+        self.points.sigClicked.connect(self._clicked)
+        self.highlight = pg.ScatterPlotItem(pxMode=True)
+        # the selection ring must not take the clicks meant for the points under it
+        self.highlight.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+        self.highlight.setZValue(5)
+        self.points.setZValue(10)
+        self.plot.addItem(self.points)
+        self.plot.addItem(self.highlight)
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._xy = np.zeros((0, 2))
+        self._selected: list[int] = []
+
+    # -- data in
+    def set_data(self, sol: pd.DataFrame, spec: DeviceSpec | None) -> None:
+        """Show the kernels of ``sol`` (a :func:`~kviewer.analysis.sol.speed_of_light` frame)."""
+        for item in self.roofs:
+            self.plot.removeItem(item)
+            self.legend.removeItem(item)
+        self.roofs = []
+        if spec is not None:
+            self._draw_roofs(spec)
+            self.plot.setTitle(spec.name)
+        flops = sol["flops"].to_numpy(np.float64)
+        nbytes = sol["bytes"].to_numpy(np.float64)
+        dur = sol["dur"].to_numpy(np.float64)
+        ok = (flops > 0) & (nbytes > 0) & (dur > 0)
+        x = flops[ok] / nbytes[ok]
+        y = flops[ok] / (dur[ok] * 1e-9)
+        self._ids = sol["id"].to_numpy(np.int64)[ok]
+        self._xy = np.column_stack([np.log10(x), np.log10(y)]) if ok.any() else np.zeros((0, 2))
+        bounds = sol["bound"].astype(str).to_numpy()[ok]
+        measured = (sol["flops_source"].astype(str).to_numpy()[ok] == "measured")
+        brushes, pens = [], []
+        for b, m in zip(bounds, measured):
+            rgb = BOUND_COLOURS.get(b, BOUND_COLOURS["unknown"])
+            pens.append(pg.mkPen(rgb, width=1.5))
+            brushes.append(pg.mkBrush(*rgb, 220) if m else pg.mkBrush(*rgb, 60))
+        # the scatter lives in the plot's log space: give it log10 coordinates
+        self.points.setData(
+            x=self._xy[:, 0], y=self._xy[:, 1], data=self._ids, size=9, pen=pens, brush=brushes, symbol="o"
+        )
+        self.set_selection(self._selected)
+        if ok.any():
+            self.plot.setXRange(np.log10(X_RANGE[0]), np.log10(X_RANGE[1]), padding=0)
+            lo = min(float(self._xy[:, 1].min()), 9.0)
+            hi = max(float(self._xy[:, 1].max()), self._top_roof(spec))
+            self.plot.setYRange(lo - 0.3, hi + 0.3, padding=0)
+
+    @staticmethod
+    def _top_roof(spec: DeviceSpec | None) -> float:
+        if spec is None or not spec.rates:
+            return 12.0
+        return float(np.log10(max(spec.rates.values()) * 1e12))
+
+    def _draw_roofs(self, spec: DeviceSpec) -> None:
+        xs = np.logspace(np.log10(X_RANGE[0]), np.log10(X_RANGE[1]), 400)
+        bw = spec.dram_bytes_per_s
+        seen: set[str] = set()
+        for label, precision, pipe, rgb in ROOFS:
+            peak, field = spec.peak_flops(precision, pipe)
+            if not peak > 0 or field in seen or not field.startswith(precision):
+                continue  # a roof the GPU lacks (no BF16 on a V100) is not drawn as another's
+            seen.add(field)
+            ys = np.minimum(peak, bw * xs)
+            item = self.plot.plot(xs, ys, pen=pg.mkPen(rgb, width=2), name=f"{label} {peak / 1e12:,.1f} TFLOP/s")
+            self.roofs.append(item)
+
+    # -- selection in / out
+    def set_selection(self, ids: Sequence[int]) -> None:
+        """Highlight these kernels (selected elsewhere); emits nothing."""
+        self._selected = [int(i) for i in ids]
+        mask = np.isin(self._ids, np.asarray(self._selected, dtype=np.int64))
+        if mask.any():
+            self.highlight.setData(
+                x=self._xy[mask, 0], y=self._xy[mask, 1], size=15, pen=pg.mkPen((0, 0, 0), width=2),
+                brush=pg.mkBrush(0, 0, 0, 0), symbol="o",
+            )
+        else:
+            self.highlight.clear()
+
+    def selected_ids(self) -> list[int]:
+        return list(self._selected)
+
+    def point_count(self) -> int:
+        return int(len(self._ids))
+
+    def roof_labels(self) -> list[str]:
+        return [str(item.name()) for item in self.roofs]
+
+    def _clicked(self, item: Any, points: Any, ev: Any = None) -> None:
+        ids = [int(p.data()) for p in points]
+        self.set_selection(ids)
+        self.selectionChanged.emit(ids)

@@ -1,0 +1,69 @@
+"""The roofline widget: roofs of the recognised GPU, kernels as points, selection in and out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, QPointF, Qt
+
+from kviewer.analysis.devices import load_devices
+from kviewer.analysis.sol import speed_of_light
+from kviewer.core import Trace
+from kviewer.ui.roofline import BOUND_COLOURS, RooflineWidget
+
+from tests.analysis.conftest import load_with
+
+
+@pytest.fixture(scope="module")
+def eager_sol(sample_traces: Path):  # type: ignore[no-untyped-def]
+    trace: Trace = load_with("kviewer.io.torch", sample_traces / "h200_llm_block_eager.pt.trace.json.gz")
+    return speed_of_light(trace)
+
+
+def test_roofs_points_and_picture(qtbot, eager_sol) -> None:  # type: ignore[no-untyped-def]
+    w = RooflineWidget()
+    qtbot.addWidget(w)
+    w.resize(800, 500)
+    w.set_data(eager_sol, load_devices()["h200"])
+    w.show()
+    qtbot.waitExposed(w)
+    assert w.point_count() == len(eager_sol)
+    labels = w.roof_labels()
+    assert any(s.startswith("BF16 tensor 989.5") for s in labels)
+    assert any(s.startswith("FP32 67.0") for s in labels) and any(s.startswith("FP8") for s in labels)
+    img = w.grab().toImage()
+    colours = {img.pixelColor(x, y).rgb() & 0xFFFFFF for x in range(0, img.width(), 3) for y in range(0, img.height(), 3)}
+    assert len(colours) > 20  # not blank
+    # memory-bound (orange) points are drawn
+    orange = BOUND_COLOURS["memory"]
+    found = any(
+        abs(img.pixelColor(x, y).red() - orange[0]) < 12 and abs(img.pixelColor(x, y).green() - orange[1]) < 12
+        and abs(img.pixelColor(x, y).blue() - orange[2]) < 12
+        for x in range(img.width()) for y in range(img.height())
+    )
+    assert found
+
+
+def test_selection_in_and_out(qtbot, eager_sol) -> None:  # type: ignore[no-untyped-def]
+    w = RooflineWidget()
+    qtbot.addWidget(w)
+    w.resize(800, 500)
+    w.set_data(eager_sol, load_devices()["h200"])
+    w.show()
+    qtbot.waitExposed(w)
+    # in: highlight without emitting
+    with qtbot.assertNotEmitted(w.selectionChanged):
+        w.set_selection([4, 5])
+    assert w.selected_ids() == [4, 5]
+    assert len(w.highlight.data) == 2
+    # out: a click on the point of kernel 4 (the residual add) emits its id
+    row = eager_sol.index[eager_sol["id"] == 4][0]
+    x = np.log10(eager_sol["flops"].iloc[row] / eager_sol["bytes"].iloc[row])
+    y = np.log10(eager_sol["flops"].iloc[row] / (eager_sol["dur"].iloc[row] * 1e-9))
+    scene = w.plot.vb.mapViewToScene(QPointF(x, y))
+    pos = w.plot_widget.mapFromScene(scene)
+    with qtbot.waitSignal(w.selectionChanged, timeout=2000) as blocker:
+        qtbot.mouseClick(w.plot_widget.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(pos.x(), pos.y()))
+    assert 4 in blocker.args[0]
