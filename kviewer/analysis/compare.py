@@ -236,9 +236,13 @@ def compare(
     matched_a = int(groups.loc[groups["status"].isin([CHANGED, UNCHANGED]), "total_a_ns"].sum())
     matched_b = int(groups.loc[groups["status"].isin([CHANGED, UNCHANGED]), "total_b_ns"].sum())
     totals = _totals(a, b, total_a, total_b, matched_a, matched_b, steps_a, steps_b)
+    label_a, label_b = _label(a), _label(b)
+    if label_a == label_b and a.meta.path != b.meta.path:
+        # same file name in two folders (one model on two machines): name the folders too
+        label_a, label_b = _label(a, 2), _label(b, 2)
     return CompareResult(
-        label_a=_label(a),
-        label_b=_label(b),
+        label_a=label_a,
+        label_b=label_b,
         groups=groups,
         ops=op_table,
         totals=totals,
@@ -264,8 +268,9 @@ def compare(
 # the diff table
 
 
-def _label(t: Trace) -> str:
-    return os.path.basename(t.meta.path.rstrip("/")) or t.meta.path
+def _label(t: Trace, parts: int = 1) -> str:
+    path = t.meta.path.rstrip("/")
+    return "/".join(path.split(os.sep)[-parts:]) or t.meta.path
 
 
 def _row_sums(g: pd.DataFrame, row_of_group: np.ndarray, nrows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
