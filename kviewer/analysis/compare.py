@@ -457,7 +457,7 @@ def _link_fused(table: pd.DataFrame, ga: pd.DataFrame, gb: pd.DataFrame, m: matc
     status = table["status"].to_numpy(dtype=object).copy()
     replaced_by: dict[int, list[str]] = {}
     replaces: dict[int, list[str]] = {}
-    parent = {}
+    parent: dict[tuple[str, int], tuple[str, int]] = {}
 
     def find(x: tuple[str, int]) -> tuple[str, int]:
         while parent.setdefault(x, x) != x:

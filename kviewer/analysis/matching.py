@@ -48,8 +48,8 @@ difference of the two kernel-time totals.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd

@@ -221,13 +221,13 @@ def detect_iterations(trace: Trace, tolerance: float = 0.1) -> pd.DataFrame:
             size = float(np.median(inner))
             if (np.abs(inner - size) <= tolerance * size).mean() < 0.8:
                 continue
-            cuts = _phase(pos, gap, int(round(size)))
+            cuts = _phase(pos, gap, round(size))
             # a last piece cut short (the trace ends mid-iteration) is no iteration
             if len(cuts) and n - cuts[-1] < (1 - tolerance) * size:
                 cuts = cuts[:-1]
             if len(cuts) < 2:
                 continue
-            stop = np.append(cuts[1:], min(n, cuts[-1] + int(round(size))))
+            stop = np.append(cuts[1:], min(n, cuts[-1] + round(size)))
             piece_end = np.array([end[p:q].max() for p, q in zip(cuts, stop)], dtype=np.int64)
             return pd.DataFrame({"step": np.arange(len(cuts), dtype=np.int64), "start": start[cuts], "end": piece_end,
                                  "first": cuts.astype(np.int64), "stop": stop.astype(np.int64)})

@@ -12,12 +12,19 @@ column (unknown values last), filtering a boolean mask, as in the kernel table.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    Qt,
+    Signal,
+)
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -425,15 +432,15 @@ class CompareView(QWidget):
         self.status_choice.addItem("All statuses", "")
         for status in STATUSES:
             self.status_choice.addItem(status, status)
-        self.find = QLineEdit()
-        self.find.setPlaceholderText("Filter by name")
-        self.find.setClearButtonEnabled(True)
+        self.filter_edit = QLineEdit()
+        self.filter_edit.setPlaceholderText("Filter by name")
+        self.filter_edit.setClearButtonEnabled(True)
         self.count_label = QLabel()
 
         bar = QHBoxLayout()
         bar.addWidget(self.table_choice)
         bar.addWidget(self.status_choice)
-        bar.addWidget(self.find, 1)
+        bar.addWidget(self.filter_edit, 1)
         bar.addWidget(self.count_label)
         diff_page = QWidget()
         diff_layout = QVBoxLayout(diff_page)
@@ -458,7 +465,7 @@ class CompareView(QWidget):
 
         self.table_choice.currentIndexChanged.connect(self._on_table_choice)
         self.status_choice.currentIndexChanged.connect(lambda _i: self._refilter())
-        self.find.textChanged.connect(lambda _t: self._refilter())
+        self.filter_edit.textChanged.connect(lambda _t: self._refilter())
         self.diff_view.selectionModel().currentRowChanged.connect(self._on_current)
         self.diff_view.activated.connect(self._on_activated)
         self._fill()
@@ -498,7 +505,7 @@ class CompareView(QWidget):
         view_row = self.diff_model.view_row(frame_row)
         if view_row < 0:
             self.set_status_filter("")
-            self.find.clear()
+            self.filter_edit.clear()
             view_row = self.diff_model.view_row(frame_row)
         if view_row >= 0:
             self.diff_view.setCurrentIndex(self.diff_model.index(view_row, 0))
@@ -557,7 +564,7 @@ class CompareView(QWidget):
         status = self.status_choice.currentData()
         if status:
             mask &= (frame["status"] == status).to_numpy()
-        needle = self.find.text().strip().lower()
+        needle = self.filter_edit.text().strip().lower()
         if needle:
             cols = [c for c in ("name", "op", "name_a", "name_b") if c in frame.columns]
             hit = np.zeros(len(frame), dtype=bool)
@@ -605,4 +612,4 @@ def _table(model: FrameModel, sortable: bool) -> QTableView:
     return view
 
 
-__all__ = ["CompareView", "CompareSelection", "FrameModel"]
+__all__ = ["CompareSelection", "CompareView", "FrameModel"]

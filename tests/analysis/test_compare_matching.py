@@ -8,7 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kviewer.analysis import matching
-from kviewer.analysis.compare import CHANGED, ONLY_A, ONLY_B, UNCHANGED, NoiseModel, compare
+from kviewer.analysis.compare import (
+    CHANGED,
+    ONLY_A,
+    ONLY_B,
+    UNCHANGED,
+    NoiseModel,
+    compare,
+)
 from kviewer.analysis.matching import (
     fused_into,
     fused_ops,

@@ -8,7 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kviewer.analysis.steps import STEP_COLUMNS, busy_ns, detect_iterations, find_steps, kernel_steps
+from kviewer.analysis.steps import (
+    STEP_COLUMNS,
+    busy_ns,
+    detect_iterations,
+    find_steps,
+    kernel_steps,
+)
 from kviewer.core import Trace, TraceMeta, make_table
 from kviewer.io import load
 

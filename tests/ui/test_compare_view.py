@@ -13,7 +13,14 @@ from PySide6.QtGui import QColor, QImage
 from kviewer.analysis.compare import REPLACED, UNCHANGED, compare
 from kviewer.core import Trace
 from kviewer.io import load
-from kviewer.ui.compare_view import FASTER, GROUP_VIEW_COLUMNS, OPS, SLOWER, CompareSelection, CompareView
+from kviewer.ui.compare_view import (
+    FASTER,
+    GROUP_VIEW_COLUMNS,
+    OPS,
+    SLOWER,
+    CompareSelection,
+    CompareView,
+)
 
 EAGER = "h200_llm_block_eager.pt.trace.json.gz"
 COMPILED = "h200_llm_block_compiled.pt.trace.json.gz"
@@ -102,9 +109,9 @@ def test_filters(view: CompareView) -> None:
     assert view.diff_model.rowCount() == 5
     assert view.count_label.text() == "5 of 12 rows"
     view.set_status_filter("")
-    view.find.setText("NVJET")
+    view.filter_edit.setText("NVJET")
     assert view.diff_model.rowCount() == 1
-    view.find.clear()
+    view.filter_edit.clear()
     assert view.diff_model.rowCount() == 12
 
 
