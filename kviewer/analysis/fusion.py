@@ -92,9 +92,11 @@ def kernel_steps(trace: Trace) -> np.ndarray:
     c = trace.cpu_slices
     if not len(k) or not len(c):
         return out
-    names = c["name"].astype(str)
     cats = c["category"].astype(str)
-    is_step = names.str.match(_STEP).to_numpy()
+    # match the distinct names once: slices repeat a few names many times
+    names = c["name"].astype("category")
+    step_cat = np.array([bool(_STEP.match(str(x))) for x in names.cat.categories] + [False])
+    is_step = step_cat[names.cat.codes.to_numpy()]
     gpu = c[is_step & (cats == "gpu_annotation").to_numpy()]
     if len(gpu):
         return _assign(gpu["start"].to_numpy(), gpu["end"].to_numpy(), k["start"].to_numpy())
@@ -185,9 +187,9 @@ def fusion_candidates(
     if not chains:
         return _empty()
     dims = _op_dims(trace, sol)
-    recs = []
-    for chain in chains:
-        recs.append(_estimate(sol, chain, dims))
+    # numpy columns once: indexing a DataFrame per chain costs a millisecond each
+    cols = {c: sol[c].to_numpy() for c in ("kind", "dur", "flops", "bytes", "bytes_written", "t_sol_ns", "peak_flops", "peak_bw", "op_name", "short_name", "id")}
+    recs = [_estimate(cols, chain, dims) for chain in chains]
     df = pd.DataFrame(recs)
     agg = (
         df.groupby("key", sort=False)
@@ -200,7 +202,7 @@ def fusion_candidates(
             measured_ns=("measured_ns", "sum"),
             fused_est_ns=("fused_est_ns", "sum"),
             fused_sol_ns=("fused_sol_ns", "sum"),
-            savings_ns=("savings_ns", "sum"),
+            savings_ns=("savings_ns", lambda v: v.sum(min_count=1)),  # NaN stays NaN: no estimate
             bytes_saved=("bytes_saved", "first"),
             intermediate=("intermediate", "first"),
             note=("note", "first"),
@@ -210,7 +212,8 @@ def fusion_candidates(
     )
     agg["savings_per_instance_ns"] = agg["savings_ns"] / agg["count"]
     agg["gpu_time_pct"] = agg["savings_ns"] / total_ns * 100.0 if total_ns > 0 else np.nan
-    agg = agg.sort_values(["savings_ns", "chain"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    # candidates without an estimate (no FLOPs/bytes known) are listed last
+    agg = agg.sort_values(["savings_ns", "chain"], ascending=[False, True], kind="stable", na_position="last").reset_index(drop=True)
     agg["rank"] = np.arange(1, len(agg) + 1)
     agg["count"] = agg["count"].astype(np.int64)
     agg["length"] = agg["length"].astype(np.int64)
@@ -252,14 +255,14 @@ def _input_sizes(dims_text: str) -> set[int]:
     return out
 
 
-def _estimate(sol: pd.DataFrame, chain: list[int], dims: np.ndarray) -> dict[str, object]:
-    rows = sol.iloc[chain]
-    kinds = rows["kind"].astype(str).tolist()
-    dur = rows["dur"].to_numpy(np.float64)
-    flops = rows["flops"].to_numpy(np.float64)
-    nbytes = rows["bytes"].to_numpy(np.float64)
-    written = rows["bytes_written"].to_numpy(np.float64)
-    t_sol = rows["t_sol_ns"].to_numpy(np.float64)
+def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray) -> dict[str, object]:
+    at = np.asarray(chain, dtype=np.int64)
+    kinds = [str(x) for x in cols["kind"][at]]
+    dur = cols["dur"][at].astype(np.float64)
+    flops = cols["flops"][at].astype(np.float64)
+    nbytes = cols["bytes"][at].astype(np.float64)
+    written = cols["bytes_written"][at].astype(np.float64)
+    t_sol = cols["t_sol_ns"][at].astype(np.float64)
     notes: list[str] = []
     # intermediates: what each producer writes and the next kernel reads back
     inter = 0.0
@@ -286,8 +289,9 @@ def _estimate(sol: pd.DataFrame, chain: list[int], dims: np.ndarray) -> dict[str
     bytes_f = float(np.nansum(nbytes)) - 2.0 * inter
     flops_f = float(np.nansum(flops))
     anchor = kinds[0] in ANCHORS
-    peak = float(rows["peak_flops"].iloc[0]) if anchor else float(np.nanmax(rows["peak_flops"].to_numpy(np.float64)))
-    bw = float(rows["peak_bw"].iloc[0])
+    peaks = cols["peak_flops"][at].astype(np.float64)
+    peak = float(peaks[0]) if anchor or np.isnan(peaks).all() else float(np.nanmax(peaks))
+    bw = float(cols["peak_bw"][at][0])
     t_c = flops_f / peak * 1e9 if peak > 0 else math.nan
     t_m = bytes_f / bw * 1e9 if bw > 0 else math.nan
     fused_sol = float(np.nanmax([t_c, t_m])) if not (math.isnan(t_c) and math.isnan(t_m)) else math.nan
@@ -306,13 +310,14 @@ def _estimate(sol: pd.DataFrame, chain: list[int], dims: np.ndarray) -> dict[str
         notes.append("no speed of light for this chain: no saving estimated")
     else:
         fused_est = min(max(fused_est, fused_sol), measured)
-    ops = rows["op_name"].astype(str).tolist()
-    shorts = [_short(s) for s in rows["short_name"].astype(str)]
+    ops = [str(x) for x in cols["op_name"][at]]
+    short_full = [str(x) for x in cols["short_name"][at]]
+    shorts = [_short(x) for x in short_full]
     labels = [o if o else s for o, s in zip(ops, shorts)]
     if ops[0]:
         labels[0] += _shapes(str(dims[chain[0]]))  # tells o_proj from down_proj: same op, same kernel
     chain_txt = " → ".join(labels)
-    key = tuple(zip(rows["short_name"].astype(str), ops, (str(dims[i]) for i in chain)))
+    key = tuple(zip(short_full, ops, (str(dims[i]) for i in chain)))
     kind = f"{kinds[0]}+epilogue" if anchor else "memory chain"
     return {
         "key": key,
@@ -327,7 +332,7 @@ def _estimate(sol: pd.DataFrame, chain: list[int], dims: np.ndarray) -> dict[str
         "bytes_saved": 2.0 * inter,
         "intermediate": source,
         "note": "; ".join(notes),
-        "kernel_ids": tuple(int(x) for x in rows["id"]),
+        "kernel_ids": tuple(int(x) for x in cols["id"][at]),
     }
 
 

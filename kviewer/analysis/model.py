@@ -513,7 +513,10 @@ def model_kernels(trace: Trace) -> pd.DataFrame:
     k = trace.kernels
     n = len(k)
     names = k["name"].astype(str).to_numpy()
-    kinds_by_name = np.array([kernel_kind(s) for s in names], dtype=object) if n else np.array([], dtype=object)
+    # classify each distinct name once (a trace repeats a few hundred names thousands of times)
+    cats = k["name"].astype("category")
+    kinds_of_cat = np.array([kernel_kind(str(c)) for c in cats.cat.categories] + ["other"], dtype=object)
+    kinds_by_name = kinds_of_cat[cats.cat.codes.to_numpy()] if n else np.array([], dtype=object)
     op_id = op_of_kernels(trace)
     out = {
         "op_id": op_id,

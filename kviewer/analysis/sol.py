@@ -128,6 +128,11 @@ def speed_of_light(
     rw = k["dram_read_bytes"].to_numpy(np.float64) + k["dram_write_bytes"].to_numpy(np.float64)
     meas_bytes = np.where(np.isnan(dram), rw, dram)
 
+    # plain arrays: pandas scalar access inside the per-kernel loop costs more than the arithmetic
+    m_kind = m["kind"].to_numpy(dtype=object)
+    m_prec = m["precision"].to_numpy(dtype=object)
+    m_pipe = m["pipe"].to_numpy(dtype=object)
+    m_note = m["model_note"].to_numpy(dtype=object)
     mflops = m["model_flops"].to_numpy(np.float64)
     mbytes = m["model_bytes"].to_numpy(np.float64)
 
@@ -138,7 +143,7 @@ def speed_of_light(
     for i in range(n):
         notes: list[str] = []
         spec = specs.get(int(dev_col[i])) if specs else None
-        kind = str(m["kind"].iat[i]) or kernel_kind(names[i])
+        kind = str(m_kind[i]) or kernel_kind(names[i])
         # FLOPs
         if any_meas[i] and not tensor_missing[i]:
             flops, fsrc = meas_flops[i], "measured"
@@ -158,7 +163,7 @@ def speed_of_light(
         else:
             nbytes, bsrc = math.nan, "unknown"
         # precision and pipe
-        precision, pipe = str(m["precision"].iat[i]), str(m["pipe"].iat[i])
+        precision, pipe = str(m_prec[i]), str(m_pipe[i])
         if fsrc == "measured":
             parts = np.nan_to_num(meas[i], nan=0.0)
             top = int(np.argmax(parts))
@@ -203,7 +208,7 @@ def speed_of_light(
         if sol_pct > 100.0:
             notes.append(_over_100(bound_model, fsrc, bsrc, kind, nbytes, spec))
         intensity = flops / nbytes if nbytes > 0 and not math.isnan(flops) else math.nan
-        note = str(m["model_note"].iat[i])
+        note = str(m_note[i])
         if note:
             notes.insert(0, note)
         rows.append(
