@@ -331,6 +331,20 @@ def fused_into(op: str, names: Iterable[str], fused: str) -> bool:
 # per-kernel keys
 
 
+def factorize(values: pd.Series | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes and the distinct values (as str, object array), without sorting strings.
+
+    A categorical column gives its own codes; anything else goes through ``pd.factorize``
+    (hashing). Missing values become ``""``.
+    """
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
+        codes = values.cat.codes.to_numpy(dtype=np.int64)
+        uniq = np.append(values.cat.categories.astype(str).to_numpy(dtype=object), "")
+        return np.where(codes < 0, len(uniq) - 1, codes), uniq
+    codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+    return codes.astype(np.int64), np.array(["" if u is None else str(u) for u in uniq], dtype=object)
+
+
 def kernel_ops(trace: Trace) -> np.ndarray:
     """The framework op that launched each kernel (object array of str, ``""`` when unknown).
 
@@ -355,7 +369,7 @@ def kernel_op_info(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     c = trace.cpu_slices
     if not len(c) or not (ext > 0).any():
         return ops, dims
-    rows = c[(c["category"].astype(str) == "op").to_numpy() & (c["external_id"].to_numpy() > 0)]
+    rows = c[(c["category"] == "op").to_numpy() & (c["external_id"].to_numpy() > 0)]
     if not len(rows):
         return ops, dims
     rows = rows.sort_values("depth", kind="stable").drop_duplicates("external_id", keep="last")
@@ -441,31 +455,37 @@ def kernel_groups(
         ), np.zeros(0, dtype=np.int64)
     if ops is None:
         ops = kernel_ops(trace)
-    # normalise each distinct name once: names repeat a lot
-    uniq, inv = np.unique(k["name"].astype(str).to_numpy(dtype=object), return_inverse=True)
+    # normalise each distinct name once (names repeat a lot); group on integer codes
+    inv, uniq = factorize(k["name"])
     norm_u = np.array([normalise_name(s, opts.strip_templates) for s in uniq], dtype=object)
     variant_u = np.array([variant_name(s) for s in uniq], dtype=object)
     kind_u = np.array([kernel_kind(s) for s in uniq], dtype=object)
-    uops, oinv = np.unique(np.asarray(ops, dtype=object), return_inverse=True)
-    op_n = np.array([normalise_op(o) for o in uops], dtype=object)[oinv]
+    norm_code_u, norm_vals = pd.factorize(norm_u)
+    oinv, uops = factorize(np.asarray(ops, dtype=object))
+    op_vals = np.array([normalise_op(o) for o in uops], dtype=object)
+    op_code_u, op_vals = pd.factorize(op_vals)
     if opts.use_launch:
         dims = k[["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]].to_numpy(dtype=np.int64)
         udims, dinv = np.unique(dims, axis=0, return_inverse=True)
-        launch = np.array([_launch_text(tuple(int(v) for v in r)) for r in udims], dtype=object)[dinv.ravel()]
+        launch_vals = np.array([_launch_text(tuple(int(v) for v in r)) for r in udims], dtype=object)
+        launch_code = dinv.ravel().astype(np.int64)
     else:
-        launch = np.full(n, "", dtype=object)
-    norm = norm_u[inv]
-    key = pd.DataFrame({"norm": norm, "op": op_n, "launch": launch}).groupby(
-        ["norm", "op", "launch"], sort=False
-    ).ngroup().to_numpy(dtype=np.int64)
+        launch_vals = np.array([""], dtype=object)
+        launch_code = np.zeros(n, dtype=np.int64)
+    norm_code = norm_code_u[inv]
+    op_code = op_code_u[oinv]
+    key = pd.DataFrame({"n": norm_code, "o": op_code, "l": launch_code}).groupby(["n", "o", "l"], sort=False).ngroup().to_numpy(dtype=np.int64)
+    norm = np.asarray(norm_vals, dtype=object)[norm_code]
+    op_n = np.asarray(op_vals, dtype=object)[op_code]
+    launch = launch_vals[launch_code]
     ng = int(key.max()) + 1
     dur = k["dur"].to_numpy(dtype=np.int64)
     count = np.bincount(key, minlength=ng).astype(np.int64)
     total = np.zeros(ng, dtype=np.int64)
     np.add.at(total, key, dur)  # int64 all the way: the totals must add up exactly
     # spread within (group, shape) sub-groups, from deviations (no sum-of-squares cancellation)
-    sub_keys = np.full(n, "", dtype=object) if shapes is None else np.asarray(shapes, dtype=object)
-    sub = pd.DataFrame({"g": key, "s": sub_keys}).groupby(["g", "s"], sort=False).ngroup().to_numpy(dtype=np.int64)
+    sub_codes = np.zeros(n, dtype=np.int64) if shapes is None else factorize(np.asarray(shapes, dtype=object))[0]
+    sub = pd.DataFrame({"g": key, "s": sub_codes}).groupby(["g", "s"], sort=False).ngroup().to_numpy(dtype=np.int64)
     nsub_total = int(sub.max()) + 1
     fdur = dur.astype(np.float64)
     sub_mean = np.bincount(sub, weights=fdur, minlength=nsub_total) / np.bincount(sub, minlength=nsub_total)

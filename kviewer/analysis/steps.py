@@ -23,6 +23,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from kviewer.analysis.matching import factorize
 from kviewer.core import Trace
 
 STEP_COLUMNS = [
@@ -97,14 +98,14 @@ def kernel_launch_times(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     cstart = c["start"].to_numpy(dtype=np.int64)
     f = trace.flows
     if len(f):
-        f = f[(f["dst_table"].astype(str) == "kernels") & (f["src"] >= 0) & (f["src"] < len(c)) & (f["dst"] >= 0) & (f["dst"] < len(k))]
+        f = f[(f["dst_table"] == "kernels") & (f["src"] >= 0) & (f["src"] < len(c)) & (f["dst"] >= 0) & (f["dst"] < len(k))]
         dst = f["dst"].to_numpy(dtype=np.int64)
         launch[dst] = cstart[f["src"].to_numpy(dtype=np.int64)]
         linked[dst] = True
     if linked.all():
         return launch, linked
     # correlation ids: unique per process, so match on (pid, correlation) when both know the pid
-    api = c[c["category"].astype(str).isin(["runtime", "driver"]).to_numpy() & (c["correlation"].to_numpy() >= 0)]
+    api = c[c["category"].isin(["runtime", "driver"]).to_numpy() & (c["correlation"].to_numpy() >= 0)]
     if not len(api):
         return launch, linked
     kc = k["correlation"].to_numpy(dtype=np.int64)
@@ -129,21 +130,22 @@ def _markers(trace: Trace) -> pd.DataFrame:
                           "rank": pd.Series(dtype=np.int64)})
     if not len(c):
         return empty
-    cats = c["category"].astype(str)
-    cand = c[~cats.isin(_NOT_MARKERS).to_numpy()]
-    names = cand["name"].astype(str)
-    # test each distinct name once
-    uniq = pd.Series(names.unique())
+    ok = ~c["category"].isin(_NOT_MARKERS).to_numpy()
+    # test each distinct name once, on the codes of the (categorical) name column
+    codes, values = factorize(c["name"])
+    distinct = pd.Series(values, dtype=object)
     for pattern, source in ((_PROFILER_STEP, "ProfilerStep"), (_STEP, None)):
-        num = uniq.str.extract(pattern, expand=False)
-        hits = dict(zip(uniq[num.notna()], num[num.notna()].astype(np.int64)))
-        if not hits:
+        num = distinct.str.extract(pattern, expand=False)
+        is_step = num.notna().to_numpy()
+        mask = ok & is_step[codes]
+        if not mask.any():
             continue
-        sel = cand[names.isin(list(hits)).to_numpy()].copy()
+        step_of_value = np.where(is_step, pd.to_numeric(num, errors="coerce").fillna(-1).to_numpy(), -1).astype(np.int64)
+        sel = c[mask].copy()
+        sel["step"] = step_of_value[codes[mask]]
         if (sel["rank"] >= 0).any():
             # one rank's steps: the others run the same steps at (nearly) the same time
             sel = sel[sel["rank"] == sel.loc[sel["rank"] >= 0, "rank"].min()]
-        sel["step"] = sel["name"].astype(str).map(hits).astype(np.int64)
         # the same step marked twice (a CPU range and its GPU projection): keep the earliest
         sel = sel.sort_values(["start", "depth"], kind="stable").drop_duplicates("step", keep="first")
         src = source or ""
