@@ -235,3 +235,25 @@ def test_nsys_vs_pytorch_trace_of_one_workload(sample_traces: Path, samples: Pat
     assert len(r.steps_a) == 60 and len(r.steps_b) == 120
     assert (r.steps["kernel_count_a"] == r.steps["kernel_count_b"]).all()
     assert int(g["delta_ns"].sum()) == r.delta_ns
+
+
+def test_compiled_vs_eager_mirrors_the_relation(sample_traces: Path) -> None:
+    r = compare(_load(sample_traces / COMPILED), _load(sample_traces / EAGER))
+    g = r.groups
+    fused = g[g["count_b"] == 0]  # only in A: the compiled model's Triton kernels
+    unfused = g[g["count_a"] == 0]
+    assert fused["name_a"].str.startswith("triton_").all()
+    # A's fused kernels are replaced by B's separate elementwise kernels, which are the replacement
+    assert (fused["status"] == REPLACED).all() and (unfused["status"] == REPLACEMENT).all()
+    assert set(unfused["op"]) == {"aten::add", "aten::mul", "aten::gelu", "aten::native_layer_norm"}
+    f = r.fusion.iloc[0]
+    assert f["total_a_ns"] == fused["total_a_ns"].sum() and f["total_b_ns"] == unfused["total_b_ns"].sum()
+    assert f["delta_ns"] > 0  # eager does the same work slower
+    assert int(g["delta_ns"].sum()) == r.delta_ns
+
+
+def test_one_run_in_two_rocprof_formats(samples: Path) -> None:
+    # rocprof v1 writes the same dispatches as CSV and as its SQLite DB: nothing may differ
+    folder = samples / "rocprof" / "gunrock_mi300"
+    r = compare(_load(folder / "results.csv"), _load(folder / "results.db"))
+    assert len(r.groups) > 0 and (r.groups["status"] == UNCHANGED).all() and (r.groups["delta_ns"] == 0).all()
