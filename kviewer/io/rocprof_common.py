@@ -24,7 +24,7 @@ import csv
 import io
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,10 +85,11 @@ def header_fields(head: bytes) -> list[str]:
 
 @dataclass
 class CsvTable:
-    """A CSV read as text columns (nothing guessed), plus what had to be dropped."""
+    """A parsed CSV: numeric columns as pandas inferred them (C parser), the columns the loader
+    asked to keep as text as str, plus what had to be dropped."""
 
     frame: pd.DataFrame
-    """every column as str; the columns are the file's own header names"""
+    """the file's own header names as columns"""
     columns: dict[str, str]
     """normalised name -> the file's own header name"""
     warnings: list[str] = field(default_factory=list)
@@ -97,11 +98,20 @@ class CsvTable:
         return all(n in self.columns for n in names)
 
     def text(self, name: str) -> np.ndarray:
-        return self.frame[self.columns[name]].to_numpy(dtype=object)
+        col = self.frame[self.columns[name]]
+        if pd.api.types.is_numeric_dtype(col.dtype):
+            return col.astype(str).to_numpy(dtype=object)
+        return col.to_numpy(dtype=object)
 
 
-def read_csv_text(data: bytes, path: Path, recognised: str) -> CsvTable:
-    """Parse CSV bytes with pandas, every column as text.
+def read_csv_text(
+    data: bytes, path: Path, recognised: str, as_text: Callable[[str], bool] | None = None
+) -> CsvTable:
+    """Parse CSV bytes with pandas' C parser.
+
+    Columns whose normalised name ``as_text`` accepts are kept as text (names, counter values
+    whose printed form is kept); the others get pandas' type inference, so the usual all-integer
+    column arrives as int64 without a per-cell Python step. :func:`numbers` checks them.
 
     A last row that is cut short (fewer fields than the header, or an unterminated quote) is
     dropped with a warning: the file was probably still being written. Any other malformed row
@@ -110,17 +120,33 @@ def read_csv_text(data: bytes, path: Path, recognised: str) -> CsvTable:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     warnings: list[str] = []
+    header = _fields(data[: data.find(b"\n") if b"\n" in data else len(data)])
+    if not header:
+        raise CorruptTrace(path, "has no CSV header", recognised)
+    dtype = {h: str for h in header if as_text is None or as_text(norm(h))}
+    # pandas pads a short row with empty cells, so count the last line's fields here: fewer than
+    # the header means the writer was cut off mid-row (parsing first would turn that row's empty
+    # integer cells into NaN and the whole column into float64, losing timestamp precision)
+    body = data.rstrip(b"\r\n \t")
+    last_nl = body.rfind(b"\n")
+    if last_nl > 0:
+        n_fields = len(_fields(body[last_nl + 1 :]))
+        if n_fields < len(header):
+            data = body[: last_nl + 1]
+            warnings.append(
+                f"the last row has {n_fields} of {len(header)} fields (the file was cut short?); it was skipped"
+            )
     try:
-        frame = _read(data)
+        frame = _read(data, dtype)
     except pd.errors.ParserError as exc:
         # a quote left open by a cut-off last line makes the C parser fail at EOF: retry once
         # without the last line, and say so
         body = data.rstrip(b"\r\n")
         cut = body.rfind(b"\n")
-        if cut <= 0:
+        if cut <= 0 or warnings:
             raise CorruptTrace(path, f"malformed CSV ({_first_sentence(exc)})", recognised) from exc
         try:
-            frame = _read(body[: cut + 1])
+            frame = _read(body[: cut + 1], dtype)
         except pd.errors.ParserError as exc2:
             raise CorruptTrace(path, f"malformed CSV ({_first_sentence(exc2)})", recognised) from exc2
         warnings.append("the last line is incomplete (the file was cut short?); it was skipped")
@@ -130,34 +156,27 @@ def read_csv_text(data: bytes, path: Path, recognised: str) -> CsvTable:
     columns: dict[str, str] = {}
     for c in frame.columns:
         columns.setdefault(norm(c), c)
-    if len(frame) and not warnings:
-        # pandas pads a short row with empty cells, so count the last line's fields ourselves:
-        # fewer than the header means the writer was cut off mid-row
-        body = data.rstrip(b"\r\n \t")
-        last_line = body[body.rfind(b"\n") + 1 :].decode("utf-8", errors="replace")
-        try:
-            n_fields = len(next(csv.reader([last_line])))
-        except (csv.Error, StopIteration):
-            n_fields = len(frame.columns)
-        if n_fields < len(frame.columns):
-            frame = frame.iloc[:-1]
-            warnings.append(
-                f"the last row has {n_fields} of {len(frame.columns)} fields "
-                "(the file was cut short?); it was skipped"
-            )
-    return CsvTable(frame.reset_index(drop=True), columns, warnings)
+    return CsvTable(frame, columns, warnings)
 
 
-def _read(data: bytes) -> pd.DataFrame:
-    # every cell as text and nothing turned into NaN except cells a short row does not have
+def _fields(line: bytes) -> list[str]:
+    try:
+        return next(csv.reader([line.decode("utf-8", errors="replace").rstrip("\r")]))
+    except (csv.Error, StopIteration):
+        return []
+
+
+def _read(data: bytes, dtype: Mapping[str, type]) -> pd.DataFrame:
+    # text columns stay text ("" for an empty cell); numeric ones are inferred by the C parser
     return pd.read_csv(
         io.BytesIO(data),
-        dtype=str,
+        dtype=dtype,
         keep_default_na=False,
-        na_values=[],
+        na_values=[""],
         skip_blank_lines=True,
         encoding="utf-8",
         encoding_errors="replace",
+        low_memory=False,
     )
 
 
@@ -174,38 +193,48 @@ def require(table: CsvTable, names: Sequence[str], path: Path, recognised: str, 
 
 
 def numbers(table: CsvTable, name: str, path: Path, recognised: str, integer: bool = True) -> np.ndarray:
-    """A column as int64 (or float64), raising :class:`CorruptTrace` on the first non-number."""
-    raw = table.frame[table.columns[name]]
-    values = pd.to_numeric(raw.str.strip(), errors="coerce")
-    bad = values.isna().to_numpy() & (raw.str.strip() != "").to_numpy()
+    """A column as int64 (or float64), raising :class:`CorruptTrace` on the first non-number
+    (or, for ``integer``, the first empty cell)."""
+    header = table.columns[name]
+    col = table.frame[header]
+    if pd.api.types.is_integer_dtype(col.dtype) and not pd.api.types.is_bool_dtype(col.dtype):
+        return col.to_numpy(dtype=np.int64) if integer else col.to_numpy(dtype=np.float64)
+    if pd.api.types.is_float_dtype(col.dtype):
+        arr = col.to_numpy(dtype=np.float64)
+        if integer:
+            if np.isnan(arr).any():
+                row = int(np.flatnonzero(np.isnan(arr))[0])
+                raise CorruptTrace(path, f"row {row + 1} (line {row + 2}): column {header} is empty", recognised)
+            return arr.astype(np.int64)
+        return arr
+    # text (kept as text on purpose, or something in it is not a number)
+    try:
+        arr = pd.to_numeric(col).to_numpy(dtype=np.float64, na_value=np.nan)  # C fast path
+        if not integer:
+            return arr
+        if not np.isnan(arr).any() and np.abs(arr).max(initial=0) < 2**53:
+            return arr.astype(np.int64)
+    except (ValueError, TypeError):
+        pass
+    # the slow way, which finds the offending row
+    raw = col.astype(str).str.strip()
+    values = pd.to_numeric(raw, errors="coerce")
+    bad = values.isna().to_numpy() & (raw != "").to_numpy() & (raw.str.lower() != "nan").to_numpy()
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         raise CorruptTrace(
-            path,
-            f"row {row + 1} (line {row + 2}): column {table.columns[name]} is {raw.iloc[row]!r}, not a number",
-            recognised,
+            path, f"row {row + 1} (line {row + 2}): column {header} is {col.iloc[row]!r}, not a number", recognised
         )
     arr = values.to_numpy(dtype=np.float64, na_value=np.nan)
     if not integer:
         return arr
     if np.isnan(arr).any():
         row = int(np.flatnonzero(np.isnan(arr))[0])
-        raise CorruptTrace(path, f"row {row + 1} (line {row + 2}): column {table.columns[name]} is empty", recognised)
+        raise CorruptTrace(path, f"row {row + 1} (line {row + 2}): column {header} is empty", recognised)
     # int64 timestamps (~1e15) are exact in float64 only up to 2**53; parse the text as int
     if np.abs(arr).max(initial=0) >= 2**53:
-        return np.array([int(s) for s in raw.str.strip()], dtype=np.int64)
+        return np.array([int(float(x)) if "." in x or "e" in x.lower() else int(x) for x in raw], dtype=np.int64)
     return arr.astype(np.int64)
-
-
-def agent_numbers(table: CsvTable, name: str, path: Path, recognised: str) -> np.ndarray:
-    """rocprofv3 agent ids: ``1`` (2024), ``"Agent 2"`` (absolute), ``"GPU 0"`` / ``"CPU 0"``
-    (type-relative): the trailing integer."""
-    raw = table.frame[table.columns[name]].str.strip()
-    digits = raw.str.extract(r"(-?\d+)\s*$", expand=False)
-    if digits.isna().any():
-        row = int(np.flatnonzero(digits.isna().to_numpy())[0])
-        raise CorruptTrace(path, f"row {row + 1}: agent id {raw.iloc[row]!r} has no number", recognised)
-    return digits.astype(np.int64).to_numpy()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,38 +326,47 @@ def counter_unit(metric: str) -> str:
 
 
 def metrics_from_wide(
-    kernel_ids: np.ndarray, counters: Mapping[str, tuple[np.ndarray, np.ndarray]]
+    kernel_ids: np.ndarray,
+    counters: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    section: str = SECTION,
+    units: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """The metrics table from wide counter columns (one column per counter, one row per kernel).
 
-    ``counters[name] = (values float64, texts object)``. Values of :data:`KIB_COUNTERS` are
-    converted to bytes; ``text`` keeps what the tool printed.
+    ``counters[name] = (values float64, texts object)``; ``kernel_ids[i]`` is the final kernel id
+    of row ``i``. Values of :data:`KIB_COUNTERS` are converted to bytes (in the ``rocprof``
+    section); ``text`` keeps what the tool printed. Rows come out grouped by kernel, each
+    kernel's counters in column order, placed by index arithmetic rather than a sort of
+    n x k rows.
     """
-    parts_k, parts_m, parts_v, parts_t = [], [], [], []
-    for metric, (values, texts) in counters.items():
-        scale = 1024.0 if metric.upper() in KIB_COUNTERS else 1.0
-        parts_k.append(np.asarray(kernel_ids, dtype=np.int64))
-        parts_m.append(np.full(len(values), metric, dtype=object))
-        parts_v.append(np.asarray(values, dtype=np.float64) * scale)
-        parts_t.append(np.asarray(texts, dtype=object))
-    if not parts_k:
+    names = list(counters)
+    k = len(names)
+    n = len(kernel_ids)
+    if not k or not n:
         return schema.empty("metrics")
-    kernel = np.concatenate(parts_k)
-    metric_col = np.concatenate(parts_m)
-    units = {m: counter_unit(m) for m in counters}
-    unit = np.array([units[m] for m in metric_col], dtype=object)
-    order = np.lexsort((np.arange(len(kernel)), kernel))
-    n = len(kernel)
+    order = np.argsort(np.asarray(kernel_ids, dtype=np.int64), kind="stable")
+    slot = np.empty(n, dtype=np.int64)
+    slot[order] = np.arange(n, dtype=np.int64)
+    value = np.empty(n * k, dtype=np.float64)
+    text = np.empty(n * k, dtype=object)
+    for j, name in enumerate(names):
+        values, texts = counters[name]
+        scale = 1024.0 if section == SECTION and name.upper() in KIB_COUNTERS else 1.0
+        value[slot * k + j] = np.asarray(values, dtype=np.float64) * scale
+        text[slot * k + j] = np.asarray(texts, dtype=object)
+    unit_of = {m: (units or {}).get(m, counter_unit(m) if section == SECTION else "") for m in names}
+    unit_names = list(dict.fromkeys(unit_of.values()))
+    unit_codes = np.array([unit_names.index(unit_of[m]) for m in names], dtype=np.int64)
     return schema.make_table(
         "metrics",
-        n,
+        n * k,
         {
-            "kernel": kernel[order],
-            "section": pd.Categorical(np.full(n, SECTION, dtype=object)),
-            "metric": pd.Categorical(metric_col[order]),
-            "unit": pd.Categorical(unit[order]),
-            "value": np.concatenate(parts_v)[order],
-            "text": np.concatenate(parts_t)[order],
+            "kernel": np.repeat(np.asarray(kernel_ids, dtype=np.int64)[order], k),
+            "section": pd.Categorical.from_codes(np.zeros(n * k, dtype=np.int64), categories=[section]),
+            "metric": pd.Categorical.from_codes(np.tile(np.arange(k), n), categories=pd.Index(names, dtype=object)),
+            "unit": pd.Categorical.from_codes(np.tile(unit_codes, n), categories=pd.Index(unit_names, dtype=object)),
+            "value": value,
+            "text": text,
         },
     )
 
@@ -336,27 +374,33 @@ def metrics_from_wide(
 def launch_metrics(kernel_ids: np.ndarray, launch: Mapping[str, tuple[np.ndarray, np.ndarray, str]]) -> pd.DataFrame:
     """Launch attributes with no kernels column of their own (SGPRs, scratch, wave size, ...) as
     metrics of section ``"launch"``: ``launch[metric] = (values, texts, unit)``."""
-    parts = {m: (v, t) for m, (v, t, _u) in launch.items()}
-    metrics = metrics_from_wide(kernel_ids, parts)
-    if not len(metrics):
-        return metrics
-    units = {m: u for m, (_v, _t, u) in launch.items()}
-    metrics["section"] = pd.Categorical(np.full(len(metrics), "launch", dtype=object))
-    metrics["unit"] = pd.Categorical(np.array([units[m] for m in metrics["metric"].astype(str)], dtype=object))
-    return metrics
+    return metrics_from_wide(
+        kernel_ids,
+        {m: (v, t) for m, (v, t, _u) in launch.items()},
+        section="launch",
+        units={m: u for m, (_v, _t, u) in launch.items()},
+    )
 
 
 def concat_metrics(*frames: pd.DataFrame) -> pd.DataFrame:
-    """Several metrics tables as one, categorical columns kept categorical."""
+    """Several metrics tables as one, categorical columns kept categorical (categories united)."""
     frames = tuple(f for f in frames if len(f))
     if not frames:
         return schema.empty("metrics")
     if len(frames) == 1:
         return frames[0]
-    out = pd.concat(frames, ignore_index=True)
-    for c in ("section", "metric", "unit"):
-        out[c] = out[c].astype(str).astype("category")
-    return out
+    def as_object(col: pd.Series) -> pd.Categorical:
+        # categories built from str arrays and from object arrays differ in dtype; unify them
+        cat = col.astype("category").cat
+        return pd.Categorical.from_codes(cat.codes, categories=pd.Index(list(cat.categories), dtype=object))
+
+    cats = {
+        c: pd.api.types.union_categoricals([as_object(f[c]) for f in frames]) for c in ("section", "metric", "unit")
+    }
+    out = pd.concat([f.drop(columns=list(cats)) for f in frames], ignore_index=True)
+    for c, values in cats.items():
+        out[c] = values
+    return out[schema.METRICS.names]
 
 
 def dram_columns(counters: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:

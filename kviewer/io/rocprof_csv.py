@@ -44,8 +44,7 @@ KNOWN = {
 SPELLED = {"kernelname": "KernelName", "gpuid": "gpu-id", "beginns": "BeginNs", "endns": "EndNs", "grd": "grd", "wgr": "wgr"}
 #: launch attributes that have no kernels column of their own; kept as metrics (section "launch")
 LAUNCH_METRICS = {
-    "archvgpr": ("arch_vgpr", "register"),
-    "accumvgpr": ("accum_vgpr", "register"),
+    "accumvgpr": ("accum_vgpr", "register"),  # kernels.registers holds arch + accum
     "sgpr": ("sgpr", "register"),
     "scr": ("scratch", "byte"),
     "wavesize": ("wave_size", ""),
@@ -70,12 +69,17 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     fields = rc.header_fields(content.data[:65536])
     if rc.is_stats_header(fields):
         raise rc.refuse_stats(path, content.data, stats_siblings(path))
-    table = rc.read_csv_text(content.data, path, RECOGNISED)
+    table = rc.read_csv_text(content.data, path, RECOGNISED, as_text=_as_text)
     if content.truncated:
         table.warnings.append("the compressed file ends early; the rows before the cut were loaded")
     progress(0.5, "building kernels")
     cancel.check()
     return build_v1(table, path, "rocprof-v1-csv", "results.csv")
+
+
+def _as_text(col: str) -> bool:
+    # names as text; counters too, so the metrics keep the value as rocprof printed it
+    return col in ("kernelname", "sig", "obj") or col not in KNOWN
 
 
 def stats_siblings(path: Path) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from kviewer.core import Trace
@@ -45,13 +44,8 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     finally:
         con.close()
     cancel.check()
-    # through text, like the CSV, so one builder validates both (the table is small: one row
-    # per dispatch of a v1 run)
-    frame = pd.DataFrame(
-        {n: np.array(["" if v is None else str(v) for v in col], dtype=object) for n, col in zip(names, zip(*rows))}
-        if rows
-        else {n: np.array([], dtype=object) for n in names}
-    )
+    # the builder validates the columns as it does for the CSV; SQLite gives ints as ints
+    frame = pd.DataFrame.from_records(rows, columns=names) if rows else pd.DataFrame({n: [] for n in names})
     columns: dict[str, str] = {}
     for c in names:
         columns.setdefault(rc.norm(c), c)

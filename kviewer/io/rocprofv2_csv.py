@@ -41,7 +41,7 @@ def sniff(head: bytes, path: Path) -> bool:
 def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     content = read_content(path, progress)
     cancel.check()
-    table = rc.read_csv_text(content.data, path, RECOGNISED)
+    table = rc.read_csv_text(content.data, path, RECOGNISED, as_text=lambda c: c == "kernelname" or c not in KNOWN)
     rc.require(table, REQUIRED, path, RECOGNISED, SPELLED)
     n = len(table.frame)
     if n == 0:

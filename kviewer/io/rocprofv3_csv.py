@@ -56,6 +56,12 @@ SUFFIXES = (
     "domain_stats.csv", "kernel_names.csv",
 )
 FOLDER_FILE_LIMIT = 2000
+#: columns kept as text (the rest are parsed as numbers by pandas' C parser)
+TEXT_COLUMNS = frozenset({
+    "kind", "kernelname", "agentid", "direction", "sourceagentid", "destinationagentid", "domain",
+    "function", "countername", "countervalue", "agenttype", "name", "productname", "modelname",
+    "vendorname",
+})
 
 SPELLED = {
     "kernelname": "Kernel_Name", "agentid": "Agent_Id", "starttimestamp": "Start_Timestamp",
@@ -104,7 +110,7 @@ class V3File:
 
 def _read_file(path: Path, kind: str) -> V3File:
     content = read_content(path)
-    table = rc.read_csv_text(content.data, path, f"rocprofv3 {kind} CSV")
+    table = rc.read_csv_text(content.data, path, f"rocprofv3 {kind} CSV", as_text=TEXT_COLUMNS.__contains__)
     if content.truncated:
         table.warnings.append("the compressed file ends early; the rows before the cut were loaded")
     return V3File(path, kind, table)
@@ -150,6 +156,23 @@ def _prefix(name: str) -> str | None:
 # agents and devices
 
 
+@dataclass
+class AgentKeys:
+    """Per-row agent keys, stored as codes into a short list of distinct keys."""
+
+    codes: np.ndarray
+    keys: list[tuple[str, int]]
+
+    @staticmethod
+    def of(rows: list[tuple[str, int]]) -> AgentKeys:
+        index: dict[tuple[str, int], int] = {}
+        codes = np.array([index.setdefault(k, len(index)) for k in rows], dtype=np.int64)
+        return AgentKeys(codes, list(index))
+
+    def pick(self, rows: np.ndarray) -> list[tuple[str, int]]:
+        return [self.keys[c] for c in self.codes[rows]]
+
+
 class Agents:
     """Maps rocprofv3 agent ids to kviewer device indexes."""
 
@@ -158,17 +181,18 @@ class Agents:
         self.seen: set[tuple[str, int]] = set()
 
     @staticmethod
-    def parse(raw: np.ndarray) -> list[tuple[str, int]]:
-        out = []
-        for text in raw:
-            s = str(text).strip()
-            m = re.fullmatch(r"(?:(Agent|GPU|CPU)\s*)?(-?\d+)", s, re.IGNORECASE)
+    def parse(raw: np.ndarray) -> AgentKeys:
+        """``1`` / ``"Agent 2"`` -> ("node", n); ``"GPU 0"`` -> ("gpu", 0); ``"CPU 0"`` -> ("cpu", 0)."""
+        codes, uniques = pd.factorize(np.asarray(raw, dtype=object), use_na_sentinel=False)
+        keys: list[tuple[str, int]] = []
+        for text in uniques:
+            m = re.fullmatch(r"(?:(Agent|GPU|CPU)\s*)?(-?\d+)", str(text).strip(), re.IGNORECASE)
             if not m:
-                out.append(("?", -1))
+                keys.append(("?", -1))
                 continue
             prefix = (m.group(1) or "agent").lower()
-            out.append(("node" if prefix == "agent" else prefix, int(m.group(2))))
-        return out
+            keys.append(("node" if prefix == "agent" else prefix, int(m.group(2))))
+        return AgentKeys(np.asarray(codes, dtype=np.int64), keys)
 
     def add_info(self, table: rc.CsvTable, path: Path) -> None:
         types = [str(t).strip().upper() for t in table.text("agenttype")]
@@ -231,7 +255,7 @@ class Part:
     """Rows of one table from one file, before the trace-wide device map and time base."""
 
     cols: dict[str, Any]
-    agent_keys: list[tuple[str, int]] = field(default_factory=list)
+    agent_keys: AgentKeys = field(default_factory=lambda: AgentKeys(np.zeros(0, dtype=np.int64), []))
     group: str = ""
     source: str = ""
     dispatch: np.ndarray | None = None  # kernels: Dispatch_Id (for counters)
@@ -351,7 +375,7 @@ def _counter_kernels(f: V3File, warnings: list[str]) -> Part:
         if t.has(src):
             cols[dst] = _ints(sub, src)
     _geometry(sub, cols, n)
-    keys = Agents.parse(sub.table.text("agentid")) if t.has("agentid") else [("?", -1)] * n
+    keys = Agents.parse(sub.table.text("agentid")) if t.has("agentid") else AgentKeys(np.zeros(n, dtype=np.int64), [("?", -1)])
     part = Part(cols, keys, source="HSA queue id (Queue_Id)")
     part.dispatch = dispatch[first]
     part.launch = _launch(sub)
@@ -382,11 +406,13 @@ def _api_part(f: V3File, warnings: list[str]) -> Part:
     t = f.table
     rc.require(t, ["domain", "function", "starttimestamp", "endtimestamp"], f.path, f"rocprofv3 {f.kind} CSV", SPELLED)
     start, end = _times(f, warnings)
-    domain = np.array([str(d).strip().upper() for d in t.text("domain")], dtype=object)
-    cat = np.array([_category(d) for d in domain], dtype=object)
+    codes, domains = pd.factorize(t.text("domain"), use_na_sentinel=False)
+    domains = [str(d).strip().upper() for d in domains]
+    cat_names = sorted({_category(d) for d in domains})
+    cat_codes = np.array([cat_names.index(_category(d)) for d in domains], dtype=np.int64)
     cols: dict[str, Any] = {
         "name": pd.Categorical(t.text("function")),
-        "category": pd.Categorical(cat),
+        "category": pd.Categorical.from_codes(cat_codes[codes], categories=cat_names),
         "start": start,
         "end": end,
         "correlation": _corr(f),
@@ -395,7 +421,7 @@ def _api_part(f: V3File, warnings: list[str]) -> Part:
     if t.has("processid"):
         cols["pid"] = _ints(f, "processid")
     part = Part(cols)
-    part.source = ",".join(sorted(set(domain.tolist())))
+    part.source = ",".join(sorted(domains))
     return part
 
 
@@ -417,14 +443,14 @@ def _memcpy_part(f: V3File, warnings: list[str]) -> Part:
     rc.require(t, ["direction", "sourceagentid", "destinationagentid", "starttimestamp", "endtimestamp"], f.path, f"rocprofv3 {f.kind} CSV", SPELLED)
     start, end = _times(f, warnings)
     n = len(start)
-    direction = []
-    for d in t.text("direction"):
-        s = str(d).upper()
-        direction.append(next((short for key, short in DIRECTIONS if key in s), ""))
-    src = Agents.parse(t.text("sourceagentid"))
-    dst = Agents.parse(t.text("destinationagentid"))
+    codes, kinds = pd.factorize(t.text("direction"), use_na_sentinel=False)
+    short = [next((abbr for key, abbr in DIRECTIONS if key in str(d).upper()), "") for d in kinds]
+    direction = [short[c] for c in codes]
+    rows = np.arange(n)
+    src = Agents.parse(t.text("sourceagentid")).pick(rows)
+    dst = Agents.parse(t.text("destinationagentid")).pick(rows)
     # the GPU side of the copy is its device: the destination of an upload, else the source
-    keys = [d if dr == "HtoD" else (("?", -1) if dr == "HtoH" else s) for s, d, dr in zip(src, dst, direction)]
+    keys = AgentKeys.of([d if dr == "HtoD" else (("?", -1) if dr == "HtoH" else s) for s, d, dr in zip(src, dst, direction)])
     cols: dict[str, Any] = {
         "kind": pd.Categorical(np.full(n, "memcpy", dtype=object)),
         "name": pd.Categorical(np.array([f"Memcpy {d}" if d else "Memcpy" for d in direction], dtype=object)),
@@ -555,7 +581,7 @@ def assemble(path: Path, files: list[V3File], skipped: list[Path], progress: Pro
 
     # one device map and one time base for the whole trace
     for p in kernel_parts + op_parts:
-        agents.seen.update(k for k in p.agent_keys if k[0] in ("node", "gpu"))
+        agents.seen.update(k for k in p.agent_keys.keys if k[0] in ("node", "gpu"))
     mapping = agents.device_of()
     timed = [p for p in kernel_parts if not p.serialised] + op_parts + api_parts
     base = rc.rebase([np.asarray(p.cols["start"]) for p in timed])
@@ -563,7 +589,8 @@ def assemble(path: Path, files: list[V3File], skipped: list[Path], progress: Pro
         p.cols["start"] = np.asarray(p.cols["start"]) - base
         p.cols["end"] = np.asarray(p.cols["end"]) - base
     for p in kernel_parts + op_parts:
-        p.cols["device"] = np.array([mapping.get(k, -1) for k in p.agent_keys], dtype=np.int32)
+        lookup = np.array([mapping.get(k, -1) for k in p.agent_keys.keys] or [-1], dtype=np.int32)
+        p.cols["device"] = lookup[p.agent_keys.codes]
 
     progress(0.8, "building tables")
     kernels, kernel_new = _concat("kernels", kernel_parts)
@@ -595,7 +622,7 @@ def assemble(path: Path, files: list[V3File], skipped: list[Path], progress: Pro
         extra["not loaded"] = ", ".join(f"{p.name} (statistics: no per-call times)" for p in skipped)
     if stream_notes:
         extra["stream"] = "; ".join(sorted(stream_notes))
-    counters = sorted({str(m) for m, s in zip(metrics["metric"], metrics["section"]) if s == rc.SECTION}) if len(metrics) else []
+    counters = sorted(set(metrics.loc[metrics["section"] == rc.SECTION, "metric"].astype(str).unique())) if len(metrics) else []
     if counters:
         extra["counters"] = ", ".join(counters)
     kinds = sorted({f.kind for f in files})
@@ -784,36 +811,46 @@ def _concat(table: str, parts: list[Part]) -> tuple[pd.DataFrame, np.ndarray]:
 def _flows(kparts: list[Part], knew: np.ndarray, oparts: list[Part], onew: np.ndarray, aparts: list[Part], anew: np.ndarray) -> pd.DataFrame:
     """Launch -> GPU op links: a kernel or copy and the API call with its correlation id, in the
     same group (process). HIP calls win over HSA calls carrying the same id."""
-    calls: dict[tuple[str, int], tuple[int, int]] = {}
-    k = 0
-    for p in aparts:
-        corr = np.asarray(p.cols["correlation"])
-        cats = np.asarray(p.cols["category"].astype(object)) if isinstance(p.cols["category"], pd.Categorical) else np.asarray(p.cols["category"])
-        for i in np.flatnonzero(corr > 0):
-            rank = 0 if cats[i] == "runtime" else 1
-            key = (p.group, int(corr[i]))
-            if key not in calls or rank < calls[key][1]:
-                calls[key] = (int(anew[k + i]), rank)
-        k += len(corr)
-    src, dst_table, dst, corrs = [], [], [], []
-    for parts, new, table in ((kparts, knew, "kernels"), (oparts, onew, "gpu_ops")):
-        k = 0
-        for p in parts:
-            corr = np.asarray(p.cols.get("correlation", np.full(len(p.cols["start"]), -1)))
-            for i in np.flatnonzero(corr > 0):
-                hit = calls.get((p.group, int(corr[i])))
-                if hit is not None:
-                    src.append(hit[0])
-                    dst_table.append(table)
-                    dst.append(int(new[k + i]))
-                    corrs.append(int(corr[i]))
-            k += len(corr)
-    n = len(src)
+    if not aparts:
+        return schema.empty("flows")
+    groups = {g: i for i, g in enumerate(dict.fromkeys(p.group for p in kparts + oparts + aparts))}
+
+    def keyed(parts: list[Part]) -> np.ndarray:
+        # (group, correlation id) as one int64 key; ids are far below 2**40
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([
+            groups[p.group] * (1 << 40) + np.asarray(p.cols.get("correlation", np.full(len(p.cols["start"]), -1)), dtype=np.int64)
+            for p in parts
+        ])
+
+    akey = keyed(aparts)
+    acorr = np.concatenate([np.asarray(p.cols["correlation"]) for p in aparts])
+    runtime = np.concatenate([np.asarray(p.cols["category"].astype(object)) == "runtime" for p in aparts])
+    order = np.lexsort((~runtime, akey))  # per key, a HIP runtime call first
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = akey[order][1:] != akey[order][:-1]
+    keep = order[first & (acorr[order] > 0)]
+    call = pd.Series(anew[keep], index=akey[keep])
+    src, table, dst, corr = [], [], [], []
+    for parts, new, name in ((kparts, knew, "kernels"), (oparts, onew, "gpu_ops")):
+        if not parts:
+            continue
+        key = keyed(parts)
+        c = np.concatenate([np.asarray(p.cols.get("correlation", np.full(len(p.cols["start"]), -1))) for p in parts])
+        hit = call.reindex(key).to_numpy()
+        ok = ~np.isnan(hit) & (c > 0)
+        src.append(hit[ok].astype(np.int64))
+        dst.append(new[np.flatnonzero(ok)])
+        corr.append(c[ok])
+        table += [name] * int(ok.sum())
+    if not table:
+        return schema.empty("flows")
     return schema.make_table(
         "flows",
-        n,
-        {"src": np.array(src, dtype=np.int64), "dst_table": pd.Categorical(np.array(dst_table, dtype=object)),
-         "dst": np.array(dst, dtype=np.int64), "correlation": np.array(corrs, dtype=np.int64)},
+        len(table),
+        {"src": np.concatenate(src), "dst_table": pd.Categorical(np.array(table, dtype=object)),
+         "dst": np.concatenate(dst), "correlation": np.concatenate(corr)},
     )
 
 

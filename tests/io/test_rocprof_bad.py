@@ -35,6 +35,18 @@ def _write(tmp_path: Path, name: str, data: bytes) -> Path:
     return p
 
 
+def test_unsorted_rows_and_upper_case_unquoted_header(tmp_path: Path, gunrock: bytes) -> None:
+    """Rows in any order and the header in any spelling give the same kernels."""
+    reference = load(_write(tmp_path, "results.csv", gunrock)).kernels
+    header, *rows = gunrock.rstrip(b"\n").split(b"\n")
+    rng = np.random.default_rng(7)
+    shuffled = [rows[i] for i in rng.permutation(len(rows))]
+    upper = header.replace(b'"', b"").upper()
+    again = load(_write(tmp_path, "shuffled.csv", b"\n".join([upper, *shuffled]) + b"\n")).kernels
+    cols = ["name", "start", "end", "device", "stream", "grid_x", "block_x", "registers"]
+    assert (again[cols].astype({"name": str}).to_numpy() == reference[cols].astype({"name": str}).to_numpy()).all()
+
+
 def test_last_row_cut_in_a_number_loads_the_rest(tmp_path: Path, gunrock: bytes) -> None:
     body = gunrock.rstrip(b"\n")
     cut = body[: body.rfind(b",", 0, len(body) - 30)]  # the last row loses its last fields
@@ -137,6 +149,26 @@ def test_folder_with_agent_info_names_devices(tmp_path: Path, samples: Path) -> 
     dev = trace.devices.iloc[0]
     assert (dev["id"], dev["name"], dev["architecture"], dev["sm_count"]) == (0, "AMD Instinct MI300X", "gfx942", 304)
     assert (trace.kernels["device"] == 0).all()  # "Agent 2" is node 2, the first GPU
+
+
+def test_folder_links_launches_by_correlation(tmp_path: Path, samples: Path) -> None:
+    """The real 2025 kernel trace plus a HIP/HSA API trace of the same process (written here: no
+    sample pairs them) -> one flow per kernel, from the HIP call even when an HSA call shares the id."""
+    shutil.copy(samples / "rocprof/rocprofv3_2025/ps_file_kernel_trace.csv", tmp_path)
+    t0 = 1986623975868304
+    api = ['"Domain","Function","Process_Id","Thread_Id","Correlation_Id","Start_Timestamp","End_Timestamp"']
+    for corr, start in ((1, t0 - 9000), (2, t0 + 30000), (3, t0 + 55000)):
+        api.append(f'"HIP_RUNTIME_API","hipLaunchKernel",281643,281643,{corr},{start},{start + 4000}')
+    api.append(f'"HSA_CORE_API","hsa_signal_store_screlease",281643,281643,2,{t0 + 31000},{t0 + 31500}')
+    _write(tmp_path, "ps_file_hip_api_trace.csv", ("\n".join(api) + "\n").encode())
+    trace = load(tmp_path)
+    f, c = trace.flows, trace.cpu_slices
+    assert len(f) == 3 and set(f["dst_table"].astype(str)) == {"kernels"}
+    assert set(c.loc[f["src"], "name"].astype(str)) == {"hipLaunchKernel"}
+    assert sorted(f["correlation"]) == [1, 2, 3] and sorted(f["dst"]) == [0, 1, 2]
+    # the HSA call runs inside the second hipLaunchKernel on that thread
+    assert c.loc[c["name"] == "hsa_signal_store_screlease", "depth"].tolist() == [1]
+    assert set(c["pid"]) == {281643}
 
 
 # ---------------------------------------------------------------------------------------------
