@@ -245,6 +245,38 @@ def _concat(frames: list[pd.DataFrame], table: str) -> pd.DataFrame:
     return pd.DataFrame(data, columns=columns)
 
 
+def _gather(parts: list[Any], perm: np.ndarray) -> Any:
+    """One column of the merged table: the parts concatenated, then taken in merged order.
+
+    (A gather is about twice as fast as scattering each part into place.) Categories are unioned
+    in order of first appearance, as ``union_categoricals`` does, and the codes recoded, so a
+    name never becomes one Python object per row.
+    """
+    dtype = getattr(parts[0], "dtype", None)
+    if isinstance(dtype, pd.CategoricalDtype):
+        cats = [p.cat.categories for p in parts]
+        if all(c.equals(cats[0]) for c in cats[1:]):
+            union = cats[0]
+            recoded = [p.cat.codes.to_numpy() for p in parts]
+        else:
+            union_values, inverse = pd.factorize(np.concatenate([c.to_numpy(dtype=object) for c in cats]))
+            union = pd.Index(union_values, dtype=cats[0].dtype)
+            recoded = []
+            at = 0
+            for p, c in zip(parts, cats):
+                lut = np.append(inverse[at : at + len(c)], -1)  # code -1 (missing) stays -1
+                at += len(c)
+                recoded.append(lut[p.cat.codes.to_numpy()])
+        codes = np.concatenate(recoded).take(perm)
+        small = np.int8 if len(union) < 2**7 else np.int16 if len(union) < 2**15 else np.int32
+        return pd.Categorical.from_codes(codes.astype(small, copy=False), dtype=pd.CategoricalDtype(union, ordered=dtype.ordered), validate=False)
+    if all(isinstance(p, np.ndarray) and p.dtype != object and p.dtype == parts[0].dtype for p in parts):
+        return np.concatenate(parts).take(perm)
+    # anything else (text columns)
+    series = pd.concat([p if isinstance(p, pd.Series) else pd.Series(p) for p in parts], ignore_index=True)
+    return series.take(perm).reset_index(drop=True)
+
+
 def _assign_ranks(paths: Sequence[Path], traces: Sequence[Trace], heads: Sequence[bytes]) -> tuple[list[int], list[str]]:
     """One distinct rank per file, and warnings about how it was decided."""
     warnings: list[str] = []
@@ -315,28 +347,38 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
     merged: dict[str, pd.DataFrame] = {}
     new_ids: dict[str, list[np.ndarray]] = {}
     for name in ("kernels", "gpu_ops", "cpu_slices"):
-        frames = []
-        for t, r, shift, mapping in zip(traces, ranks, shifts, device_maps):
-            df = t.table(name).copy()
-            if len(df):
-                if shift:
-                    df["start"] = df["start"].to_numpy() + shift
-                    df["end"] = df["end"].to_numpy() + shift
-                df["rank"] = np.full(len(df), r, dtype=df["rank"].dtype)
-                if "device" in df.columns:
-                    df["device"] = remap_devices(df["device"].to_numpy(), mapping)
-            frames.append(df)
-        big = _concat(frames, name)
-        n = len(big)
-        perm = np.argsort(big["start"].to_numpy(), kind="stable") if n else np.arange(0)
+        frames = [t.table(name) for t in traces]
+        sizes = [len(f) for f in frames]
+        n = sum(sizes)
+        # the merged order: by start over all ranks, stable (rank order breaks ties). Each
+        # rank is sorted already, so the sort only merges runs.
+        starts = np.concatenate([f["start"].to_numpy() + shift for f, shift in zip(frames, shifts)]) if n else np.zeros(0, np.int64)
+        perm = np.argsort(starts, kind="stable")
         new_id = np.empty(n, dtype=np.int64)
         new_id[perm] = np.arange(n, dtype=np.int64)
-        big = big.take(perm).reset_index(drop=True)
-        big["id"] = np.arange(n, dtype=np.int64)
-        merged[name] = big
+        offsets = np.cumsum([0, *sizes])
         # per-rank old id -> merged id (ids are row positions in every input table)
-        offsets = np.cumsum([0] + [len(f) for f in frames])
         new_ids[name] = [new_id[offsets[i] : offsets[i + 1]] for i in range(len(frames))]
+
+        def values(col: str, i: int, frames: list[pd.DataFrame] = frames) -> Any:
+            f = frames[i]
+            if col in ("start", "end") and shifts[i]:
+                return f[col].to_numpy() + shifts[i]
+            if col == "rank":
+                return np.full(len(f), ranks[i], dtype=f[col].dtype)
+            if col == "device":
+                return remap_devices(f[col].to_numpy(), device_maps[i])
+            column = f[col]
+            return column.to_numpy() if isinstance(column.dtype, np.dtype) and column.dtype != object else column
+
+        data: dict[str, Any] = {}
+        for col in frames[0].columns:
+            if col == "id":
+                data[col] = np.arange(n, dtype=np.int64)
+            else:
+                data[col] = _gather([values(col, i) for i in range(len(frames))], perm)
+        # copy=False: the columns are fresh arrays; consolidating them into blocks would copy again
+        merged[name] = pd.DataFrame(data, columns=list(frames[0].columns), copy=False)
 
     def follow(old: np.ndarray, lookup: np.ndarray) -> np.ndarray:
         out = np.full(len(old), -1, dtype=np.int64)

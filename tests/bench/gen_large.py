@@ -219,7 +219,8 @@ def make_tiled(src: Path, out: Path, tile: int, compress: str = "none", doc: dic
 
 
 def cached(out: Path, params: dict[str, Any], build: Any) -> Any:
-    """Run ``build()`` unless ``out`` exists and was built with the same parameters."""
+    """Run ``build()`` unless ``out`` (a file or a folder) exists and was built with the same
+    parameters; the parameters are kept beside it (never inside a folder of traces)."""
     stamp = out.with_name(out.name + ".params.json")
     if out.exists() and stamp.exists():
         try:
