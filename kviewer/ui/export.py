@@ -104,7 +104,7 @@ def png_bytes(image: QImage) -> bytes:
     data = QByteArray()
     buf = QBuffer(data)
     buf.open(QIODevice.OpenModeFlag.WriteOnly)
-    if not image.save(buf, b"PNG"):
+    if not image.save(buf, "PNG"):  # type: ignore[call-overload]  # the stubs say bytes; PySide6 takes str
         raise ExportError("could not encode the picture as PNG")
     buf.close()
     return bytes(data.data())
