@@ -25,7 +25,7 @@ EXIT_USER_ERROR = 2
 #: ``kviewer compare --fail-if-slower``: B is slower than allowed (distinct from a user error)
 EXIT_SLOWER = 1
 
-SUBCOMMANDS = ("info", "summary", "kernels", "sol", "fusion", "compare")
+SUBCOMMANDS = ("info", "summary", "kernels", "sol", "fusion", "compare", "screenshot", "report")
 
 
 class UserError(Exception):
@@ -519,6 +519,152 @@ def _add_compare_parser(sub: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# pictures and review reports (Qt only inside these commands, offscreen when there is no display)
+
+SCREENSHOT_VIEWS = ("window", "timeline", "table", "roofline", "compare")
+SCREENSHOT_HELP = """\
+Render a view offscreen (no display needed) and save it as PNG or SVG, chosen
+by the suffix of OUT. Views: window (the whole desktop window), timeline,
+table (the kernel table), roofline (one per file), compare (needs two files).
+
+--range START:END sets the timeline's visible range, in time from the first
+event as the timeline's axis shows it: numbers are ns, or give a unit
+(ns, us, µs, ms, s): 1.5ms:3ms, 1000000:2000000, :2ms (from the start).
+Kernels are coloured by what bounds them when the GPU is recognised
+(--device names it when the trace does not)."""
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``1600x1000`` -> (1600, 1000)."""
+    parts = text.lower().replace("×", "x").split("x")
+    try:
+        w, h = (int(p) for p in parts)
+    except ValueError:
+        raise UserError(f"--size: expected WIDTHxHEIGHT in pixels (e.g. 1600x1000), got {text!r}") from None
+    if not (16 <= w <= 16384 and 16 <= h <= 16384):
+        raise UserError(f"--size: width and height must be between 16 and 16384 pixels, got {text!r}")
+    return w, h
+
+
+def parse_time_range(text: str) -> tuple[float | None, float | None]:
+    """``1.5ms:3ms`` -> (1.5e6, 3e6) ns; an empty side is open (the start or end of the trace)."""
+    from kviewer.ui.filterexpr import FilterError, parse_number
+
+    parts = text.split(":")
+    if len(parts) != 2 or not (parts[0].strip() or parts[1].strip()):
+        raise UserError(f"--range: expected START:END (e.g. 1.5ms:3ms or 1000000:2000000), got {text!r}")
+    ends: list[float | None] = []
+    for part in parts:
+        try:
+            ends.append(parse_number(part, "time") if part.strip() else None)
+        except FilterError as exc:
+            raise UserError(f"--range: {exc}") from None
+    t0, t1 = ends
+    if t0 is not None and t1 is not None and not t1 > t0:
+        raise UserError(f"--range: the end must come after the start, got {text!r}")
+    return t0, t1
+
+
+def _one_or_two(files: Sequence[str]) -> None:
+    if len(files) > 2:
+        raise UserError(f"expected one file, or two (the second compared with the first), got {len(files)}")
+
+
+def _output_dir_exists(path: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UserError(f"{path}: the folder {folder} does not exist")
+
+
+def cmd_screenshot(args: argparse.Namespace) -> int:
+    """Build a view offscreen and save its picture."""
+    _one_or_two(args.file)
+    suffix = os.path.splitext(args.output)[1].lower()
+    if suffix not in (".png", ".svg"):
+        raise UserError(f"{args.output}: the picture format comes from the suffix: use .png or .svg")
+    _output_dir_exists(args.output)
+    size = parse_size(args.size)
+    time_range = parse_time_range(args.range) if args.range else None
+    if time_range is not None and args.view not in ("window", "timeline"):
+        raise UserError(f"--range applies to --view window or timeline, not {args.view}")
+    if args.view == "compare" and len(args.file) != 2:
+        raise UserError("--view compare needs two files: the reference A and the report B compared with it")
+    traces = [load_trace(f, args.quiet) for f in args.file]
+    try:
+        from kviewer.ui import headless
+        from kviewer.ui.export import ExportError
+    except ImportError as exc:
+        raise UserError(f"screenshots need PySide6 and pyqtgraph: {exc}") from exc
+    try:
+        out = headless.screenshot(args.view, traces, args.output, size, time_range, float(args.scale), args.device)
+    except (headless.ViewError, ExportError) as exc:
+        raise UserError(str(exc)) from exc
+    print(out)
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """A review document: facts, top kernels, SOL and roofline, fusion, comparison."""
+    from kviewer.report import build_report, report_format, write_report
+
+    _one_or_two(args.file)
+    try:
+        report_format(args.output)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    _output_dir_exists(args.output)
+    if args.top < 1:
+        raise UserError(f"--top: expected a positive number of rows, got {args.top}")
+    traces = [load_trace(f, args.quiet) for f in args.file]
+    report = build_report(traces, device=args.device, top=args.top, pictures=not args.no_pictures)
+    images: dict[str, bytes] = {}
+    if not args.no_pictures:
+        try:
+            from kviewer.ui.report_pictures import render_pictures
+        except ImportError as exc:
+            print(f"kviewer: warning: no pictures in the report (PySide6 and pyqtgraph are needed): {exc}", file=sys.stderr)
+        else:
+            images = render_pictures(report)
+    try:
+        written = write_report(report, args.output, images)
+    except OSError as exc:
+        raise UserError(f"{args.output}: cannot write the report: {exc.strerror or exc}") from exc
+    for path in written:
+        print(path)
+    return EXIT_OK
+
+
+def _add_export_parsers(sub: Any) -> None:
+    sp = sub.add_parser("screenshot", help="a picture (PNG or SVG) of a view, rendered without a display",
+                        description=SCREENSHOT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp.add_argument("file", metavar="FILE", nargs="+", help="one trace, or two (the second compared with the first)")
+    sp.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
+    sp.add_argument("--view", choices=SCREENSHOT_VIEWS, default="window", help="what to draw (default: %(default)s)")
+    sp.add_argument("--size", metavar="WxH", default="1600x1000", help="size in pixels (default: %(default)s)")
+    sp.add_argument("--range", metavar="START:END", help="the timeline's visible range, e.g. 1.5ms:3ms (default: everything)")
+    sp.add_argument("--scale", type=int, choices=[1, 2], default=1, help="PNG pixels per view pixel (default: %(default)s)")
+    sp.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say")
+    sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+    sp.set_defaults(func=cmd_screenshot)
+
+    rp = sub.add_parser(
+        "report", help="a review report (HTML or Markdown) with tables and pictures",
+        description="A review document: trace facts (tool, versions, GPU), top kernels, speed of light and roofline, "
+        "fusion candidates, and the comparison when two files are given. OUT.html is self-contained (pictures "
+        "embedded); OUT.md writes its pictures to OUT_files/ beside it.",
+    )
+    rp.add_argument("file", metavar="FILE", nargs="+", help="one trace, or two (the second compared with the first)")
+    rp.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.html or OUT.md")
+    rp.add_argument("--top", type=int, default=20, help="rows of each ranked table (default: %(default)s)")
+    rp.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say")
+    rp.add_argument("--no-pictures", action="store_true", help="tables only (no timeline or roofline pictures, no Qt needed)")
+    rp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    rp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+    rp.set_defaults(func=cmd_report)
+
+
+# ---------------------------------------------------------------------------------------------
 # parsing
 
 
@@ -566,6 +712,7 @@ def build_parser() -> argparse.ArgumentParser:
     fus = add("fusion", "fusion candidates with estimated savings", cmd_fusion, ("table", "csv", "json"))
     fus.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say or to override it")
     _add_compare_parser(sub)
+    _add_export_parsers(sub)
     return p
 
 

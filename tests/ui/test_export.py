@@ -26,7 +26,7 @@ from kviewer.ui.export import (
     save_picture,
     svg_bytes,
 )
-from kviewer.ui.roofline import BOUND_COLOURS
+from kviewer.ui.roofline import BOUND_COLOURS, RooflineWidget
 
 EAGER = "h200_llm_block_eager.pt.trace.json.gz"
 COMPILED = "h200_llm_block_compiled.pt.trace.json.gz"
@@ -168,6 +168,20 @@ def test_timeline_range_is_the_one_asked(view: Any) -> None:
     assert x0 == pytest.approx(1.5e6) and x1 == pytest.approx(3e6)
     tl = view("timeline", (800, 300), time_range=(None, 2e6))
     assert tl.visible_range() == pytest.approx((0.0, 2e6))
+
+
+def test_roofline_needs_a_known_gpu(qtbot: Any) -> None:
+    from tests.cli.test_report import hostile_trace
+
+    # kernels on a GPU the device table does not know
+    trace = hostile_trace()
+    trace.devices["name"] = "Mystery GPU 9000"
+    with pytest.raises(headless.ViewError, match="Mystery GPU 9000"):
+        headless.build_view("roofline", [trace], (400, 300))
+    # --device names it
+    w = headless.build_view("roofline", [trace], (400, 300), device="h200")
+    qtbot.addWidget(w)
+    assert "H200" in w.findChild(RooflineWidget).plot.titleLabel.text
 
 
 def test_range_is_refused_where_it_means_nothing(eager: Trace) -> None:
