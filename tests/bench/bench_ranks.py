@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.bench.gen_large import DEFAULT_SRC, bench_dir, cached, make_ranks  # noqa: E402
+from tests.bench.gen_large import DEFAULT_SRC, bench_dir, cached, make_ranks
 
 LIMIT = 0.7
 
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"baseline, ranks one after another:  {b:.2f} s  ({b / len(files):.2f} s per rank)")
     print(f"folder in one process (+ merge):     {o:.2f} s  ({o / b:.2f}x)")
     print(f"folder in {workers} worker processes:      {q:.2f} s  ({q / b:.2f}x)  " + ", ".join(f"{k} {v:.2f} s" for k, v in par_phases.items()))
-    print(f"all runs (s): baseline {['%.2f' % x for x in seq]}, one process {['%.2f' % x for x in one]}, parallel {['%.2f' % x for x in par]}")
+    print(f"all runs (s): baseline {[f'{x:.2f}' for x in seq]}, one process {[f'{x:.2f}' for x in one]}, parallel {[f'{x:.2f}' for x in par]}")
     print(f"effective cores during the run: {', '.join(f'{c:.2f}' for c in cores)} (of {os.cpu_count()})")
     ok = q / b <= LIMIT
     print("PASS" if ok else "FAIL", f"(limit: parallel <= {LIMIT}x baseline)")
