@@ -490,6 +490,7 @@ class TraceCache:
         self.warnings: list[str] = []
         """problems met (damaged cache rebuilt, ...), for the caller to show"""
         self._lock = threading.Lock()
+        self._complained = False
 
     # -- connection ----------------------------------------------------------------------------
 
@@ -548,7 +549,7 @@ class TraceCache:
 
     def _rebuild(self, exc: BaseException) -> None:
         msg = f"the trace cache {self.path} was damaged ({exc}); it has been rebuilt"
-        log.warning(msg)
+        log.info(msg)  # the user sees it in the trace's warnings
         self.warnings.append(msg)
         for suffix in ("", "-wal", "-shm", "-journal"):
             try:
@@ -557,6 +558,14 @@ class TraceCache:
                 pass
             except OSError as err:
                 log.warning("could not remove %s%s: %s", self.path, suffix, err)
+
+    def _complain(self, what: str, exc: BaseException) -> None:
+        """Say once that the cache does not work (e.g. a read-only home), then stay quiet."""
+        if not self._complained:
+            self._complained = True
+            log.warning("trace cache %s: %s failed (%s); loading without it", self.path, what, exc)
+        else:
+            log.debug("trace cache: %s failed: %s", what, exc)
 
     def _run(self, what: str, fn: Any, default: Any) -> Any:
         """Run ``fn(db)``; on corruption rebuild once and retry, on other failures log and give up."""
@@ -572,10 +581,10 @@ class TraceCache:
                         db = None
                     self._rebuild(exc)
                     continue
-                log.warning("trace cache: %s failed: %s", what, exc)
+                self._complain(what, exc)
                 return default
             except OSError as exc:
-                log.warning("trace cache: %s failed: %s", what, exc)
+                self._complain(what, exc)
                 return default
             finally:
                 if db is not None:
@@ -614,7 +623,7 @@ class TraceCache:
                 trace = decode_trace(EncodedTrace(row[0], blobs))
             except (CacheDamaged, ValueError, TypeError, KeyError) as exc:
                 msg = f"a cached trace of {sid.path} was damaged ({exc}); it was loaded from the file again"
-                log.warning(msg)
+                log.info(msg)  # the user sees it in the trace's warnings
                 self.warnings.append(msg)
                 self._delete(db, key)
                 return None

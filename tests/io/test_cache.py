@@ -369,3 +369,17 @@ def test_uncacheable_trace_still_loads(sample_traces: Path, tmp_path: Path, cach
     with pytest.raises(cache.NotCacheable):
         cache.encode_meta(weird)
     assert cache.decode_meta(cache.encode_meta(TraceMeta(path="p", source_format="x", extra={"a": [1, "b"]}))).extra == {"a": [1, "b"]}
+
+
+def test_unwritable_cache_dir_does_not_fail_loads(sample_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache folder should be\n")
+    monkeypatch.delenv("KVIEWER_NO_CACHE", raising=False)
+    monkeypatch.setenv("KVIEWER_CACHE_DIR", str(blocker / "cache"))
+    f = copy_sample(sample_traces / EAGER, tmp_path / "in")
+    with caplog.at_level("WARNING", logger="kviewer.io.cache"):
+        first = load(f)
+        second = load(f)
+    assert_same_trace(first, second)
+    assert first.meta.warnings == []
+    assert len([r for r in caplog.records if r.levelname == "WARNING"]) == 1  # said once, not per load
