@@ -98,6 +98,23 @@ class Content:
 
 #: refuse to decompress more than this many bytes (a bound against decompression bombs)
 MAX_DECOMPRESSED = 8 * 1024**3
+#: a stream that has produced more than BOMB_FLOOR bytes at more than BOMB_RATIO times the
+#: compressed bytes read so far is refused. Real traces compress 3-30x (nsys SQLite ~3x, Kineto
+#: JSON 10-25x with gzip or xz); a gzip bomb expands ~1000x, xz/zstd/bzip2 bombs far more. Without
+#: this, a 2 MB .gz could make a load hold gigabytes before MAX_DECOMPRESSED stops it.
+BOMB_RATIO = 500
+BOMB_FLOOR = 256 * 1024**2
+
+
+def check_expansion(path: str | os.PathLike[str], produced: int, consumed: int, recognised: str | None = None) -> None:
+    """Raise :class:`CorruptTrace` when ``consumed`` compressed bytes gave a bomb-like ``produced``."""
+    if produced > BOMB_FLOOR and produced > BOMB_RATIO * max(consumed, 1):
+        raise CorruptTrace(
+            path,
+            f"{consumed:,} compressed bytes expand to more than {produced // 1024**2:,} MiB "
+            f"(over {BOMB_RATIO}x, far beyond any real trace); refusing (a decompression bomb?)",
+            recognised,
+        )
 
 
 def read_content(
@@ -133,6 +150,7 @@ def read_content(
                     raise CorruptTrace(
                         p, f"decompresses to more than {max_bytes // 1024**2} MiB; refusing (a decompression bomb?)"
                     )
+                check_expansion(p, total, raw.tell())
                 if progress is not None and size:
                     progress(min(raw.tell() / size, 1.0) * 0.3, "decompressing")
         return Content(b"".join(chunks), comp)
@@ -164,24 +182,30 @@ def _salvage(path: Path, comp: str, limit: int) -> tuple[bytes, bool]:
     with open(path, "rb") as f:
         raw = f.read()
     out = bytearray()
+    step = 1 << 16
     try:
         if comp == "gzip":
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            step = 1 << 16
             for i in range(0, len(raw), step):
                 out += d.decompress(raw[i : i + step], max(0, limit - len(out)))
+                check_expansion(path, len(out), i + step)
                 if len(out) >= limit:
                     break
         elif comp == "xz":
             dx = lzma.LZMADecompressor()
-            step = 1 << 16
             for i in range(0, len(raw), step):
                 out += dx.decompress(raw[i : i + step], max(0, limit - len(out)))
+                check_expansion(path, len(out), i + step)
                 if len(out) >= limit or dx.eof:
                     break
         elif comp == "bz2":
+            # stepwise with a cap, like the others: one call on the whole file has no bound
             db = bz2.BZ2Decompressor()
-            out += db.decompress(raw)
+            for i in range(0, len(raw), step):
+                out += db.decompress(raw[i : i + step], max(0, limit - len(out)))
+                check_expansion(path, len(out), i + step)
+                if len(out) >= limit or db.eof:
+                    break
     except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError):
         pass
     return bytes(out[:limit]), True
