@@ -9,7 +9,9 @@ import bz2
 import gzip
 import lzma
 import os
+import shutil
 import sqlite3
+import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,17 +213,60 @@ def _salvage(path: Path, comp: str, limit: int) -> tuple[bytes, bool]:
     return bytes(out[:limit]), True
 
 
+class _Connection(sqlite3.Connection):
+    """A read-only connection that may own a private copy of the database, removed on close."""
+
+    copy_dir: str | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self.copy_dir is not None:
+            shutil.rmtree(self.copy_dir, ignore_errors=True)
+            self.copy_dir = None
+
+
+def _wal_mode(path: Path) -> bool:
+    """True when the header says WAL mode (file format read/write versions 2)."""
+    with open(path, "rb") as f:
+        header = f.read(20)
+    return header.startswith(SQLITE_MAGIC) and len(header) == 20 and 2 in (header[18], header[19])
+
+
 def connect_readonly(path: str | os.PathLike[str], recognised: str | None = None) -> sqlite3.Connection:
     """Open a SQLite file read-only (``file:…?mode=ro``): a viewer never changes its inputs.
 
-    ``immutable=1`` is not used: it would skip locking, and a trace being written could be misread.
+    ``immutable=1`` is not used in general: it would skip locking, and a trace being written could
+    be misread. A WAL-mode database is the exception: even read-only, SQLite creates ``-wal`` and
+    ``-shm`` files beside it (and writes to existing ones). Without a ``-wal`` file every committed
+    page is in the database itself, so it is read as immutable; with one, a private copy of both is
+    opened instead (and removed when the connection closes).
     """
     p = Path(path).resolve()
     _check_file(p)
     uri = p.as_uri() + "?mode=ro"
+    copy_dir: str | None = None
     try:
-        con = sqlite3.connect(uri, uri=True, check_same_thread=False)
-        con.execute("select count(*) from sqlite_master").fetchone()
+        if _wal_mode(p):
+            wal = p.with_name(p.name + "-wal")
+            if wal.exists():
+                copy_dir = tempfile.mkdtemp(prefix="kviewer-sqlite-")
+                shutil.copyfile(p, Path(copy_dir) / p.name)
+                shutil.copyfile(wal, Path(copy_dir) / wal.name)
+                uri = (Path(copy_dir) / p.name).as_uri() + "?mode=ro"
+            else:
+                uri += "&immutable=1"
+        con = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_Connection)
+        con.copy_dir, copy_dir = copy_dir, None  # the connection owns the copy now
+        try:
+            con.execute("select count(*) from sqlite_master").fetchone()
+        except sqlite3.DatabaseError:
+            con.close()
+            raise
     except sqlite3.DatabaseError as exc:
         raise CorruptTrace(path, f"not a readable SQLite database ({exc})", recognised) from exc
+    except OSError as exc:
+        raise LoadError(path, f"could not be read ({exc.strerror or exc})", recognised) from exc
+    finally:
+        if copy_dir is not None:
+            shutil.rmtree(copy_dir, ignore_errors=True)
     return con
