@@ -16,8 +16,9 @@ The GUI calls :func:`export_dialog` (Ctrl+Shift+S); ``kviewer screenshot`` uses
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from PySide6.QtCore import (
@@ -76,6 +77,23 @@ def _settle(widget: QWidget) -> None:
         lay.activate()
 
 
+@contextlib.contextmanager
+def _export_mode(widget: QWidget, opts: dict[str, object]) -> Iterator[None]:
+    """Tell pyqtgraph items they are drawn for export (pyqtgraph's own exporters do this): a
+    scatter plot then draws each point as a path instead of copying it from its 1x pixmap atlas,
+    which keeps points sharp at 2x and makes them vector shapes (not one bitmap each) in SVG."""
+    views = [widget] if isinstance(widget, QGraphicsView) else []
+    views += widget.findChildren(QGraphicsView)
+    items = [i for v in views if v.scene() is not None for i in v.scene().items() if hasattr(i, "setExportMode")]
+    for item in items:
+        item.setExportMode(True, dict(opts))
+    try:
+        yield
+    finally:
+        for item in items:
+            item.setExportMode(False)
+
+
 def render_image(widget: QWidget, scale: float = 1.0) -> QImage:
     """The widget as it is, at its current size, in a QImage of ``scale`` x its pixels.
 
@@ -93,7 +111,11 @@ def render_image(widget: QWidget, scale: float = 1.0) -> QImage:
     img.fill(BACKGROUND)
     painter = QPainter(img)
     try:
-        widget.render(painter, QPoint(0, 0))
+        if scale == 1.0:
+            widget.render(painter, QPoint(0, 0))
+        else:
+            with _export_mode(widget, {"antialias": True, "resolutionScale": 1.0}):
+                widget.render(painter, QPoint(0, 0))
     finally:
         painter.end()
     return img
@@ -148,7 +170,8 @@ def svg_bytes(widget: QWidget, title: str = "", description: str = "") -> bytes:
     painter = QPainter(gen)
     try:
         painter.fillRect(QRect(0, 0, size.width(), size.height()), BACKGROUND)
-        paint_widget(painter, widget)
+        with _export_mode(widget, {"antialias": True, "painter": painter}):
+            paint_widget(painter, widget)
     finally:
         painter.end()
     buf.close()

@@ -217,6 +217,15 @@ def test_timeline_svg_keeps_kernel_bars_as_vector_rectangles(view: Any, eager: T
     assert not [i for i in root.iter(f"{SVG_NS}image") if float(i.get("width", 0)) > 100]
 
 
+def test_roofline_svg_draws_points_as_paths(view: Any) -> None:
+    w = view("roofline", (800, 500))
+    root = ET.fromstring(svg_bytes(w))
+    # pyqtgraph copies scatter points from a bitmap atlas unless told it is exporting
+    assert not list(root.iter(f"{SVG_NS}image"))
+    points = w.findChild(RooflineWidget).point_count()
+    assert len(list(root.iter(f"{SVG_NS}path"))) >= points > 100
+
+
 # ---------------------------------------------------------------------------------------------
 # files, clipboard, dialog
 
