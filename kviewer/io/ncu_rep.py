@@ -220,14 +220,25 @@ def _build(path: Path, ctx: Any, header: dict[str, Any], progress: Progress, can
     units: dict[str, tuple[str, str, float]] = {}  # metric -> (printed unit, base unit, factor)
 
     c = nc.Collected()
+    unreadable = 0  # ncu_report gives None for a string it cannot decode (a damaged report)
     for k, action in enumerate(actions):
         cancel.check()
         if k % 8 == 0:
             progress(0.05 + 0.9 * k / len(actions), f"kernel {k + 1} of {len(actions)}")
-        c.launches.append(nc.KernelLaunch(name=action.name(demangled) or action.name()))
+        kname = action.name(demangled) or action.name()
+        if not isinstance(kname, str):
+            unreadable += 1
+            kname = ""
+        c.launches.append(nc.KernelLaunch(name=kname))
         sections = _metric_sections(action)
         for name in action.metric_names():
-            m = action.metric_by_name(name)
+            try:
+                if not isinstance(name, str):
+                    raise TypeError(name)
+                m = action.metric_by_name(name)
+            except TypeError:  # an unreadable name, or one the module cannot take back (a NUL in it)
+                unreadable += 1
+                continue
             if m is None:
                 continue
             kind = m.kind()
@@ -243,7 +254,7 @@ def _build(path: Path, ctx: Any, header: dict[str, Any], progress: Progress, can
                 value, text = math.nan, ""
             u = units.get(name)
             if u is None:
-                printed = m.unit()
+                printed = m.unit() or ""
                 base, factor = nc.parse_unit(printed)
                 u = units[name] = (printed, base, factor)
             if u[2] != 1.0:
@@ -253,9 +264,9 @@ def _build(path: Path, ctx: Any, header: dict[str, Any], progress: Progress, can
             msg = rule.rule_message() if rule.has_rule_message() else {"message": "", "type": 0}
             sp = rule.speedup_estimation() if rule.has_speedup_estimation() else {"type": 0, "speedup": math.nan}
             row = nc.rule_row(
-                rule.rule_identifier(),
+                rule.rule_identifier() or "",
                 nc.RULE_TYPES.get(int(msg["type"]), ""),
-                nc.render_rule_message(msg["message"]),
+                nc.render_rule_message(msg["message"] or ""),
                 nc.SPEEDUP_TYPES.get(int(sp["type"]), "") if rule.has_speedup_estimation() else "",
                 float(sp["speedup"]),
             )
@@ -265,6 +276,8 @@ def _build(path: Path, ctx: Any, header: dict[str, Any], progress: Progress, can
     progress(0.96, "building tables")
     wide = c.wide()
     kernels, warnings = nc.kernels_table(c, wide)
+    if unreadable:
+        warnings.append(f"{unreadable} kernel or metric names could not be read (the report looks damaged)")
     devices = nc.devices_table(c, wide)
     extra: dict[str, Any] = {"kernels profiled": len(actions)}
     if header.get("command"):
@@ -293,7 +306,7 @@ def _metric_sections(action: Any) -> dict[str, str]:
     except Exception:  # reports written before sections were stored
         return out
     for s in sections:
-        name = s.name()
+        name = s.name() or ""
         for m in (*s.header_metrics(), *s.body_metrics()):
             out.setdefault(m.name(), name)
     return out
@@ -305,14 +318,14 @@ def _nvtx_rows(c: nc.Collected, k: int, action: Any) -> None:
         return
     for dom_id in state.domains():
         dom = state.domain_by_id(dom_id)
-        stack = [dom.push_pop_range(i).name() for i in range(len(dom.push_pop_ranges()))]
-        ranges = [dom.start_end_range(i).name() for i in range(len(dom.start_end_ranges()))]
+        stack = [dom.push_pop_range(i).name() or "" for i in range(len(dom.push_pop_ranges()))]
+        ranges = [dom.start_end_range(i).name() or "" for i in range(len(dom.start_end_ranges()))]
         if not stack and not ranges:
             continue
         text = "/".join(stack)
         if ranges:
             text = "; ".join(([text] if text else []) + ranges)
-        c.add(k, "nvtx", dom.name(), "", math.nan, text)
+        c.add(k, "nvtx", dom.name() or "", "", math.nan, text)
 
 
 LOADER = LoaderSpec(name="ncu-rep", label=LABEL, priority=60, sniff=sniff, load=load)
