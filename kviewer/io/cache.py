@@ -357,8 +357,19 @@ def encode_frame(name: str, df: pd.DataFrame, compress: bool = True) -> list[Col
     return out
 
 
-def decode_frame(name: str, blobs: Iterable[ColumnBlob]) -> pd.DataFrame:
-    """Inverse of :func:`encode_frame`; :class:`CacheDamaged` when a blob does not read back."""
+def decode_frame(name: str, blobs: Iterable[ColumnBlob], zero_copy: bool = False) -> pd.DataFrame:
+    """Inverse of :func:`encode_frame`; :class:`CacheDamaged` when a blob does not read back.
+
+    ``zero_copy``: uncompressed numeric blobs become read-only views of the blob's bytes instead
+    of copies (for a caller that only reads them, e.g. the rank merge).
+    """
+
+    def array(b: ColumnBlob) -> np.ndarray:
+        dtype = np.dtype(b.dtype)
+        if zero_copy and b.codec == "raw" and len(b.data) == dtype.itemsize * b.nrows:
+            return np.frombuffer(b.data, dtype=dtype, count=b.nrows)
+        return _array_from(b, dtype, b.nrows)
+
     data: dict[str, Any] = {}
     order: list[tuple[int, str]] = []
     index: Any = None
@@ -374,12 +385,12 @@ def decode_frame(name: str, blobs: Iterable[ColumnBlob]) -> pd.DataFrame:
                     start, step = int(b.info["start"]), int(b.info["step"])
                     index = pd.RangeIndex(start, start + step * b.nrows, step)
                 else:
-                    index = pd.Index(_array_from(b, np.dtype(b.dtype), b.nrows))
+                    index = pd.Index(array(b))
                 continue
             if b.kind == "num":
-                values: Any = _array_from(b, np.dtype(b.dtype), b.nrows)
+                values: Any = array(b)
             elif b.kind == "cat":
-                codes = _array_from(b, np.dtype(b.dtype), b.nrows)
+                codes = array(b)
                 cats = pd.Index(b.info["categories"], dtype=b.info["categories_dtype"])
                 if len(codes) and (codes.max(initial=-1) >= len(cats) or codes.min(initial=0) < -1):
                     raise CacheDamaged(f"{name}.{b.column}: category codes out of range")
@@ -420,7 +431,7 @@ def encode_trace(trace: Trace, compress: bool = True) -> EncodedTrace:
     return enc
 
 
-def decode_trace(enc: EncodedTrace) -> Trace:
+def decode_trace(enc: EncodedTrace, zero_copy: bool = False) -> Trace:
     meta = decode_meta(enc.meta)
     by_table: dict[str, list[ColumnBlob]] = {}
     for b in enc.columns:
@@ -429,7 +440,7 @@ def decode_trace(enc: EncodedTrace) -> Trace:
     for name in schema.TABLES:
         if name not in by_table:
             raise CacheDamaged(f"table {name} is missing")
-        tables[name] = decode_frame(name, by_table[name])
+        tables[name] = decode_frame(name, by_table[name], zero_copy)
     return Trace(meta=meta, **tables)
 
 

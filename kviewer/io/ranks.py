@@ -148,8 +148,9 @@ class MemberResult:
     cancelled: bool = False
 
 
-def load_member(path: str) -> MemberResult:
-    """Load one rank file and return it as column blobs (runs in a worker process).
+def load_member(path: str, encode: bool = True) -> MemberResult:
+    """Load one rank file and return it as column blobs (runs in a worker process), or as the
+    Trace itself with ``encode=False`` (in this process).
 
     Errors come back as text: a LoadError's custom ``__init__`` does not survive pickling.
     """
@@ -158,7 +159,7 @@ def load_member(path: str) -> MemberResult:
 
     try:
         trace = load(path, use_cache=False)  # the merged folder is what gets cached
-        return MemberResult(path, encoded=encode_trace(trace, compress=False))
+        return MemberResult(path, encoded=encode_trace(trace, compress=False) if encode else trace)
     except LoadCancelled:
         return MemberResult(path, cancelled=True)
     except KViewerError as exc:
@@ -183,7 +184,7 @@ def _load_all(paths: Sequence[Path], progress: Progress, cancel: CancelToken, wo
         for i, p in enumerate(paths):
             cancel.check()
             progress(0.9 * i / n, f"rank file {i + 1} of {n}")
-            results[str(p)] = load_member(str(p))
+            results[str(p)] = load_member(str(p), encode=False)
         return [results[str(p)] for p in paths]
     # spawn: safe with threads in the parent (the GUI loads off its main thread) and on every OS
     ctx = multiprocessing.get_context("spawn")
@@ -208,7 +209,7 @@ def _load_all(paths: Sequence[Path], progress: Progress, cancel: CancelToken, wo
             if str(p) not in results:
                 cancel.check()
                 progress(0.9 * len(results) / n, f"rank file {i + 1} of {n}")
-                results[str(p)] = load_member(str(p))
+                results[str(p)] = load_member(str(p), encode=False)
         return [results[str(p)] for p in paths]
     except BaseException:
         # cancelled (or interrupted): stop the workers we started instead of letting them finish
@@ -245,10 +246,12 @@ def _concat(frames: list[pd.DataFrame], table: str) -> pd.DataFrame:
     return pd.DataFrame(data, columns=columns)
 
 
-def _gather(parts: list[Any], perm: np.ndarray) -> Any:
+def _gather(parts: list[Any], perm: np.ndarray, scratch: dict[np.dtype[Any], np.ndarray] | None = None) -> Any:
     """One column of the merged table: the parts concatenated, then taken in merged order.
 
-    (A gather is about twice as fast as scattering each part into place.) Categories are unioned
+    (A gather is about twice as fast as scattering each part into place.) The concatenation goes
+    into a ``scratch`` buffer reused from column to column: fresh memory costs a page fault per
+    page, and on a VM that is as slow as the copy itself. Categories are unioned
     in order of first appearance, as ``union_categoricals`` does, and the codes recoded, so a
     name never becomes one Python object per row.
     """
@@ -271,7 +274,14 @@ def _gather(parts: list[Any], perm: np.ndarray) -> Any:
         small = np.int8 if len(union) < 2**7 else np.int16 if len(union) < 2**15 else np.int32
         return pd.Categorical.from_codes(codes.astype(small, copy=False), dtype=pd.CategoricalDtype(union, ordered=dtype.ordered), validate=False)
     if all(isinstance(p, np.ndarray) and p.dtype != object and p.dtype == parts[0].dtype for p in parts):
-        return np.concatenate(parts).take(perm)
+        n = len(perm)
+        if scratch is None:
+            return np.concatenate(parts).take(perm)
+        buf = scratch.get(parts[0].dtype)
+        if buf is None or len(buf) < n:
+            buf = scratch[parts[0].dtype] = np.empty(n, dtype=parts[0].dtype)
+        np.concatenate(parts, out=buf[:n])
+        return buf[:n].take(perm)
     # anything else (text columns)
     series = pd.concat([p if isinstance(p, pd.Series) else pd.Series(p) for p in parts], ignore_index=True)
     return series.take(perm).reset_index(drop=True)
@@ -346,6 +356,7 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
 
     merged: dict[str, pd.DataFrame] = {}
     new_ids: dict[str, list[np.ndarray]] = {}
+    scratch: dict[np.dtype[Any], np.ndarray] = {}
     for name in ("kernels", "gpu_ops", "cpu_slices"):
         frames = [t.table(name) for t in traces]
         sizes = [len(f) for f in frames]
@@ -376,7 +387,7 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
             if col == "id":
                 data[col] = np.arange(n, dtype=np.int64)
             else:
-                data[col] = _gather([values(col, i) for i in range(len(frames))], perm)
+                data[col] = _gather([values(col, i) for i in range(len(frames))], perm, scratch)
         # copy=False: the columns are fresh arrays; consolidating them into blocks would copy again
         merged[name] = pd.DataFrame(data, columns=list(frames[0].columns), copy=False)
 
@@ -467,7 +478,8 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
             failed.append(r.error)
             continue
         try:
-            traces.append(decode_trace(r.encoded))
+            # zero copy: the merge only reads the ranks' columns, and writes fresh ones
+            traces.append(r.encoded if isinstance(r.encoded, Trace) else decode_trace(r.encoded, zero_copy=True))
         except CacheDamaged as exc:  # pragma: no cover - in-memory blobs do not get damaged
             failed.append(f"{p}: {exc}")
             continue

@@ -2,10 +2,11 @@
 
 Run as a script (pytest ignores tests/bench)::
 
-    python tests/bench/bench_ranks.py [--ranks 8] [--tile 1] [--reps 2] [--src TRACE]
+    python tests/bench/bench_ranks.py [--ranks 8] [--tile 2] [--reps 2] [--src TRACE]
 
 The folder is generated once by ``gen_large.make_ranks`` from a real Kineto trace (by default
-``h200_llm_train_big``, 501k events per rank, a few seconds of parsing each) into
+``h200_llm_train_big`` tiled twice in time: 1.0M events and ~250 MB of JSON per rank, about
+3 s of parsing each) into
 ``gen_large.bench_dir()`` (``$KVIEWER_BENCH_DIR``, else ``~/.cache/kviewer-bench``; never the
 repository) and reused while its parameters do not change. The trace cache is off throughout.
 
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--src", type=Path, default=DEFAULT_SRC)
     p.add_argument("--ranks", type=int, default=8)
-    p.add_argument("--tile", type=int, default=1)
+    p.add_argument("--tile", type=int, default=2, help="copies of the source per rank in time (2: ~3 s of parsing per rank)")
     p.add_argument("--reps", type=int, default=2)
     args = p.parse_args(argv)
     os.environ["KVIEWER_NO_CACHE"] = "1"
