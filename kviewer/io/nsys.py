@@ -168,7 +168,12 @@ def _load_db(db_path: Path, shown_path: Path, progress: Progress, cancel: Cancel
                 f"no {KERNEL_TABLE} table: no CUDA kernels were recorded "
                 "(profile with CUDA tracing, e.g. 'nsys profile -t cuda', to see them)"
             )
-        return _read_tables(db, meta, progress, cancel)
+        trace = _read_tables(db, meta, progress, cancel)
+        for name, bad in db.bad_values.items():
+            trace.meta.warnings.append(
+                f"{bad:,} values of {name} are not integers (the export looks damaged); they are shown as unknown"
+            )
+        return trace
     except sqlite3.DatabaseError as exc:
         raise CorruptTrace(shown_path, f"the database is damaged ({exc})", recognised) from exc
     finally:
@@ -182,6 +187,8 @@ class _Db:
         self.con = con
         self.tables = {r[0] for r in con.execute("select name from sqlite_master where type in ('table', 'view')")}
         self._columns: dict[str, set[str]] = {}
+        self.bad_values: dict[str, int] = {}
+        """output column -> how many values were not integers (text or blobs in a damaged export)"""
 
     def columns(self, table: str) -> set[str]:
         if table not in self._columns:
@@ -212,7 +219,11 @@ class _Db:
         cols: list[tuple[Any, ...]] = list(zip(*rows)) if rows else [() for _ in spec]
         for (name, kind), values in zip(spec, cols):
             if kind == "i":
-                out[name] = np.array(values, dtype=np.int64) if values else np.empty(0, dtype=np.int64)
+                try:
+                    out[name] = np.array(values, dtype=np.int64) if values else np.empty(0, dtype=np.int64)
+                except (ValueError, TypeError, OverflowError):
+                    out[name], bad = _ints_or_missing(values)
+                    self.bad_values[name] = self.bad_values.get(name, 0) + bad
             else:
                 arr = np.array(values, dtype=object) if values else np.empty(0, dtype=object)
                 if len(arr):
@@ -224,6 +235,20 @@ class _Db:
         if not {"name", "value"} <= self.columns(table):
             return []
         return [(str(k), "" if v is None else str(v)) for k, v in self.con.execute(f'select name, value from "{table}"')]
+
+
+def _ints_or_missing(values: Sequence[Any]) -> tuple[np.ndarray, int]:
+    """Integers as int64, anything else (text, bytes, out of range) as -1; and how many were not."""
+    out = np.full(len(values), -1, dtype=np.int64)
+    bad = 0
+    for i, v in enumerate(values):
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, int) and -(2**63) <= v < 2**63:
+            out[i] = v
+        else:
+            bad += 1
+    return out, bad
 
 
 # ---------------------------------------------------------------------------------------------
