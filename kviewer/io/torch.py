@@ -62,9 +62,10 @@ import queue
 import re
 import threading
 import zlib
+from collections.abc import Callable
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -286,7 +287,7 @@ class _Reader:
                     self.truncated = True
         except LoadError as exc:
             self.failure = exc
-        except Exception:  # a damaged stream: keep what was delivered and say the file is cut
+        except Exception:  # noqa: BLE001 - a damaged stream (zlib/lzma/bz2/zstd each raise their own): keep what was delivered and say the file is cut
             self.truncated = True
         finally:
             self._put(None)
@@ -410,6 +411,7 @@ def _read(path: Path, reader: _Reader, acc: _Columns, progress: Progress, cancel
     # 2. the events, in pieces cut at event boundaries while the reader thread decompresses.
     # Each piece is copied once, into a bytearray that starts with "[" and whose "," after the
     # last complete event becomes "]", and is decoded in place.
+    assert match is not None  # a header was decoded, so the key was found
     rest: bytes | bytearray = pending[match.end() :]
     del pending
     parts = []  # everything after ``rest`` once streaming has given up
@@ -850,7 +852,7 @@ class _Times:
         if len(ts) and float(ts.min()) >= _ABSOLUTE_US:
             # absolute epoch µs: subtract an integer origin before scaling, so 1.7e15 µs keeps
             # every digit the file has (integers below 2**53 are exact in float64)
-            self.origin_us = int(math.floor(float(ts.min())))
+            self.origin_us = math.floor(float(ts.min()))
             self.origin_ns: int | None = self.origin_us * 1000
             self.note = "absolute epoch µs"
         else:
@@ -896,8 +898,8 @@ class _Columns:
         cc = self.cat_code
         for c in dict.fromkeys(cats):
             if c not in cc:
-                k, ccat = _classify(c)
-                cc[c] = k * 16 + ccat + 1
+                c_kind, c_cpu = _classify(c)
+                cc[c] = c_kind * 16 + c_cpu + 1
                 self.schema_2021 |= c in _SCHEMA_2021_CATS
         code = np.fromiter(map(cc.__getitem__, cats), dtype=np.int16, count=len(cats))
         kind, ccat = code >> 4, (code & 15) - 1
@@ -950,7 +952,8 @@ class _Columns:
         b = _field(sub, "bytes", np.int64)
         lbytes[rows] = np.where(b >= 0, b, _int_or(list(map(_SIZE, sub))))
 
-        for key, value in zip(self.ROW, (kind, ccat, ts, dur, pid, tid, names, ext, corr, flops, dims, types, lgrid, lblock, lbytes)):
+        row: tuple[np.ndarray, ...] = (kind, ccat, ts, dur, pid, tid, names, ext, corr, flops, dims, types, lgrid, lblock, lbytes)
+        for key, value in zip(self.ROW, row):
             self.parts[key].append(value)
 
         rows, sub = subset(n_kind == _K_KERNEL)

@@ -77,7 +77,7 @@ print(json.dumps({"sizes": trace.sizes(), "maxrss_kb": resource.getrusage(resour
 def run(code: str, path: Path) -> tuple[float, dict]:
     env = dict(os.environ, KVIEWER_NO_CACHE="1", PYTHONHASHSEED="0")
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, cwd=REPO)
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, cwd=REPO, check=False)
     wall = time.perf_counter() - t0
     if out.returncode != 0:
         raise SystemExit(f"child failed ({out.returncode}):\n{out.stderr}")

@@ -21,7 +21,13 @@ import numpy as np
 import pytest
 
 from kviewer.cli import main as cli_main
-from kviewer.errors import CorruptTrace, LoadCancelled, LoadError, TruncatedTrace, UnsupportedFormat
+from kviewer.errors import (
+    CorruptTrace,
+    LoadCancelled,
+    LoadError,
+    TruncatedTrace,
+    UnsupportedFormat,
+)
 from kviewer.io import CancelToken, detect, load
 from kviewer.io import torch as kineto
 from kviewer.io.source import HEAD_SIZE, read_head
@@ -88,7 +94,7 @@ def complete(events: list[dict[str, Any]], cats: set[str] | None = None) -> list
     return [e for e in events if e.get("ph") == "X" and (cats is None or e.get("cat") in cats)]
 
 
-def ns(us: float | int) -> int:
+def ns(us: float) -> int:
     return round(us * 1000)
 
 
