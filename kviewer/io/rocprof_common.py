@@ -205,6 +205,7 @@ def numbers(table: CsvTable, name: str, path: Path, recognised: str, integer: bo
             if np.isnan(arr).any():
                 row = int(np.flatnonzero(np.isnan(arr))[0])
                 raise CorruptTrace(path, f"row {row + 1} (line {row + 2}): column {header} is empty", recognised)
+            _check_int64(arr, col, header, path, recognised)
             return arr.astype(np.int64)
         return arr
     # text (kept as text on purpose, or something in it is not a number)
@@ -231,10 +232,22 @@ def numbers(table: CsvTable, name: str, path: Path, recognised: str, integer: bo
     if np.isnan(arr).any():
         row = int(np.flatnonzero(np.isnan(arr))[0])
         raise CorruptTrace(path, f"row {row + 1} (line {row + 2}): column {header} is empty", recognised)
+    _check_int64(arr, col, header, path, recognised)
     # int64 timestamps (~1e15) are exact in float64 only up to 2**53; parse the text as int
     if np.abs(arr).max(initial=0) >= 2**53:
         return np.array([int(float(x)) if "." in x or "e" in x.lower() else int(x) for x in raw], dtype=np.int64)
     return arr.astype(np.int64)
+
+
+def _check_int64(arr: np.ndarray, col: pd.Series, header: str, path: Path, recognised: str) -> None:
+    """Raise :class:`CorruptTrace` on the first value an int64 cannot hold (1e400, 10**23):
+    a cast would silently wrap it (and numpy warns)."""
+    bad = ~np.isfinite(arr) | (np.abs(arr) >= 2.0**63)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise CorruptTrace(
+            path, f"row {row + 1} (line {row + 2}): column {header} is {col.iloc[row]!r}, out of the integer range", recognised
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -474,20 +487,26 @@ def parse_stats(data: bytes, path: Path) -> list[StatsRow]:
         header = next(reader)
     except StopIteration:
         raise LoadError(path, "the file is empty", "rocprof statistics CSV") from None
+    except csv.Error as exc:  # a field over the csv module's limit, a NUL byte
+        raise CorruptTrace(path, f"malformed CSV header ({exc})", "rocprof statistics CSV") from exc
     numeric = len(header) - 1
     rows: list[StatsRow] = []
-    for lineno, fields in enumerate(reader, start=2):
-        if not fields or all(not f.strip() for f in fields):
-            continue
-        if len(fields) < numeric + 1:
-            raise CorruptTrace(path, f"line {lineno} has {len(fields)} fields, expected {numeric + 1}", "rocprof statistics CSV")
-        name = ",".join(fields[: len(fields) - numeric])
-        try:
-            calls = int(float(fields[-numeric]))
-            total = float(fields[-numeric + 1])
-        except ValueError:
-            raise CorruptTrace(path, f"line {lineno}: calls/total are not numbers", "rocprof statistics CSV") from None
-        rows.append(StatsRow(name, calls, total))
+    lineno = 1
+    try:
+        for lineno, fields in enumerate(reader, start=2):
+            if not fields or all(not f.strip() for f in fields):
+                continue
+            if len(fields) < numeric + 1:
+                raise CorruptTrace(path, f"line {lineno} has {len(fields)} fields, expected {numeric + 1}", "rocprof statistics CSV")
+            name = ",".join(fields[: len(fields) - numeric])
+            try:
+                calls = int(float(fields[-numeric]))
+                total = float(fields[-numeric + 1])
+            except (ValueError, OverflowError):
+                raise CorruptTrace(path, f"line {lineno}: calls/total are not numbers", "rocprof statistics CSV") from None
+            rows.append(StatsRow(name, calls, total))
+    except csv.Error as exc:
+        raise CorruptTrace(path, f"malformed CSV after line {lineno} ({exc})", "rocprof statistics CSV") from exc
     return rows
 
 
