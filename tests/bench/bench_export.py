@@ -17,17 +17,21 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import cast
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["KVIEWER_NO_CACHE"] = "1"
 
-from kviewer.io import load  # noqa: E402
-from kviewer.report import build_report, render_html  # noqa: E402
-from kviewer.ui import headless  # noqa: E402
-from kviewer.ui.export import png_bytes, render_image, svg_bytes  # noqa: E402
-from kviewer.ui.report_pictures import render_pictures  # noqa: E402
+from PySide6.QtWidgets import QWidget
+
+from kviewer.core import Trace
+from kviewer.io import load
+from kviewer.report import build_report, render_html
+from kviewer.ui import headless
+from kviewer.ui.export import png_bytes, render_image, svg_bytes
+from kviewer.ui.report_pictures import render_pictures
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "samples"
@@ -43,23 +47,28 @@ def timed(fn: Callable[[], object], repeat: int = 3) -> tuple[float, object]:
     return best, out
 
 
+def bench_view(view: str, trace: Trace) -> None:
+    t_build, built = timed(lambda: headless.build_view(view, [trace], SIZE), repeat=1)
+    w = cast(QWidget, built)
+    t_grab, _ = timed(lambda: png_bytes(w.grab().toImage()))
+    t1, _ = timed(lambda: png_bytes(render_image(w, 1.0)))
+    t2, _ = timed(lambda: png_bytes(render_image(w, 2.0)))
+    ts, svg = timed(lambda: svg_bytes(w))
+    print(
+        f"{view:<10} {t_build:7.2f}s {t_grab * 1e3:7.0f}ms {t1 * 1e3:6.0f}ms ({t1 / t_grab:4.1f}x) {t2 * 1e3:6.0f}ms ({t2 / t_grab:4.1f}x)"
+        f" {ts * 1e3:6.0f}ms ({ts / t_grab:4.1f}x, {len(cast(bytes, svg)) / 1e3:,.0f} kB)"
+    )
+    w.hide()
+    w.deleteLater()
+
+
 def bench(path: Path) -> None:
     t_load, trace = timed(lambda: load(path), repeat=1)
     print(f"\n{path.name}: {len(trace.kernels):,} kernels, {len(trace.cpu_slices):,} host slices; load {t_load:.2f} s")  # type: ignore[attr-defined]
     headless.application()
     print(f"{'view':<10} {'build':>8} {'grab+png':>9} {'png 1x':>14} {'png 2x':>14} {'svg':>16}")
     for view in ("window", "timeline", "table", "roofline"):
-        t_build, w = timed(lambda v=view: headless.build_view(v, [trace], SIZE), repeat=1)  # type: ignore[misc]
-        t_grab, _ = timed(lambda: png_bytes(w.grab().toImage()))  # type: ignore[attr-defined]
-        t1, _ = timed(lambda: png_bytes(render_image(w, 1.0)))  # type: ignore[arg-type]
-        t2, _ = timed(lambda: png_bytes(render_image(w, 2.0)))  # type: ignore[arg-type]
-        ts, svg = timed(lambda: svg_bytes(w))  # type: ignore[arg-type]
-        print(
-            f"{view:<10} {t_build:7.2f}s {t_grab * 1e3:7.0f}ms {t1 * 1e3:6.0f}ms ({t1 / t_grab:4.1f}x) {t2 * 1e3:6.0f}ms ({t2 / t_grab:4.1f}x)"
-            f" {ts * 1e3:6.0f}ms ({ts / t_grab:4.1f}x, {len(svg) / 1e3:,.0f} kB)"  # type: ignore[arg-type]
-        )
-        w.hide()  # type: ignore[attr-defined]
-        w.deleteLater()  # type: ignore[attr-defined]
+        bench_view(view, trace)
     t_rep, rep = timed(lambda: build_report([trace], pictures=True), repeat=1)
     t_pic, pics = timed(lambda: render_pictures(rep), repeat=1)  # type: ignore[arg-type]
     t_html, doc = timed(lambda: render_html(rep, pics), repeat=1)  # type: ignore[arg-type]
