@@ -58,6 +58,7 @@ import bz2
 import gc
 import lzma
 import math
+import os
 import queue
 import re
 import threading
@@ -236,7 +237,11 @@ class _Reader:
 
     def __init__(self, path: Path, max_bytes: int = MAX_DECOMPRESSED) -> None:
         self.path = path
-        self.size = max(path.stat().st_size, 1)
+        try:
+            self._file = open(path, "rb")  # noqa: SIM115 - the reader thread closes it
+            self.size = max(os.fstat(self._file.fileno()).st_size, 1)
+        except OSError as exc:
+            raise LoadError(path, f"cannot be read ({exc.strerror or exc})", LABEL) from exc
         self.max_bytes = max_bytes
         self.consumed = 0
         self.produced = 0
@@ -260,7 +265,7 @@ class _Reader:
 
     def _run(self) -> None:
         try:
-            with open(self.path, "rb") as f:
+            with self._file as f:
                 self.compression = comp = compression_of(f.read(8))
                 f.seek(0)
                 self._dec = _decompressor(comp, self.path)
@@ -337,9 +342,9 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     acc = _Columns()
     # The load allocates millions of short-lived, acyclic objects (structs, strings, lists): the
     # cyclic collector would rescan them over and over for nothing.
+    reader = _Reader(path)
     gc_was_enabled = gc.isenabled()
     gc.disable()
-    reader = _Reader(path)
     try:
         header, salvaged = _read(path, reader, acc, progress, cancel)
         if acc.bad:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -74,14 +75,18 @@ print(json.dumps({"sizes": trace.sizes(), "maxrss_kb": resource.getrusage(resour
 """
 
 
-def run(code: str, path: Path) -> tuple[float, dict]:
+def run(code: str, path: Path) -> tuple[float, float, dict]:
+    """Wall time, CPU time (user + sys, all threads) and the JSON line a child prints."""
     env = dict(os.environ, KVIEWER_NO_CACHE="1", PYTHONHASHSEED="0")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, cwd=REPO, check=False)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if out.returncode != 0:
         raise SystemExit(f"child failed ({out.returncode}):\n{out.stderr}")
-    return wall, json.loads(out.stdout.strip().splitlines()[-1])
+    return wall, cpu, json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,28 +97,35 @@ def main(argv: list[str] | None = None) -> int:
     if not args.trace.exists():
         print(f"trace not found: {args.trace}", file=sys.stderr)
         return 2
-    base_t: list[float] = []
-    kv_t: list[float] = []
-    base_rss: list[int] = []
-    kv_rss: list[int] = []
+    wall: dict[str, list[float]] = {"baseline": [], "kviewer": []}
+    cpu: dict[str, list[float]] = {"baseline": [], "kviewer": []}
+    rss: dict[str, list[int]] = {"baseline": [], "kviewer": []}
+    events = 0
     info: dict = {}
     for _ in range(args.reps):
-        t, r = run(BASELINE, args.trace)
-        base_t.append(t)
-        base_rss.append(r["maxrss_kb"])
-        events = r["events"]
-        t, r = run(KVIEWER, args.trace)
-        kv_t.append(t)
-        kv_rss.append(r["maxrss_kb"])
-        info = r["sizes"]
-    b, k = statistics.median(base_t), statistics.median(kv_t)
+        for side, code in (("baseline", BASELINE), ("kviewer", KVIEWER)):
+            t, c, r = run(code, args.trace)
+            wall[side].append(t)
+            cpu[side].append(c)
+            rss[side].append(r["maxrss_kb"])
+            events = r.get("events", events)
+            info = r.get("sizes", info)
+    b, k = statistics.median(wall["baseline"]), statistics.median(wall["kviewer"])
     ratio = k / b
+    try:
+        load_avg = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load_avg = "?"
     print(f"trace:     {args.trace} ({args.trace.stat().st_size / 1e6:.1f} MB on disk, {events:,} events)")
     print(f"tables:    {', '.join(f'{n} {v:,}' for n, v in info.items())}")
-    print(f"runs:      {args.reps} of each, alternating; python {sys.version.split()[0]}")
-    print(f"baseline:  median {b:.3f} s  (runs {', '.join(f'{x:.2f}' for x in base_t)})  peak RSS {max(base_rss) / 1024:.0f} MiB")
-    print(f"kviewer:   median {k:.3f} s  (runs {', '.join(f'{x:.2f}' for x in kv_t)})  peak RSS {max(kv_rss) / 1024:.0f} MiB")
-    print(f"ratio:     {ratio:.2f}x  (limit {LIMIT:.1f}x)  -> {'PASS' if ratio <= LIMIT else 'FAIL'}")
+    print(f"runs:      {args.reps} of each, alternating; python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load_avg}")
+    for side in ("baseline", "kviewer"):
+        runs = ", ".join(f"{x:.2f}" for x in wall[side])
+        print(
+            f"{side + ':':<10} median {statistics.median(wall[side]):.3f} s wall, {statistics.median(cpu[side]):.3f} s CPU"
+            f"  (runs {runs})  peak RSS {max(rss[side]) / 1024:.0f} MiB"
+        )
+    print(f"ratio:     {ratio:.2f}x wall  (limit {LIMIT:.1f}x)  -> {'PASS' if ratio <= LIMIT else 'FAIL'}")
     return 0 if ratio <= LIMIT else 1
 
 

@@ -488,6 +488,13 @@ def test_loader_errors_are_typed(tmp_path: Path, content: bytes, error: type) ->
     assert str(path) in str(err.value)
 
 
+def test_unreadable_path_is_a_load_error(tmp_path: Path) -> None:
+    for path in (tmp_path / "missing.json", tmp_path):
+        with pytest.raises(LoadError) as err:
+            kineto.load(path, lambda f, m: None, CancelToken())
+        assert str(path) in str(err.value)
+
+
 def test_odd_event_types_are_skipped_with_a_warning(tmp_path: Path) -> None:
     path = tmp_path / "odd.json"
     path.write_text(
