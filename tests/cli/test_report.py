@@ -22,6 +22,7 @@ import pytest
 from kviewer.cli import EXIT_OK, EXIT_USER_ERROR, main
 from kviewer.core import Trace, TraceMeta, make_table
 from kviewer.report import (
+    Paragraph,
     build_report,
     fmt_ns,
     md_escape,
@@ -201,6 +202,32 @@ def test_report_of_two_traces_adds_the_comparison(sample_traces: Path, tmp_path:
     assert m is not None
     assert abs(float(m.group(1)) * 1e6 - total_a) < 1000 and abs(float(m.group(2)) * 1e6 - total_b) < 1000
     assert "faster" in text and "replaced" in text and "triton_" in text
+
+
+@pytest.mark.parametrize(
+    ("rel", "sol_problem"),
+    [
+        ("nsys/perlmutter-cloverleaf-cuda.sqlite", ""),
+        ("ncu/CuVectorAddDrv.ncu-rep", ""),
+        ("torch/tracelens_mi300/gaunernst_bert-small-uncased__1016001.json.gz", ""),
+        ("rocprof/rocprofv3_2025/ps_file_kernel_trace.csv", "is not in the device table"),
+        ("torch/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "the trace has no kernels"),
+    ],
+)
+def test_report_of_other_tools_and_what_it_cannot_say(samples: Path, rel: str, sol_problem: str) -> None:
+    trace = _load(samples / rel)
+    report = build_report([trace], pictures=False)
+    sol = next(s for s in report.sections if s.title == "Speed of light")
+    first = sol.blocks[0]
+    if sol_problem:
+        assert isinstance(first, Paragraph) and first.text.startswith("No speed-of-light analysis") and sol_problem in first.text
+    else:
+        assert not isinstance(first, Paragraph)
+    doc = render_html(report, {})
+    text = "".join(parse(doc).text)
+    assert f"{len(trace.kernels):,}" in text
+    assert trace.meta.format_label in text
+    render_markdown(report, {})
 
 
 def _load(path: Path) -> Trace:
