@@ -238,7 +238,11 @@ def _concat(frames: list[pd.DataFrame], table: str) -> pd.DataFrame:
     for col in columns:
         parts = [f[col] for f in frames]
         if isinstance(parts[0].dtype, pd.CategoricalDtype):
-            data[col] = pd.api.types.union_categoricals([p.array for p in parts])
+            arrays = [p.array for p in parts]
+            if len({a.categories.dtype for a in arrays}) > 1:
+                # one loader's categories are str, another's object: union_categoricals refuses
+                arrays = [pd.Categorical.from_codes(a.codes, categories=a.categories.astype(object)) for a in arrays]
+            data[col] = pd.api.types.union_categoricals(arrays)
         elif all(isinstance(p.dtype, np.dtype) and p.dtype == parts[0].dtype for p in parts):
             data[col] = np.concatenate([p.to_numpy() for p in parts])
         else:
@@ -262,7 +266,7 @@ def _gather(parts: list[Any], perm: np.ndarray, scratch: dict[np.dtype[Any], np.
             union = cats[0]
             recoded = [p.cat.codes.to_numpy() for p in parts]
         else:
-            union_values, inverse = pd.factorize(np.concatenate([c.to_numpy(dtype=object) for c in cats]))
+            inverse, union_values = pd.factorize(np.concatenate([c.to_numpy(dtype=object) for c in cats]))
             union = pd.Index(union_values, dtype=cats[0].dtype)
             recoded = []
             at = 0
