@@ -463,7 +463,7 @@ def measured_columns(wide: Mapping[str, np.ndarray], n: int) -> dict[str, np.nda
     )
     ops = [wide[k] for k in wide if re.fullmatch(r"sm__pipe_tensor_op_\w+_cycles_active\.avg\.pct_of_peak_sustained_elapsed", k)]
     if ops:
-        tensor_pct = np.where(np.isnan(tensor_pct), np.nanmax(np.vstack(ops), axis=0) if len(ops) > 1 else ops[0], tensor_pct)
+        tensor_pct = np.where(np.isnan(tensor_pct), np.fmax.reduce(np.vstack(ops), axis=0) if len(ops) > 1 else ops[0], tensor_pct)
     cols["tensor_pipe_pct"] = tensor_pct
     cols["achieved_occupancy_pct"] = _first(wide, ("sm__warps_active.avg.pct_of_peak_sustained_active",), n)
     cols["theoretical_occupancy_pct"] = _first(wide, ("sm__maximum_warps_per_active_cycle_pct",), n)
