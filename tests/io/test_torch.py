@@ -218,6 +218,36 @@ def test_depth_is_nesting_on_each_track(trace_path: Path) -> None:
             bisect.insort(open_ends, e)
 
 
+def brute_depth(track: list[int], start: list[int], end: list[int]) -> list[int]:
+    """Slices before me on my track (start order, longest first) still open at my start; a
+    zero-length slice is open for half a nanosecond."""
+    order = sorted(range(len(start)), key=lambda i: (track[i], start[i], -max(end[i], start[i] + 0.5)))
+    depth = [0] * len(start)
+    for pos, i in enumerate(order):
+        depth[i] = sum(
+            1
+            for j in order[:pos]
+            if track[j] == track[i] and (end[j] if end[j] > start[j] else start[j] + 0.5) > start[i]
+        )
+    return depth
+
+
+@pytest.mark.parametrize("presorted", [True, False])
+@pytest.mark.parametrize("ties", [True, False])
+def test_depth_with_ties_and_zero_length_slices(presorted: bool, ties: bool) -> None:
+    rng = random.Random(7)
+    # coarse starts give many slices starting together; distinct starts give none
+    starts = [rng.randrange(0, 200, 5) for _ in range(400)] if ties else rng.sample(range(100_000), 400)
+    spans = []
+    for start in starts:
+        spans.append((rng.randrange(3), start, start + rng.choice([0, 0, 5, 10, 40, 120, 5000])))
+    if presorted:
+        spans.sort(key=lambda x: x[1])
+    track, start, end = (np.array(v, dtype=np.int64) for v in zip(*spans))
+    got = kineto._depth(track, start, end)
+    assert got.tolist() == brute_depth(track.tolist(), start.tolist(), end.tolist())
+
+
 def test_cli_info_and_summary(trace_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["info", str(trace_path), "-q"]) == 0
     out = capsys.readouterr().out
