@@ -331,6 +331,8 @@ class _Reader:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
+
 # ---------------------------------------------------------------------------------------------
 # loading
 
@@ -379,30 +381,30 @@ def _read(path: Path, reader: _Reader, acc: _Columns, progress: Progress, cancel
         progress(0.02 + 0.86 * min(reader.consumed / reader.size, 1.0), "reading trace events")
         cancel.check()
 
-    # 1. the header, up to the "[" that opens traceEvents
-    parts: list[bytes] = []
-    pending = b""
+    # 1. the header, up to the "[" that opens traceEvents (however long the keys before it)
+    pending = bytearray()
     match = None
     while (chunk := reader.get()) is not None:
-        pending = pending + chunk if pending else chunk
-        if pending.startswith(_BOM):
-            pending = pending[3:]
-        match = _EVENTS_KEY.search(pending)
+        seen = len(pending)
+        pending += chunk
+        if not seen and pending.startswith(_BOM):
+            del pending[:3]
+        match = _EVENTS_KEY.search(pending, max(0, seen - 64))
         report()
         if match:
             break
     header: _Doc | None = None
     if match is not None:
         try:
-            header = _DOC.decode(pending[: match.end()] + b"]}")
+            header = _DOC.decode(bytes(pending[: match.end()]) + b"]}")
         except msgspec.DecodeError:  # the key was inside a string, or an odd header: no streaming
             header = None
     if header is None:
         while (chunk := reader.get()) is not None:
-            parts.append(chunk)
+            pending += chunk
             report()
-        data = pending + b"".join(parts)
-        del parts, pending
+        data = pending
+        del pending
         if not data.strip():
             if reader.truncated:
                 raise TruncatedTrace(path, f"the {reader.compression} stream is damaged before any data", LABEL)
@@ -419,7 +421,7 @@ def _read(path: Path, reader: _Reader, acc: _Columns, progress: Progress, cancel
     assert match is not None  # a header was decoded, so the key was found
     rest: bytes | bytearray = pending[match.end() :]
     del pending
-    parts = []  # everything after ``rest`` once streaming has given up
+    parts: list[bytes] = []  # everything after ``rest`` once streaming has given up
     failures = 0
     while (chunk := reader.get()) is not None:
         report()
@@ -520,7 +522,7 @@ def _lenient_events(items: list[Raw], acc: _Columns) -> list[_Event]:
     return events
 
 
-def _decode(path: Path, data: bytes, cut: bool, cancel: CancelToken, acc: _Columns) -> tuple[_Doc, bool]:
+def _decode(path: Path, data: bytes | bytearray, cut: bool, cancel: CancelToken, acc: _Columns) -> tuple[_Doc, bool]:
     """Decode a whole document; salvage the complete events of a cut one.
 
     Returns the document and whether it had to be salvaged.
@@ -534,7 +536,7 @@ def _decode(path: Path, data: bytes, cut: bool, cancel: CancelToken, acc: _Colum
     return doc, salvaged
 
 
-def _decode_doc(path: Path, data: bytes, acc: _Columns) -> _Doc:
+def _decode_doc(path: Path, data: bytes | bytearray, acc: _Columns) -> _Doc:
     """Typed decode; on a type mismatch anywhere, decode event by event and drop the bad ones.
 
     Raises ``msgspec.DecodeError`` (not a ValidationError) when the JSON itself is malformed.
@@ -619,7 +621,7 @@ _MAX_SALVAGE_TRIES = 64
 
 
 def _salvage(
-    path: Path, data: bytes, exc: msgspec.DecodeError, cut: bool, cancel: CancelToken, acc: _Columns
+    path: Path, data: bytes | bytearray, exc: msgspec.DecodeError, cut: bool, cancel: CancelToken, acc: _Columns
 ) -> _Doc:
     """Load every complete event of a file that ends early (the writer died, a cut download).
 

@@ -401,6 +401,31 @@ def test_gpu_annotations_and_syncs_keep_their_gpu_track(samples: Path) -> None:
     assert cpu[cpu["category"] == "python"]["depth"].max() > 10
 
 
+def test_key_order_does_not_matter(tmp_path: Path, sample_traces: Path) -> None:
+    """The header keys may come after the events, the events after megabytes of other keys, and
+    an object holding a "traceEvents" key of its own may come first."""
+    path = sample_traces / "h200_llm_block_eager.pt.trace.json.gz"
+    doc = json.loads(decompressed(path))
+    normal = load(path)
+    events = doc.pop("traceEvents")
+    variants = {
+        "events_first": {"traceEvents": events, **doc},
+        "long_block_first": {"metadata": {"note": "x" * (12 << 20)}, **doc, "traceEvents": events},
+        "nested_key_first": {"metadata": {"traceEvents": [1]}, **doc, "traceEvents": events},
+    }
+    for name, variant in variants.items():
+        p = tmp_path / f"{name}.json"
+        p.write_text(json.dumps(variant))
+        # straight to the loader: 12 MB of "x" leave nothing for a 64 KiB sniffer to recognise
+        trace = kineto.load(p, lambda f, m: None, CancelToken())
+        assert trace.meta.origin_ns == normal.meta.origin_ns == doc["baseTimeNanoseconds"], name
+        assert trace.meta.tool_version == normal.meta.tool_version, name
+        assert trace.devices.equals(normal.devices), name
+        assert trace.kernels.equals(normal.kernels), name
+        assert trace.cpu_slices.equals(normal.cpu_slices), name
+        assert trace.meta.warnings == [], name
+
+
 def test_flops_arg(tmp_path: Path, sample_traces: Path) -> None:
     """No sample has a ``FLOPs`` arg (with_flops did not fire for these ops), so add one to a
     real file the way Kineto writes it."""
