@@ -13,6 +13,7 @@ import gzip
 import json
 import lzma
 import random
+import threading
 import zlib
 from pathlib import Path
 from typing import Any
@@ -570,11 +571,35 @@ def test_odd_event_types_are_skipped_with_a_warning(tmp_path: Path) -> None:
     assert any("skipped 1" in w for w in trace.meta.warnings)
 
 
-def test_cancel(sample_traces: Path) -> None:
+def reader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "kviewer-torch-reader"]
+
+
+def test_cancel(sample_traces: Path, samples: Path) -> None:
     token = CancelToken()
     token.cancel()
     with pytest.raises(LoadCancelled):
         kineto.load(sample_traces / "h200_llm_block_eager.pt.trace.json.gz", lambda f, m: None, token)
+    # cancelled from the progress callback while the reader thread is still decompressing
+    token = CancelToken()
+    seen: list[float] = []
+
+    def progress(fraction: float, message: str) -> None:
+        seen.append(fraction)
+        if len(seen) == 2:
+            token.cancel()
+
+    with pytest.raises(LoadCancelled):
+        kineto.load(samples / "torch/worker0.1623143089861.pt.trace.json.gz", progress, token)
+    assert seen[-1] < 0.9
+    assert reader_threads() == []
+
+
+def test_progress_rises_and_no_thread_is_left(samples: Path) -> None:
+    seen: list[float] = []
+    kineto.load(samples / "torch/worker0.1623143089861.pt.trace.json.gz", lambda f, m: seen.append(f), CancelToken())
+    assert len(seen) > 3 and seen == sorted(seen) and 0.0 <= seen[0] and seen[-1] <= 1.0
+    assert reader_threads() == []
 
 
 # ---------------------------------------------------------------------------------------------
