@@ -136,6 +136,10 @@ def read_csv_text(
             warnings.append(
                 f"the last row has {n_fields} of {len(header)} fields (the file was cut short?); it was skipped"
             )
+        elif not data.rstrip(b" \t").endswith(b"\n"):
+            # every rocprof writes a line break after each row: a cut inside the last field
+            # leaves all the fields there, with a shortened last value
+            warnings.append("the file does not end with a line break (cut short?): the last row's values may be incomplete")
     try:
         frame = _read(data, dtype)
     except pd.errors.ParserError as exc:
