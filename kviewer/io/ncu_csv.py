@@ -114,6 +114,10 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     devices = nc.devices_table(c, wide)
     if content.truncated:
         warnings.append("the compressed file is cut short; the kernels before the cut were loaded")
+    elif not text.rstrip(" \t").endswith("\n"):
+        # ncu ends every row with a line break: without one the last row was cut (a raw-page
+        # kernel loses metrics, a details page loses the rest of its kernels)
+        warnings.append("the file does not end with a line break (cut short?): its last row may be incomplete")
     if skipped:
         warnings.append(f"{skipped} line(s) after the CSV header that are not CSV records were skipped")
     extra: dict[str, object] = {"kernels profiled": len(c.launches)}
