@@ -3,13 +3,21 @@
 Start-up imports only Qt, pyqtgraph and numpy on the way to the first window: the loaders (and
 pandas) are imported in a background thread while the window appears, and parsing happens in the
 loading thread.
+
+For scripts and smoke tests, ``KVIEWER_SCREENSHOT=out.png kviewer FILE ...`` opens the files,
+saves a picture of the window once they are loaded and exits (status 2 when a file failed, the
+error on stderr instead of a dialog). ``KVIEWER_WINDOW_SIZE=1600x1000`` sets the window size.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
-from typing import Sequence
+from typing import Any, Sequence
+
+ENV_SCREENSHOT = "KVIEWER_SCREENSHOT"
+ENV_SIZE = "KVIEWER_WINDOW_SIZE"
 
 
 def _warm_up() -> None:
@@ -46,8 +54,43 @@ def run(files: Sequence[str]) -> int:
     from kviewer.ui.mainwindow import MainWindow
 
     window = MainWindow()
+    size = os.environ.get(ENV_SIZE, "")
+    if "x" in size:
+        w, h = (int(v) for v in size.lower().split("x", 1))
+        window.resize(w, h)
     window.show()
     threading.Thread(target=_warm_up, name="kviewer-warm-up", daemon=True).start()
+    status = {"code": 0}
+    shot = os.environ.get(ENV_SCREENSHOT, "")
+    if shot:
+        _screenshot_mode(app, window, shot, status, bool(files))
     if files:
         QTimer.singleShot(0, lambda: window.open_files(list(files)))
-    return int(app.exec())  # type: ignore[attr-defined]
+    code = int(app.exec())  # type: ignore[attr-defined]
+    return code or status["code"]
+
+
+def _screenshot_mode(app: Any, window: Any, out: str, status: dict[str, int], has_files: bool) -> None:
+    """Save a picture of the window once every file is open, then quit (no blocking dialogs)."""
+    from PySide6.QtCore import QTimer
+
+    from kviewer.ui import dialogs
+
+    def report(_parent: Any, title: str, text: str) -> None:
+        status["code"] = 2
+        print(f"kviewer: error: {text}", file=sys.stderr)
+
+    dialogs.show_error = report
+
+    def save() -> None:
+        app.processEvents()
+        if not window.grab().save(out):
+            print(f"kviewer: error: could not write {out}", file=sys.stderr)
+            status["code"] = 2
+        window.close()
+        app.quit()
+
+    if has_files:
+        window.loader.idle.connect(lambda: QTimer.singleShot(200, save))
+    else:
+        QTimer.singleShot(200, save)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -78,7 +79,10 @@ def drop_files(widget: Any, paths: Sequence[os.PathLike[str] | str]) -> bool:
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(Path(p).resolve())) for p in paths])
     pos = QPointF(widget.width() / 2, widget.height() / 2)
-    enter = QDragEnterEvent(pos, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    with warnings.catch_warnings():
+        # PySide marks the only QDragEnterEvent constructor it binds (QPoint) as deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        enter = QDragEnterEvent(pos.toPoint(), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(widget, enter)
     if not enter.isAccepted():
         return False
@@ -87,7 +91,7 @@ def drop_files(widget: Any, paths: Sequence[os.PathLike[str] | str]) -> bool:
     return drop.isAccepted()
 
 
-def wait_idle(qtbot: Any, window: Any, timeout: int = 120_000) -> None:
+def wait_idle(qtbot: Any, window: Any, timeout: int = 20_000) -> None:
     """Wait until the window's loader has finished everything it was given."""
     qtbot.waitUntil(lambda: not window.loader.busy, timeout=timeout)
 
@@ -106,7 +110,8 @@ def make_trace(
     rng = np.random.default_rng(seed)
     dur = rng.integers(2_000, 40_000, n)
     gap = rng.integers(500, 5_000, n)
-    start = 1_000_000 + np.cumsum(dur + gap)
+    # back to back with gaps: no two kernels of the trace overlap
+    start = 1_000_000 + np.concatenate([[0], np.cumsum(dur + gap)[:-1]])
     names = np.array([f"void gemm_kernel_{i}<float, {i}>(float*, int)" for i in range(8)], dtype=object)
     pick = rng.integers(0, 8, n)
     shorts = np.array([f"gemm_kernel_{i}" for i in range(8)], dtype=object)

@@ -1,0 +1,116 @@
+"""Start-up, the ``kviewer FILE`` entry point, and what QSettings keeps."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QSettings, Qt
+
+from tests.ui.conftest import drop_files, wait_idle
+
+
+def test_settings_live_in_the_test_folder(tmp_settings: Path) -> None:
+    assert Path(QSettings().fileName()).is_relative_to(tmp_settings)
+
+
+def test_recent_files_and_layout_survive_a_restart(qtbot: Any, window: Any, sample_traces: Path, errors: Any) -> None:
+    from kviewer.ui.mainwindow import MainWindow
+
+    path = sample_traces / "h200_llm_block_eager.pt.trace.json.gz"
+    assert drop_files(window, [path])
+    wait_idle(qtbot, window)
+    assert window.recent_files() == [str(path.resolve())]
+    window.details_dock.hide()
+    window.resize(640, 480)  # within the offscreen screen (800x800)
+    window.close()  # saves geometry and dock state
+
+    again = MainWindow()
+    qtbot.addWidget(again)
+    assert again.recent_files() == [str(path.resolve())]
+    assert again.size().width() == 640 and again.size().height() == 480
+    assert again.details_dock.isHidden()
+    again._fill_recent()
+    entries = [a.text() for a in again.recent_menu.actions() if a.text()]
+    assert str(path.resolve()) in entries
+    # choosing the recent entry opens it again
+    next(a for a in again.recent_menu.actions() if a.text() == str(path.resolve())).trigger()
+    wait_idle(qtbot, again)
+    assert len(again.state.traces) == 1
+
+
+def test_start_up_does_not_import_pandas_or_loaders(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from kviewer.ui.app import create_app\n"
+        "app = create_app()\n"
+        "from kviewer.ui.mainwindow import MainWindow\n"
+        "w = MainWindow(); w.show(); app.processEvents()\n"
+        "heavy = [m for m in ('pandas', 'kviewer.io', 'kviewer.core', 'msgspec', 'sqlite3') if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path), HOME=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
+
+
+def _run_kviewer(args: list[str], tmp_path: Path, **env_extra: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path), HOME=str(tmp_path), **env_extra)
+    return subprocess.run([sys.executable, "-m", "kviewer", *args], capture_output=True, text=True, env=env, timeout=180, cwd=tmp_path)
+
+
+def test_kviewer_file_opens_the_window(sample_traces: Path, tmp_path: Path) -> None:
+    """``kviewer FILE`` as a user types it, in its own process (an event loop that quits cannot
+    run inside the test process): the window opens the file and shows it."""
+    from PySide6.QtGui import QImage
+
+    path = sample_traces / "h200_llm_block_eager.pt.trace.json.gz"
+    out = tmp_path / "window.png"
+    res = _run_kviewer([str(path)], tmp_path, KVIEWER_SCREENSHOT=str(out), KVIEWER_WINDOW_SIZE="1200x800")
+    assert res.returncode == 0, res.stderr
+    img = QImage(str(out))
+    assert (img.width(), img.height()) == (1200, 800)
+    # kernel bars of the blue "unknown bound" family are on the picture
+    blues = 0
+    for y in range(0, img.height(), 3):
+        for x in range(0, img.width(), 3):
+            c = img.pixelColor(x, y)
+            if c.blue() > c.red() + 40 and c.blue() > 120:
+                blues += 1
+    assert blues > 50
+
+
+def test_kviewer_bad_file_reports_and_fails(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [')
+    res = _run_kviewer([str(bad)], tmp_path, KVIEWER_SCREENSHOT=str(tmp_path / "w.png"))
+    assert res.returncode == 2
+    assert "bad.json" in res.stderr
+
+
+def test_missing_file_is_a_user_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from kviewer import cli
+
+    assert cli.main([str(tmp_path / "nope.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_keys_help_and_menus(window: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kviewer.ui import dialogs
+
+    shown: list[str] = []
+    monkeypatch.setattr(dialogs, "show_info", lambda parent, title, text: shown.append(text))
+    menus = {a.text().replace("&", ""): a.menu() for a in window.menuBar().actions()}
+    assert set(menus) == {"File", "Edit", "View", "Help"}
+    help_actions = [a for a in menus["Help"].actions() if a.text().replace("&", "") == "Keys"]
+    help_actions[0].trigger()
+    assert shown and "W / S" in shown[0] and "Ctrl+F" in shown[0]
+    assert window.open_action.shortcut().toString() == "Ctrl+O"
+    assert window.find_action.shortcut().toString() == "Ctrl+F"
+    assert window.status_label.text().startswith("Drop trace files here")
+    assert window.testAttribute(Qt.WidgetAttribute.WA_AcceptDrops)
