@@ -63,7 +63,7 @@ import queue
 import re
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -204,9 +204,10 @@ def sniff(head: bytes, path: Path) -> bool:
 # ---------------------------------------------------------------------------------------------
 # reading: decompression on a background thread
 
-#: compressed bytes fed to the decompressor at a time (a plain file is read in bigger blocks)
+#: compressed bytes read at a time, and the most decompressed bytes handed over at once (so a
+#: decompression bomb never sits in memory whole)
 _RAW_BLOCK = 256 << 10
-_PLAIN_BLOCK = 8 << 20
+_OUT_BLOCK = 4 << 20
 
 
 def _decompressor(comp: str | None, path: Path) -> Any:
@@ -223,7 +224,7 @@ def _decompressor(comp: str | None, path: Path) -> Any:
             import zstandard
         except ImportError as exc:  # pragma: no cover - zstandard is a dependency
             raise MissingDependency(path, "zstd-compressed; install the 'zstandard' package", LABEL) from exc
-        return zstandard.ZstdDecompressor().decompressobj()
+        return zstandard.ZstdDecompressor()
     raise ValueError(comp)
 
 
@@ -268,16 +269,7 @@ class _Reader:
             with self._file as f:
                 self.compression = comp = compression_of(f.read(8))
                 f.seek(0)
-                self._dec = _decompressor(comp, self.path)
-                self._carry = b""
-                self._done = False
-                block = _PLAIN_BLOCK if self._dec is None else _RAW_BLOCK
-                while not self._stop.is_set() and not self._done:
-                    raw = f.read(block)
-                    if not raw:
-                        break
-                    self.consumed += len(raw)
-                    out = raw if self._dec is None else self._inflate(raw, comp)
+                for out in self._chunks(comp):
                     self.produced += len(out)
                     if self.produced > self.max_bytes:
                         self.failure = CorruptTrace(
@@ -286,10 +278,8 @@ class _Reader:
                             LABEL,
                         )
                         break
-                    if out and not self._put(out):
+                    if not self._put(out):
                         return
-                if self._dec is not None and not self._dec.eof and self.failure is None:
-                    self.truncated = True
         except LoadError as exc:
             self.failure = exc
         except Exception:  # noqa: BLE001 - a damaged stream (zlib/lzma/bz2/zstd each raise their own): keep what was delivered and say the file is cut
@@ -297,25 +287,47 @@ class _Reader:
         finally:
             self._put(None)
 
-    def _inflate(self, raw: bytes, comp: str | None) -> bytes:
-        """Decompress a block; a finished member followed by another (``cat a.gz b.gz``) goes on
-        with a fresh decompressor, anything else after the end (padding) is ignored."""
-        out = []
-        raw = self._carry + raw
-        self._carry = b""
-        while raw:
-            dec = self._dec
+    def _chunks(self, comp: str | None) -> Iterator[bytes]:
+        """The file's content in chunks of at most ``_OUT_BLOCK`` bytes."""
+        f = self._file
+        if comp is None:
+            while not self._stop.is_set() and (block := f.read(_OUT_BLOCK)):
+                self.consumed = f.tell()
+                yield block
+            return
+        if comp == "zstd":
+            # bounded chunks; a cut zstd stream is noticed by the JSON decoder instead
+            for out in _decompressor(comp, self.path).read_to_iter(f, read_size=_RAW_BLOCK, write_size=_OUT_BLOCK):
+                self.consumed = f.tell()
+                yield out
+            return
+        dec = _decompressor(comp, self.path)
+        data = b""
+        while not self._stop.is_set():
             if dec.eof:
-                if len(raw) < 8:  # too short to recognise a next member yet
-                    self._carry = raw
-                    break
-                if compression_of(raw[:8]) != comp:
-                    self._done = True
-                    break
-                dec = self._dec = _decompressor(comp, self.path)
-            out.append(dec.decompress(raw))
-            raw = dec.unused_data if dec.eof else b""
-        return b"".join(out)
+                # another member / stream (``cat a.gz b.gz``), or the end: padding is ignored
+                while len(data) < 8 and (more := f.read(_RAW_BLOCK)):
+                    data += more
+                if compression_of(data[:8]) != comp:
+                    return
+                dec = _decompressor(comp, self.path)
+            if not data and getattr(dec, "needs_input", True):
+                data = f.read(_RAW_BLOCK)
+                self.consumed = f.tell()
+                if not data:
+                    if hasattr(dec, "flush"):  # zlib may still hold output
+                        tail = dec.flush()
+                        if tail:
+                            yield tail
+                        if dec.eof:
+                            continue
+                    self.truncated = True  # the input ends inside a stream
+                    return
+            out = dec.decompress(data, _OUT_BLOCK)
+            # zlib hands back the input it did not use; lzma and bz2 keep it until asked again
+            data = dec.unused_data if dec.eof else getattr(dec, "unconsumed_tail", b"")
+            if out:
+                yield out
 
     def get(self) -> bytes | None:
         """The next chunk, or None at the end of the stream (and on every call after it)."""
@@ -351,6 +363,8 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         header, salvaged = _read(path, reader, acc, progress, cancel)
         if acc.bad:
             warnings.append(f"skipped {acc.bad:,} trace events whose fields have unexpected types")
+        if acc.utf8:
+            warnings.append(_UTF8_NOTE)
         if salvaged or reader.truncated:
             how = f"the {reader.compression} stream is cut or damaged" if reader.truncated else "the file ends early"
             warnings.append(
@@ -370,8 +384,12 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 #: the event list is decoded in pieces of at least this many bytes
 _PIECE = 4 << 20
 _WS = b" \t\r\n"
-#: after this many pieces that could not be cut at an event boundary, decode the rest at the end
-_MAX_SPLIT_FAILURES = 3
+#: Kineto's header keys and any single event are far smaller; more is damage (or a bomb of
+#: whitespace), so the load stops instead of holding it all in memory
+_MAX_HEADER = 256 << 20
+_MAX_EVENT = 256 << 20
+_NESTED = "JSON nested too deeply to be a trace"
+_UTF8_NOTE = "invalid UTF-8 in the file was replaced by U+FFFD"
 
 
 def _read(path: Path, reader: _Reader, acc: _Columns, progress: Progress, cancel: CancelToken) -> tuple[_Doc, bool]:
@@ -393,12 +411,14 @@ def _read(path: Path, reader: _Reader, acc: _Columns, progress: Progress, cancel
         report()
         if match:
             break
+        if len(pending) > _MAX_HEADER:
+            raise CorruptTrace(path, f"no trace event list in its first {_MAX_HEADER >> 20} MiB", LABEL)
     header: _Doc | None = None
     if match is not None:
         try:
             header = _DOC.decode(bytes(pending[: match.end()]) + b"]}")
-        except msgspec.DecodeError:  # the key was inside a string, or an odd header: no streaming
-            header = None
+        except (msgspec.DecodeError, RecursionError):  # the key was inside a string, or an odd header
+            header = None  # no streaming: the whole document is decoded at the end
     if header is None:
         while (chunk := reader.get()) is not None:
             pending += chunk
@@ -419,36 +439,33 @@ def _read(path: Path, reader: _Reader, acc: _Columns, progress: Progress, cancel
     # Each piece is copied once, into a bytearray that starts with "[" and whose "," after the
     # last complete event becomes "]", and is decoded in place.
     assert match is not None  # a header was decoded, so the key was found
-    rest: bytes | bytearray = pending[match.end() :]
+    rest = bytearray(pending[match.end() :])
     del pending
-    parts: list[bytes] = []  # everything after ``rest`` once streaming has given up
-    failures = 0
+    retry_at = _PIECE  # after a piece that could not be cut, wait until the rest has doubled
     while (chunk := reader.get()) is not None:
         report()
-        if failures >= _MAX_SPLIT_FAILURES:
-            parts.append(chunk)
-            continue
-        if len(rest) + len(chunk) < _PIECE:
-            rest = rest + chunk
+        rest += chunk
+        del chunk
+        if len(rest) < retry_at:
             continue
         buf = bytearray(b"[")
         buf += rest
-        buf += chunk
-        del chunk
-        split = _split(buf, acc)
+        split = _split(path, buf, acc)
         if split is None:
-            failures += 1
-            rest = buf[1:]
+            if len(rest) > _MAX_EVENT:
+                raise CorruptTrace(path, f"no end of a trace event in {len(rest) >> 20} MiB", LABEL)
+            retry_at = 2 * len(rest)
             continue
         events, next_event = split
         acc.add(events)
         del events
         rest = buf[next_event:]
+        retry_at = _PIECE
         del buf
 
     # 3. the tail: the last events and any keys after the list
-    tail = b"".join([b'{"traceEvents":[', rest, *parts])
-    del parts, rest
+    tail = b"".join([b'{"traceEvents":[', rest])
+    del rest
     try:
         doc, salvaged = _decode(path, tail, reader.truncated, cancel, acc)
     except TruncatedTrace:
@@ -463,7 +480,7 @@ def _read(path: Path, reader: _Reader, acc: _Columns, progress: Progress, cancel
     return header, salvaged
 
 
-def _split(buf: bytearray, acc: _Columns) -> tuple[list[_Event], int] | None:
+def _split(path: Path, buf: bytearray, acc: _Columns) -> tuple[list[_Event], int] | None:
     """Decode the complete events in ``buf`` ("[" + the inside of the event list).
 
     Cut after the last ``}`` followed by ``,`` and ``{``: that comma becomes the closing ``]``.
@@ -491,20 +508,32 @@ def _split(buf: bytearray, acc: _Columns) -> tuple[list[_Event], int] | None:
             continue
         tries += 1
         buf[q] = 0x5D  # "]"
-        piece = view[: q + 1]
         try:
-            events = _EVENTS.decode(piece)
-        except msgspec.ValidationError:
-            try:
-                events = _lenient_events(_EVENTS_RAW.decode(piece), acc)
-            except msgspec.DecodeError:
-                buf[q] = 0x2C
-                continue
+            events = _decode_events(view[: q + 1], acc)
+        except RecursionError as exc:
+            raise CorruptTrace(path, _NESTED, LABEL) from exc
         except msgspec.DecodeError:
             buf[q] = 0x2C
             continue
         return events, r
     return None
+
+
+def _decode_events(piece: bytes | memoryview, acc: _Columns) -> list[_Event]:
+    """A JSON array of events: typed, else event by event; invalid UTF-8 is replaced."""
+    try:
+        return _EVENTS.decode(piece)
+    except msgspec.ValidationError:
+        return _lenient_events(_EVENTS_RAW.decode(piece), acc)
+    except msgspec.DecodeError as exc:
+        if "UTF-8" not in str(exc):
+            raise
+    acc.utf8 = True
+    return _decode_events(_valid_utf8(piece), acc)
+
+
+def _valid_utf8(data: bytes | bytearray | memoryview) -> bytes:
+    return bytes(data).decode("utf-8", "replace").encode("utf-8")
 
 
 def _lenient_events(items: list[Raw], acc: _Columns) -> list[_Event]:
@@ -530,6 +559,9 @@ def _decode(path: Path, data: bytes | bytearray, cut: bool, cancel: CancelToken,
     try:
         doc, salvaged = _decode_doc(path, data, acc), False
     except msgspec.DecodeError as exc:
+        if "UTF-8" in str(exc):
+            acc.utf8 = True
+            return _decode(path, _valid_utf8(data), cut, cancel, acc)
         doc, salvaged = _salvage(path, data, exc, cut, cancel, acc), True
     if doc.traceEvents is None:
         raise CorruptTrace(path, "a JSON object without a 'traceEvents' list: not a PyTorch profiler trace", LABEL)
@@ -545,10 +577,14 @@ def _decode_doc(path: Path, data: bytes | bytearray, acc: _Columns) -> _Doc:
         return _DOC.decode(data)
     except msgspec.ValidationError:
         pass
+    except RecursionError as exc:
+        raise CorruptTrace(path, _NESTED, LABEL) from exc
     try:
         raw = _DOC_RAW.decode(data)
     except msgspec.ValidationError as exc:
         raise CorruptTrace(path, f"JSON that is not a PyTorch profiler trace ({exc})", LABEL) from exc
+    except RecursionError as exc:
+        raise CorruptTrace(path, _NESTED, LABEL) from exc
     header = {f: getattr(raw, f) for f in _HEADER_FIELDS}
     if raw.traceEvents is None:
         return _Doc(**header)
@@ -562,7 +598,7 @@ def _coerce_event(item: Raw) -> _Event | None:
     """Best effort for an event whose fields have unexpected types (e.g. a float pid)."""
     try:
         obj = msgspec.json.decode(item)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     if not isinstance(obj, dict):
         return None
@@ -662,6 +698,8 @@ def _salvage(
             pass  # valid JSON of an unexpected shape: _decode_doc reports it
         except msgspec.DecodeError:
             continue
+        except RecursionError as deep:
+            raise CorruptTrace(path, _NESTED, recognised) from deep
         return _decode_doc(path, candidate, acc)
     if "truncated" in str(exc) or cut:
         raise TruncatedTrace(path, "the file is cut before its first complete trace event", recognised) from exc
@@ -907,6 +945,7 @@ class _Columns:
         self.n_rows = 0
         self.n_events = 0
         self.bad = 0
+        self.utf8 = False
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in self.ROW + self.KER + self.GOP}
         self.g_kind: list[Any] = []
 
@@ -1216,10 +1255,10 @@ def _directions(names: pd.Categorical, is_copy: np.ndarray, kinds: list[Any]) ->
 def _rank(info: Any) -> int:
     if isinstance(info, dict):
         r = info.get("rank")
-        if isinstance(r, int) and not isinstance(r, bool):
-            return r
         if isinstance(r, str) and r.isdigit():
-            return int(r)
+            r = int(r)
+        if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31:
+            return r
     return -1
 
 
@@ -1243,9 +1282,12 @@ def _vendor_from_name(name: str) -> str:
     return ""
 
 
-def _int_field(d: dict[str, Any], key: str) -> int:
+def _int_field(d: dict[str, Any], key: str, limit: int = 2**31) -> int:
+    """A non-negative integer property below ``limit`` (the column's range), else -1."""
     v = d.get(key)
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else -1
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v < limit:
+        return int(v)
+    return -1
 
 
 def _devices(
@@ -1278,7 +1320,7 @@ def _devices(
             "architecture": arch,
             "compute_capability": cc,
             "sm_count": _int_field(d, "numSms"),
-            "memory_bytes": _int_field(d, "totalGlobalMem"),
+            "memory_bytes": _int_field(d, "totalGlobalMem", 2**63),
         }
     used = set(kernels["device"].tolist()) | set(gpu_ops["device"].tolist())
     undescribed = sorted(u for u in used if u >= 0 and u not in rows)
