@@ -50,6 +50,7 @@ CPU_FAMILY = {
     "python": "python",
     "annotation": "annotation",
     "nvtx": "annotation",
+    "gpu_annotation": "annotation",
     "sync": "sync",
 }
 

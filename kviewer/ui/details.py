@@ -39,7 +39,7 @@ class DetailsPanel(QTextBrowser):
         title = str(r["short_name"] if sel.table == "kernels" else r["name"])
         parts = [f"<h3 style='margin:2px 0'>{html.escape(title)}</h3>", "<table cellspacing='0' cellpadding='1'>"]
         for col in df.columns:
-            if col in _SKIP:
+            if col in _SKIP or (col == "short_name" and str(r[col]) == str(r.get("name", ""))):
                 continue
             text = _value_text(col, r[col], tracks.offset_ns)
             if text:

@@ -3,8 +3,9 @@
 Built once per opened trace, in the loading thread. The tree is
 
     trace -> [rank] -> GPU device -> one lane per stream (kernels), memcpy, memset
-                    -> CPU thread  -> one lane per nesting depth (runtime calls, framework ops,
-                                      python frames), NVTX / user ranges in lanes of their own
+                    -> CPU thread  -> NVTX / user ranges, one lane per nesting depth
+                                   -> runtime calls and framework ops, one lane per depth
+                                   -> python stack (a group of its own, collapsed: dozens deep)
 
 Every lane holds the row ids of its bars (sorted by start) and a :class:`~kviewer.ui.lod.LaneLOD`.
 Per table, ``lane_of[id]`` / ``pos_of[id]`` locate a row's bar, so selecting a row anywhere can
@@ -28,9 +29,9 @@ if TYPE_CHECKING:
     from kviewer.core import Trace
 
 #: CPU categories drawn in lanes of their own (ranges that do not nest with the API calls)
-RANGE_CATEGORIES = ("nvtx", "annotation")
+RANGE_CATEGORIES = ("nvtx", "annotation", "gpu_annotation")
 #: a CPU thread with more lanes than this starts collapsed (deep python stacks)
-COLLAPSE_THREAD_LANES = 10
+COLLAPSE_THREAD_LANES = 16
 
 _keys = itertools.count(1)
 
@@ -155,22 +156,33 @@ class TraceTracks:
                 for key in sorted((kk for kk in gg if kk[0] == rank and kk[1] == dev), key=lambda t: (str(t[2]) != "memcpy", str(t[2]))):
                     dgroup.children.append(add_lane(str(key[2]) or "memory ops", "gpu_ops", gg[key], gcol))
             cats = c["category"].astype(str).to_numpy() if len(c) else np.zeros(0, dtype=object)
-            depth = c["depth"].to_numpy() if len(c) else np.zeros(0, dtype=np.int32)
+            starts_c = c["start"].to_numpy() if len(c) else np.zeros(0, dtype=np.int64)
+            ends_c = c["end"].to_numpy() if len(c) else np.zeros(0, dtype=np.int64)
             for key in sorted(kk for kk in cg if kk[0] == rank):
                 ids = cg[key]
                 tgroup = Group(_thread_label(key[1], key[2]))
-                is_range = np.isin(cats[ids], RANGE_CATEGORIES)
-                for ranges in (True, False):
-                    sub = ids[is_range == ranges]
+                if (cats[ids] == "gpu_annotation").all():
+                    # PyTorch's gpu_user_annotation: ranges on a GPU stream, not a CPU thread
+                    tgroup.label = f"GPU {key[1]} · stream {key[2]} annotations"
+                kind = np.where(np.isin(cats[ids], RANGE_CATEGORIES), 0, np.where(cats[ids] == "python", 2, 1))
+                for k_i, title in ((0, "ranges"), (1, "calls"), (2, "python")):
+                    sub = ids[kind == k_i]
                     if not len(sub):
                         continue
-                    d = np.maximum(depth[sub], 0)
-                    for level in np.unique(d):
-                        lids = sub[d == level]
-                        tag = "ranges" if ranges else ""
-                        lbl = (f"{tag} {level}" if ranges else (f"depth {level}" if level else "calls")).strip()
-                        tgroup.children.append(add_lane(lbl, "cpu_slices", lids, ccol))
-                tgroup.collapsed = len(tgroup.children) > COLLAPSE_THREAD_LANES
+                    # the loaders nest every category on one depth scale per thread (ops sit
+                    # under python frames, at many depths): each kind is nested among itself,
+                    # so its slices fill the top lanes and no lane holds overlapping bars
+                    dense = nesting_depth(starts_c[sub], ends_c[sub])
+                    levels = np.unique(dense)
+                    target = tgroup
+                    if k_i == 2:
+                        # python frames (with_stack) can be dozens deep: their own group, closed
+                        target = Group(f"python stack ({len(levels)} levels)", collapsed=True)
+                        tgroup.children.append(target)
+                    for j in range(len(levels)):
+                        lbl = title if j == 0 else f"{title} {j}"
+                        target.children.append(add_lane(lbl, "cpu_slices", sub[dense == j], ccol))
+                tgroup.collapsed = sum(1 for _ in tgroup.lanes()) - _python_lanes(tgroup) > COLLAPSE_THREAD_LANES
                 parent.children.append(tgroup)
 
         launch = np.full(len(k), -1, dtype=np.int64)
@@ -249,6 +261,32 @@ class TraceTracks:
             found.extend((table, int(r), int(s)) for r, s in zip(rows, starts))
         found.sort(key=lambda t: (t[2], t[0], t[1]))
         return found
+
+
+def nesting_depth(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Depth of each interval (sorted by start) when nested on one thread: 0 for an outermost
+    one, 1 inside it, ... An interval that starts inside another but ends after it (clock noise)
+    is treated as nested. One pass with a stack of open ends (a Python loop: a few hundred
+    thousand slices take well under a second, in the loading thread)."""
+    n = start.shape[0]
+    out = np.zeros(n, dtype=np.int64)
+    # ties: the longer interval first, so it becomes the parent
+    order = np.lexsort((-(end - start), start))
+    stack: list[int] = []
+    s_list = start[order].tolist()
+    e_list = end[order].tolist()
+    res = [0] * n
+    for i, (s, e) in enumerate(zip(s_list, e_list)):
+        while stack and stack[-1] <= s:
+            stack.pop()
+        res[i] = len(stack)
+        stack.append(e)
+    out[order] = res
+    return out
+
+
+def _python_lanes(g: Group) -> int:
+    return sum(len(c.children) for c in g.children if isinstance(c, Group))
 
 
 def _ints(df: "pd.DataFrame", col: str) -> list[int]:
