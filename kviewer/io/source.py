@@ -28,6 +28,17 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 #: bytes a sniffer sees (decompressed)
 HEAD_SIZE = 64 * 1024
 
+try:  # zstandard raises its own error class for a damaged frame (not a ValueError)
+    from zstandard import ZstdError as _ZstdError
+except ImportError:  # pragma: no cover - zstandard is a dependency
+
+    class _ZstdError(Exception):  # type: ignore[no-redef]
+        pass
+
+
+#: what a decompressor raises on a damaged or cut stream
+_STREAM_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError, _ZstdError)
+
 Progress = Callable[[float, str], None]
 """progress(fraction 0..1, message)"""
 
@@ -68,7 +79,7 @@ def read_head(path: str | os.PathLike[str], size: int = HEAD_SIZE) -> bytes:
     try:
         with _open_decompressed(p, comp) as f:
             return f.read(size)
-    except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError):
+    except _STREAM_ERRORS:
         return _salvage(p, comp, limit=size)[0]
 
 
@@ -155,8 +166,9 @@ def read_content(
                 check_expansion(p, total, raw.tell())
                 if progress is not None and size:
                     progress(min(raw.tell() / size, 1.0) * 0.3, "decompressing")
-        return Content(b"".join(chunks), comp)
-    except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as exc:
+        # zstandard's stream reader ends quietly on a cut frame: check the frames are whole
+        return Content(b"".join(chunks), comp, truncated=comp == "zstd" and not _zstd_complete(p))
+    except _STREAM_ERRORS as exc:
         if isinstance(exc, LoadError):
             raise
         data, _ = _salvage(p, comp, limit=max_bytes)
@@ -177,6 +189,26 @@ def _open_decompressed_fileobj(raw, comp: str, path: Path):  # type: ignore[no-u
             raise MissingDependency(path, "zstd-compressed; install the 'zstandard' package") from exc
         return zstandard.ZstdDecompressor().stream_reader(raw)
     raise ValueError(comp)
+
+
+def _zstd_complete(path: Path) -> bool:
+    """True when the file's zstd frames all end (decompressed again, output discarded)."""
+    import zstandard
+
+    dz = zstandard.ZstdDecompressor().decompressobj()
+    started = False
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 16):
+                while block:
+                    if dz.eof:
+                        dz = zstandard.ZstdDecompressor().decompressobj()
+                    dz.decompress(block)
+                    started = True
+                    block = dz.unused_data if dz.eof else b""
+    except _STREAM_ERRORS:
+        return False
+    return started and dz.eof
 
 
 def _salvage(path: Path, comp: str, limit: int) -> tuple[bytes, bool]:
@@ -208,7 +240,16 @@ def _salvage(path: Path, comp: str, limit: int) -> tuple[bytes, bool]:
                 check_expansion(path, len(out), i + step)
                 if len(out) >= limit or db.eof:
                     break
-    except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError):
+        elif comp == "zstd":
+            import zstandard
+
+            dz = zstandard.ZstdDecompressor().decompressobj()
+            for i in range(0, len(raw), step):
+                out += dz.decompress(raw[i : i + step])
+                check_expansion(path, len(out), i + step)
+                if len(out) >= limit:
+                    break
+    except _STREAM_ERRORS:
         pass
     return bytes(out[:limit]), True
 
