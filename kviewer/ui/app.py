@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 ENV_SCREENSHOT = "KVIEWER_SCREENSHOT"
 ENV_SIZE = "KVIEWER_WINDOW_SIZE"
@@ -28,7 +29,7 @@ def _warm_up() -> None:
         pass
 
 
-def create_app() -> "object":
+def create_app() -> object:
     from PySide6.QtWidgets import QApplication
 
     from kviewer.ui import resources
@@ -80,7 +81,7 @@ def _screenshot_mode(app: Any, window: Any, out: str, status: dict[str, int], ha
         status["code"] = 2
         print(f"kviewer: error: {text}", file=sys.stderr)
 
-    dialogs.show_error = report
+    dialogs.show_error = report  # type: ignore[assignment]
 
     def save() -> None:
         app.processEvents()

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import colorsys
 import zlib
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -123,13 +124,13 @@ def cpu_colours(categories: Any, names: Any) -> np.ndarray:
     return (family * SHADES + shades).astype(np.uint16)
 
 
-def qcolors() -> list["QColor"]:
+def qcolors() -> list[QColor]:
     from PySide6.QtGui import QColor
 
     return [QColor(r, g, b) for r, g, b in palette_rgb()]
 
 
-def qbrushes() -> list["QBrush"]:
+def qbrushes() -> list[QBrush]:
     from PySide6.QtGui import QBrush
 
     return [QBrush(c) for c in qcolors()]

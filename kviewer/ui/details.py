@@ -75,7 +75,7 @@ class DetailsPanel(QTextBrowser):
 
 
 def _value_text(col: str, value: Any, offset: int) -> str:
-    if isinstance(value, float) or hasattr(value, "dtype") and getattr(value, "dtype").kind == "f":
+    if isinstance(value, float) or hasattr(value, "dtype") and value.dtype.kind == "f":
         v = float(value)
         if math.isnan(v):
             return ""
@@ -92,7 +92,7 @@ def _value_text(col: str, value: Any, offset: int) -> str:
         return f"{v:,.4g}"
     if isinstance(value, (bool,)) or type(value).__name__ == "bool_":
         return "yes" if bool(value) else ""
-    if isinstance(value, int) or hasattr(value, "dtype") and getattr(value, "dtype").kind in "iu":
+    if isinstance(value, int) or hasattr(value, "dtype") and value.dtype.kind in "iu":
         v = int(value)
         if v == -1:
             return ""

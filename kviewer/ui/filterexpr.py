@@ -18,8 +18,8 @@ A comparison against a column with no value (NaN, -1) is false.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -49,7 +49,7 @@ _TOKEN = re.compile(
      |(?P<logic>&&|\|\||,)
      |(?P<word>[^\s<>=!~,"'&|]+)
     )""",
-    re.X,
+    re.VERBOSE,
 )
 
 _TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9, "sec": 1e9}
@@ -58,7 +58,7 @@ _SIZE_UNITS = {
     "kib": 1024.0, "mib": 1024.0**2, "gib": 1024.0**3, "tib": 1024.0**4,
 }
 _COUNT_UNITS = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_NUMBER = re.compile(r"^([+-]?(?:\d+(?:[.,_]\d+)*\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*([a-zA-Zµμ%]*)$", re.I)
+_NUMBER = re.compile(r"^([+-]?(?:\d+(?:[.,_]\d+)*\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*([a-zA-Zµμ%]*)$", re.IGNORECASE)
 
 Mask = Callable[[Mapping[str, FilterColumn], int], np.ndarray]
 
@@ -230,7 +230,7 @@ class Parser:
 
     def name_regex(self, pattern: str) -> Mask:
         try:
-            rx = re.compile(pattern, re.I)
+            rx = re.compile(pattern, re.IGNORECASE)
         except re.error as exc:
             raise FilterError(f"bad regular expression {pattern!r}: {exc}") from exc
         return self._text_mask(lambda s: rx.search(s) is not None)
@@ -274,7 +274,7 @@ class Parser:
     def _text_compare(self, key: str, op: str, value: str) -> Mask:
         if op in ("~", "=~", "!~"):
             try:
-                rx = re.compile(value, re.I)
+                rx = re.compile(value, re.IGNORECASE)
             except re.error as exc:
                 raise FilterError(f"bad regular expression {value!r}: {exc}") from exc
             test: Callable[[str], bool] = lambda s: rx.search(s) is not None

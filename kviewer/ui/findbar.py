@@ -17,9 +17,9 @@ class FindBar(QWidget):
         self.edit = QLineEdit()
         self.edit.setPlaceholderText("Find kernels, memory ops and CPU slices by name")
         self.edit.setClearButtonEnabled(True)
-        self.prev_button = QToolButton(text="▲", toolTip="Previous match (Shift+Enter)")
-        self.next_button = QToolButton(text="▼", toolTip="Next match (Enter)")
-        self.close_button = QToolButton(text="✕", toolTip="Close (Esc)")
+        self.prev_button = _button("▲", "Previous match (Shift+Enter)")
+        self.next_button = _button("▼", "Next match (Enter)")
+        self.close_button = _button("✕", "Close (Esc)")
         self.count_label = QLabel()
         lay = QHBoxLayout(self)
         lay.setContentsMargins(4, 2, 4, 2)
@@ -29,7 +29,9 @@ class FindBar(QWidget):
         lay.addWidget(self.prev_button)
         lay.addWidget(self.next_button)
         lay.addWidget(self.close_button)
-        self._timer = QTimer(self, singleShot=True, interval=200)
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(200)
         self._timer.timeout.connect(self.search)
         self.edit.textChanged.connect(lambda _t: self._timer.start())
         self.edit.returnPressed.connect(self._on_return)
@@ -46,7 +48,7 @@ class FindBar(QWidget):
     def close_bar(self) -> None:
         self.hide()
 
-    def keyPressEvent(self, ev) -> None:  # type: ignore[no-untyped-def]  # noqa: N802
+    def keyPressEvent(self, ev) -> None:  # type: ignore[no-untyped-def]
         if ev.key() == Qt.Key.Key_Escape:
             self.close_bar()
             ev.accept()
@@ -103,3 +105,10 @@ class FindBar(QWidget):
 
     def previous(self) -> None:
         self._go(-1)
+
+
+def _button(text: str, tip: str) -> QToolButton:
+    b = QToolButton()
+    b.setText(text)
+    b.setToolTip(tip)
+    return b

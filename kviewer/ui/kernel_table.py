@@ -13,12 +13,36 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QAbstractTableModel, QItemSelectionModel, QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QItemSelectionModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    Qt,
+    QTimer,
+    Signal,
+)
 from PySide6.QtGui import QGuiApplication, QKeySequence
-from PySide6.QtWidgets import QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTableView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
 
 from kviewer.ui.filterexpr import FilterError, apply_filter
-from kviewer.ui.table_data import ALIASES, TableData, grouped_data, instance_data, sort_order
+from kviewer.ui.table_data import (
+    ALIASES,
+    TableData,
+    grouped_data,
+    instance_data,
+    sort_order,
+)
 from kviewer.ui.viewstate import Selection, ViewState
 
 INSTANCES = "instances"
@@ -94,10 +118,10 @@ class KernelTableModel(QAbstractTableModel):
         self.order = rows
 
     # Qt model API ----------------------------------------------------------------------------
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802, B008
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else int(self.order.shape[0])
 
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802, B008
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self.data_.columns)
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
@@ -121,7 +145,7 @@ class KernelTableModel(QAbstractTableModel):
             return v.item() if hasattr(v, "item") else v
         return None
 
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: N802
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if role != Qt.ItemDataRole.DisplayRole:
             return None
         if orientation == Qt.Orientation.Horizontal:
@@ -195,7 +219,7 @@ class KernelTableView(QTableView):
 
     escapePressed = Signal()
 
-    def keyPressEvent(self, ev: Any) -> None:  # noqa: N802
+    def keyPressEvent(self, ev: Any) -> None:
         if ev.matches(QKeySequence.StandardKey.Copy):
             self.copy_selection()
             ev.accept()

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal
 from PySide6.QtWidgets import QProgressDialog, QWidget
@@ -60,7 +61,7 @@ class LoadSignals(QObject):
 class LoadJob(QRunnable):
     """Load a list of files in order; report each result through :class:`LoadSignals`."""
 
-    def __init__(self, paths: list[str], token: "CancelToken", signals: LoadSignals) -> None:
+    def __init__(self, paths: list[str], token: CancelToken, signals: LoadSignals) -> None:
         super().__init__()
         self.paths = list(paths)
         self.token = token

@@ -121,7 +121,7 @@ class LaneLOD:
     levels: list[Level] = field(default_factory=list)
 
     @classmethod
-    def build(cls, start: np.ndarray, end: np.ndarray, colour: np.ndarray) -> "LaneLOD":
+    def build(cls, start: np.ndarray, end: np.ndarray, colour: np.ndarray) -> LaneLOD:
         """Build every level for bars sorted by start (int64 ns) with palette indices."""
         start = np.ascontiguousarray(start, dtype=np.int64)
         end = np.ascontiguousarray(end, dtype=np.int64)

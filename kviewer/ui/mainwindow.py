@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from PySide6.QtCore import QSettings, Qt, QUrl
 from PySide6.QtGui import QAction, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QVBoxLayout,
+    QWidget,
+)
 
 from kviewer.ui import resources
 from kviewer.ui.details import DetailsPanel
@@ -77,44 +84,51 @@ class MainWindow(QMainWindow):
         return dock
 
     # menus -----------------------------------------------------------------------------------
+    def _action(self, text: str, slot: Callable[[], Any], shortcut: QKeySequence | QKeySequence.StandardKey | None = None) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(shortcut if isinstance(shortcut, QKeySequence) else QKeySequence(shortcut))
+        action.triggered.connect(lambda _checked=False: slot())
+        return action
+
     def _build_menus(self) -> None:
         mb = self.menuBar()
         file_menu = mb.addMenu("&File")
-        self.open_action = QAction("&Open…", self, shortcut=QKeySequence.StandardKey.Open, triggered=self.open_dialog)
+        self.open_action = self._action("&Open…", self.open_dialog, QKeySequence.StandardKey.Open)
         file_menu.addAction(self.open_action)
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent)
         self.close_menu = file_menu.addMenu("&Close Trace")
         self.close_menu.aboutToShow.connect(self._fill_close)
-        self.close_all_action = QAction("Close &All", self, triggered=self.close_all)
+        self.close_all_action = self._action("Close &All", self.close_all)
         file_menu.addAction(self.close_all_action)
         file_menu.addSeparator()
-        file_menu.addAction(QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit, triggered=self.close))
+        file_menu.addAction(self._action("&Quit", self.close, QKeySequence.StandardKey.Quit))
 
         edit = mb.addMenu("&Edit")
-        self.find_action = QAction("&Find…", self, shortcut=QKeySequence.StandardKey.Find, triggered=self.find_bar.open_bar)
+        self.find_action = self._action("&Find…", self.find_bar.open_bar, QKeySequence.StandardKey.Find)
         edit.addAction(self.find_action)
-        edit.addAction(QAction("Find &Next", self, shortcut=QKeySequence.StandardKey.FindNext, triggered=self.find_bar.next))
-        edit.addAction(QAction("Find &Previous", self, shortcut=QKeySequence.StandardKey.FindPrevious, triggered=self.find_bar.previous))
+        edit.addAction(self._action("Find &Next", self.find_bar.next, QKeySequence.StandardKey.FindNext))
+        edit.addAction(self._action("Find &Previous", self.find_bar.previous, QKeySequence.StandardKey.FindPrevious))
         edit.addSeparator()
         # single-letter keys belong to the timeline (they would steal typing from the filter box
         # as window shortcuts): the menu shows them after a tab without binding them
-        edit.addAction(QAction("Clear Selection\tEsc", self, triggered=lambda: self.state.set_selection(None)))
-        edit.addAction(QAction("Copy Selected Rows\tCtrl+C", self, triggered=self.table.view.copy_selection))
+        edit.addAction(self._action("Clear Selection\tEsc", lambda: self.state.set_selection(None)))
+        edit.addAction(self._action("Copy Selected Rows\tCtrl+C", self.table.view.copy_selection))
 
         view = mb.addMenu("&View")
-        view.addAction(QAction("Zoom &In\tW", self, triggered=lambda: self.timeline.zoom(0.8)))
-        view.addAction(QAction("Zoom &Out\tS", self, triggered=lambda: self.timeline.zoom(1.25)))
-        view.addAction(QAction("Pan &Left\tA", self, triggered=lambda: self.timeline.pan(-0.15)))
-        view.addAction(QAction("Pan &Right\tD", self, triggered=lambda: self.timeline.pan(0.15)))
-        view.addAction(QAction("&Fit Selection\tF", self, triggered=self.timeline.fit_selection))
-        view.addAction(QAction("Fit &All", self, shortcut=QKeySequence("Ctrl+0"), triggered=self.timeline.fit_all))
+        view.addAction(self._action("Zoom &In\tW", lambda: self.timeline.zoom(0.8)))
+        view.addAction(self._action("Zoom &Out\tS", lambda: self.timeline.zoom(1.25)))
+        view.addAction(self._action("Pan &Left\tA", lambda: self.timeline.pan(-0.15)))
+        view.addAction(self._action("Pan &Right\tD", lambda: self.timeline.pan(0.15)))
+        view.addAction(self._action("&Fit Selection\tF", self.timeline.fit_selection))
+        view.addAction(self._action("Fit &All", self.timeline.fit_all, QKeySequence("Ctrl+0")))
         view.addSeparator()
         view.addAction(self.table_dock.toggleViewAction())
         view.addAction(self.details_dock.toggleViewAction())
 
         help_menu = mb.addMenu("&Help")
-        help_menu.addAction(QAction("&Keys", self, triggered=self._show_keys))
+        help_menu.addAction(self._action("&Keys", self._show_keys))
 
     def _fill_recent(self) -> None:
         self.recent_menu.clear()
@@ -208,16 +222,16 @@ class MainWindow(QMainWindow):
             return []
         return [u.toLocalFile() for u in mime.urls() if isinstance(u, QUrl) and u.isLocalFile()]
 
-    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if self.dropped_paths(event):
             event.acceptProposedAction()
         else:
             event.ignore()
 
-    def dragMoveEvent(self, event: Any) -> None:  # noqa: N802
+    def dragMoveEvent(self, event: Any) -> None:
         event.acceptProposedAction()
 
-    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
+    def dropEvent(self, event: QDropEvent) -> None:
         paths = self.dropped_paths(event)
         if not paths:
             event.ignore()
@@ -231,7 +245,7 @@ class MainWindow(QMainWindow):
         return QSettings()
 
     def recent_files(self) -> list[str]:
-        value = self._settings().value("recentFiles", [])
+        value: Any = self._settings().value("recentFiles", [])
         if isinstance(value, str):
             value = [value]
         return [str(v) for v in (value or [])]
@@ -256,7 +270,7 @@ class MainWindow(QMainWindow):
         s.setValue("window/state", self.saveState())
         s.sync()
 
-    def closeEvent(self, event: Any) -> None:  # noqa: N802
+    def closeEvent(self, event: Any) -> None:
         self.save_settings()
         self.loader.cancel()
         self.loader.wait(5000)

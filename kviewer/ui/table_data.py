@@ -6,8 +6,9 @@ Python object per row. Sorting and filtering produce index arrays into these col
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -133,7 +134,7 @@ def _unified_text(parts: Sequence[tuple[np.ndarray, Sequence[str]]]) -> tuple[np
     return codes_all, cats, codes_all
 
 
-def instance_data(traces: Sequence["TraceTracks"]) -> TableData:
+def instance_data(traces: Sequence[TraceTracks]) -> TableData:
     """One row per kernel of every open trace."""
     ks = [t.trace.kernels for t in traces]
     n_each = [len(k) for k in ks]
@@ -221,7 +222,7 @@ def _shape_col(key: str, header: str, x: np.ndarray, y: np.ndarray, z: np.ndarra
     return Col(key, header, "number", total, display=display, missing_int=True)
 
 
-def grouped_data(traces: Sequence["TraceTracks"]) -> TableData:
+def grouped_data(traces: Sequence[TraceTracks]) -> TableData:
     """One row per (trace, kernel name): count and time statistics, as ``nsys stats`` reports."""
     import pandas as pd
 
@@ -261,7 +262,7 @@ def grouped_data(traces: Sequence["TraceTracks"]) -> TableData:
     if len(traces) > 1:
         labels = [t.label for t in traces]
         pos = {t.key: i for i, t in enumerate(traces)}
-        cols.append(Col("trace", "trace", "text", np.array([pos[k] for k in trace_key], dtype=np.int64), labels))
+        cols.append(Col("trace", "trace", "text", np.array([pos[int(k)] for k in trace_key], dtype=np.int64), labels))
     name_list = [str(c) for c in name_cats]
     cols.append(Col("short_name", "kernel", "text", short_codes.astype(np.int64), [str(c) for c in short_cats],
                     tooltip=lambda i: name_list[name_codes[i]]))

@@ -23,7 +23,15 @@ import numpy as np
 import pyqtgraph as pg
 import shiboken6
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPainterPath, QPen, QPolygonF
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetricsF,
+    QPainter,
+    QPainterPath,
+    QPen,
+    QPolygonF,
+)
 from PySide6.QtWidgets import QMenu, QToolTip, QVBoxLayout, QWidget
 
 from kviewer.ui import colors
@@ -84,7 +92,7 @@ def _draw_rects(p: QPainter, rects: np.ndarray, first: int, end: int) -> None:
     if end <= first:
         return
     ptr = shiboken6.wrapInstance(rects.ctypes.data + first * 32, QRectF)
-    p.drawRects(ptr, end - first)
+    p.drawRects(ptr, end - first)  # type: ignore[call-overload]  # the stubs lack (QRectF*, int)
 
 
 class TimeAxis(pg.AxisItem):
@@ -94,7 +102,7 @@ class TimeAxis(pg.AxisItem):
         super().__init__("bottom")
         self.enableAutoSIPrefix(False)
 
-    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
         if spacing >= 1e9:
             unit, div = "s", 1e9
         elif spacing >= 1e6:
@@ -110,7 +118,7 @@ class TimeAxis(pg.AxisItem):
 class LaneAxis(pg.AxisItem):
     """The left column: group headers (click to collapse) and lane labels."""
 
-    def __init__(self, timeline: "TimelineView") -> None:
+    def __init__(self, timeline: TimelineView) -> None:
         super().__init__("left")
         self.timeline = timeline
         self.setWidth(LABEL_W)
@@ -147,7 +155,7 @@ class LaneAxis(pg.AxisItem):
         p.setPen(QColor(190, 195, 200))
         p.drawLine(QPointF(width - 0.5, 0), QPointF(width - 0.5, height))
 
-    def mouseClickEvent(self, ev: Any) -> None:  # noqa: N802
+    def mouseClickEvent(self, ev: Any) -> None:
         row = self.timeline.row_at(self.timeline.vb.viewRange()[1][0] + ev.pos().y())
         if row is None or row.kind != "header":
             return
@@ -161,7 +169,7 @@ class LaneAxis(pg.AxisItem):
             if chosen is close:
                 self.timeline.closeRequested.emit(row.tracks.key)
 
-    def hoverEvent(self, ev: Any) -> None:  # noqa: N802
+    def hoverEvent(self, ev: Any) -> None:
         if ev.isExit():
             return
         row = self.timeline.row_at(self.timeline.vb.viewRange()[1][0] + ev.pos().y())
@@ -174,20 +182,20 @@ class LaneAxis(pg.AxisItem):
 class TimelineViewBox(pg.ViewBox):
     """Wheel zooms time around the cursor; drag pans time and scrolls rows; Shift+wheel scrolls."""
 
-    def __init__(self, timeline: "TimelineView") -> None:
+    def __init__(self, timeline: TimelineView) -> None:
         super().__init__(enableMenu=False, invertY=True)
         self.timeline = timeline
         self.setMouseEnabled(x=True, y=False)
         self.disableAutoRange()
 
-    def wheelEvent(self, ev: Any, axis: Any = None) -> None:  # noqa: N802
+    def wheelEvent(self, ev: Any, axis: Any = None) -> None:
         if ev.modifiers() & Qt.KeyboardModifier.ShiftModifier:
             ev.accept()
             self.timeline.scroll_by(-ev.delta() / 2.0)
             return
         super().wheelEvent(ev, axis)
 
-    def mouseDragEvent(self, ev: Any, axis: Any = None) -> None:  # noqa: N802
+    def mouseDragEvent(self, ev: Any, axis: Any = None) -> None:
         if ev.button() != Qt.MouseButton.LeftButton:
             super().mouseDragEvent(ev, axis)
             return
@@ -200,7 +208,7 @@ class TimelineViewBox(pg.ViewBox):
 class TracksItem(pg.GraphicsObject):
     """Draws every visible lane of the timeline (see the module doc)."""
 
-    def __init__(self, timeline: "TimelineView") -> None:
+    def __init__(self, timeline: TimelineView) -> None:
         super().__init__()
         self.timeline = timeline
         self.brushes = colors.qbrushes()
@@ -211,7 +219,7 @@ class TracksItem(pg.GraphicsObject):
         self.metrics = QFontMetricsF(self.font)
         self._frame: Frame | None = None
 
-    def boundingRect(self) -> QRectF:  # noqa: N802
+    def boundingRect(self) -> QRectF:
         # the item covers everything; what is drawn is decided per frame from the view range
         return QRectF(-1e15, -1e7, 2e15, 2e8)
 
@@ -407,7 +415,7 @@ def _arrow(p: QPainter, a: QPointF, b: QPointF) -> None:
 class TimelineCanvas(pg.PlotWidget):
     """The PlotWidget; handles the Perfetto keys (so they work wherever focus is inside it)."""
 
-    def __init__(self, timeline: "TimelineView") -> None:
+    def __init__(self, timeline: TimelineView) -> None:
         self.timeline = timeline
         super().__init__(
             background="w",
@@ -416,7 +424,7 @@ class TimelineCanvas(pg.PlotWidget):
         )
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
 
-    def keyPressEvent(self, ev: "QKeyEvent") -> None:  # noqa: N802
+    def keyPressEvent(self, ev: QKeyEvent) -> None:
         if self.timeline.handle_key(ev.key(), ev.modifiers()):
             ev.accept()
             return

@@ -15,8 +15,9 @@ find, reveal and outline it.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Union
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -58,7 +59,7 @@ class Group:
     """A collapsible group of lanes and groups."""
 
     label: str
-    children: list[Union["Group", Lane]] = field(default_factory=list)
+    children: list[Group | Lane] = field(default_factory=list)
     collapsed: bool = False
     tooltip: str = ""
 
@@ -77,7 +78,7 @@ class Group:
 class TraceTracks:
     """Everything the timeline and the table need from one trace, computed off the GUI thread."""
 
-    trace: "Trace"
+    trace: Trace
     key: int
     label: str
     offset_ns: int
@@ -94,7 +95,7 @@ class TraceTracks:
 
     # -----------------------------------------------------------------------------------------
     @classmethod
-    def build(cls, trace: "Trace", label: str | None = None) -> "TraceTracks":
+    def build(cls, trace: Trace, label: str | None = None) -> TraceTracks:
         import os
 
         trace_key = next(_keys)
@@ -289,13 +290,13 @@ def _python_lanes(g: Group) -> int:
     return sum(len(c.children) for c in g.children if isinstance(c, Group))
 
 
-def _ints(df: "pd.DataFrame", col: str) -> list[int]:
+def _ints(df: pd.DataFrame, col: str) -> list[int]:
     if not len(df):
         return []
     return [int(v) for v in np.unique(df[col].to_numpy())]
 
 
-def _groups(df: "pd.DataFrame", cols: list[str]) -> dict[tuple[Any, ...], np.ndarray]:
+def _groups(df: pd.DataFrame, cols: list[str]) -> dict[tuple[Any, ...], np.ndarray]:
     """Row positions (sorted, so still in start order) for each combination of ``cols``."""
     if not len(df):
         return {}
@@ -310,7 +311,7 @@ def _groups(df: "pd.DataFrame", cols: list[str]) -> dict[tuple[Any, ...], np.nda
     return out
 
 
-def _device_names(devices: "pd.DataFrame") -> dict[int, str]:
+def _device_names(devices: pd.DataFrame) -> dict[int, str]:
     if not len(devices):
         return {}
     return {int(i): str(n) for i, n in zip(devices["id"].to_numpy(), devices["name"].to_numpy()) if str(n)}

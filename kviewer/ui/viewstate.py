@@ -51,7 +51,7 @@ class ViewState(QObject):
         self.current: TraceTracks | None = None
 
     # traces ----------------------------------------------------------------------------------
-    def add_trace(self, tracks: "TraceTracks") -> None:
+    def add_trace(self, tracks: TraceTracks) -> None:
         self.traces.append(tracks)
         self.tracesChanged.emit()
         self.set_current(tracks)
@@ -68,13 +68,13 @@ class ViewState(QObject):
         if self.current is not None and self.current.key == key:
             self.set_current(self.traces[-1] if self.traces else None)
 
-    def trace(self, key: int) -> "TraceTracks | None":
+    def trace(self, key: int) -> TraceTracks | None:
         for t in self.traces:
             if t.key == key:
                 return t
         return None
 
-    def set_current(self, tracks: "TraceTracks | None") -> None:
+    def set_current(self, tracks: TraceTracks | None) -> None:
         if tracks is not self.current:
             self.current = tracks
             self.currentTraceChanged.emit(tracks)
@@ -106,7 +106,7 @@ class ViewState(QObject):
         if reveal and sel is not None:
             self.revealRequested.emit(sel)
 
-    def set_highlight(self, highlight: dict[int, "np.ndarray"]) -> None:
+    def set_highlight(self, highlight: dict[int, np.ndarray]) -> None:
         self.highlight = highlight
         self.highlightChanged.emit()
 
