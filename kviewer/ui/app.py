@@ -29,14 +29,13 @@ def _warm_up() -> None:
         pass
 
 
-def create_app() -> object:
+def create_app() -> Any:
     from PySide6.QtWidgets import QApplication
 
     from kviewer.ui import resources
 
-    app = QApplication.instance()
-    if app is None:
-        app = QApplication(sys.argv[:1])
+    existing = QApplication.instance()
+    app: QApplication = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     app.setOrganizationName("kviewer")
     app.setApplicationName("kviewer")
     app.setApplicationDisplayName("kviewer")
