@@ -268,7 +268,11 @@ def _cast(col: Column, values: Any, n: int) -> Any:
     else:
         arr = np.asarray(values)
         if col.dtype in (INT, I32) and arr.dtype.kind == "f":
-            arr = np.where(np.isnan(arr), -1, np.rint(arr))
+            # NaN is missing (-1); so is what the integer type cannot hold (inf, 1e30 from a
+            # damaged file), which a cast would turn into an arbitrary number (and numpy warns)
+            limit = 2.0**63 if col.dtype == INT else 2.0**31
+            with np.errstate(invalid="ignore"):
+                arr = np.where(np.abs(arr) < limit, np.rint(arr), -1)
         arr = arr.astype(col.dtype, copy=False)
     if len(arr) != n:
         raise ValueError(f"column {col.name}: {len(arr)} values for {n} rows")
