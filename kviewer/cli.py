@@ -101,11 +101,34 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
+def _has_cr(df: "pd.DataFrame") -> bool:
+    """True when a text cell of ``df`` holds a carriage return."""
+    import pandas as pd
+
+    for name in df.columns:
+        col = df[name]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            values = pd.Series(col.cat.categories, dtype=object)
+        elif pd.api.types.is_string_dtype(col.dtype):
+            values = col
+        else:
+            continue
+        if values.astype(str).str.contains("\r", regex=False).any():
+            return True
+    return False
+
+
 def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int = 1) -> None:
     """Write a table as csv, json (a list of objects) or an aligned human table."""
     out = out or sys.stdout
     if fmt == "csv":
-        df.to_csv(out, index=False, lineterminator="\n")
+        import csv
+
+        # the csv module quotes a field holding the delimiter, a quote or the line terminator
+        # ("\n") but not a lone "\r", which readers take for a line end: a trace name with one
+        # would break its row. Quote every text field then (such names are rare).
+        quoting = csv.QUOTE_NONNUMERIC if _has_cr(df) else csv.QUOTE_MINIMAL
+        df.to_csv(out, index=False, lineterminator="\n", quoting=quoting)
     elif fmt == "json":
         records = df.to_dict(orient="records")
         for rec in records:
