@@ -916,15 +916,24 @@ class _Times:
             self.origin_ns: int | None = self.origin_us * 1000
             self.note = "absolute epoch µs"
         else:
+            # Kineto's relative µs can be large (days since baseTimeNanoseconds): move the origin
+            # to the first whole µs so the tables' times start near 0 and keep full precision
+            # (scaled first, then shifted by whole ns: exactly round(ts * 1000) - shift)
             self.origin_us = 0
-            self.origin_ns = base
+            self.shift_ns = 1000 * math.floor(float(ts.min())) if len(ts) and float(ts.min()) > 0 else 0
+            self.origin_ns = None if base is None else base + self.shift_ns
             self.note = "µs relative to baseTimeNanoseconds" if base is not None else "µs from an unknown origin"
             if base is None and len(ts):
                 warnings.append("relative timestamps without baseTimeNanoseconds: the wall-clock time of the trace is unknown")
 
+    shift_ns = 0
+
     def start(self, ts: np.ndarray) -> np.ndarray:
         rel = ts - self.origin_us if self.origin_us else ts
-        return np.rint(rel * 1000.0).astype(np.int64)
+        out = np.rint(rel * 1000.0).astype(np.int64)
+        if self.shift_ns:
+            out -= self.shift_ns
+        return out
 
 
 class _Columns:
