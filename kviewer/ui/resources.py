@@ -1,13 +1,11 @@
-"""Where the icon and the style sheet are (``resources/`` beside the package in a checkout)."""
+"""Where the icon and the style sheet are: ``kviewer/resources`` (shipped in the package; the
+repository's ``resources/`` holds symlinks to these files)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-_CANDIDATES = (
-    Path(__file__).resolve().parent.parent.parent / "resources",
-    Path(__file__).resolve().parent / "resources",
-)
+_CANDIDATES = (Path(__file__).resolve().parent.parent / "resources",)
 
 
 def path(name: str) -> Path | None:
