@@ -282,10 +282,9 @@ def trace_info(trace: "Trace") -> dict[str, Any]:
 
 
 def format_ns(ns: float) -> str:
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3f} {unit}"
-    return f"{ns:.0f} ns"
+    from kviewer.core.units import format_duration
+
+    return format_duration(ns)
 
 
 def cmd_summary(args: argparse.Namespace) -> int:

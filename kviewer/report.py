@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kviewer.core.units import format_duration, format_signed_duration
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -107,20 +109,8 @@ class Report:
 # formatting
 
 
-def fmt_ns(ns: float) -> str:
-    """``1234`` -> ``1.234 µs``."""
-    if ns is None or not math.isfinite(ns):
-        return ""
-    a = abs(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if a >= scale:
-            return f"{ns / scale:.3f} {unit}"
-    return f"{ns:.0f} ns"
-
-
-def fmt_signed_ns(ns: float) -> str:
-    text = fmt_ns(ns)
-    return ("+" + text) if text and ns > 0 else text
+fmt_ns = format_duration
+fmt_signed_ns = format_signed_duration
 
 
 def fmt_pct(value: float, signed: bool = False) -> str:
