@@ -679,3 +679,41 @@ def build(roots: list[Path], out: Path, seed: int = 0) -> list[Case]:
         for d in sorted({p.parent for p in files}):
             corpus.add_folder(d, f"{root.name}/{d.relative_to(root)}")
     return corpus.cases
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.robustness.corpus [FOLDER ...]``: damage every file of the folders (default:
+    ``KVIEWER_FUZZ_DIR`` or the samples), load every case, print the summary and the findings.
+
+    Exit status 1 when there are findings. ``--keep DIR`` writes the cases there and keeps them.
+    """
+    import argparse
+    import tempfile
+    import time
+
+    from tests.robustness import harness
+
+    ap = argparse.ArgumentParser(prog="python -m tests.robustness.corpus", description=main.__doc__)
+    ap.add_argument("folders", nargs="*", type=Path)
+    ap.add_argument("--keep", type=Path, help="write the cases into this (new) folder and keep them")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    roots = args.folders or default_roots()
+    out = args.keep or Path(tempfile.mkdtemp(prefix="kviewer-corpus-"))
+    try:
+        cases = build(roots, out, args.seed)
+        t0 = time.perf_counter()
+        results = harness.run([c.to_json() for c in cases])
+        print(harness.summary(cases, results, time.perf_counter() - t0))
+        findings = harness.judge(cases, results)
+        print(f"{len(findings)} findings" + (":" if findings else ""))
+        for line in findings:
+            print("  " + line)
+        return 1 if findings else 0
+    finally:
+        if args.keep is None:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
