@@ -245,6 +245,8 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         if content.truncated or "truncated" in msg.lower() or "unexpected end" in msg.lower():
             raise TruncatedTrace(path, f"the JSON ends early ({msg}); rocprofv3 JSON cannot be read in part", LABEL) from exc
         raise CorruptTrace(path, f"not the rocprofv3 JSON layout ({msg})", LABEL) from exc
+    except RecursionError as exc:  # msgspec's depth limit: no profiler nests this deep
+        raise CorruptTrace(path, "the JSON is nested too deeply to be a rocprofv3 trace", LABEL) from exc
     cancel.check()
     if not doc.tool:
         raise CorruptTrace(path, 'the "rocprofiler-sdk-tool" list is empty', LABEL)
