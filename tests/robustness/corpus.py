@@ -362,9 +362,12 @@ class Corpus:
         if small:
             self._long_line(data, comp, name, rel, base)
         if not small:
+            if data.lstrip()[:1] in (b"{", b"["):  # deep nesting needs no parse
+                self._nested_cases(data, comp, name, rel, base)
             return
         doc = as_json(data)
         if doc is not None:
+            self._nested_cases(data, comp, name, rel, base)
             self._json_cases(data, doc, comp, name, rel, base, count=10 * k)
             return
         table = as_table(text)
@@ -396,21 +399,26 @@ class Corpus:
                  f"{LONG_LINE} bytes inserted at {at}", base)  # fmt: skip
 
     # -- JSON ---------------------------------------------------------------------------------
+    def _nested_cases(self, data: bytes, comp: str | None, name: str, rel: str, base: int) -> None:
+        """Deep nesting: arrays as the first element of the first array; an object as a new first
+        key of the document and of the first object inside an array."""
+        s = data.lstrip()
+        deep = b"[" * NEST_DEPTH + b"]" * NEST_DEPTH
+        deep_obj = b'"kvdeep":' + b'{"a":' * NEST_DEPTH + b"1" + b"}" * NEST_DEPTH
+        at = s.find(b"[")
+        if at >= 0:
+            comma = b"," if s[at + 1 :].lstrip()[:1] != b"]" else b""
+            self.add(name, compress(s[: at + 1] + deep + comma + s[at + 1 :], comp), rel, "json-nested",
+                     f"depth {NEST_DEPTH} arrays in the first array", base)  # fmt: skip
+        for label, m in (("the document", re.match(rb"\{", s)), ("the first object in an array", re.search(rb"\[\s*\{", s))):
+            if m:
+                comma = b"," if s[m.end() :].lstrip()[:1] != b"}" else b""
+                self.add(name, compress(s[: m.end()] + deep_obj + comma + s[m.end() :], comp), rel, "json-nested",
+                         f"depth {NEST_DEPTH} objects as the first key of {label}", base)  # fmt: skip
+
     def _json_cases(self, data: bytes, doc: Any, comp: str | None, name: str, rel: str, base: int, count: int) -> None:
         enc = msgspec.json.encode
-        # deep nesting as the first element of the first array (or the first value)
         s = data.lstrip()
-        at = s.find(b"[")
-        deep = b"[" * NEST_DEPTH + b"]" * NEST_DEPTH
-        if at >= 0:
-            nested = s[: at + 1] + deep + (b"," if s[at + 1 :].lstrip()[:1] not in (b"]",) else b"") + s[at + 1 :]
-        else:
-            nested = b'{"a":' + deep + b"}"
-        self.add(name, compress(nested, comp), rel, "json-nested", f"depth {NEST_DEPTH} arrays", base)
-        deep_obj = b'{"a":' * NEST_DEPTH + b"1" + b"}" * NEST_DEPTH
-        if s.startswith(b"{"):
-            self.add(name, compress(b"{" + b'"deep":' + deep_obj + b"," + s[1:], comp), rel, "json-nested",
-                     f"depth {NEST_DEPTH} objects as the first key", base)  # fmt: skip
         rng = self.rng(rel, "json")
         for i in range(count):
             fresh = msgspec.json.decode(s) if i else doc
