@@ -905,6 +905,22 @@ def _track(pid: np.ndarray, tid: np.ndarray, gpu: np.ndarray) -> np.ndarray:
     return codes.astype(np.int64)
 
 
+class _OutOfRange(ValueError):
+    """Times an int64 count of nanoseconds cannot hold (a damaged file)."""
+
+
+def _in_range(ns: np.ndarray, what: str) -> np.ndarray:
+    """``ns`` when every value fits an int64 (a cast would silently wrap the others), else raise."""
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(ns) < 2.0**63)  # NaN and inf too
+    if bad.any():
+        raise _OutOfRange(
+            f"{int(bad.sum()):,} event {what} are beyond what kviewer can represent "
+            f"(±292 years in nanoseconds), e.g. {float(ns[bad][0]) / 1000:g} µs"
+        )
+    return ns
+
+
 class _Times:
     """ts (µs) -> int64 ns relative to the origin, exactly as ``round(us * 1000)``."""
 
@@ -930,7 +946,7 @@ class _Times:
 
     def start(self, ts: np.ndarray) -> np.ndarray:
         rel = ts - self.origin_us if self.origin_us else ts
-        out = np.rint(rel * 1000.0).astype(np.int64)
+        out = np.rint(_in_range(rel * 1000.0, "timestamps")).astype(np.int64)
         if self.shift_ns:
             out -= self.shift_ns
         return out
@@ -1069,8 +1085,11 @@ class _Columns:
         base = header.baseTimeNanoseconds
         base = base if isinstance(base, int) and not isinstance(base, bool) else None
         times = _Times(ts, base, warnings)
-        start = times.start(ts)
-        dur = np.rint(col("dur", np.float64) * 1000.0).astype(np.int64)
+        try:
+            start = times.start(ts)
+            dur = np.rint(_in_range(col("dur", np.float64) * 1000.0, "durations")).astype(np.int64)
+        except _OutOfRange as exc:
+            raise CorruptTrace(path, str(exc), LABEL) from exc
         del ts
         name_index = pd.Index(list(self.names), dtype=object)
         rank = _rank(header.distributedInfo)
