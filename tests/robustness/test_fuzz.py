@@ -139,8 +139,10 @@ def _small_samples(roots: list[Path]) -> dict[str, list[tuple[str, bytes]]]:
 
 
 @pytest.fixture(scope="module")
-def real(samples: Path, sample_traces: Path) -> dict[str, list[tuple[str, bytes]]]:
-    return _small_samples([samples, sample_traces])
+def real(sample_traces: Path) -> dict[str, list[tuple[str, bytes]]]:
+    from tests.conftest import SHARED_SAMPLES
+
+    return _small_samples([r for r in (SHARED_SAMPLES, sample_traces) if r.is_dir()])
 
 
 @st.composite
@@ -173,7 +175,7 @@ def mutated(draw: st.DrawFn, data: bytes) -> bytes:
 def test_loader_on_mutated_real_content(spec: LoaderSpec, choice: st.DataObject, real: dict[str, list[tuple[str, bytes]]], workdir: Path) -> None:
     files = real.get(spec.name)
     if not files:
-        pytest.skip(f"no sample small enough for {spec.name}")
+        pytest.skip(f"no {spec.name} sample (under 4 MB) in the sample folders")
     name, data = choice.draw(st.sampled_from(files), label="sample")
     damaged = choice.draw(mutated(data), label="damage")
     if choice.draw(st.booleans(), label="gzip"):
