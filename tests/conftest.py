@@ -11,10 +11,19 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Tests exercise the loaders, not the trace cache (tests/io/test_cache.py turns it on in a tmp
 # dir): a cached parse must not hide a loader change, and tests never write to ~/.cache.
 os.environ["KVIEWER_NO_CACHE"] = "1"
+_OWN_CACHE_DIR: str | None = None
 if "KVIEWER_CACHE_DIR" not in os.environ:
     import tempfile
 
-    os.environ["KVIEWER_CACHE_DIR"] = tempfile.mkdtemp(prefix="kviewer-test-cache-")
+    _OWN_CACHE_DIR = os.environ["KVIEWER_CACHE_DIR"] = tempfile.mkdtemp(prefix="kviewer-test-cache-")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the session's throwaway cache folder (worker processes inherit the variable)."""
+    if _OWN_CACHE_DIR is not None:
+        import shutil
+
+        shutil.rmtree(_OWN_CACHE_DIR, ignore_errors=True)
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_TRACES = REPO / "sample_traces"
