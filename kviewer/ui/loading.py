@@ -28,24 +28,23 @@ def with_speed_of_light(trace: Any) -> Any:
     """The trace with ``bound`` and ``t_sol_ns`` on its kernels when the GPU is recognised, so the
     timeline colours kernels by what bounds them and draws the SOL floor inside each bar. A trace
     whose GPU is unknown (or whose SOL cannot be computed) opens as it is, with a warning."""
-    from kviewer.errors import AnalysisError
-    from kviewer.ui.headless import speed_of_light, with_sol
+    return speed_of_light_for_load(trace)[0]
+
+
+def speed_of_light_for_load(trace: Any) -> tuple[Any, Any]:
+    """:func:`with_speed_of_light` and the :class:`~kviewer.ui.sol_info.SolInfo` it used (None for
+    a trace without kernels), which the roofline and fusion docks reuse."""
+    from kviewer.ui.sol_info import UNCOLOURED_WARNING, coloured, compute_sol, reason
 
     if not len(trace.kernels):
-        return trace
-    try:
-        sol, _spec, why = speed_of_light(trace)
-    except AnalysisError as exc:
-        sol, why = None, str(exc)
-    except Exception as exc:  # an analysis bug must not stop the file from opening
-        sol, why = None, f"speed of light not available: {type(exc).__name__}: {exc}"
-    if sol is None:
-        if why and not why.endswith("has no kernels"):
+        return trace, None
+    info = compute_sol(trace)
+    if not info.ok:
+        if info.why and not info.why.endswith("has no kernels"):
             # the reason without the file name (the status bar shows it) or the CLI's advice
-            reason = why.split(": ", 1)[-1].split("; pass --device")[0]
-            trace.meta.warnings.append(f"kernels not coloured by bound: {reason}")
-        return trace
-    return with_sol(trace, sol)
+            trace.meta.warnings.append(f"{UNCOLOURED_WARNING}: {reason(info.why)}")
+        return trace, info
+    return coloured(trace, info), info
 
 
 class LoadSignals(QObject):
@@ -98,10 +97,11 @@ class LoadJob(QRunnable):
                     trace = load(path, progress=self._progress(i, name), cancel=self.token)
                     self.token.check()
                     self.signals.progress.emit((i + 0.9) / len(self.paths), f"{name}: speed of light")
-                    trace = with_speed_of_light(trace)
+                    trace, sol_info = speed_of_light_for_load(trace)
                     self.token.check()
                     self.signals.progress.emit((i + 0.95) / len(self.paths), f"{name}: building the timeline")
                     tracks = TraceTracks.build(trace)
+                    tracks.sol_info = sol_info
                     self.token.check()
                     self.signals.loaded.emit(tracks)
                 except LoadCancelled:

@@ -18,11 +18,23 @@ from PySide6.QtWidgets import (
 )
 
 from kviewer.ui import resources
+from kviewer.ui.analysis_docks import AnalysisDocks
+from kviewer.ui.background import BackgroundRunner
+from kviewer.ui.compare_mode import CompareMode
 from kviewer.ui.details import DetailsPanel
 from kviewer.ui.findbar import FindBar
 from kviewer.ui.format import format_duration
 from kviewer.ui.kernel_table import KernelTable
 from kviewer.ui.loading import LoadController
+from kviewer.ui.picture_actions import (
+    COMPARE,
+    FUSION,
+    ROOFLINE,
+    TABLE,
+    TIMELINE,
+    WINDOW,
+    PictureActions,
+)
 from kviewer.ui.timeline import TimelineView
 from kviewer.ui.viewstate import ViewState
 
@@ -64,8 +76,14 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
         self.table_dock = self._dock("Kernels", "kernelsDock", self.table, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.details_dock = self._dock("Details", "detailsDock", self.details, Qt.DockWidgetArea.RightDockWidgetArea)
+        # analysis runs off the GUI thread; the docks and compare mode own their logic
+        self.runner = BackgroundRunner(self)
+        self.analysis = AnalysisDocks(self, self.state, self.runner, below=self.details_dock)
+        self.compare = CompareMode(self, self.state, self.loader, self.runner, beside=self.table_dock, status=self.show_message)
+        self.pictures = PictureActions(self, self._picture_views, self.show_message)
         self.resizeDocks([self.table_dock], [340], Qt.Orientation.Vertical)
-        self.resizeDocks([self.details_dock], [300], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.details_dock], [380], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.details_dock, self.analysis.roofline_dock], [300, 420], Qt.Orientation.Vertical)
 
         self._build_menus()
         self._build_status()
@@ -74,7 +92,11 @@ class MainWindow(QMainWindow):
         self.state.tracesChanged.connect(self._on_traces)
         self.state.currentTraceChanged.connect(lambda _t: self._update_status())
         self.state.rangeChanged.connect(self._on_range)
+        self.compare.changed.connect(self._update_actions)
         self._restore_settings()
+        if not self.compare.active:
+            self.compare.dock.hide()  # a restored layout must not show an empty Compare dock
+        self._update_actions()
 
     def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -103,6 +125,15 @@ class MainWindow(QMainWindow):
         self.close_all_action = self._action("Close &All", self.close_all)
         file_menu.addAction(self.close_all_action)
         file_menu.addSeparator()
+        self.compare_with_action = self._action("Compare &With…", self.compare_dialog)
+        self.compare_open_action = self._action("Compare Open &Traces", self.compare.compare_open)
+        self.stop_compare_action = self._action("&Stop Comparing", self.compare.stop)
+        for act in (self.compare_with_action, self.compare_open_action, self.stop_compare_action):
+            file_menu.addAction(act)
+        file_menu.addSeparator()
+        self.export_action = self._action("&Export Picture…", self.pictures.export, QKeySequence("Ctrl+Shift+S"))
+        file_menu.addAction(self.export_action)
+        file_menu.addSeparator()
         file_menu.addAction(self._action("&Quit", self.close, QKeySequence.StandardKey.Quit))
 
         edit = mb.addMenu("&Edit")
@@ -115,6 +146,8 @@ class MainWindow(QMainWindow):
         # as window shortcuts): the menu shows them after a tab without binding them
         edit.addAction(self._action("Clear Selection\tEsc", lambda: self.state.set_selection(None)))
         edit.addAction(self._action("Copy Selected Rows\tCtrl+C", self.table.view.copy_selection))
+        self.copy_picture_action = self._action("Copy &Picture", self.pictures.copy, QKeySequence("Ctrl+Shift+C"))
+        edit.addAction(self.copy_picture_action)
 
         view = mb.addMenu("&View")
         view.addAction(self._action("Zoom &In\tW", lambda: self.timeline.zoom(0.8)))
@@ -126,6 +159,9 @@ class MainWindow(QMainWindow):
         view.addSeparator()
         view.addAction(self.table_dock.toggleViewAction())
         view.addAction(self.details_dock.toggleViewAction())
+        view.addAction(self.analysis.roofline_dock.toggleViewAction())
+        view.addAction(self.analysis.fusion_dock.toggleViewAction())
+        view.addAction(self.compare.dock.toggleViewAction())
 
         help_menu = mb.addMenu("&Help")
         help_menu.addAction(self._action("&Keys", self._show_keys))
@@ -159,7 +195,9 @@ class MainWindow(QMainWindow):
             "W / S  zoom in / out around the mouse\nA / D  pan left / right\nF  fit the selection (everything when nothing is selected)\n"
             "Mouse wheel  zoom around the cursor; drag  pan; Shift+wheel  scroll tracks\n"
             "Ctrl+F  find; Enter / Shift+Enter  next / previous match\nEsc  clear the selection\nCtrl+O  open; Ctrl+C  copy table rows as TSV\n"
-            "Click a group header to collapse it; right-click a trace header to close it.",
+            "Ctrl+Shift+S  export a picture of a view; Ctrl+Shift+C  copy the focused view's picture\n"
+            "Click a group header to collapse it; right-click a trace header to close it.\n"
+            "Drop a second report on the window to compare it with the open one.",
         )
 
     # status bar --------------------------------------------------------------------------------
@@ -196,11 +234,44 @@ class MainWindow(QMainWindow):
 
     def _on_traces(self) -> None:
         self._update_status()
-        self.close_all_action.setEnabled(bool(self.state.traces))
+        self._update_actions()
+
+    def _update_actions(self) -> None:
+        n = len(self.state.traces)
+        self.close_all_action.setEnabled(n > 0)
+        self.compare_with_action.setEnabled(n > 0)
+        self.compare_open_action.setEnabled(n == 2 and not self.compare.active)
+        self.stop_compare_action.setEnabled(self.compare.active)
+
+    def show_message(self, text: str) -> None:
+        """A passing message in the status bar ("" clears it)."""
+        if text:
+            self.statusBar().showMessage(text, 12000)
+        else:
+            self.statusBar().clearMessage()
+
+    def _picture_views(self) -> dict[str, QWidget | None]:
+        return {
+            TIMELINE: self.timeline,
+            TABLE: self.table,
+            ROOFLINE: self.analysis.roofline_panel.roofline,
+            FUSION: self.analysis.fusion_panel.panel,
+            COMPARE: self.compare.view if self.compare.active else None,
+            WINDOW: self,
+        }
 
     # files -------------------------------------------------------------------------------------
     def open_files(self, paths: list[str]) -> None:
-        self.loader.open([os.fspath(p) for p in paths])
+        paths = [os.fspath(p) for p in paths]
+        self.compare.note_open(paths)  # a second report (or two at once) starts compare mode
+        self.loader.open(paths)
+
+    def compare_dialog(self) -> None:
+        """File › Compare With…: a report to compare with the current trace."""
+        start = str(Path(self.recent_files()[0]).parent) if self.recent_files() else ""
+        path, _ = QFileDialog.getOpenFileName(self, "Compare with", start, FILE_FILTER)
+        if path:
+            self.compare.compare_with(path)
 
     def open_dialog(self) -> None:
         start = str(Path(self.recent_files()[0]).parent) if self.recent_files() else ""
@@ -274,4 +345,5 @@ class MainWindow(QMainWindow):
         self.save_settings()
         self.loader.cancel()
         self.loader.wait(5000)
+        self.runner.wait(10000)
         super().closeEvent(event)

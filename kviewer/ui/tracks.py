@@ -92,6 +92,8 @@ class TraceTracks:
     span: tuple[int, int]
     """(first start, last end) in display ns (so the first start is 0)"""
     emphasis: np.ndarray | None = None
+    sol_info: Any = None
+    """:class:`~kviewer.ui.sol_info.SolInfo` of the load (None without kernels)"""
 
     # -----------------------------------------------------------------------------------------
     @classmethod
@@ -208,6 +210,29 @@ class TraceTracks:
                 colour = np.where(mask[lane.ids], colour, colour + colors.DIM).astype(np.uint16)
             raw = lane.lod.raw
             lane.lod = LaneLOD.build(raw.start, raw.end, colour)
+
+    def set_kernel_sol(self, trace: Trace) -> None:
+        """Take ``trace`` (the same kernels, with ``bound`` and ``t_sol_ns`` from a newly chosen
+        GPU): recolour the kernel bars by bound and redraw the SOL floor inside them."""
+        k = trace.kernels
+        if len(k) != len(self.trace.kernels):
+            raise ValueError("set_kernel_sol needs the same kernels as the open trace")
+        kcol = colors.kernel_colours(k["short_name"], k["bound"] if "bound" in k.columns else None)
+        inner = k["t_sol_ns"].to_numpy(dtype=np.float64) if "t_sol_ns" in k.columns else None
+        self.trace = trace
+        for lane in self.lanes:
+            if lane.table == "kernels":
+                lane.base_colour = kcol[lane.ids]
+                lane.inner = None if inner is None else inner[lane.ids]
+        self.set_kernel_emphasis(self.emphasis)  # rebuilds each lane's mipmap from the new colours
+
+    def set_display_offset(self, offset_ns: int) -> None:
+        """Draw the trace with ``offset_ns`` subtracted from its times (to align it with another
+        trace); the span follows."""
+        first = self.span[0] + self.offset_ns
+        last = self.span[1] + self.offset_ns
+        self.offset_ns = int(offset_ns)
+        self.span = (first - self.offset_ns, last - self.offset_ns)
 
     def locate(self, table: str, row: int) -> tuple[Lane, int] | None:
         """The lane and raw position of a row's bar, or None when the row has no bar."""

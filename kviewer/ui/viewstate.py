@@ -83,8 +83,10 @@ class ViewState(QObject):
         """The display range that holds every open trace."""
         if not self.traces:
             return (0.0, 1.0)
+        # a trace aligned with another (compare mode) may start before 0
+        lo = min(0, min(t.span[0] for t in self.traces))
         hi = max(t.span[1] for t in self.traces)
-        return (0.0, float(max(hi, 1)))
+        return (float(lo), float(max(hi, lo + 1)))
 
     # range -----------------------------------------------------------------------------------
     def set_range(self, t0: float, t1: float) -> None:

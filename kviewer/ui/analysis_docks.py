@@ -1,0 +1,456 @@
+"""The Roofline and Fusion candidates docks of the main window, linked to the shared view state.
+
+Both docks show the current trace (:attr:`ViewState.current`). The roofline reuses the SOL frame
+the loading thread computed to colour the kernels (:attr:`TraceTracks.sol_info`); fusion
+candidates are computed from that frame on the background runner and cached per trace. A dock
+fills itself only while it is visible, so a big trace costs nothing in a closed tab.
+
+Selection flows both ways through the view state, never from view to view:
+
+- clicking points in the roofline highlights those kernels (timeline and table dim the others)
+  and selects the longest one, revealing it on the timeline;
+- a kernel selected anywhere (table row, timeline bar) and the highlighted kernels (a filter, a
+  table group, a fusion candidate) are ringed in the roofline;
+- choosing a fusion candidate highlights every kernel of every instance and frames its first
+  instance on the timeline.
+
+When the trace's GPU is not recognised the roofline dock says why and its device picker asks for
+the GPU; the choice recomputes the speed of light for that trace, recolours its kernel bars by
+bound and fills both docks.
+
+The panel widgets that need pandas (the roofline, the fusion table) are created on the first
+trace, so the window still appears without importing pandas.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDockWidget,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QVBoxLayout,
+    QWidget,
+)
+
+from kviewer.ui.viewstate import Selection, ViewState
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from kviewer.ui.background import BackgroundRunner
+    from kviewer.ui.fusion_panel import FusionPanel
+    from kviewer.ui.roofline import RooflineWidget
+    from kviewer.ui.sol_info import SolInfo
+    from kviewer.ui.tracks import TraceTracks
+
+#: rings drawn in the roofline for a highlight (a broad filter would otherwise ring everything)
+MAX_RINGS = 5000
+_MUTED = "color:#666; padding:6px;"
+_WARN = "color:#9a4b00; padding:2px 4px;"
+
+
+class RooflinePanel(QWidget):
+    """The roofline of one trace, with a GPU picker above it.
+
+    Signals
+    -------
+    deviceChosen(str)
+        the device id (``devices.toml`` key) the user picked for the shown trace.
+    """
+
+    deviceChosen = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("rooflinePanel")
+        self.device_box = QComboBox()
+        self.device_box.setObjectName("rooflineDevice")
+        self.device_box.setToolTip("The GPU whose peak rates draw the roofs and bound each kernel")
+        self.device_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.device_box.setMinimumContentsLength(18)
+        self.device_box.activated.connect(self._on_activated)
+        self.message = QLabel()
+        self.message.setObjectName("rooflineMessage")
+        self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.placeholder = QLabel("Open a trace to see its kernels against the GPU's roofline.")
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setStyleSheet(_MUTED)
+        bar = QHBoxLayout()
+        bar.setContentsMargins(4, 2, 4, 2)
+        bar.addWidget(QLabel("GPU:"))
+        bar.addWidget(self.device_box, 1)
+        self.bar = QWidget()
+        self.bar.setLayout(bar)
+        self.bar.hide()
+        self.message.hide()
+        self.roofline: RooflineWidget | None = None
+        self.layout_ = QVBoxLayout(self)
+        self.layout_.setContentsMargins(0, 0, 0, 0)
+        self.layout_.setSpacing(0)
+        self.layout_.addWidget(self.bar)
+        self.layout_.addWidget(self.message)
+        self.layout_.addWidget(self.placeholder, 1)
+        self.shown: tuple[int, int] | None = None
+        """(trace key, id of its SolInfo) on display"""
+
+    def ensure_widgets(self) -> RooflineWidget:
+        """Create the roofline and fill the device list (imports pandas: first trace only)."""
+        if self.roofline is None:
+            from kviewer.analysis.devices import load_devices
+            from kviewer.ui.roofline import RooflineWidget
+
+            self.roofline = RooflineWidget()
+            self.roofline.setObjectName("roofline")
+            self.roofline.hide()
+            self.layout_.addWidget(self.roofline, 1)
+            self.device_box.addItem("Choose the GPU…", None)
+            for spec in sorted(load_devices().values(), key=lambda s: (s.vendor, s.name)):
+                self.device_box.addItem(spec.name, spec.id)
+        return self.roofline
+
+    def clear(self, text: str) -> None:
+        self.shown = None
+        self.bar.hide()
+        self.message.hide()
+        if self.roofline is not None:
+            self.roofline.hide()
+        self.placeholder.setText(text)
+        self.placeholder.show()
+
+    def show_busy(self, text: str) -> None:
+        self.message.setStyleSheet(_MUTED)
+        self.message.setText(text)
+        self.message.show()
+
+    def show_trace(self, tracks: TraceTracks, info: SolInfo | None) -> None:
+        """Show the SOL of this trace, or why there is none (with the picker to fix it)."""
+        from kviewer.ui.sol_info import reason
+
+        roofline = self.ensure_widgets()
+        self.shown = (tracks.key, id(info))
+        if info is None:
+            self.clear(f"{tracks.label} has no GPU kernels.")
+            return
+        self.placeholder.hide()
+        self.bar.show()
+        if not info.ok:
+            self.device_box.setCurrentIndex(0)
+            self.message.setStyleSheet(_WARN)
+            self.message.setText(f"⚠ {reason(info.why)}. Choose the GPU above to draw its roofline and colour the kernels by bound.")
+            self.message.show()
+            roofline.hide()
+            self.placeholder.setText("")
+            return
+        assert info.sol is not None
+        i = self.device_box.findData(info.spec.id) if info.spec is not None else -1
+        self.device_box.setCurrentIndex(max(i, 0))
+        self.message.setVisible(info.device is not None)
+        if info.device is not None:
+            self.message.setStyleSheet(_MUTED)
+            self.message.setText("GPU chosen by you (the trace does not say which one ran it).")
+        roofline.set_data(info.sol, info.spec)
+        title = f"{info.spec.name} · {tracks.label}" if info.spec is not None else tracks.label
+        roofline.plot.setTitle(title, size="9pt")
+        roofline.show()
+
+    def _on_activated(self, index: int) -> None:
+        device = self.device_box.itemData(index)
+        if device:
+            self.deviceChosen.emit(str(device))
+
+
+class FusionDockPanel(QWidget):
+    """The fusion candidates table of one trace, with a line saying what it shows."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("fusionDockPanel")
+        self.message = QLabel("Open a trace to list kernels worth fusing.")
+        self.message.setObjectName("fusionMessage")
+        self.message.setWordWrap(True)
+        self.message.setStyleSheet(_MUTED)
+        self.panel: FusionPanel | None = None
+        self.layout_ = QVBoxLayout(self)
+        self.layout_.setContentsMargins(0, 0, 0, 0)
+        self.layout_.setSpacing(0)
+        self.layout_.addWidget(self.message)
+        self.layout_.addStretch(1)
+        self.shown: tuple[int, int] | None = None
+        """(trace key, id of the candidates frame) on display"""
+
+    def ensure_widgets(self) -> FusionPanel:
+        if self.panel is None:
+            from kviewer.ui.fusion_panel import FusionPanel
+
+            self.panel = FusionPanel()
+            self.panel.setObjectName("fusionPanel")
+            self.panel.hide()
+            self.layout_.insertWidget(1, self.panel, 1)
+        return self.panel
+
+    def show_message(self, text: str) -> None:
+        self.shown = None
+        self.message.setText(text)
+        self.message.show()
+        if self.panel is not None:
+            self.panel.hide()
+
+    def show_candidates(self, key: int, df: pd.DataFrame, kernel_ns: float) -> None:
+        panel = self.ensure_widgets()
+        self.shown = (key, id(df))
+        panel.set_candidates(df, kernel_ns=kernel_ns)
+        self.message.hide()
+        if not len(df):
+            self.show_message("No fusion candidates: no chain of memory-bound kernels was found.")
+            self.shown = (key, id(df))
+            return
+        panel.show()
+
+
+class AnalysisDocks(QObject):
+    """Creates the two docks in ``window`` (below the Details dock) and keeps them in step with
+    the view state."""
+
+    def __init__(self, window: QMainWindow, state: ViewState, runner: BackgroundRunner, below: QDockWidget) -> None:
+        super().__init__(window)
+        self.window = window
+        self.state = state
+        self.runner = runner
+        self.roofline_panel = RooflinePanel()
+        self.fusion_panel = FusionDockPanel()
+        self.roofline_dock = self._dock("Roofline", "rooflineDock", self.roofline_panel)
+        self.fusion_dock = self._dock("Fusion candidates", "fusionDock", self.fusion_panel)
+        window.splitDockWidget(below, self.roofline_dock, Qt.Orientation.Vertical)
+        window.tabifyDockWidget(self.roofline_dock, self.fusion_dock)
+        self.roofline_dock.raise_()
+        self.fusion: dict[int, pd.DataFrame] = {}
+        """candidates per trace key (computed once per SOL frame)"""
+        self.fusion_errors: dict[int, str] = {}
+        self._fusion_request: tuple[int, int] | None = None
+        self._roofline_connected = False
+        self._fusion_connected = False
+
+        state.currentTraceChanged.connect(lambda _t: self.refresh())
+        state.tracesChanged.connect(self._on_traces)
+        state.selectionChanged.connect(lambda _s: self.sync_roofline_selection())
+        state.highlightChanged.connect(self.sync_roofline_selection)
+        self.roofline_panel.deviceChosen.connect(self.choose_device)
+        # a dock in a tab group that is not the current tab still says isVisible(); its
+        # visibilityChanged signal follows the tabs too, so it decides what gets filled
+        self.shown_docks: set[str] = set()
+        for dock in (self.roofline_dock, self.fusion_dock):
+            dock.visibilityChanged.connect(lambda visible, d=dock: self._on_visibility(d, visible))
+
+    def _dock(self, title: str, name: str, widget: QWidget) -> QDockWidget:
+        dock = QDockWidget(title, self.window)
+        dock.setObjectName(name)  # saveState needs names
+        dock.setWidget(widget)
+        self.window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
+        return dock
+
+    def _on_visibility(self, dock: QDockWidget, visible: bool) -> None:
+        if visible:
+            self.shown_docks.add(dock.objectName())
+            self.refresh()
+        else:
+            self.shown_docks.discard(dock.objectName())
+
+    def on_screen(self, dock: QDockWidget) -> bool:
+        """Whether the dock is shown (and, in a tab group, its tab is the current one)."""
+        return dock.isVisible() and dock.objectName() in self.shown_docks
+
+    # filling -----------------------------------------------------------------------------------
+    def _on_traces(self) -> None:
+        open_keys = {t.key for t in self.state.traces}
+        for cache in (self.fusion, self.fusion_errors):
+            for key in [k for k in cache if k not in open_keys]:
+                del cache[key]
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Fill the visible docks for the current trace (what is already shown is kept)."""
+        tracks = self.state.current
+        if tracks is None:
+            self.roofline_panel.clear("Open a trace to see its kernels against the GPU's roofline.")
+            self.fusion_panel.show_message("Open a trace to list kernels worth fusing.")
+            return
+        info = tracks.sol_info
+        if self.on_screen(self.roofline_dock) and self.roofline_panel.shown != (tracks.key, id(info)):
+            self.roofline_panel.show_trace(tracks, info)
+            self._connect_roofline()
+            self.sync_roofline_selection()
+        if self.on_screen(self.fusion_dock):
+            self._fill_fusion(tracks)
+
+    def _fill_fusion(self, tracks: TraceTracks) -> None:
+        info = tracks.sol_info
+        key = tracks.key
+        if info is None:
+            self.fusion_panel.show_message(f"{tracks.label} has no GPU kernels.")
+            return
+        if not info.ok:
+            self.fusion_panel.show_message("The GPU is not known: choose it in the Roofline dock to estimate fusion savings.")
+            return
+        if key in self.fusion_errors:
+            self.fusion_panel.show_message(f"Fusion candidates could not be computed: {self.fusion_errors[key]}")
+            return
+        df = self.fusion.get(key)
+        if df is None:
+            if self._fusion_request != (key, id(info)):
+                self.fusion_panel.show_message(f"Looking for fusion candidates in {tracks.label}…")
+                self._compute_fusion(tracks)
+            return
+        if self.fusion_panel.shown != (key, id(df)):
+            self.fusion_panel.show_candidates(key, df, float(info.sol["dur"].sum()) if info.sol is not None else 0.0)
+            self._connect_fusion()
+
+    def _compute_fusion(self, tracks: TraceTracks) -> None:
+        from kviewer.analysis.fusion import fusion_candidates
+
+        trace, info, key = tracks.trace, tracks.sol_info, tracks.key
+        sol = info.sol
+        self._fusion_request = (key, id(info))
+
+        def current() -> bool:
+            self._fusion_request = None
+            now = self.state.trace(key)
+            return now is not None and now.sol_info is info  # not closed or recomputed meanwhile
+
+        def done(df: Any) -> None:
+            if current():
+                self.fusion[key] = df
+                self.refresh()
+
+        def failed(message: str) -> None:
+            if current():
+                self.fusion_errors[key] = message.split("\n", 1)[0]
+                self.refresh()
+
+        self.runner.run("fusion", lambda: fusion_candidates(trace, sol=sol), done, failed)
+
+    def _connect_roofline(self) -> None:
+        if not self._roofline_connected and self.roofline_panel.roofline is not None:
+            self.roofline_panel.roofline.selectionChanged.connect(self.select_kernels)
+            self._roofline_connected = True
+
+    def _connect_fusion(self) -> None:
+        if not self._fusion_connected and self.fusion_panel.panel is not None:
+            self.fusion_panel.panel.candidateSelected.connect(self.choose_candidate)
+            self._fusion_connected = True
+
+    # state -> roofline ------------------------------------------------------------------------
+    def ringed_ids(self) -> list[int]:
+        """Kernels of the shown trace to ring in the roofline: the selected one and the
+        highlighted ones."""
+        shown = self.roofline_panel.shown
+        if shown is None:
+            return []
+        key = shown[0]
+        ids: list[int] = []
+        sel = self.state.selection
+        if sel is not None and sel.trace == key and sel.table == "kernels":
+            ids.append(sel.row)
+        mask = self.state.highlight.get(key)
+        if mask is not None and 0 < int(mask.sum()) < len(mask):
+            ids.extend(np.flatnonzero(mask)[:MAX_RINGS].tolist())
+        return list(dict.fromkeys(ids))  # the selected kernel is usually highlighted too
+
+    def sync_roofline_selection(self) -> None:
+        roofline = self.roofline_panel.roofline
+        if roofline is not None and self.roofline_panel.shown is not None:
+            roofline.set_selection(self.ringed_ids())
+
+    # roofline / fusion -> state ---------------------------------------------------------------
+    def select_kernels(self, ids: list[int], reveal: bool = True) -> None:
+        """Highlight these kernels of the shown trace and select the longest of them."""
+        shown = self.roofline_panel.shown
+        tracks = self.state.trace(shown[0]) if shown is not None else None
+        if tracks is None or not ids:
+            return
+        self._highlight_and_select(tracks, np.asarray(ids, dtype=np.int64), reveal)
+
+    def _highlight_and_select(self, tracks: TraceTracks, ids: np.ndarray, reveal: bool, pick: int | None = None) -> None:
+        n = len(tracks.trace.kernels)
+        ids = ids[(ids >= 0) & (ids < n)]
+        if not len(ids):
+            return
+        mask = np.zeros(n, dtype=bool)
+        mask[ids] = True
+        self.state.set_highlight({tracks.key: mask})
+        if pick is None:
+            dur = tracks.trace.kernels["dur"].to_numpy()[ids]
+            pick = int(ids[int(np.argmax(dur))])
+        self.state.set_selection(Selection(tracks.key, "kernels", pick), reveal=reveal)
+
+    def choose_candidate(self, ids: list[int]) -> None:
+        """A fusion candidate was chosen: highlight all its kernels, frame its first instance."""
+        shown = self.fusion_panel.shown
+        tracks = self.state.trace(shown[0]) if shown is not None else None
+        if tracks is None:
+            return
+        if not ids:
+            self.state.set_highlight({})
+            return
+        first = self._first_instance(tracks.key, ids)
+        self._highlight_and_select(tracks, np.asarray(ids, dtype=np.int64), True, pick=first[0])
+        k = tracks.trace.kernels
+        s = float(k["start"].to_numpy()[first].min() - tracks.offset_ns)
+        e = float(k["end"].to_numpy()[first].max() - tracks.offset_ns)
+        pad = max((e - s) * 0.5, 1000.0)
+        self.state.set_range(s - pad, e + pad)
+
+    def _first_instance(self, key: int, ids: list[int]) -> list[int]:
+        """The kernel ids of the first instance of the candidate whose kernels are ``ids``."""
+        df = self.fusion.get(key)
+        if df is not None:
+            for instances in df["kernel_ids"]:
+                if instances and instances[0] and int(instances[0][0]) == int(ids[0]):
+                    return [int(i) for i in instances[0]]
+        return [int(ids[0])]
+
+    # device picker ----------------------------------------------------------------------------
+    def choose_device(self, device: str) -> None:
+        """Recompute the shown trace's speed of light on ``device`` (in the background)."""
+        from kviewer.ui.sol_info import coloured, compute_sol
+
+        shown = self.roofline_panel.shown
+        tracks = self.state.trace(shown[0]) if shown is not None else None
+        if tracks is None:
+            return
+        key, trace = tracks.key, tracks.trace
+        name = self.roofline_panel.device_box.currentText()
+        self.roofline_panel.show_busy(f"Computing the speed of light on {name}…")
+
+        def work() -> tuple[SolInfo, Any]:
+            info = compute_sol(trace, device)
+            return info, coloured(trace, info)
+
+        self.runner.run("sol", work, lambda r: self.apply_sol(key, r[0], r[1]), lambda m: self.roofline_panel.show_busy(f"⚠ {m}"))
+
+    def apply_sol(self, key: int, info: SolInfo, trace: Any) -> None:
+        """Take a recomputed SOL for an open trace: recolour its bars, refill the docks."""
+        from kviewer.ui.sol_info import UNCOLOURED_WARNING
+
+        tracks = self.state.trace(key)
+        if tracks is None:
+            return
+        if info.ok:
+            tracks.set_kernel_sol(trace)
+            warnings = tracks.trace.meta.warnings
+            warnings[:] = [w for w in warnings if not w.startswith(UNCOLOURED_WARNING)]
+        tracks.sol_info = info
+        self.fusion.pop(key, None)
+        self.fusion_errors.pop(key, None)
+        # the trace's kernels changed (bound, SOL time): every view reloads them
+        self.state.tracesChanged.emit()
+        self.refresh()
+        if hasattr(self.window, "statusBar") and info.ok and info.spec is not None:
+            self.window.statusBar().showMessage(f"{tracks.label}: kernels bound on {info.spec.name}", 6000)
