@@ -24,6 +24,7 @@ trace, so the window still appears without importing pandas.
 
 from __future__ import annotations
 
+import html
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -109,6 +110,10 @@ class RooflinePanel(QWidget):
 
             self.roofline = RooflineWidget()
             self.roofline.setObjectName("roofline")
+            # a dock is narrow: a small legend in the bottom-right corner, where no kernel runs
+            # (high intensity at low throughput), instead of over the memory-bound points
+            self.roofline.legend.setOffset((-6, -6))
+            self.roofline.legend.setLabelTextSize("7pt")
             self.roofline.hide()
             self.layout_.addWidget(self.roofline, 1)
             self.device_box.addItem("Choose the GPU…", None)
@@ -148,6 +153,7 @@ class RooflinePanel(QWidget):
             self.message.show()
             roofline.hide()
             self.placeholder.setText("")
+            self.placeholder.show()  # takes the space below the message
             return
         assert info.sol is not None
         i = self.device_box.findData(info.spec.id) if info.spec is not None else -1
@@ -157,8 +163,9 @@ class RooflinePanel(QWidget):
             self.message.setStyleSheet(_MUTED)
             self.message.setText("GPU chosen by you (the trace does not say which one ran it).")
         roofline.set_data(info.sol, info.spec)
-        title = f"{info.spec.name} · {tracks.label}" if info.spec is not None else tracks.label
-        roofline.plot.setTitle(title, size="9pt")
+        label = html.escape(tracks.label if len(tracks.label) <= 48 else tracks.label[:47] + "…")
+        gpu = f"<br><span style='color:#555'>{html.escape(info.spec.name)}</span>" if info.spec is not None else ""
+        roofline.plot.setTitle(f"{label}{gpu}", size="8pt")
         roofline.show()
 
     def _on_activated(self, index: int) -> None:
@@ -228,9 +235,7 @@ class AnalysisDocks(QObject):
         self.fusion_panel = FusionDockPanel()
         self.roofline_dock = self._dock("Roofline", "rooflineDock", self.roofline_panel)
         self.fusion_dock = self._dock("Fusion candidates", "fusionDock", self.fusion_panel)
-        window.splitDockWidget(below, self.roofline_dock, Qt.Orientation.Vertical)
-        window.tabifyDockWidget(self.roofline_dock, self.fusion_dock)
-        self.roofline_dock.raise_()
+        self.below = below
         self.fusion: dict[int, pd.DataFrame] = {}
         """candidates per trace key (computed once per SOL frame)"""
         self.fusion_errors: dict[int, str] = {}
@@ -248,6 +253,16 @@ class AnalysisDocks(QObject):
         self.shown_docks: set[str] = set()
         for dock in (self.roofline_dock, self.fusion_dock):
             dock.visibilityChanged.connect(lambda visible, d=dock: self._on_visibility(d, visible))
+
+    def arrange_default(self) -> None:
+        """The first-run layout: Roofline below Details, Fusion candidates in a tab beside it.
+
+        Only without a saved layout: tab groups made before ``restoreState`` leave stray tab bars
+        behind in the window.
+        """
+        self.window.splitDockWidget(self.below, self.roofline_dock, Qt.Orientation.Vertical)
+        self.window.tabifyDockWidget(self.roofline_dock, self.fusion_dock)
+        self.roofline_dock.raise_()
 
     def _dock(self, title: str, name: str, widget: QWidget) -> QDockWidget:
         dock = QDockWidget(title, self.window)

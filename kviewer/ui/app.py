@@ -83,6 +83,11 @@ def _screenshot_mode(app: Any, window: Any, out: str, status: dict[str, int], ha
     dialogs.show_error = report  # type: ignore[assignment]
 
     def save() -> None:
+        runner = getattr(window, "runner", None)
+        if runner is not None and runner.pending():
+            # a comparison or an analysis dock is still computing: picture the finished window
+            QTimer.singleShot(100, save)
+            return
         app.processEvents()
         if not window.grab().save(out):
             print(f"kviewer: error: could not write {out}", file=sys.stderr)

@@ -90,9 +90,8 @@ class CompareMode(QObject):
         self.dock.setObjectName("compareDock")  # saveState needs names
         self.dock.setWidget(self.stack)
         window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)
-        window.tabifyDockWidget(beside, self.dock)
         self.dock.hide()
-        beside.raise_()
+        self.beside = beside
         self.view: CompareView | None = None
         self.result: CompareResult | None = None
         self.a_key: int | None = None
@@ -105,6 +104,13 @@ class CompareMode(QObject):
         loader.traceLoaded.connect(self._on_loaded)
         loader.idle.connect(self._on_idle)
         state.tracesChanged.connect(self._on_traces)
+
+    def arrange_default(self) -> None:
+        """The first-run layout: the Compare dock in a tab beside the kernel table (see
+        :meth:`AnalysisDocks.arrange_default` for why only without a saved layout)."""
+        self.window.tabifyDockWidget(self.beside, self.dock)
+        self.dock.hide()
+        self.beside.raise_()
 
     # state -------------------------------------------------------------------------------------
     @property
@@ -206,6 +212,8 @@ class CompareMode(QObject):
         self.stack.setCurrentWidget(self.view)
         self.dock.show()
         self.dock.raise_()
+        # the totals and the diff rows need more height than the kernel table's default
+        self.window.resizeDocks([self.dock], [max(380, int(self.window.height() * 0.42))], Qt.Orientation.Vertical)
         self.state.tracesChanged.emit()  # B's times moved: every view redraws
         lo, hi = self.state.span()
         pad = (hi - lo) * 0.02

@@ -74,6 +74,9 @@ class MainWindow(QMainWindow):
         lay.addWidget(self.find_bar)
         lay.addWidget(self.timeline, 1)
         self.setCentralWidget(central)
+        # the right-hand docks (details, roofline) run the full height; the bottom ones sit
+        # under the timeline only
+        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         self.table_dock = self._dock("Kernels", "kernelsDock", self.table, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.details_dock = self._dock("Details", "detailsDock", self.details, Qt.DockWidgetArea.RightDockWidgetArea)
         # analysis runs off the GUI thread; the docks and compare mode own their logic
@@ -83,7 +86,6 @@ class MainWindow(QMainWindow):
         self.pictures = PictureActions(self, self._picture_views, self.show_message)
         self.resizeDocks([self.table_dock], [340], Qt.Orientation.Vertical)
         self.resizeDocks([self.details_dock], [380], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.details_dock, self.analysis.roofline_dock], [300, 420], Qt.Orientation.Vertical)
 
         self._build_menus()
         self._build_status()
@@ -93,7 +95,10 @@ class MainWindow(QMainWindow):
         self.state.currentTraceChanged.connect(lambda _t: self._update_status())
         self.state.rangeChanged.connect(self._on_range)
         self.compare.changed.connect(self._update_actions)
-        self._restore_settings()
+        if not self._restore_settings():
+            self.analysis.arrange_default()
+            self.compare.arrange_default()
+            self.resizeDocks([self.details_dock, self.analysis.roofline_dock], [240, 560], Qt.Orientation.Vertical)
         if not self.compare.active:
             self.compare.dock.hide()  # a restored layout must not show an empty Compare dock
         self._update_actions()
@@ -326,14 +331,14 @@ class MainWindow(QMainWindow):
         recent = [p for p in self.recent_files() if p != path]
         self._settings().setValue("recentFiles", [path] + recent[: MAX_RECENT - 1])
 
-    def _restore_settings(self) -> None:
+    def _restore_settings(self) -> bool:
+        """Restore the window's geometry and dock layout; False when no layout was saved."""
         s = self._settings()
         geometry = s.value("window/geometry")
         if geometry is not None:
             self.restoreGeometry(geometry)
         state = s.value("window/state")
-        if state is not None:
-            self.restoreState(state)
+        return state is not None and bool(self.restoreState(state))
 
     def save_settings(self) -> None:
         s = self._settings()

@@ -56,6 +56,8 @@ class RooflineWidget(QWidget):
         self.plot.setLogMode(x=True, y=True)
         self.plot.showGrid(x=True, y=True, alpha=0.2)
         self.plot.setLabel("bottom", "arithmetic intensity", units="FLOP/byte")
+        # intensities read as plain FLOP per byte (0.1, 1, 10), not as "0.0001 kFLOP/byte"
+        self.plot.getAxis("bottom").enableAutoSIPrefix(False)
         self.plot.setLabel("left", "achieved", units="FLOP/s")
         self.legend = self.plot.addLegend(offset=(10, 10))
         layout = QVBoxLayout(self)
