@@ -1,10 +1,27 @@
-"""Human formatting of times and numbers for the views (no Qt)."""
+"""Human formatting of times and numbers for the views (no Qt).
+
+The formatters live in :mod:`kviewer.core.units`; they are imported on first use because importing
+any ``kviewer.core`` module imports the package, which loads pandas, and the window must appear
+without it (the loaders import it in the background).
+"""
 
 from __future__ import annotations
 
-from kviewer.core.units import format_count, format_duration
-
 __all__ = ["format_count", "format_duration", "format_time"]
+
+
+def format_duration(ns: float | None) -> str:
+    """A duration with a unit chosen for it (ns, µs, ms, s); see :func:`kviewer.core.units.format_duration`."""
+    from kviewer.core.units import format_duration as impl
+
+    return impl(ns)
+
+
+def format_count(value: float | None) -> str:
+    """A count with an SI suffix (k, M, G, T); see :func:`kviewer.core.units.format_count`."""
+    from kviewer.core.units import format_count as impl
+
+    return impl(value)
 
 
 def format_time(ns: float) -> str:
