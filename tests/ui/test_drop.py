@@ -218,13 +218,17 @@ def test_two_traces_open_and_close(qtbot: Any, window: Any, errors: Any, sample_
     assert len(traces) == 2
     total = sum(len(t.trace.kernels) for t in traces)
     assert window.table.model.rowCount() == total
-    # each trace is its own track group
+    # two files at once start compare mode (in the background): each trace is its own track
+    # group, labelled A and B
+    qtbot.waitUntil(lambda: window.compare.active, timeout=20_000)
     roots = [r for r in window.timeline.rows if r.kind == "header" and r.depth == 0]
-    assert [r.label for r in roots] == [f.name for f in files]
+    assert [r.label for r in roots] == [f"{side} · {f.name}" for side, f in zip("AB", files)]
     # recent files remember both, newest first
     assert window.recent_files()[:2] == [str(files[1].resolve()), str(files[0].resolve())]
     window.close_trace(traces[0].key)
     assert len(window.state.traces) == 1
+    assert not window.compare.active  # closing a side ends the comparison
+    assert window.state.traces[0].root.label == files[1].name
     assert window.table.model.rowCount() == len(window.state.traces[0].trace.kernels)
     assert all(r.tracks is window.state.traces[0] for r in window.timeline.rows)
 
