@@ -63,16 +63,22 @@ def candidate_files(folder: Path) -> list[Path]:
     return sorted(files, key=lambda p: _natural_key(p.name))
 
 
+#: formats written once per process of a distributed job, so that a folder of them is one run's
+#: ranks (PyTorch traces; Nsight Systems exports of ``nsys profile -o report_%q{RANK}``). A
+#: folder of other outputs (a rocprof results folder, say) is not taken for ranks.
+RANK_FORMATS = ("torch", "nsys")
+
+
 def _member_spec(path: Path) -> LoaderSpec | None:
     try:
         spec = detect(path)
     except (LoadError, OSError):
         return None
-    return None if spec.directories else spec
+    return spec if spec.name in RANK_FORMATS and not spec.directories else None
 
 
 def sniff(head: bytes, path: Path) -> bool:
-    """A folder holding at least one file some (file) loader recognises."""
+    """A folder holding at least one PyTorch trace or Nsight Systems export (see RANK_FORMATS)."""
     if not path.is_dir():
         return False
     try:

@@ -221,3 +221,29 @@ def test_rank_from_name_and_head() -> None:
     assert ranks.rank_from_head(b'{"distributedInfo": {"backend": "nccl", "pg_config": [{"ranks": [0, 1]}], "rank": 1}, "x"') == 1
     assert ranks.rank_from_head(b'{"distributedInfo": {"rank": "1"}}') is None
     assert ranks.rank_from_head(b'{"distributedInfo": {"rank": 1') is None  # cut head
+
+
+def test_nsys_exports_per_rank(sample_traces: Path, tmp_path: Path) -> None:
+    """``nsys profile -o report_%q{RANK}``: ranks from the file names, NVTX steps per rank."""
+    from kviewer.analysis.ranks import step_times
+
+    single = load(sample_traces / "h200_llm_train_nvtx.sqlite.gz", use_cache=False)
+    folder = tmp_path / "nsys"
+    folder.mkdir()
+    for r in (0, 1):
+        (folder / f"report_rank{r}.sqlite.gz").write_bytes((sample_traces / "h200_llm_train_nvtx.sqlite.gz").read_bytes())
+    merged = load(folder, use_cache=False)
+    assert merged.meta.source_format == "nsys"
+    assert merged.meta.ranks == [0, 1]
+    assert len(merged.kernels) == 2 * len(single.kernels)
+    steps = step_times(merged)
+    assert set(steps["rank"]) == {0, 1}
+    assert len(steps) == 2 * len(step_times(single))
+
+
+@pytest.mark.samples
+def test_other_output_folders_are_not_ranks(samples: Path) -> None:
+    """A rocprof results folder holds a results.csv, its stats and a DB: not per-rank traces."""
+    folder = samples / "rocprof" / "hpctraining_finite_difference"
+    assert not ranks.sniff(b"", folder)
+    assert detect(samples / "rocprof" / "rocprofv3_2025").name != "ranks"
