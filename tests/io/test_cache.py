@@ -94,6 +94,28 @@ def test_hit_equals_cold_load(sample_traces: Path, tmp_path: Path, cache_dir: Pa
 
 
 @pytest.mark.samples
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "ncu/h200_llm_block_eager.ncu-rep",  # metrics with a free-text column
+        "ncu/metrics.csv",
+        "rocprof/hpctraining_finite_difference/results.csv",
+        "rocprof/rocprofv3_2025",  # a folder: keyed by every file in it
+        "torch/tracelens_mi300/gaunernst_bert-small-uncased__1016001.json.gz",
+        "torch/worker0.1623143089861.pt.trace.json.gz",
+    ],
+)
+def test_hit_equals_cold_load_other_formats(samples: Path, cache_dir: Path, calls: list[str], rel: str) -> None:
+    f = samples / rel
+    cold = load(f, use_cache=False)
+    stored = load(f)
+    hit = load(f)
+    assert len(calls) == 2
+    assert_same_trace(cold, stored)
+    assert_same_trace(cold, hit)
+
+
+@pytest.mark.samples
 def test_hit_equals_cold_load_big(samples: Path, cache_dir: Path, calls: list[str]) -> None:
     """The 500k-event trace: every column of every table comes back identical."""
     f = samples / "torch" / "h200_llm_train_big.pt.trace.json.xz"
