@@ -19,11 +19,14 @@ uncompressed): numpy bytes and category lists pickle far faster than DataFrames 
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import logging
 import multiprocessing
 import os
 import re
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,7 +157,7 @@ class MemberResult:
     cancelled: bool = False
 
 
-def load_member(path: str, encode: bool = True) -> MemberResult:
+def load_member(path: str, encode: bool = True, cancel: CancelToken | None = None) -> MemberResult:
     """Load one rank file and return it as column blobs (runs in a worker process), or as the
     Trace itself with ``encode=False`` (in this process).
 
@@ -164,7 +167,7 @@ def load_member(path: str, encode: bool = True) -> MemberResult:
     from kviewer.io.registry import load
 
     try:
-        trace = load(path, use_cache=False)  # the merged folder is what gets cached
+        trace = load(path, cancel=cancel, use_cache=False)  # the merged folder is what gets cached
         return MemberResult(path, encoded=encode_trace(trace, compress=False) if encode else trace)
     except LoadCancelled:
         return MemberResult(path, cancelled=True)
@@ -184,38 +187,83 @@ def worker_count(n_files: int) -> int:
 
 
 def _load_all(paths: Sequence[Path], progress: Progress, cancel: CancelToken, workers: int) -> list[MemberResult]:
+    """Load every rank file: ``workers - 1`` spawned processes plus this one, all taking the next
+    file from one queue (this process would only wait otherwise, and the files it parses itself
+    need no transfer)."""
     n = len(paths)
     results: dict[str, MemberResult] = {}
+    todo = collections.deque(str(p) for p in paths)
+    lock = threading.Lock()
+
+    def next_path() -> str | None:
+        with lock:
+            return todo.popleft() if todo else None
+
+    def here(path: str) -> None:
+        cancel.check()
+        results[path] = load_member(path, encode=False, cancel=cancel)
+        cancel.check()
+        progress(0.9 * len(results) / n, f"{len(results)} of {n} rank files")
+
     if workers <= 1:
-        for i, p in enumerate(paths):
-            cancel.check()
-            progress(0.9 * i / n, f"rank file {i + 1} of {n}")
-            results[str(p)] = load_member(str(p), encode=False)
+        while (path := next_path()) is not None:
+            here(path)
         return [results[str(p)] for p in paths]
     # spawn: safe with threads in the parent (the GUI loads off its main thread) and on every OS
-    ctx = multiprocessing.get_context("spawn")
-    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
-    futures = {pool.submit(load_member, str(p)): str(p) for p in paths}
+    pool = cf.ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("spawn"))
+    futures: dict[cf.Future[MemberResult], str] = {}
+
+    def submit_next(_done: cf.Future[MemberResult] | None = None) -> None:
+        # a worker that finished takes the next file (runs on the executor's thread)
+        if _done is not None and (_done.cancelled() or _done.exception() is not None):
+            return
+        path = next_path()
+        if path is None:
+            return
+        try:
+            fut = pool.submit(load_member, path)
+        except RuntimeError:  # shut down or broken: this process will load it
+            with lock:
+                todo.appendleft(path)
+            return
+        with lock:
+            futures[fut] = path
+        fut.add_done_callback(submit_next)
+
+    def collect() -> None:
+        with lock:
+            done = [(f, p) for f, p in futures.items() if f.done() and p not in results]
+        for fut, path in done:
+            results[path] = fut.result()  # BrokenProcessPool when a worker died
+        if done:
+            progress(0.9 * len(results) / n, f"{len(results)} of {n} rank files")
+
     try:
-        pending = set(futures)
         progress(0.0, f"loading {n} rank files in {workers} processes")
-        while pending:
-            done, pending = cf.wait(pending, timeout=0.1, return_when=cf.FIRST_COMPLETED)
-            for fut in done:
-                results[futures[fut]] = fut.result()
-            if done:
-                progress(0.9 * len(results) / n, f"{len(results)} of {n} rank files")
+        for _ in range(workers - 1):
+            submit_next()
+        while (path := next_path()) is not None:
+            here(path)
+            collect()
+        while len(results) < n:
+            with lock:
+                pending = [f for f, p in futures.items() if p not in results]
+            if pending:
+                cf.wait(pending, timeout=0.1, return_when=cf.FIRST_COMPLETED)
+            else:
+                time.sleep(0.01)  # a callback is between taking a file and submitting it
+            collect()
             cancel.check()
+            if not pending and (path := next_path()) is not None:
+                here(path)
     except cf.process.BrokenProcessPool as exc:
         # a worker could not start or died (e.g. a parent run from stdin cannot spawn, or the
         # OS killed a worker for memory): finish the remaining files in this process
         log.warning("rank worker processes failed (%s); loading the remaining rank files in this process", exc)
         _stop(pool)
-        for i, p in enumerate(paths):
+        for p in paths:
             if str(p) not in results:
-                cancel.check()
-                progress(0.9 * len(results) / n, f"rank file {i + 1} of {n}")
-                results[str(p)] = load_member(str(p), encode=False)
+                here(str(p))
         return [results[str(p)] for p in paths]
     except BaseException:
         # cancelled (or interrupted): stop the workers we started instead of letting them finish

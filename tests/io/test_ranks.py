@@ -115,6 +115,8 @@ def test_parallel_processes_equal_one_process(three_ranks: Path, monkeypatch: py
     assert ranks.worker_count(3) == 2
     two = load(three_ranks, use_cache=False)
     assert_same_trace(one, two)
+    monkeypatch.setenv(ranks.ENV_WORKERS, "3")  # every file in a worker but one
+    assert_same_trace(one, load(three_ranks, use_cache=False))
 
 
 def test_rank_from_file_name(sample_traces: Path, tmp_path: Path) -> None:
@@ -174,7 +176,9 @@ def test_folder_without_traces(tmp_path: Path) -> None:
     assert not ranks.sniff(b"", tmp_path)
 
 
-def test_cancel(three_ranks: Path) -> None:
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_cancel(three_ranks: Path, monkeypatch: pytest.MonkeyPatch, workers: str) -> None:
+    monkeypatch.setenv(ranks.ENV_WORKERS, workers)
     token = CancelToken()
     token.cancel()
     with pytest.raises(LoadCancelled):
@@ -247,3 +251,24 @@ def test_other_output_folders_are_not_ranks(samples: Path) -> None:
     folder = samples / "rocprof" / "hpctraining_finite_difference"
     assert not ranks.sniff(b"", folder)
     assert detect(samples / "rocprof" / "rocprofv3_2025").name != "ranks"
+
+
+def test_broken_worker_pool_falls_back_to_this_process(three_ranks: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A worker that cannot start (or dies) does not fail the load: this process loads the rest."""
+    import concurrent.futures as cf
+
+    from tests.io.test_cache import assert_same_trace
+
+    one = load(three_ranks, use_cache=False)
+
+    def broken_submit(self: cf.ProcessPoolExecutor, fn: Any, *args: Any, **kwargs: Any) -> cf.Future[Any]:
+        fut: cf.Future[Any] = cf.Future()
+        fut.set_exception(cf.process.BrokenProcessPool("a worker died"))
+        return fut
+
+    monkeypatch.setattr(cf.ProcessPoolExecutor, "submit", broken_submit)
+    monkeypatch.setenv(ranks.ENV_WORKERS, "3")
+    with caplog.at_level("WARNING", logger="kviewer.io.ranks"):
+        again = load(three_ranks, use_cache=False)
+    assert_same_trace(one, again)
+    assert any("worker processes failed" in r.getMessage() for r in caplog.records)
