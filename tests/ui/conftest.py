@@ -41,6 +41,33 @@ def tmp_settings(tmp_path_factory: pytest.TempPathFactory, qapp: QApplication) -
     yield folder
 
 
+@pytest.fixture(autouse=True)
+def collect_qt_garbage(qapp: QApplication) -> Iterator[None]:
+    """After each test (and after pytest-qt has closed its widgets): let every worker finish,
+    run the deferred deletes and collect Python garbage now.
+
+    Otherwise the wrappers of a closed window (menus, actions in reference cycles) are collected
+    at a random later moment, in the next test, while that test's worker threads use Qt: the
+    destruction then waits for a Qt lock a worker holds while the worker waits for the GIL
+    (a deadlock seen in the compare tests) or frees an object in use (a segfault seen in the
+    drop tests).
+    """
+    import gc
+
+    from PySide6.QtCore import QEvent, QThreadPool
+
+    yield
+    for w in QApplication.topLevelWidgets():
+        for name in ("loader", "runner"):
+            worker = getattr(w, name, None)
+            if worker is not None and hasattr(worker, "wait"):
+                worker.wait(10_000)
+    QThreadPool.globalInstance().waitForDone(10_000)
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    gc.collect()
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+
 class ErrorRecorder:
     """Stands in for the blocking error dialog."""
 
