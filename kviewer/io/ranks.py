@@ -22,9 +22,12 @@ from __future__ import annotations
 import collections
 import concurrent.futures as cf
 import logging
+import mmap
 import multiprocessing
 import os
 import re
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -152,14 +155,21 @@ def rank_from_head(head: bytes) -> int | None:
 class MemberResult:
     path: str
     encoded: Any = None
-    """:class:`kviewer.io.cache.EncodedTrace` on success"""
+    """:class:`kviewer.io.cache.EncodedTrace` from a worker, the Trace itself from this process"""
     error: str = ""
     cancelled: bool = False
+    spill: str = ""
+    """the file holding the blobs' bytes, when the worker wrote them to ``spill_dir``"""
 
 
-def load_member(path: str, encode: bool = True, cancel: CancelToken | None = None) -> MemberResult:
+def load_member(path: str, encode: bool = True, cancel: CancelToken | None = None, spill_dir: str = "") -> MemberResult:
     """Load one rank file and return it as column blobs (runs in a worker process), or as the
     Trace itself with ``encode=False`` (in this process).
+
+    With ``spill_dir`` the blobs' bytes go to a file there and only their lengths travel back:
+    the result message stays small, so the parent's executor thread hands this worker its next
+    file at once instead of first unpickling ~100 MB (while holding the GIL against the parent's
+    own parsing), and the parent maps the file instead of copying it.
 
     Errors come back as text: a LoadError's custom ``__init__`` does not survive pickling.
     """
@@ -168,13 +178,51 @@ def load_member(path: str, encode: bool = True, cancel: CancelToken | None = Non
 
     try:
         trace = load(path, cancel=cancel, use_cache=False)  # the merged folder is what gets cached
-        return MemberResult(path, encoded=encode_trace(trace, compress=False) if encode else trace)
+        if not encode:
+            return MemberResult(path, encoded=trace)
+        enc = encode_trace(trace, compress=False)
+        del trace
+        if not spill_dir:
+            return MemberResult(path, encoded=enc)
+        fd, spill = tempfile.mkstemp(suffix=".blobs", dir=spill_dir)
+        with os.fdopen(fd, "wb") as f:
+            for blob in enc.columns:
+                f.write(blob.data)
+                blob.data = len(blob.data)  # type: ignore[assignment]  # restored by _unspill
+        return MemberResult(path, encoded=enc, spill=spill)
     except LoadCancelled:
         return MemberResult(path, cancelled=True)
     except KViewerError as exc:
         return MemberResult(path, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
         return MemberResult(path, error=f"{path}: {type(exc).__name__}: {exc}")
+
+
+def _unspill(result: MemberResult) -> Any:
+    """The worker's blobs, their bytes as views of the spill file mapped read-only."""
+    enc = result.encoded
+    with open(result.spill, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        # MAP_POPULATE maps every page in one call: touching them one by one during the merge
+        # costs a page fault each (on a VM, as much as the copy the mapping avoids)
+        populate = getattr(mmap, "MAP_POPULATE", 0)
+        if size and populate:
+            mm = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
+        else:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+    try:
+        os.unlink(result.spill)  # the mapping keeps the bytes until the last view is gone
+    except OSError:
+        pass  # (Windows) removed with the spill folder
+    view = memoryview(mm) if mm is not None else memoryview(b"")
+    at = 0
+    for blob in enc.columns:
+        n = int(blob.data)
+        blob.data = view[at : at + n]
+        at += n
+    if at != size:
+        raise ValueError(f"spill file of {result.path} holds {size} bytes, expected {at}")
+    return enc
 
 
 def worker_count(n_files: int) -> int:
@@ -211,6 +259,8 @@ def _load_all(paths: Sequence[Path], progress: Progress, cancel: CancelToken, wo
         return [results[str(p)] for p in paths]
     # spawn: safe with threads in the parent (the GUI loads off its main thread) and on every OS
     pool = cf.ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("spawn"))
+    shm = Path("/dev/shm")
+    spill_dir = tempfile.mkdtemp(prefix="kviewer-ranks-", dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None)
     futures: dict[cf.Future[MemberResult], str] = {}
 
     def submit_next(_done: cf.Future[MemberResult] | None = None) -> None:
@@ -221,7 +271,7 @@ def _load_all(paths: Sequence[Path], progress: Progress, cancel: CancelToken, wo
         if path is None:
             return
         try:
-            fut = pool.submit(load_member, path)
+            fut = pool.submit(load_member, path, True, None, spill_dir)
         except RuntimeError:  # shut down or broken: this process will load it
             with lock:
                 todo.appendleft(path)
@@ -234,7 +284,10 @@ def _load_all(paths: Sequence[Path], progress: Progress, cancel: CancelToken, wo
         with lock:
             done = [(f, p) for f, p in futures.items() if f.done() and p not in results]
         for fut, path in done:
-            results[path] = fut.result()  # BrokenProcessPool when a worker died
+            result = fut.result()  # BrokenProcessPool when a worker died
+            if result.spill:
+                result.encoded = _unspill(result)
+            results[path] = result
         if done:
             progress(0.9 * len(results) / n, f"{len(results)} of {n} rank files")
 
@@ -269,7 +322,11 @@ def _load_all(paths: Sequence[Path], progress: Progress, cancel: CancelToken, wo
         # cancelled (or interrupted): stop the workers we started instead of letting them finish
         _stop(pool)
         raise
-    pool.shutdown(wait=True)
+    finally:
+        shutil.rmtree(spill_dir, ignore_errors=True)
+    # every file is in; the idle workers exit on their own (joining them would wait for the
+    # interpreter teardown of each)
+    pool.shutdown(wait=False)
     return [results[str(p)] for p in paths]
 
 
@@ -414,40 +471,51 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
 
     merged: dict[str, pd.DataFrame] = {}
     new_ids: dict[str, list[np.ndarray]] = {}
-    scratch: dict[np.dtype[Any], np.ndarray] = {}
-    for name in ("kernels", "gpu_ops", "cpu_slices"):
-        frames = [t.table(name) for t in traces]
-        sizes = [len(f) for f in frames]
-        n = sum(sizes)
-        # the merged order: by start over all ranks, stable (rank order breaks ties). Each
-        # rank is sorted already, so the sort only merges runs.
-        starts = np.concatenate([f["start"].to_numpy() + shift for f, shift in zip(frames, shifts)]) if n else np.zeros(0, np.int64)
-        perm = np.argsort(starts, kind="stable")
-        new_id = np.empty(n, dtype=np.int64)
-        new_id[perm] = np.arange(n, dtype=np.int64)
-        offsets = np.cumsum([0, *sizes])
-        # per-rank old id -> merged id (ids are row positions in every input table)
-        new_ids[name] = [new_id[offsets[i] : offsets[i + 1]] for i in range(len(frames))]
+    # columns are gathered on a few threads (numpy's take runs without the GIL, and on a VM much
+    # of its time is page faults of the fresh output, which the kernel handles in parallel); each
+    # thread reuses its own scratch buffers for the concatenation
+    local = threading.local()
 
-        def values(col: str, i: int, frames: list[pd.DataFrame] = frames) -> Any:
-            f = frames[i]
-            if col in ("start", "end") and shifts[i]:
-                return f[col].to_numpy() + shifts[i]
-            if col == "rank":
-                return np.full(len(f), ranks[i], dtype=f[col].dtype)
-            if col == "device":
-                return remap_devices(f[col].to_numpy(), device_maps[i])
-            column = f[col]
-            return column.to_numpy() if isinstance(column.dtype, np.dtype) and column.dtype != object else column
+    def gather(parts: list[Any], perm: np.ndarray) -> Any:
+        if not hasattr(local, "scratch"):
+            local.scratch = {}
+        return _gather(parts, perm, local.scratch)
 
-        data: dict[str, Any] = {}
-        for col in frames[0].columns:
-            if col == "id":
-                data[col] = np.arange(n, dtype=np.int64)
-            else:
-                data[col] = _gather([values(col, i) for i in range(len(frames))], perm, scratch)
-        # copy=False: the columns are fresh arrays; consolidating them into blocks would copy again
-        merged[name] = pd.DataFrame(data, columns=list(frames[0].columns), copy=False)
+    pool = cf.ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)), thread_name_prefix="kviewer-merge")
+    try:
+        for name in ("kernels", "gpu_ops", "cpu_slices"):
+            frames = [t.table(name) for t in traces]
+            sizes = [len(f) for f in frames]
+            n = sum(sizes)
+            # the merged order: by start over all ranks, stable (rank order breaks ties). Each
+            # rank is sorted already, so the sort only merges runs.
+            starts = np.concatenate([f["start"].to_numpy() + shift for f, shift in zip(frames, shifts)]) if n else np.zeros(0, np.int64)
+            perm = np.argsort(starts, kind="stable")
+            new_id = np.empty(n, dtype=np.int64)
+            new_id[perm] = np.arange(n, dtype=np.int64)
+            offsets = np.cumsum([0, *sizes])
+            # per-rank old id -> merged id (ids are row positions in every input table)
+            new_ids[name] = [new_id[offsets[i] : offsets[i + 1]] for i in range(len(frames))]
+
+            def values(col: str, i: int, frames: list[pd.DataFrame] = frames) -> Any:
+                f = frames[i]
+                if col in ("start", "end") and shifts[i]:
+                    return f[col].to_numpy() + shifts[i]
+                if col == "rank":
+                    return np.full(len(f), ranks[i], dtype=f[col].dtype)
+                if col == "device":
+                    return remap_devices(f[col].to_numpy(), device_maps[i])
+                column = f[col]
+                return column.to_numpy() if isinstance(column.dtype, np.dtype) and column.dtype != object else column
+
+            data: dict[str, Any] = {}
+            jobs = {col: pool.submit(gather, [values(col, i) for i in range(len(frames))], perm) for col in frames[0].columns if col != "id"}
+            for col in frames[0].columns:
+                data[col] = np.arange(n, dtype=np.int64) if col == "id" else jobs[col].result()
+            # copy=False: the columns are fresh arrays; consolidating them into blocks would copy again
+            merged[name] = pd.DataFrame(data, columns=list(frames[0].columns), copy=False)
+    finally:
+        pool.shutdown(wait=True)
 
     def follow(old: np.ndarray, lookup: np.ndarray) -> np.ndarray:
         out = np.full(len(old), -1, dtype=np.int64)
