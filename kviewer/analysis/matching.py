@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import Trace
-from kviewer.core.names import strip_kd
+from kviewer.core.names import drop_args, drop_templates, split_top_level, strip_kd
 
 # ---------------------------------------------------------------------------------------------
 # name normalisation
@@ -80,56 +80,6 @@ _HEX_HASH = re.compile(r"_[0-9a-f]{16,}$")
 _WRAPPERS = ("cutlass::Kernel", "cutlass::Kernel2", "cutlass::device_kernel")
 #: GEMM tile / workgroup geometry tokens (``256x128``, ``64x4``, ``MT16x16x128``, ``tilesize64x64x64``)
 _TILE_TOKEN = re.compile(r"^(?:[A-Za-z]*)\d+(?:x\d+)+[A-Za-z]*$")
-
-
-def split_top_level(s: str, sep: str = " ") -> list[str]:
-    """Split at ``sep`` outside (), <> and []."""
-    parts: list[str] = []
-    depth = 0
-    cur: list[str] = []
-    for ch in s:
-        if ch in "(<[":
-            depth += 1
-        elif ch in ")>]" and depth:
-            depth -= 1
-        if ch == sep and depth == 0:
-            if cur:
-                parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if cur:
-        parts.append("".join(cur))
-    return parts
-
-
-def _drop_args(s: str) -> str:
-    """Drop a trailing argument list ``name<...>(args)``; keep ``Memset (Device)``-style names."""
-    if not s.endswith(")"):
-        return s
-    depth = 0
-    for i in range(len(s) - 1, -1, -1):
-        ch = s[i]
-        if ch == ")":
-            depth += 1
-        elif ch == "(":
-            depth -= 1
-            if depth == 0:
-                return s[:i] if i > 0 and s[i - 1] not in " " else s
-    return s
-
-
-def drop_templates(s: str) -> str:
-    out: list[str] = []
-    depth = 0
-    for ch in s:
-        if ch == "<":
-            depth += 1
-        elif ch == ">" and depth:
-            depth -= 1
-        elif depth == 0:
-            out.append(ch)
-    return "".join(out)
 
 
 def _strip_suffixes(ident: str) -> str:
@@ -171,7 +121,7 @@ def _identifier(name: str) -> str:
     """The name without return type and arguments, with demangler differences evened out."""
     s = strip_kd(" ".join(name.split()))
     s = s.replace("<unnamed>", "(anonymous namespace)")
-    s = _drop_args(s)
+    s = drop_args(s)
     s = _CAST_BOOL.sub(lambda m: "true" if m.group(1) == "1" else "false", s)
     s = _CAST_INT.sub(r"\1", s)
     s = _LAMBDA_GNU.sub(r"{lambda#\1}", s)

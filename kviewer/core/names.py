@@ -1,4 +1,4 @@
-"""Kernel name helpers shared by every loader (no I/O)."""
+"""Kernel name helpers shared by every loader and analysis (no I/O)."""
 
 from __future__ import annotations
 
@@ -29,10 +29,55 @@ def short_name(name: str) -> str:
     (after stripping AMD ``.kd`` suffixes).
     """
     s = strip_kd(name.strip()).replace("<unnamed>", "(anonymous namespace)")
-    # drop the argument list: a trailing "(...)" glued to the function name
-    s = _drop_trailing_group(s, "(", ")")
-    # drop template parameters at any depth
-    out = []
+    s = drop_templates(drop_args(s)).strip()
+    # drop a leading return type: keep the last space-separated token outside parentheses
+    tokens = split_top_level(s)
+    if len(tokens) > 1 and not tokens[-1].startswith("("):
+        s = tokens[-1]
+    return s or name
+
+
+def split_top_level(s: str, sep: str = " ") -> list[str]:
+    """Split at ``sep`` outside (), <> and []; empty pieces are dropped."""
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    for ch in s:
+        if ch in "(<[":
+            depth += 1
+        elif ch in ")>]" and depth:
+            depth -= 1
+        if ch == sep and depth == 0:
+            if cur:
+                parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        parts.append("".join(cur))
+    return parts
+
+
+def drop_args(s: str) -> str:
+    """Drop a trailing argument list glued to the name (``name<...>(args)``); a group after a
+    space is part of the name (``Memset (Device)``) and stays."""
+    if not s.endswith(")"):
+        return s
+    depth = 0
+    for i in range(len(s) - 1, -1, -1):
+        ch = s[i]
+        if ch == ")":
+            depth += 1
+        elif ch == "(":
+            depth -= 1
+            if depth == 0:
+                return s[:i] if i > 0 and s[i - 1] != " " else s
+    return s
+
+
+def drop_templates(s: str) -> str:
+    """Remove template parameter lists ``<...>`` at any depth."""
+    out: list[str] = []
     depth = 0
     for ch in s:
         if ch == "<":
@@ -41,45 +86,4 @@ def short_name(name: str) -> str:
             depth -= 1
         elif depth == 0:
             out.append(ch)
-    s = "".join(out).strip()
-    # drop a leading return type: keep the last space-separated token outside parentheses
-    tokens = _top_level_split(s)
-    if len(tokens) > 1 and not tokens[-1].startswith("("):
-        s = tokens[-1]
-    return s or name
-
-
-def _top_level_split(s: str) -> list[str]:
-    tokens: list[str] = []
-    depth = 0
-    cur: list[str] = []
-    for ch in s:
-        if ch == "(":
-            depth += 1
-        elif ch == ")" and depth:
-            depth -= 1
-        if ch == " " and depth == 0:
-            if cur:
-                tokens.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if cur:
-        tokens.append("".join(cur))
-    return tokens
-
-
-def _drop_trailing_group(s: str, open_ch: str, close_ch: str) -> str:
-    if not s.endswith(close_ch):
-        return s
-    depth = 0
-    for i in range(len(s) - 1, -1, -1):
-        ch = s[i]
-        if ch == close_ch:
-            depth += 1
-        elif ch == open_ch:
-            depth -= 1
-            if depth == 0:
-                # "name(args)" is an argument list; "Memset (Device)" is part of the name
-                return s[:i] if i > 0 and s[i - 1] != " " else s
-    return s
+    return "".join(out)
