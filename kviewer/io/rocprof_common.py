@@ -295,6 +295,16 @@ def ceil_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return out
 
 
+def clamp_ends(start: np.ndarray, end: np.ndarray, warnings: list[str], what: str = "dispatch(es)") -> np.ndarray:
+    """``end`` with rows that end before they begin set to their start (duration 0), and a warning
+    counting them: rocprof's clocks occasionally run backwards between two reads."""
+    bad = end < start
+    if bad.any():
+        warnings.append(f"{what}: {int(bad.sum())} end before they begin; their duration is set to 0")
+        return np.where(bad, start, end)
+    return end
+
+
 def rebase(arrays: Sequence[np.ndarray]) -> int | None:
     """The smallest valid (>= 0) timestamp over the arrays: the time base the tables subtract."""
     lows = [int(a[a >= 0].min()) for a in arrays if len(a) and (a >= 0).any()]

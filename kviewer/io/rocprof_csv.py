@@ -117,10 +117,7 @@ def build_v1(table: rc.CsvTable, path: Path, source_format: str, container: str)
     if timed:
         begin = ints("beginns")
         end = ints("endns")
-        bad = end < begin
-        if bad.any():
-            warnings.append(f"{int(bad.sum())} dispatch(es) end before they begin; their duration is set to 0")
-            end = np.where(bad, begin, end)
+        end = rc.clamp_ends(begin, end, warnings)
         base = rc.rebase([begin])
         assert base is not None
         start = begin - base

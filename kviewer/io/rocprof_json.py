@@ -365,10 +365,7 @@ def build(path: Path, entries: list[ToolEntry], cancel: CancelToken) -> Trace:
             if c is not None:
                 c["start"] = c["start"] - base
                 c["end"] = c["end"] - base
-    bad = cols["end"] < cols["start"]
-    if bad.any():
-        warnings.append(f"{int(bad.sum())} dispatch(es) end before they begin; duration set to 0")
-        cols["end"] = np.where(bad, cols["start"], cols["end"])
+    cols["end"] = rc.clamp_ends(cols["start"], cols["end"], warnings)
 
     # dram bytes from FETCH_SIZE / WRITE_SIZE (KiB), per dispatch
     if counter_rows is not None and len(counter_rows):

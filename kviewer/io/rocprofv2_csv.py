@@ -55,10 +55,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
 
     begin = ints("starttimestamp")
     end = ints("endtimestamp")
-    bad = end < begin
-    if bad.any():
-        warnings.append(f"{int(bad.sum())} dispatch(es) end before they begin; their duration is set to 0")
-        end = np.where(bad, begin, end)
+    end = rc.clamp_ends(begin, end, warnings)
     base = rc.rebase([begin])
     assert base is not None
     gpu = ints("gpuid")

@@ -278,11 +278,7 @@ def _corr(f: V3File) -> np.ndarray:
 def _times(f: V3File, warnings: list[str]) -> tuple[np.ndarray, np.ndarray]:
     start = _ints(f, "starttimestamp")
     end = _ints(f, "endtimestamp")
-    bad = end < start
-    if bad.any():
-        warnings.append(f"{f.path.name}: {int(bad.sum())} row(s) end before they begin; duration set to 0")
-        end = np.where(bad, start, end)
-    return start, end
+    return start, rc.clamp_ends(start, end, warnings, f"{f.path.name}: row(s)")
 
 
 def _pid_from_prefix(f: V3File, n: int) -> np.ndarray | None:
