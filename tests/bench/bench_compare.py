@@ -13,27 +13,17 @@ Loading is not timed.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
 from kviewer.analysis.compare import compare
 from kviewer.analysis.summary import kernel_summary
 from kviewer.io import load
+from _timing import best_of  # noqa: E402  (tests/bench is sys.path[0] when run as a script)
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "samples"
-
-
-def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def naive(a: object, b: object) -> pd.DataFrame:

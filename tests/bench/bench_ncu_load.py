@@ -11,26 +11,16 @@ NVIDIA's ``ncu_report`` module: open the report and read every metric of every k
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
 from kviewer.io import ncu_csv, ncu_rep
 from kviewer.io.registry import CancelToken
+from _timing import best_of  # noqa: E402  (tests/bench is sys.path[0] when run as a script)
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "samples" / "ncu"
-
-
-def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def rep_floor(path: Path) -> int:

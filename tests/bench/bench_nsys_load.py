@@ -15,26 +15,16 @@ import gzip
 import sqlite3
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Callable
 
 from kviewer.io import nsys
 from kviewer.io.registry import CancelToken
+from _timing import best_of  # noqa: E402  (tests/bench is sys.path[0] when run as a script)
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "samples" / "nsys"
 TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
           "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API", "StringIds")  # fmt: skip
-
-
-def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def raw_fetch(path: Path) -> int:

@@ -17,7 +17,6 @@ import argparse
 import gzip
 import json
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,18 +25,14 @@ import pandas as pd
 
 from kviewer.io import rocprof_csv, rocprof_json, rocprofv3_csv
 from kviewer.io.registry import CancelToken
+from _timing import best_of as _best_of  # noqa: E402  (tests/bench is sys.path[0] when run as a script)
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO.parent / "shared" / "samples" / "rocprof"
 
 
-def best_of(fn: Callable[[], object], repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+def best_of(fn: Callable[[], object]) -> float:
+    return _best_of(fn, repeat=3)  # these loads are slow; 3 runs are enough
 
 
 def _noop(fraction: float, message: str) -> None:
