@@ -44,8 +44,13 @@ class PictureActions(QObject):
         return widget.isVisible() and self.window.rect().intersects(at)
 
     def focused_view(self) -> str | None:
-        """The name of the view holding keyboard focus (the whole window is never "focused")."""
-        focus = QApplication.focusWidget()
+        """The name of the view holding keyboard focus (the whole window is never "focused").
+
+        The window's own focus widget decides, not the application's: that one is None while
+        another top-level window (a closing progress dialog, another kviewer window) is still the
+        active one, and activation is asynchronous -- asking the application preselected the
+        timeline at random (a flaky export test)."""
+        focus = self.window.focusWidget() or QApplication.focusWidget()
         if focus is None:
             return None
         for name, widget in self.views().items():

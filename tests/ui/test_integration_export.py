@@ -116,3 +116,27 @@ def test_copy_picture_of_the_focused_view(qtbot: Any, window: Any, sample_traces
     # focus elsewhere (no view): the timeline is copied
     window.menuBar().setFocus()
     assert window.pictures.copy() == picture_actions.TIMELINE
+
+
+def test_export_preselects_the_view_focused_in_this_window_while_another_is_active(
+    qtbot: Any, window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flake behind a random "Timeline" preselection: activation is asynchronous, and while
+    another top-level window (the closing progress dialog, a second window) is the active one the
+    application has no focus widget. The window's own focus widget decides."""
+    from PySide6.QtWidgets import QWidget
+
+    from tests.ui.conftest import make_trace
+    from kviewer.ui.tracks import TraceTracks
+
+    window.state.add_trace(TraceTracks.build(make_trace()))
+    window.table.view.setFocus()
+    other = QWidget()
+    qtbot.addWidget(other)
+    other.show()
+    other.activateWindow()
+    qtbot.waitUntil(lambda: QGuiApplication.focusWindow() is other.windowHandle(), timeout=5000)
+    stand_in = DialogStandIn(tmp_path / "table.png")
+    monkeypatch.setattr(ExportDialog, "exec", lambda dlg: stand_in(dlg))
+    window.export_action.trigger()
+    assert stand_in.preselected == picture_actions.TABLE
