@@ -1,15 +1,14 @@
 """Analysis work off the GUI thread, the newest request per channel winning (Hotspot's jobtracker).
 
-The loading mechanism (:mod:`kviewer.ui.loading`) does the same for files: a ``QRunnable`` on a
-private one-thread pool reports back through signals of a ``QObject`` that lives in the GUI thread,
-so results arrive as queued calls on the GUI thread. Here a request names a *channel* ("fusion",
-"compare", ...): when a newer request on the same channel is made before an older one finishes,
-the older result is dropped, so a slow computation for a trace the user already left never
-overwrites the one they are looking at.
+A request names a *channel* ("fusion", "compare", ...): when a newer request on the same channel is
+made before an older one finishes, the older result is dropped, so a slow computation for a trace
+the user already left never overwrites the one they are looking at. The work runs on the
+application's :mod:`~kviewer.ui.dispatch` pool (plain Python threads that never touch Qt); the
+callbacks run on the GUI thread, and never after :meth:`BackgroundRunner.close`.
 
 Usage::
 
-    runner = BackgroundRunner(parent)
+    runner = BackgroundRunner()
     runner.run("fusion", lambda: fusion_candidates(trace), on_done=show, on_error=report)
 """
 
@@ -19,88 +18,66 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+from kviewer.ui.dispatch import Owner, Task, dispatcher
 
 
-class _Signals(QObject):
-    done = Signal(int, object)
-    failed = Signal(int, str)
+def error_message(exc: BaseException) -> str:
+    """What the user is told about a failed background computation."""
+    from kviewer.errors import KViewerError
+
+    if isinstance(exc, KViewerError):  # a typed error already says what went wrong
+        return str(exc)
+    detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=3))
+    return f"{type(exc).__name__}: {exc}\n\n{detail}"
 
 
-class _Task(QRunnable):
-    def __init__(self, ticket: int, fn: Callable[[], Any], signals: _Signals) -> None:
-        super().__init__()
-        self.ticket = ticket
-        self.fn = fn
-        self.signals = signals
+class BackgroundRunner:
+    """Runs callables on the analysis worker; calls back on the GUI thread."""
 
-    def run(self) -> None:
-        try:
-            result = self.fn()
-        except Exception as exc:  # noqa: BLE001  # reported to the requester, never lost in the worker thread
-            from kviewer.errors import KViewerError
+    def __init__(self, name: str = "analysis") -> None:
+        self.owner = Owner(name)
+        self._latest: dict[str, Task] = {}
 
-            if isinstance(exc, KViewerError):  # a typed error already says what went wrong
-                message = str(exc)
-            else:
-                message = f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc(limit=3)}"
-            self.signals.failed.emit(self.ticket, message)
-        else:
-            self.signals.done.emit(self.ticket, result)
-
-
-class BackgroundRunner(QObject):
-    """Runs callables on one worker thread; calls back on the GUI thread."""
-
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.pool = QThreadPool(self)
-        self.pool.setMaxThreadCount(1)
-        self.signals = _Signals(self)
-        self.signals.done.connect(self._on_done)
-        self.signals.failed.connect(self._on_failed)
-        self._next = 0
-        self._latest: dict[str, int] = {}
-        self._callbacks: dict[int, tuple[str, Callable[[Any], None], Callable[[str], None] | None]] = {}
-
-    def run(self, channel: str, fn: Callable[[], Any], on_done: Callable[[Any], None], on_error: Callable[[str], None] | None = None) -> int:
+    def run(self, channel: str, fn: Callable[[], Any], on_done: Callable[[Any], None], on_error: Callable[[str], None] | None = None) -> Task:
         """Run ``fn()`` in the background; ``on_done(result)`` or ``on_error(message)`` is called on
-        the GUI thread unless a newer request on ``channel`` came meanwhile. Returns the ticket."""
-        self._next += 1
-        ticket = self._next
-        self._latest[channel] = ticket
-        self._callbacks[ticket] = (channel, on_done, on_error)
-        self.pool.start(_Task(ticket, fn, self.signals))
-        return ticket
+        the GUI thread unless a newer request on ``channel`` came meanwhile."""
+        old = self._latest.pop(channel, None)
+        if old is not None:
+            old.drop()  # superseded: the newest request wins (and a queued one never starts)
+
+        def done(result: Any) -> None:
+            if self._latest.get(channel) is task:
+                del self._latest[channel]
+                on_done(result)
+
+        def failed(exc: BaseException) -> None:
+            if self._latest.get(channel) is task:
+                del self._latest[channel]
+                if on_error is not None:
+                    on_error(error_message(exc))
+
+        task = dispatcher().submit(self.owner, lambda _progress: fn(), done, failed, pool="analysis")
+        self._latest[channel] = task
+        return task
 
     def cancel(self, channel: str) -> None:
         """Forget the pending request on ``channel`` (its result will be dropped)."""
-        self._latest.pop(channel, None)
+        task = self._latest.pop(channel, None)
+        if task is not None:
+            task.drop()
 
     def pending(self, channel: str | None = None) -> bool:
         """Whether a request (on ``channel``, or any) has not reported yet."""
-        return any(channel is None or ch == channel for ch, _d, _e in self._callbacks.values())
+        return any(channel is None or ch == channel for ch in self._latest)
 
     def wait(self, msecs: int = -1) -> bool:
-        """Block until every request has run (for shutdown and tests)."""
-        return bool(self.pool.waitForDone(msecs))
+        """Block until this runner's work has run (for shutdown and tests); results are delivered
+        by the event loop afterwards."""
+        return dispatcher().wait(self.owner, timeout=3600.0 if msecs < 0 else msecs / 1000)
 
-    def _take(self, ticket: int) -> tuple[Callable[[Any], None], Callable[[str], None] | None] | None:
-        entry = self._callbacks.pop(ticket, None)
-        if entry is None:
-            return None
-        channel, on_done, on_error = entry
-        if self._latest.get(channel) != ticket:
-            return None  # superseded (or cancelled): the newest request wins
-        del self._latest[channel]
-        return on_done, on_error
-
-    def _on_done(self, ticket: int, result: Any) -> None:
-        found = self._take(ticket)
-        if found is not None:
-            found[0](result)
-
-    def _on_failed(self, ticket: int, message: str) -> None:
-        found = self._take(ticket)
-        if found is not None and found[1] is not None:
-            found[1](message)
+    def close(self) -> None:
+        """No callback runs after this (the window is closing)."""
+        self.owner.close()
+        for task in self._latest.values():
+            task.drop()
+        self._latest.clear()

@@ -1,8 +1,8 @@
 """Loading traces off the GUI thread, with a progress dialog that can cancel.
 
-A :class:`LoadJob` runs on a one-thread pool (loads run one after the other): it detects and parses
-each file (:func:`kviewer.io.load`) and builds its timeline tracks and level-of-detail, so the GUI
-thread only receives ready-made :class:`~kviewer.ui.tracks.TraceTracks`. Every failure, including
+:func:`load_file` runs on the application's one-thread load pool (loads run one after the other):
+it detects and parses each file (:func:`kviewer.io.load`) and builds its timeline tracks and
+level-of-detail, so the GUI thread only receives ready-made :class:`~kviewer.ui.tracks.TraceTracks`. Every failure, including
 an unexpected exception in a loader, comes back as a message naming the file; traces that are
 already open are never touched by a failed load.
 """
@@ -15,10 +15,11 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QProgressDialog, QWidget
 
 from kviewer.ui import dialogs
+from kviewer.ui.dispatch import Owner, Task, dispatcher
 
 if TYPE_CHECKING:
     from kviewer.io import CancelToken
@@ -47,81 +48,58 @@ def speed_of_light_for_load(trace: Any) -> tuple[Any, Any]:
     return coloured(trace, info), info
 
 
-class LoadSignals(QObject):
-    progress = Signal(float, str)
-    loaded = Signal(object)
-    """TraceTracks"""
-    failed = Signal(str, str)
-    """path, message"""
-    cancelled = Signal(str)
-    finished = Signal()
+def load_file(path: str, token: CancelToken, progress: Callable[[float, str], None]) -> Any:
+    """Detect, parse and lay out one file (worker thread; no Qt): the ready-made
+    :class:`~kviewer.ui.tracks.TraceTracks`. Raises LoadError, LoadCancelled or any bug."""
+    from kviewer.io import load
+    from kviewer.ui.tracks import TraceTracks
+
+    name = os.path.basename(path) or path
+    last = [0.0]
+
+    def report(fraction: float, message: str) -> None:
+        # loaders may call this very often; the dialog needs a few updates a second
+        now = time.monotonic()
+        if now - last[0] < 0.05 and fraction < 1.0:
+            return
+        last[0] = now
+        progress(max(0.0, min(1.0, fraction)) * 0.9, f"{name}: {message}" if message else name)
+
+    token.check()
+    trace = load(path, progress=report, cancel=token)
+    token.check()
+    progress(0.9, f"{name}: speed of light")
+    trace, sol_info = speed_of_light_for_load(trace)
+    token.check()
+    progress(0.95, f"{name}: building the timeline")
+    tracks = TraceTracks.build(trace)
+    tracks.sol_info = sol_info
+    token.check()
+    return tracks
 
 
-class LoadJob(QRunnable):
-    """Load a list of files in order; report each result through :class:`LoadSignals`."""
+def failure_message(path: str, exc: BaseException) -> str | None:
+    """What the user is told when ``path`` did not open (None: cancelled, nothing to say)."""
+    from kviewer.errors import LoadCancelled, LoadError
 
-    def __init__(self, paths: list[str], token: CancelToken, signals: LoadSignals) -> None:
-        super().__init__()
-        self.paths = list(paths)
-        self.token = token
-        self.signals = signals
-        self._last = 0.0
-
-    def _progress(self, index: int, name: str) -> Callable[[float, str], None]:
-        n = len(self.paths)
-
-        def report(fraction: float, message: str) -> None:
-            # loaders may call this very often; the dialog needs a few updates a second
-            now = time.monotonic()
-            if now - self._last < 0.05 and fraction < 1.0:
-                return
-            self._last = now
-            total = (index + max(0.0, min(1.0, fraction)) * 0.9) / n
-            self.signals.progress.emit(total, f"{name}: {message}" if message else name)
-
-        return report
-
-    def run(self) -> None:
-        from kviewer.errors import LoadCancelled, LoadError
-
-        try:
-            from kviewer.io import load
-            from kviewer.ui.tracks import TraceTracks
-
-            for i, path in enumerate(self.paths):
-                name = os.path.basename(path) or path
-                if self.token.cancelled:
-                    self.signals.cancelled.emit(path)
-                    break
-                try:
-                    trace = load(path, progress=self._progress(i, name), cancel=self.token)
-                    self.token.check()
-                    self.signals.progress.emit((i + 0.9) / len(self.paths), f"{name}: speed of light")
-                    trace, sol_info = speed_of_light_for_load(trace)
-                    self.token.check()
-                    self.signals.progress.emit((i + 0.95) / len(self.paths), f"{name}: building the timeline")
-                    tracks = TraceTracks.build(trace)
-                    tracks.sol_info = sol_info
-                    self.token.check()
-                    self.signals.loaded.emit(tracks)
-                except LoadCancelled:
-                    self.signals.cancelled.emit(path)
-                    break
-                except LoadError as exc:
-                    self.signals.failed.emit(path, str(exc))
-                except MemoryError:
-                    self.signals.failed.emit(path, f"{path}: not enough memory to open this file")
-                except Exception as exc:  # a bug must not take the app down; report it, keep going
-                    detail = traceback.format_exc(limit=3)
-                    self.signals.failed.emit(path, f"{path}: unexpected error while loading: {type(exc).__name__}: {exc}\n\n{detail}")
-        except Exception as exc:  # e.g. the io package itself failed to import
-            self.signals.failed.emit(", ".join(self.paths), f"could not load: {type(exc).__name__}: {exc}")
-        finally:
-            self.signals.finished.emit()
+    if isinstance(exc, LoadCancelled):
+        return None
+    if isinstance(exc, LoadError):
+        return str(exc)
+    if isinstance(exc, MemoryError):
+        return f"{path}: not enough memory to open this file"
+    # a bug must not take the app down; report it, keep going
+    detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=3))
+    return f"{path}: unexpected error while loading: {type(exc).__name__}: {exc}\n\n{detail}"
 
 
 class LoadController(QObject):
-    """Runs load jobs one at a time, shows progress, reports errors; queues what comes meanwhile."""
+    """Loads files one at a time off the GUI thread, shows progress, reports errors; queues what
+    comes meanwhile.
+
+    The parsing runs on the application's load pool (:mod:`kviewer.ui.dispatch`): plain Python
+    that never touches Qt. Its progress and results reach this object on the GUI thread, and
+    never after :meth:`shutdown` (the window closed)."""
 
     traceLoaded = Signal(object)
     fileOpened = Signal(str)
@@ -131,39 +109,39 @@ class LoadController(QObject):
         super().__init__(parent_widget)
         self.parent_widget = parent_widget
         self.on_loaded = on_loaded
-        self.pool = QThreadPool(self)
-        self.pool.setMaxThreadCount(1)
+        self.owner = Owner("loader")
         self.pending: list[str] = []
         self.busy = False
         self.errors: list[str] = []
         self.dialog: QProgressDialog | None = None
         self.token: CancelToken | None = None
-        self.signals: LoadSignals | None = None
-        self._current: dict[str, str] = {}
+        self.task: Task | None = None
+        self._batch: list[str] = []
+        self._index = 0
 
     def open(self, paths: list[str]) -> None:
+        if self.owner.closed:
+            return
         self.pending.extend(os.fspath(p) for p in paths)
         if not self.busy:
             self._start()
 
     def _start(self) -> None:
+        """Begin the next batch of files (everything queued so far)."""
+        if self.owner.closed:
+            return
         if not self.pending:
             self.busy = False
             self.idle.emit()
             return
         from kviewer.io import CancelToken
 
-        paths, self.pending = self.pending, []
+        self._batch, self.pending = self.pending, []
+        self._index = 0
         self.busy = True
         self.errors = []
         self.token = CancelToken()
-        self.signals = LoadSignals()
-        self.signals.progress.connect(self._on_progress)
-        self.signals.loaded.connect(self._on_loaded)
-        self.signals.failed.connect(self._on_failed)
-        self.signals.cancelled.connect(self._on_cancelled)
-        self.signals.finished.connect(self._on_finished)
-        names = ", ".join(os.path.basename(p) for p in paths)
+        names = ", ".join(os.path.basename(p) for p in self._batch)
         dlg = QProgressDialog(f"Opening {names}", "Cancel", 0, 1000, self.parent_widget)
         dlg.setWindowTitle("kviewer")
         dlg.setWindowModality(Qt.WindowModality.WindowModal)
@@ -171,10 +149,24 @@ class LoadController(QObject):
         dlg.setAutoClose(False)
         dlg.setAutoReset(False)
         dlg.setValue(0)
-        token = self.token
-        dlg.canceled.connect(token.cancel)
+        dlg.canceled.connect(self.token.cancel)
         self.dialog = dlg
-        self.pool.start(LoadJob(paths, token, self.signals))
+        self._next_file()
+
+    def _next_file(self) -> None:
+        token = self.token
+        if token is None or self._index >= len(self._batch) or token.cancelled:
+            self._finish_batch()
+            return
+        path = self._batch[self._index]
+        self.task = dispatcher().submit(
+            self.owner,
+            lambda progress: load_file(path, token, progress),
+            on_done=self._on_loaded,
+            on_error=lambda exc: self._on_failed(path, exc),
+            on_progress=self._on_progress,
+            pool="load",
+        )
 
     def cancel(self) -> None:
         if self.token is not None:
@@ -182,25 +174,34 @@ class LoadController(QObject):
 
     def _on_progress(self, fraction: float, message: str) -> None:
         if self.dialog is not None:
+            n = max(1, len(self._batch))
             self.dialog.setLabelText(message)
-            self.dialog.setValue(int(fraction * 1000))
+            self.dialog.setValue(int((self._index + fraction) / n * 1000))
 
     def _on_loaded(self, tracks: Any) -> None:
+        self.task = None
         self.on_loaded(tracks)
         self.traceLoaded.emit(tracks)
         self.fileOpened.emit(tracks.trace.meta.path)
+        self._index += 1
+        self._next_file()
 
-    def _on_failed(self, path: str, message: str) -> None:
+    def _on_failed(self, path: str, exc: BaseException) -> None:
+        self.task = None
+        message = failure_message(path, exc)
+        if message is None:  # the user cancelled: nothing to report, the rest of the batch too
+            self._finish_batch()
+            return
         self.errors.append(message)
+        self._index += 1
+        self._next_file()
 
-    def _on_cancelled(self, path: str) -> None:
-        pass  # the user asked for it: nothing to report
-
-    def _on_finished(self) -> None:
+    def _finish_batch(self) -> None:
         if self.dialog is not None:
             self.dialog.close()
             self.dialog.deleteLater()
             self.dialog = None
+        self._batch, self._index = [], 0
         errors, self.errors = self.errors, []
         if errors:
             title = "Could not open a file" if len(errors) == 1 else f"Could not open {len(errors)} files"
@@ -208,5 +209,16 @@ class LoadController(QObject):
         self._start()
 
     def wait(self, msecs: int = -1) -> bool:
-        """Block until the pool is idle (for shutdown)."""
-        return bool(self.pool.waitForDone(msecs))
+        """Block until the load in flight has returned (for shutdown and tests)."""
+        return dispatcher().wait(self.owner, timeout=3600.0 if msecs < 0 else msecs / 1000)
+
+    def shutdown(self) -> None:
+        """The window is closing: stop the load in flight, drop everything it would still report."""
+        self.cancel()
+        self.owner.close()
+        self.pending = []
+        if self.dialog is not None:
+            self.dialog.close()
+            self.dialog.deleteLater()
+            self.dialog = None
+        self.busy = False

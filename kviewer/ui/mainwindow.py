@@ -80,7 +80,7 @@ class MainWindow(QMainWindow):
         self.table_dock = self._dock("Kernels", "kernelsDock", self.table, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.details_dock = self._dock("Details", "detailsDock", self.details, Qt.DockWidgetArea.RightDockWidgetArea)
         # analysis runs off the GUI thread; the docks and compare mode own their logic
-        self.runner = BackgroundRunner(self)
+        self.runner = BackgroundRunner("window")
         self.analysis = AnalysisDocks(self, self.state, self.runner, below=self.details_dock)
         self.compare = CompareMode(self, self.state, self.loader, self.runner, beside=self.table_dock, status=self.show_message)
         self.pictures = PictureActions(self, self._picture_views, self.show_message)
@@ -102,6 +102,8 @@ class MainWindow(QMainWindow):
         if not self.compare.active:
             self.compare.dock.hide()  # a restored layout must not show an empty Compare dock
         self._update_actions()
+        owners = (self.loader.owner, self.runner.owner)
+        self.destroyed.connect(lambda *_: [o.close() for o in owners])
 
     def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -348,7 +350,11 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: Any) -> None:
         self.save_settings()
-        self.loader.cancel()
-        self.loader.wait(5000)
-        self.runner.wait(10000)
+        self.shutdown_work()
         super().closeEvent(event)
+
+    def shutdown_work(self) -> None:
+        """Stop the load in flight and drop every result still to come: nothing is delivered to
+        this window once it closes (the workers never touch it; see :mod:`kviewer.ui.dispatch`)."""
+        self.loader.shutdown()
+        self.runner.close()
