@@ -708,7 +708,8 @@ def build_parser() -> argparse.ArgumentParser:
     def add(
         name: str, help_: str, fn: Callable[[argparse.Namespace], int], formats: Sequence[str], several: bool = False
     ) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help_, description=help_)
+        # argparse %-formats help texts: a literal % (as in "SOL%") must be doubled
+        sp = sub.add_parser(name, help=help_.replace("%", "%%"), description=help_)
         sp.add_argument("file", metavar="FILE", nargs="+" if several else None)
         sp.add_argument("--format", choices=list(formats), default=formats[0], help="output format (default: %(default)s)")
         sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
@@ -772,6 +773,11 @@ def run_gui(files: Sequence[str]) -> int:
     missing = [f for f in files if not os.path.exists(f)]
     if missing:
         raise UserError(f"{missing[0]}: no such file or directory")
+    from kviewer.ui.display import display_problem
+
+    problem = display_problem()
+    if problem is not None:
+        raise UserError(problem)
     try:
         from kviewer.ui.app import run
     except ImportError as exc:

@@ -1,0 +1,102 @@
+"""The first commands a new user types: every --help page, and the desktop app on a machine
+without a display (one clear message instead of Qt's abort)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kviewer.cli import SUBCOMMANDS, build_parser
+from kviewer.ui.display import XCB_LIBRARIES, display_problem
+
+
+def _subcommands() -> list[str]:
+    parser = build_parser()
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sorted(actions[0].choices)
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kviewer", *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_every_subcommand_is_listed() -> None:
+    assert set(_subcommands()) == set(SUBCOMMANDS)
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_top_level_help(flag: str) -> None:
+    proc = _run(flag)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: kviewer")
+    for name in SUBCOMMANDS:
+        assert name in proc.stdout
+    assert not proc.stderr
+
+
+@pytest.mark.parametrize("command", _subcommands())
+def test_subcommand_help(command: str) -> None:
+    proc = _run(command, "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"usage: kviewer {command}")
+    assert "Traceback" not in proc.stderr and not proc.stderr
+
+
+def _headless_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env["KVIEWER_NO_CACHE"] = "1"
+    return env
+
+
+def test_app_without_a_display_exits_2_with_advice(sample_traces: Path) -> None:
+    proc = _run(str(sample_traces / "h200_llm_block_eager.pt.trace.json.gz"), env=_headless_env())
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert 1 <= len(lines) <= 2, proc.stderr
+    assert "no display found" in lines[0]
+    assert "xvfb-run -a kviewer FILE" in proc.stderr
+    assert "kviewer summary|sol|report|screenshot FILE" in proc.stderr
+    assert not proc.stdout
+
+
+def test_app_with_an_unreachable_display_exits_2(sample_traces: Path, tmp_path: Path) -> None:
+    env = _headless_env()
+    env["DISPLAY"] = "127.0.0.1:59"  # no X server listens on port 6059 here
+    proc = _run(str(sample_traces / "h200_llm_block_eager.pt.trace.json.gz"), env=env)
+    assert proc.returncode == 2
+    assert "no display reachable at DISPLAY=127.0.0.1:59" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 2
+
+
+def test_missing_xcb_libraries_are_named_with_the_apt_line() -> None:
+    missing = {"libxcb-cursor.so.0", "libxcb-icccm.so.4"}
+    why = display_problem(
+        {"DISPLAY": ":0"}, "linux", can_load=lambda lib: lib not in missing, reachable=lambda _d: True
+    )
+    assert why is not None
+    assert "libxcb-cursor.so.0" in why and "libxcb-icccm.so.4" in why
+    assert "apt-get install -y libxcb-cursor0 libxcb-icccm4" in why
+    assert len(why.splitlines()) <= 2
+
+
+@pytest.mark.parametrize(
+    "env,platform",
+    [
+        ({"DISPLAY": ":0"}, "linux"),
+        ({"WAYLAND_DISPLAY": "wayland-0"}, "linux"),
+        ({"QT_QPA_PLATFORM": "offscreen"}, "linux"),
+        ({}, "darwin"),
+        ({}, "win32"),
+    ],
+)
+def test_no_problem_where_a_window_can_open(env: dict[str, str], platform: str) -> None:
+    assert display_problem(env, platform, can_load=lambda _lib: True, reachable=lambda _d: True) is None
+
+
+def test_every_xcb_library_has_a_package() -> None:
+    assert all(lib.startswith("lib") and ".so." in lib and pkg for lib, pkg in XCB_LIBRARIES.items())
