@@ -212,18 +212,25 @@ def _precision(dtype: str) -> str:
     return DTYPE_PRECISION.get(dtype, "fp32")
 
 
-@lru_cache(maxsize=65536)
 def op_work(name: str, input_dims: str, input_types: str, flops_arg: float = math.nan) -> OpWork:
     """Model one op call from its name and the JSON text of its input shapes and dtypes.
 
     ``flops_arg`` is the profiler's own FLOP count for the op (NaN when absent); when present it
     replaces the formula's count.
     """
+    # NaN is never equal to another NaN object: as a cache key every absent FLOPs arg was a new
+    # entry (the cache filled up with copies, ~90 KB per opened trace, and never hit)
+    flops = float(flops_arg)
+    return _op_work(name, input_dims, input_types, flops if flops == flops else None)
+
+
+@lru_cache(maxsize=65536)
+def _op_work(name: str, input_dims: str, input_types: str, flops_arg: float | None) -> OpWork:
     base, inplace = base_op_name(name)
     ts = _tensors(_parse(input_dims), _parse(input_types))
     tensors = [t for t in ts if t is not None]
     work = _model(name, base, inplace, ts, tensors)
-    if flops_arg == flops_arg and flops_arg > 0:
+    if flops_arg is not None and flops_arg > 0:
         note = "FLOPs from the profiler's op arg" + (f"; {work.note}" if work.note else "")
         pipe = work.pipe or "tensor"
         return OpWork(work.kind, float(flops_arg), work.bytes_read, work.bytes_written, work.precision, pipe, note)

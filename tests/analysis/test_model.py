@@ -150,3 +150,17 @@ def test_h200_gemm_flops_match_shapes_and_flops_arg(which: str, request: pytest.
     assert (gemm["kind"] == "gemm").all() and (gemm["precision"] == "bf16").all()
     attn = m[m["kind"] == "attention"]
     assert len(attn) == 12 and (attn["model_flops"] == 4 * 4 * 16 * 1024 * 1024 * 128).all()
+
+
+def test_op_work_cache_holds_one_entry_per_op_without_a_flops_arg() -> None:
+    """NaN as an lru_cache key: every absent FLOPs arg (a new NaN object each time) was a new
+    entry, so the cache never hit and grew with every trace opened (the stress test's RSS)."""
+    import numpy as np
+
+    from kviewer.analysis import model
+
+    model._op_work.cache_clear()
+    for value in np.full(50, np.nan):
+        model.op_work("aten::add", "[[4, 8], [4, 8]]", '["float", "float"]', float(value))
+    assert model._op_work.cache_info().currsize == 1
+    assert model._op_work.cache_info().hits == 49

@@ -44,25 +44,19 @@ def tmp_settings(tmp_path_factory: pytest.TempPathFactory, qapp: QApplication) -
 @pytest.fixture(autouse=True)
 def collect_qt_garbage(qapp: QApplication) -> Iterator[None]:
     """After each test (and after pytest-qt has closed its widgets): let every worker finish,
-    run the deferred deletes and collect Python garbage now.
-
-    Otherwise the wrappers of a closed window (menus, actions in reference cycles) are collected
-    at a random later moment, in the next test, while that test's worker threads use Qt: the
-    destruction then waits for a Qt lock a worker holds while the worker waits for the GIL
-    (a deadlock seen in the compare tests) or frees an object in use (a segfault seen in the
-    drop tests).
-    """
+    deliver (or drop) what it reported, run the deferred deletes and collect Python garbage now,
+    so each test starts from a quiet application. Workers never touch Qt (kviewer.ui.dispatch),
+    so this is hygiene, not a crash guard: tests/ui/test_stress.py runs the GC every few ms on
+    purpose."""
     import gc
 
-    from PySide6.QtCore import QEvent, QThreadPool
+    from PySide6.QtCore import QEvent
+
+    from kviewer.ui.dispatch import dispatcher
 
     yield
-    for w in QApplication.topLevelWidgets():
-        for name in ("loader", "runner"):
-            worker = getattr(w, name, None)
-            if worker is not None and hasattr(worker, "wait"):
-                worker.wait(10_000)
-    QThreadPool.globalInstance().waitForDone(10_000)
+    dispatcher().wait(timeout=10)
+    dispatcher().drain()
     QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     gc.collect()
     QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
