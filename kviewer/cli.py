@@ -25,7 +25,7 @@ EXIT_USER_ERROR = 2
 #: ``kviewer compare --fail-if-slower``: B is slower than allowed (distinct from a user error)
 EXIT_SLOWER = 1
 
-SUBCOMMANDS = ("info", "summary", "kernels", "sol", "fusion", "compare", "screenshot", "report")
+SUBCOMMANDS = ("info", "summary", "kernels", "sol", "fusion", "compare", "screenshot", "report", "export", "sql")
 
 
 class UserError(Exception):
@@ -687,6 +687,75 @@ def _add_export_parsers(sub: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# SQL
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """The unified model of the files as one SQLite database (see kviewer/sqldb.py)."""
+    from kviewer import sqldb
+
+    if os.path.abspath(args.output) in {os.path.abspath(f) for f in args.file}:
+        raise UserError(f"{args.output}: the output would overwrite an input file")
+    traces = [load_trace(f, args.quiet) for f in args.file]
+    try:
+        sqldb.export(traces, args.output, analysis=not args.no_analysis)
+    except OSError as exc:
+        raise UserError(f"{args.output}: cannot write: {exc.strerror or exc}") from exc
+    sizes = ", ".join(f"{os.path.basename(t.meta.path)} as trace_id {i}" for i, t in enumerate(traces, start=1))
+    print(f"wrote {args.output}: {sizes}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    """Run one SQL statement against the files' unified model (read-only, nothing written)."""
+    from kviewer import sqldb
+
+    if len(args.items) < 2:
+        raise UserError("sql needs at least one FILE and a QUERY (kviewer sql FILE [FILE ...] \"SELECT ...\")")
+    *files, sql = args.items
+    if len(files) == 1 and sqldb.is_export(files[0]):
+        conn = sqldb.open_readonly(files[0])  # a database written by kviewer export
+    else:
+        traces = [load_trace(f, args.quiet) for f in files]
+        conn = sqldb.in_memory(traces, analysis=not args.no_analysis)
+    try:
+        df = sqldb.query(conn, sql, timeout_s=args.timeout)
+    except sqldb.QueryError as exc:
+        raise UserError(str(exc)) from exc
+    finally:
+        conn.close()
+    write_frame(df, args.format)
+    return EXIT_OK
+
+
+def _add_sql_parsers(sub: Any) -> None:
+    ep = sub.add_parser(
+        "export", help="write the files' unified model into a SQLite database (documented schema, one trace_id per file)",
+        description="Write kernels, GPU ops, CPU slices, flows, devices, metrics, steps, speed of light and fusion "
+        "candidates of every FILE into OUT.sqlite (trace_id 1, 2, ... in the order given), with views "
+        "kernel_summary, nvtx_summary, memcpy_summary, kernel_launch_latency, gpu_idle_gaps and step_times.",
+    )
+    ep.add_argument("file", metavar="FILE", nargs="+")
+    ep.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.sqlite (replaced when it exists)")
+    ep.add_argument("--no-analysis", action="store_true", help="leave out the speed of light and fusion tables")
+    ep.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    ep.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+    ep.set_defaults(func=cmd_export)
+    qp = sub.add_parser(
+        "sql", help="run a SQL query against the files' unified model (read-only)",
+        description="Run one SQL statement (the schema of kviewer export) against FILE(s), loaded into a read-only "
+        "in-memory database, or against a database written by kviewer export. Nothing is written.",
+    )
+    qp.add_argument("items", metavar="FILE [FILE ...] QUERY", nargs="+", help="trace files (or one export), then the query")
+    qp.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: %(default)s)")
+    qp.add_argument("--timeout", type=float, default=60.0, metavar="S", help="interrupt the query after S seconds (default: %(default)s)")
+    qp.add_argument("--no-analysis", action="store_true", help="leave out the speed of light and fusion tables (faster)")
+    qp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    qp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+    qp.set_defaults(func=cmd_sql)
+
+
+# ---------------------------------------------------------------------------------------------
 # parsing
 
 
@@ -736,6 +805,7 @@ def build_parser() -> argparse.ArgumentParser:
     fus.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say or to override it")
     _add_compare_parser(sub)
     _add_export_parsers(sub)
+    _add_sql_parsers(sub)
     return p
 
 

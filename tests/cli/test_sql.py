@@ -1,0 +1,167 @@
+"""``kviewer export`` and ``kviewer sql``: the unified model in one SQLite schema for every format."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kviewer import sqldb
+from kviewer.analysis.summary import kernel_summary
+from kviewer.core import schema
+from kviewer.io import load
+
+REPO = Path(__file__).resolve().parents[2]
+EAGER = "h200_llm_block_eager.pt.trace.json.gz"
+COMPILED = "h200_llm_block_compiled.pt.trace.json.gz"
+#: one real file per format family: bundled ones, then ../shared/samples ones
+BUNDLED = [EAGER, "h200_llm_train_nvtx.sqlite.gz", "h200_llm_block_eager_full.raw.csv.gz"]
+SHARED = [
+    "ncu/h200_llm_block_eager.ncu-rep",
+    "rocprof/hpctraining_finite_difference/results.csv",
+    "rocprof/rocprofv3_json_tracelens/908_results.json.gz",
+    "rocprof/rocprofv3_2025/ps_file_kernel_trace.csv",
+    "torch/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+]
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, KVIEWER_NO_CACHE="1")
+    return subprocess.run([sys.executable, "-m", "kviewer", *args], capture_output=True, text=True, env=env, timeout=300, cwd=cwd)
+
+
+def _files(sample_traces: Path, samples_dir: Path | None) -> list[Path]:
+    files = [sample_traces / f for f in BUNDLED]
+    if samples_dir is not None:
+        files += [samples_dir / f for f in SHARED]
+    return files
+
+
+@pytest.fixture
+def maybe_samples(request: pytest.FixtureRequest) -> Path | None:
+    try:
+        return request.getfixturevalue("samples")  # type: ignore[no-any-return]
+    except pytest.skip.Exception:
+        return None
+
+
+def _check_trace(conn: sqlite3.Connection, trace, trace_id: int) -> None:  # type: ignore[no-untyped-def]
+    # every table holds exactly the trace's rows (what kviewer info counts)
+    for name, n in trace.sizes().items():
+        got = conn.execute(f"SELECT count(*) FROM {name} WHERE trace_id = ?", (trace_id,)).fetchone()[0]
+        assert got == n, (trace.meta.path, name, got, n)
+    # the summary view equals kviewer summary
+    ours = kernel_summary(trace)
+    view = pd.read_sql_query("SELECT * FROM kernel_summary WHERE trace_id = ?", conn, params=(trace_id,))
+    assert list(view["name"]) == list(ours["name"]), trace.meta.path
+    for col in ("count", "total_ns", "min_ns", "max_ns"):
+        assert view[col].astype(np.int64).tolist() == ours[col].astype(np.int64).tolist(), col
+    for col in ("avg_ns", "med_ns", "std_ns", "time_pct"):
+        np.testing.assert_allclose(view[col].to_numpy(float), ours[col].to_numpy(float), rtol=1e-9, atol=1e-6, err_msg=col)
+    # unknown ints are NULL, never the -1 sentinel
+    for col in schema.KERNELS.columns:
+        if col.dtype in (schema.INT, schema.I32) and col.name != "id":
+            name = {"start": "start_ns", "end": "end_ns", "dur": "dur_ns"}.get(col.name, col.name)
+            assert conn.execute(f"SELECT count(*) FROM kernels WHERE {name} = -1").fetchone()[0] == 0, name
+
+
+def test_every_format_in_one_database(sample_traces: Path, maybe_samples: Path | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVIEWER_NO_CACHE", "1")
+    traces = [load(p) for p in _files(sample_traces, maybe_samples)]
+    conn = sqldb.in_memory(traces, analysis=False)
+    assert conn.execute("SELECT version FROM kviewer_schema").fetchone()[0] == sqldb.SCHEMA_VERSION
+    assert conn.execute("SELECT count(*) FROM traces").fetchone()[0] == len(traces)
+    for i, trace in enumerate(traces, start=1):
+        _check_trace(conn, trace, i)
+    # read-only after the build
+    with pytest.raises(sqlite3.OperationalError):
+        conn.execute("DELETE FROM kernels")
+
+
+def test_export_file_schema_views_fts_and_keys(sample_traces: Path, tmp_path: Path) -> None:
+    out = tmp_path / "runs.sqlite"
+    proc = _cli("export", str(sample_traces / EAGER), str(sample_traces / COMPILED), "-o", str(out), "-q")
+    assert proc.returncode == 0, proc.stderr
+    conn = sqlite3.connect(out)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"kviewer_schema", "traces", "kernels", "gpu_ops", "cpu_slices", "flows", "devices", "metrics", "steps",
+            "kernel_sol", "fusion_candidates", "kernels_fts", "cpu_slices_fts"} <= tables  # fmt: skip
+    views = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
+    assert set(sqldb.VIEWS) <= views
+    for view in sqldb.VIEWS:
+        conn.execute(f"SELECT * FROM {view} LIMIT 5").fetchall()
+    # foreign keys hold
+    fks = {(r[2], r[3]) for r in conn.execute("SELECT * FROM pragma_foreign_key_list('flows')")}
+    assert ("kernels", "kernel_pk") in fks and ("cpu_slices", "src_pk") in fks
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    # full-text search finds a kernel by a word of its name
+    hits = conn.execute("SELECT name FROM kernels WHERE pk IN (SELECT rowid FROM kernels_fts WHERE kernels_fts MATCH 'gelu')").fetchall()
+    assert hits and all("gelu" in h[0].lower() or "Gelu" in h[0] for h in hits)
+    # launch latency: the API call starts before its kernel
+    lat = conn.execute("SELECT min(latency_ns), count(*) FROM kernel_launch_latency").fetchone()
+    assert lat[1] > 0 and lat[0] > 0
+    # the same file twice: two trace ids, the same counts
+    n1, n2 = (conn.execute("SELECT count(*) FROM kernels WHERE trace_id = ?", (i,)).fetchone()[0] for i in (1, 2))
+    assert n1 == 144 and n2 == 99
+    # sqlite-utils' own CLI reads the export as it is
+    st = subprocess.run([str(Path(sys.executable).parent / "sqlite-utils"), "tables", str(out)], capture_output=True, text=True)
+    assert st.returncode == 0 and "kernels" in st.stdout
+
+
+def test_cross_run_delta_equals_compare(sample_traces: Path, tmp_path: Path) -> None:
+    a, b = str(sample_traces / EAGER), str(sample_traces / COMPILED)
+    query = (
+        "WITH a AS (SELECT name, total_ns FROM kernel_summary WHERE trace_id = 1), "
+        "b AS (SELECT name, total_ns FROM kernel_summary WHERE trace_id = 2) "
+        "SELECT a.name, b.total_ns - a.total_ns AS delta_ns FROM a JOIN b USING (name)"
+    )
+    proc = _cli("sql", a, b, query, "--format", "csv", "-q", "--no-analysis")
+    assert proc.returncode == 0, proc.stderr
+    sql = pd.read_csv(io.StringIO(proc.stdout)).set_index("name")["delta_ns"]
+    cmp = _cli("compare", a, b, "--format", "csv", "-q")
+    assert cmp.returncode == 0, cmp.stderr
+    rows = pd.read_csv(io.StringIO(cmp.stdout), keep_default_na=False)
+    same = rows[(rows["name_a"] == rows["name_b"]) & (rows["groups_a"] == 1) & (rows["groups_b"] == 1)]
+    assert len(same) >= 2
+    for _, row in same.iterrows():
+        assert int(sql[row["name_a"]]) == int(row["delta_ns"]), row["name_a"]
+
+
+@pytest.mark.parametrize(
+    "query,expect",
+    [
+        ("SELEC name FROM kernels", "SQL error"),
+        ("DELETE FROM kernels", "SQL error"),
+        ("DROP TABLE kernels", "SQL error"),
+        ("SELECT 1; SELECT 2", "SQL error"),
+        ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c", "longer than"),
+    ],
+)
+def test_bad_queries_exit_2_with_one_line(sample_traces: Path, tmp_path: Path, query: str, expect: str) -> None:
+    export = tmp_path / "e.sqlite"
+    src = sample_traces / EAGER
+    assert _cli("export", str(src), "-o", str(export), "-q", "--no-analysis").returncode == 0
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (src, export)}
+    for target in (str(export), str(src)):
+        proc = _cli("sql", target, query, "--timeout", "1", "-q", "--no-analysis")
+        assert proc.returncode == 2, proc.stdout
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and expect in lines[0], proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (src, export)} == before
+    assert sorted(os.listdir(tmp_path)) == ["e.sqlite"]  # nothing written beside it
+
+
+def test_export_refuses_to_overwrite_an_input(sample_traces: Path, tmp_path: Path) -> None:
+    db = tmp_path / "x.sqlite"
+    db.write_bytes((sample_traces / EAGER).read_bytes())
+    proc = _cli("export", str(db), "-o", str(db), "-q")
+    assert proc.returncode == 2 and "overwrite an input" in proc.stderr
