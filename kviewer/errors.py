@@ -56,3 +56,7 @@ class LoadCancelled(KViewerError):
 
 class AnalysisError(KViewerError):
     """An analysis could not run on the given trace (e.g. unknown device)."""
+
+
+class QueryError(KViewerError):
+    """A SQL query over the unified model failed (bad SQL, a write, a timeout); the text is one line."""

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import schema
+from kviewer.errors import QueryError
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -51,10 +52,6 @@ EVENT_TABLES = ("kernels", "gpu_ops", "cpu_slices")
 TIME_COLUMNS = {"start": "start_ns", "end": "end_ns", "dur": "dur_ns"}
 #: row id spaces: pk = trace_id * PK_STRIDE + id, so a pk is stable and unique in the database
 PK_STRIDE = 1 << 32
-
-
-class QueryError(Exception):
-    """A query failed (bad SQL, a write, a timeout): the text is one line for the user."""
 
 
 def _summary_view(name: str, source: str, key: str) -> str:

@@ -26,6 +26,7 @@ from kviewer.ui.findbar import FindBar
 from kviewer.ui.format import format_duration
 from kviewer.ui.kernel_table import KernelTable
 from kviewer.ui.loading import LoadController
+from kviewer.ui.query_dock import QueryPanel
 from kviewer.ui.picture_actions import (
     COMPARE,
     FUSION,
@@ -83,6 +84,8 @@ class MainWindow(QMainWindow):
         self.runner = BackgroundRunner("window")
         self.analysis = AnalysisDocks(self, self.state, self.runner, below=self.details_dock)
         self.compare = CompareMode(self, self.state, self.loader, self.runner, beside=self.table_dock, status=self.show_message)
+        self.query = QueryPanel(self.state, self.runner)
+        self.query_dock = self._dock("Query", "queryDock", self.query, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.pictures = PictureActions(self, self._picture_views, self.show_message)
         self.resizeDocks([self.table_dock], [340], Qt.Orientation.Vertical)
         self.resizeDocks([self.details_dock], [380], Qt.Orientation.Horizontal)
@@ -92,12 +95,15 @@ class MainWindow(QMainWindow):
         self.timeline.closeRequested.connect(self.close_trace)
         self.loader.fileOpened.connect(self.add_recent)
         self.state.tracesChanged.connect(self._on_traces)
+        self.state.tracesChanged.connect(self.query.on_traces_changed)
         self.state.currentTraceChanged.connect(lambda _t: self._update_status())
         self.state.rangeChanged.connect(self._on_range)
         self.compare.changed.connect(self._update_actions)
         if not self._restore_settings():
             self.analysis.arrange_default()
             self.compare.arrange_default()
+            self.tabifyDockWidget(self.table_dock, self.query_dock)
+            self.table_dock.raise_()
             self.resizeDocks([self.details_dock, self.analysis.roofline_dock], [240, 560], Qt.Orientation.Vertical)
         if not self.compare.active:
             self.compare.dock.hide()  # a restored layout must not show an empty Compare dock
@@ -169,6 +175,7 @@ class MainWindow(QMainWindow):
         view.addAction(self.analysis.roofline_dock.toggleViewAction())
         view.addAction(self.analysis.fusion_dock.toggleViewAction())
         view.addAction(self.compare.dock.toggleViewAction())
+        view.addAction(self.query_dock.toggleViewAction())
 
         help_menu = mb.addMenu("&Help")
         help_menu.addAction(self._action("&Keys", self._show_keys))
