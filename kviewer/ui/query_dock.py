@@ -114,7 +114,9 @@ class QueryPanel(QWidget):
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(top)
         split.addWidget(self.view)
-        split.setStretchFactor(1, 2)
+        split.setStretchFactor(0, 0)
+        split.setStretchFactor(1, 1)
+        split.setSizes([110, 300])  # a few lines of SQL, most of the height for the result
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(split)
