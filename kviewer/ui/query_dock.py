@@ -11,20 +11,19 @@ Recent queries are kept in QSettings.
 from __future__ import annotations
 
 import math
-import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from PySide6.QtCore import QModelIndex, QSettings, Qt
 from PySide6.QtGui import QFontDatabase, QKeySequence, QShortcut
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSplitter, QVBoxLayout, QWidget
-
-from kviewer.ui.compare_view import Column, FrameModel, _table
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSplitter, QTableView, QVBoxLayout, QWidget
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from kviewer.ui.background import BackgroundRunner
+    from kviewer.ui.compare_view import Column, FrameModel
     from kviewer.ui.viewstate import ViewState
 
 RECENT_KEY = "query/recent"
@@ -39,7 +38,8 @@ class _Database:
     """The in-memory database of one set of open traces; touched on the worker thread only."""
 
     signature: tuple[int, ...] = ()
-    conn: sqlite3.Connection | None = None
+    conn: Any = None
+    """sqlite3.Connection"""
     keys: list[int] = field(default_factory=list)
 
 
@@ -60,6 +60,8 @@ def event_of(columns: list[str], row: dict[str, Any], keys: list[int]) -> tuple[
 
 
 def _columns(df: pd.DataFrame) -> list[Column]:
+    from kviewer.ui.compare_view import Column
+
     cols = []
     for name in df.columns:
         kind = "text"
@@ -96,11 +98,13 @@ class QueryPanel(QWidget):
         self.recent.activated.connect(self._on_recent)
         self.status = QLabel("")
         self.status.setWordWrap(True)
-        self.model = FrameModel([])
-        self.view = _table(self.model, sortable=True)
-        self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.view.activated.connect(self._on_row)
-        self.view.clicked.connect(self._on_row)
+        # the result table is made with the first result: its model (and pandas) are not
+        # imported on the way to the first window
+        self.model: FrameModel | None = None
+        self.view: QTableView | None = None
+        self.results = QWidget()
+        self._results_lay = QVBoxLayout(self.results)
+        self._results_lay.setContentsMargins(0, 0, 0, 0)
 
         bar = QHBoxLayout()
         bar.addWidget(self.run_button)
@@ -113,7 +117,7 @@ class QueryPanel(QWidget):
         top_lay.addWidget(self.status)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(top)
-        split.addWidget(self.view)
+        split.addWidget(self.results)
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
         split.setSizes([110, 300])  # a few lines of SQL, most of the height for the result
@@ -182,10 +186,19 @@ class QueryPanel(QWidget):
         self.runner.run("query", work, self._show, self._failed)
 
     def _show(self, result: tuple[pd.DataFrame, list[int]]) -> None:
+        from kviewer.ui.compare_view import FrameModel, _table
+
         df, keys = result
         self.result, self._keys = df, keys
         self.model = FrameModel(_columns(df), df)
-        self.view.setModel(self.model)
+        if self.view is None:
+            self.view = _table(self.model, sortable=True)
+            self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
+            self.view.activated.connect(self._on_row)
+            self.view.clicked.connect(self._on_row)
+            self._results_lay.addWidget(self.view)
+        else:
+            self.view.setModel(self.model)
         self.view.resizeColumnsToContents()
         n = len(df)
         self.status.setText(f"{n:,} row{'s' if n != 1 else ''}" + ("; choose a row to select its event" if n and self._selectable() else ""))
@@ -203,7 +216,7 @@ class QueryPanel(QWidget):
         from kviewer.ui.viewstate import Selection
 
         df = self.result
-        if df is None or not index.isValid():
+        if df is None or self.model is None or not index.isValid():
             return
         row = df.iloc[self.model.frame_row(index.row())].to_dict()
         event = event_of(list(df.columns), row, self._keys)
