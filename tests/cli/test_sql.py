@@ -26,6 +26,14 @@ COMPILED = "h200_llm_block_compiled.pt.trace.json.gz"
 BUNDLED = [EAGER, "h200_llm_train_nvtx.sqlite.gz", "h200_llm_block_eager_full.raw.csv.gz"]
 SHARED = [
     "ncu/h200_llm_block_eager.ncu-rep",
+    "ncu/h200_llm_block_eager.details.csv",
+    "ncu/cublaslt_ncu.log",
+    "rocprof/gunrock_mi300/results.db",
+    "rocprof/rocprofv2_omniperf_mi300x/timestamps.csv",
+    "rocprof/hpctraining_seismic_pmc/data_movement.csv",
+    "rocprof/rocprofv3_sdk_docs_2024/kernel_trace.csv",
+    "torch/tracelens_mi300/gaunernst_bert-small-uncased__1016001.json.gz",
+    "nsys/perlmutter-cloverleaf-cuda.sqlite",
     "rocprof/hpctraining_finite_difference/results.csv",
     "rocprof/rocprofv3_json_tracelens/908_results.json.gz",
     "rocprof/rocprofv3_2025/ps_file_kernel_trace.csv",
@@ -158,6 +166,48 @@ def test_bad_queries_exit_2_with_one_line(sample_traces: Path, tmp_path: Path, q
         assert "Traceback" not in proc.stderr
     assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (src, export)} == before
     assert sorted(os.listdir(tmp_path)) == ["e.sqlite"]  # nothing written beside it
+
+
+def test_sql_summary_equals_the_summary_command(sample_traces: Path) -> None:
+    src = str(sample_traces / "h200_llm_train_nvtx.sqlite.gz")
+    cols = "name, count, total_ns, avg_ns, med_ns, min_ns, max_ns, std_ns, time_pct"
+    proc = _cli("sql", src, f"SELECT {cols} FROM kernel_summary", "--format", "csv", "-q", "--no-analysis")
+    assert proc.returncode == 0, proc.stderr
+    summary = _cli("summary", src, "--format", "csv", "-q")
+    a = pd.read_csv(io.StringIO(proc.stdout), keep_default_na=False)
+    b = pd.read_csv(io.StringIO(summary.stdout), keep_default_na=False)
+    assert list(a.columns) == list(b.columns) and list(a["name"]) == list(b["name"])
+    pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-9, check_dtype=False)
+
+
+def test_a_failed_query_leaves_the_cache_as_it_was(sample_traces: Path, tmp_path: Path) -> None:
+    src = sample_traces / EAGER
+    cache = tmp_path / "cache"
+    env = dict(os.environ, KVIEWER_CACHE_DIR=str(cache))
+    env.pop("KVIEWER_NO_CACHE", None)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "kviewer", *args], capture_output=True, text=True, env=env, timeout=300)
+
+    def contents() -> dict[str, int]:
+        # every table of every cache database with its row count (a hit updates "last used"
+        # times, so the bytes change; the entries must not)
+        out: dict[str, int] = {}
+        for db in cache.rglob("*.sqlite"):
+            conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
+            for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                out[f"{db.name}:{name}"] = conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
+            conn.close()
+        return out
+
+    assert run("sql", str(src), "SELECT count(*) FROM kernels", "-q", "--no-analysis").returncode == 0
+    before = contents()
+    assert before
+    proc = run("sql", str(src), "DELETE FROM kernels", "-q", "--no-analysis")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert contents() == before
+    again = run("sql", str(src), "SELECT count(*) AS n FROM kernels", "--format", "csv", "-q", "--no-analysis")
+    assert again.returncode == 0 and again.stdout.split() == ["n", "144"]
 
 
 def test_export_refuses_to_overwrite_an_input(sample_traces: Path, tmp_path: Path) -> None:
