@@ -226,7 +226,7 @@ class MainWindow(QMainWindow):
         t = self.state.current
         if t is None:
             self.status_label.setText("Drop trace files here, or File › Open (Ctrl+O)")
-            self.setWindowTitle("kviewer")
+            self.setWindowTitle("")  # the application's display name alone
             return
         m = t.trace.meta
         k = t.trace.kernels
@@ -241,7 +241,8 @@ class MainWindow(QMainWindow):
         self.status_label.setText("  ·  ".join(parts))
         self.status_label.setToolTip(m.path)
         n = len(self.state.traces)
-        self.setWindowTitle(f"{os.path.basename(m.path)} — kviewer" + (f" ({n} traces)" if n > 1 else ""))
+        # Qt appends the application's display name ("— kviewer") itself
+        self.setWindowTitle(os.path.basename(m.path) + (f" ({n} traces)" if n > 1 else ""))
 
     def _on_range(self, t0: float, t1: float) -> None:
         self.range_label.setText(f"view {format_duration(t0)} – {format_duration(t1)}  ({format_duration(t1 - t0)})")
