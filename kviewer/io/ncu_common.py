@@ -424,6 +424,53 @@ def _flops(wide: Mapping[str, np.ndarray], p: str, n: int, cycles: np.ndarray) -
     return out
 
 
+#: the source type of a tensor-op counter -> the precision whose peak applies
+_TENSOR_SRC = {"bf16": "bf16", "fp16": "fp16", "f16": "fp16", "tf32": "tf32", "fp8": "fp8", "fp64": "fp64",
+               "f64": "fp64", "int8": "int8", "int4": "int4", "int1": "int1", "fp4": "fp4", "fp6": "fp6"}
+#: ``sm__ops_path_tensor_src_<src>[_dst_<dst>][_sparsity_<on|off>].sum``: tensor-pipe operations
+#: (2 per multiply-add, so a GEMM's count is 2·M·N·K) by source type, the counter family of
+#: ``--set full`` on Hopper and later; the per-instruction variants
+#: (``sm__ops_path_tensor_op_<hgmma|hmma|...>_src_...``) split the same operations by instruction
+_OPS_PATH = re.compile(r"sm__ops_path_tensor_src_([a-z0-9]+?)(?:_dst_[a-z0-9]+)?(?:_sparsity_(?:on|off))?\.sum")
+_OPS_PATH_OP = re.compile(r"sm__ops_path_tensor_op_[a-z0-9]+_src_([a-z0-9]+?)(?:_dst_[a-z0-9]+)?(?:_sparsity_(?:on|off))?\.sum")
+
+
+def tensor_flops(wide: Mapping[str, np.ndarray], n: int, cycles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Measured tensor-pipe FLOPs per kernel and the precision of the counter that fired.
+
+    In order of preference: the ``sm__ops_path_tensor_src_*`` operation counters (exact; the
+    precision is the source type with the most operations), their per-instruction split
+    ``sm__ops_path_tensor_op_*_src_*``, then the HierarchicalTensorRooflineChart section's
+    ``derived__smsp__inst_executed_pipe_tensor_x512`` rate (512 operations per tensor-pipe
+    instruction; precision not known). NaN / "" where none was collected.
+    """
+    for pattern in (_OPS_PATH, _OPS_PATH_OP):
+        by_prec: dict[str, np.ndarray] = {}
+        for name, values in wide.items():
+            m = pattern.fullmatch(name)
+            if not m:
+                continue
+            prec = _TENSOR_SRC.get(m.group(1))
+            if prec is None:
+                continue
+            v = np.asarray(values, dtype=np.float64)
+            prev = by_prec.get(prec)
+            by_prec[prec] = v if prev is None else np.where(np.isnan(prev), v, np.where(np.isnan(v), prev, prev + v))
+        if by_prec:
+            names = sorted(by_prec)
+            grid = np.vstack([by_prec[p] for p in names])
+            seen = ~np.isnan(grid).all(axis=0)
+            total = np.where(seen, np.nansum(grid, axis=0), np.nan)
+            filled = np.nan_to_num(grid, nan=0.0)
+            top = np.argmax(filled, axis=0)
+            prec_out = np.where(seen & (filled.max(axis=0) > 0), np.asarray(names, dtype=object)[top], "")
+            return total, prec_out.astype(object)
+    tensor = np.full(n, np.nan)
+    if "derived__smsp__inst_executed_pipe_tensor_x512" in wide:
+        tensor = wide["derived__smsp__inst_executed_pipe_tensor_x512"] * cycles
+    return tensor, np.full(n, "", dtype=object)
+
+
 def measured_columns(wide: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
     """The kernels table's measured columns (and ``dur``) from metric values in base units."""
     dur = duration_ns(wide, n)
@@ -436,12 +483,9 @@ def measured_columns(wide: Mapping[str, np.ndarray], n: int) -> dict[str, np.nda
     cols["flops_fp64"] = _flops(wide, "d", n, cycles)
     cols["flops_fp32"] = _flops(wide, "f", n, cycles)
     cols["flops_fp16"] = _flops(wide, "h", n, cycles)
-    # the HierarchicalTensorRooflineChart section's definition: 512 operations per tensor-pipe
-    # instruction; not derivable when that section was not collected
-    tensor = np.full(n, np.nan)
-    if "derived__smsp__inst_executed_pipe_tensor_x512" in wide:
-        tensor = wide["derived__smsp__inst_executed_pipe_tensor_x512"] * cycles
+    tensor, tensor_prec = tensor_flops(wide, n, cycles)
     cols["flops_tensor"] = tensor
+    cols["tensor_precision"] = tensor_prec
 
     read = _first(wide, ("dram__bytes_read.sum",), n)
     write = _first(wide, ("dram__bytes_write.sum",), n)
