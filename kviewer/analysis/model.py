@@ -416,6 +416,9 @@ def _conv(base: str, tensors: list[_Tensor], conc: list[Any] = []) -> OpWork:  #
         return _unknown("conv", "convolution: input/weight shapes not recorded")
     x, w = tensors[0], tensors[1]
     out_sp, transposed, note = _conv_geometry(base, x, w, conc)
+    if note:
+        # without the stride the output size, and so the FLOPs, could be off by 4x: unknown
+        return _unknown("conv", f"aten::{base}: stride/padding not recorded (no Concrete Inputs): output size unknown")
     n = x.dims[0]
     kernel = float(np.prod(w.dims[2:], dtype=np.float64))
     if transposed:
