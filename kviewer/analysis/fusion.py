@@ -454,7 +454,15 @@ def _short(name: str, limit: int = 60) -> str:
 
 
 def fusion_summary(candidates: pd.DataFrame, trace: Trace) -> dict[str, float]:
-    """Total estimated saving and its share of GPU kernel time."""
+    """Total estimated saving (of the candidates with an estimate; NaN when none has one), its
+    share of GPU kernel time, and how many candidates have no estimate (``unknown``)."""
     total = float(trace.kernels["dur"].sum())
-    saving = float(np.nansum(candidates["savings_ns"].to_numpy(np.float64))) if len(candidates) else 0.0
-    return {"kernel_ns": total, "savings_ns": saving, "savings_pct": saving / total * 100.0 if total > 0 else math.nan}
+    savings = candidates["savings_ns"].to_numpy(np.float64) if len(candidates) else np.zeros(0)
+    known = ~np.isnan(savings)
+    saving = float(savings[known].sum()) if known.any() else math.nan
+    return {
+        "kernel_ns": total,
+        "savings_ns": saving,
+        "savings_pct": saving / total * 100.0 if total > 0 else math.nan,
+        "unknown": int((~known).sum()),
+    }

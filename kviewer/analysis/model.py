@@ -538,7 +538,7 @@ def _elementwise(base: str, inplace: bool, ts: list[_Tensor | None], tensors: li
         out_t = _Tensor(shape, big.dtype)
         if base in ("_to_copy", "to", "type_as"):
             note = "target dtype not recorded: output assumed the input's dtype"
-    flops = 0.0 if kind == "copy" else float(out_t.numel)
+    flops = 0.0 if kind in DATA_KINDS else float(out_t.numel)
     return OpWork(kind, flops, sum(t.nbytes for t in inputs), out_bytes, _precision(out_t.dtype), "vector", note, float(out_t.numel))
 
 

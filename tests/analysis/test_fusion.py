@@ -64,15 +64,10 @@ def _no_op_trace(gap: int = 1000) -> Trace:
     return Trace(meta=TraceMeta(path="t", source_format="test"), kernels=kernels, devices=devices)
 
 
-def test_chains_without_ops_use_stated_assumptions() -> None:
-    c = fusion_candidates(_no_op_trace())
-    # GEMM + add (the layer norm ends an epilogue), then layer norm + add as a memory chain
-    assert c["kind"].tolist() == ["gemm+epilogue", "memory chain"] and c["length"].tolist() == [3, 2]
-    # an epilogue cannot make the GEMM faster: at most the epilogue kernels' time is saved
-    assert c["savings_ns"].iloc[0] == pytest.approx(10_000 + 12_000)
-    assert 0 < c["savings_ns"].iloc[1] < 15_000 + 10_000
-    assert (c["intermediate"] == "assumed").all()
-    assert c["note"].str.contains("assumed").all()
+def test_no_chain_without_a_data_dependency() -> None:
+    # back-to-back kernels whose ops (and so shapes) are unknown: nothing says the add reads the
+    # GEMM's output, so no chain and no invented saving
+    assert len(fusion_candidates(_no_op_trace())) == 0
 
 
 def test_gaps_break_chains() -> None:
