@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kviewer.ui.filterexpr import FilterColumn
-from kviewer.ui.format import format_count, format_duration
+from kviewer.ui.format import UNKNOWN, format_count, format_duration
 
 if TYPE_CHECKING:
     from kviewer.ui.tracks import TraceTracks
@@ -79,12 +79,12 @@ class Col:
         if self.kind == "time":
             return format_duration(float(v))
         if self.kind == "pct":
-            return "" if not np.isfinite(v) else f"{float(v):.1f}"
+            return UNKNOWN if not np.isfinite(v) else f"{float(v):.1f}"
         if self.kind in ("bytes", "flops"):
             return format_count(float(v))
         if isinstance(v, (float, np.floating)):
             if not np.isfinite(v):
-                return ""
+                return UNKNOWN
             return f"{float(v):,.2f}" if not float(v).is_integer() else f"{int(v):,}"
         return f"{int(v):,}" if self.kind == "number" and abs(int(v)) >= 10000 else str(int(v))
 

@@ -67,3 +67,22 @@ def test_selection_in_and_out(qtbot, eager_sol) -> None:  # type: ignore[no-unty
     with qtbot.waitSignal(w.selectionChanged, timeout=2000) as blocker:
         qtbot.mouseClick(w.plot_widget.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(pos.x(), pos.y()))
     assert 4 in blocker.args[0]
+
+
+def test_no_point_above_its_roof_and_exceeding_kernels_left_out(qtbot, sample_traces: Path) -> None:  # type: ignore[no-untyped-def]
+    # the eager trace ran on an H200; drawn against an H100 PCIe's roofline, its big GEMMs would
+    # beat that GPU's peak: they are marked exceeds_peak and kept off the plot, the rest is drawn
+    trace: Trace = load_with("kviewer.io.torch", sample_traces / "h200_llm_block_eager.pt.trace.json.gz")
+    sol = speed_of_light(trace, device="h100_pcie")
+    bad = int((sol["sol_status"] == "exceeds_peak").sum())
+    assert bad > 0
+    w = RooflineWidget()
+    qtbot.addWidget(w)
+    w.set_data(sol, load_devices()["h100_pcie"])
+    assert w.exceeding == bad and w.point_count() > 0
+    assert not np.isin(w._ids, sol.loc[sol["sol_status"] != "ok", "id"].to_numpy()).any()
+    # every drawn point under min(its own peak, bandwidth x intensity)
+    drawn = sol.set_index("id").loc[w._ids]
+    achieved = drawn["flops"] / (drawn["dur"] * 1e-9)
+    roof = np.fmin(drawn["peak_flops"], drawn["peak_bw"] * drawn["flops"] / drawn["bytes"])
+    assert (achieved <= roof * (1 + 1e-9)).all()
