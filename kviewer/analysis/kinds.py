@@ -72,21 +72,25 @@ _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
 @lru_cache(maxsize=65536)
-def name_words(name: str) -> tuple[str, ...]:
-    """The words of a kernel name, lower case, in order: each alphanumeric run, and, where it is
-    camelCase, its parts too (``CatArrayBatchedCopy`` -> ``catarraybatchedcopy cat array
-    batched copy``). The argument list and AMD ``.kd`` suffixes are dropped first."""
-    text = drop_args(strip_kd(name.strip()))
-    out: list[str] = []
+def _sequences(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(alphanumeric runs, the same runs split at camelCase boundaries), lower case, in order."""
+    runs: list[str] = []
+    parts: list[str] = []
     for run in _SPLIT.split(text):
         if not run:
             continue
-        low = run.lower()
-        out.append(low)
-        parts = [p.lower() for p in _CAMEL.findall(run)]
-        if len(parts) > 1:
-            out.extend(parts)
-    return tuple(out)
+        runs.append(run.lower())
+        parts.extend(p.lower() for p in (_CAMEL.findall(run) or [run]))
+    return tuple(runs), tuple(parts)
+
+
+@lru_cache(maxsize=65536)
+def name_words(name: str) -> tuple[str, ...]:
+    """The words of a kernel name, lower case: each alphanumeric run and, where it is camelCase,
+    its parts too (``CatArrayBatchedCopy`` -> ``catarraybatchedcopy cat array batched copy``).
+    The argument list and AMD ``.kd`` suffixes are dropped first."""
+    runs, parts = _sequences(drop_args(strip_kd(name.strip())))
+    return tuple(dict.fromkeys(runs + parts))
 
 
 def _words(*ws: str) -> frozenset[str]:
@@ -101,6 +105,10 @@ _Rule = tuple[str, frozenset[str], tuple[re.Pattern[str], ...], tuple[tuple[str,
 def _rule(kind: str, words: str = "", patterns: tuple[str, ...] = (), phrases: tuple[str, ...] = ()) -> _Rule:
     return (kind, _words(words), tuple(re.compile(p) for p in patterns), tuple(tuple(p.split()) for p in phrases))
 
+
+#: dtype words: ``<dtype> to <dtype>`` in a name is a conversion (``_float_to_hfp8_gpu``)
+_DTYPE_WORDS = ("float", "half", "double", "hfp8", "fp8", "fp16", "fp32", "bf16", "bfloat16", "int8", "16bits", "32bits", "8bits")
+_CONVERSIONS = tuple(f"{a} to {b}" for a in _DTYPE_WORDS for b in _DTYPE_WORDS if a != b)
 
 _RULES: tuple[_Rule, ...] = (
     # address/offset precomputation beside a library kernel: no arithmetic of the op
@@ -129,18 +137,18 @@ _RULES: tuple[_Rule, ...] = (
     _rule("fill", "fill memset zero zeros fillfunctor uninitialized_fill",
           (r"fill\w*", r"\w*fill", r"memset\w*")),
     _rule("copy", "copy memcpy transpose permute convert catarray cat concat gather scatter "
-          "embedding nchwtonhwc nhwctonchw contiguous clone im2col col2im",
+          "embedding nchwtonhwc nhwctonchw contiguous clone im2col col2im quantize dequantize",
           (r"\w*copy\w*", r"\w*memcpy\w*", r"\w*transpose\w*", r"catarray\w*", r"\w*nchwtonhwc\w*",
            r"\w*nhwctonchw\w*", r"index_?(?:select|put)\w*", r"\w*gather\w*", r"\w*scatter\w*", r"\w*permute\w*",
            r"convert\w*", r"\w*embedding\w*", r"im2col\w*", r"col2im\w*"),
-          ("nchw to nhwc", "nhwc to nchw", "index select", "index put")),
+          ("nchw to nhwc", "nhwc to nchw", "index select", "index put") + _CONVERSIONS),
     _rule("sort", "sort radix topk scan cumsum cumprod", (r"\w*sort\w*", r"\w*scan\w*", r"radix\w*")),
     _rule("reduction", "reduce reduction reduceop argmax argmin splitkreduce kreduce sum mean norm amax amin pool pooling",
           (r"\w*reduce\w*", r"\w*reduction\w*", r"\w*pool(?:ing)?"),
           ("compute dot",)),
     _rule("elementwise", "elementwise pointwise functor poi foreach activation gelu relu silu swish sigmoid "
           "tanh dropout add sub mul div addition subtract multiply divide axpy saxpy daxpy scal exp log pow "
-          "where clamp epilogue distribution scale",
+          "where clamp epilogue distribution scale transform",
           (r"\w*functor\w*", r"\w*elementwise\w*", r"\w*pointwise\w*", r"multi_tensor_apply\w*",
            r"\w*foreach\w*", r"\w*gelu\w*", r"\w*relu\w*", r"\w*dropout\w*"),
           ("multi tensor apply", "triton poi")),
@@ -150,15 +158,16 @@ _RULES: tuple[_Rule, ...] = (
 @lru_cache(maxsize=65536)
 def name_kind(name: str) -> str:
     """The kind a kernel's name alone gives (one of :data:`KINDS`), by whole words."""
-    words = name_words(name)
-    if not words:
+    text = drop_args(strip_kd(name.strip()))
+    full = _sequences(text)
+    if not full[0]:
         return "other"
     # Inductor kernels say what they are in their prefix; a fused norm/softmax keeps its word
     head = name.strip().lower()
     if head.startswith("triton_"):
         if head.startswith("triton_tem"):
-            return _first_rule(words, ("conv", "gemm", "attention")) or "gemm"
-        rest = _first_rule(words, ("norm", "softmax"))
+            return _first_rule(full, ("conv", "gemm", "attention")) or "gemm"
+        rest = _first_rule(full, ("norm", "softmax"))
         if rest:
             return rest
         if head.startswith(("triton_red", "triton_per")):
@@ -167,14 +176,15 @@ def name_kind(name: str) -> str:
             return "elementwise"
     # the kernel's own name first; the template arguments only where it names a generic launcher
     # (``vectorized_elementwise_kernel<FillFunctor>``, ``cutlass::Kernel<..._gemm_...>``)
-    outer = _first_rule(name_words(drop_templates(name)), None)
+    outer = _first_rule(_sequences(drop_templates(text)), None)
     if outer and outer not in ("elementwise", "other"):
         return outer
-    return _first_rule(words, None) or outer or "other"
+    return _first_rule(full, None) or outer or "other"
 
 
-def _first_rule(words: tuple[str, ...], only: tuple[str, ...] | None) -> str:
-    wset = set(words)
+def _first_rule(seqs: tuple[tuple[str, ...], tuple[str, ...]], only: tuple[str, ...] | None) -> str:
+    runs, parts = seqs
+    wset = set(runs) | set(parts)
     for kind, ws, pats, phrases in _RULES:
         if only is not None and kind not in only:
             continue
@@ -184,8 +194,9 @@ def _first_rule(words: tuple[str, ...], only: tuple[str, ...] | None) -> str:
             return kind
         for ph in phrases:
             n = len(ph)
-            if any(words[i : i + n] == ph for i in range(len(words) - n + 1)):
-                return kind
+            for seq in (runs, parts):
+                if any(seq[i : i + n] == ph for i in range(len(seq) - n + 1)):
+                    return kind
     return ""
 
 
