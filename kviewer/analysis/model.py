@@ -199,7 +199,8 @@ def op_work(name: str, input_dims: str, input_types: str, flops_arg: float = mat
     ts = _tensors(_parse(input_dims), _parse(input_types))
     tensors = [t for t in ts if t is not None]
     conc = _parse(concrete)
-    work = _model(name, base, inplace, ts, tensors, conc if isinstance(conc, list) else [])
+    dims, types = _parse(input_dims), _parse(input_types)
+    work = _model(name, base, inplace, ts, tensors, conc if isinstance(conc, list) else [], dims, types)
     if flops_arg == flops_arg and flops_arg > 0:
         note = "FLOPs from the profiler's op arg" + (f"; {work.note}" if work.note else "")
         pipe = work.pipe or "tensor"
@@ -207,7 +208,46 @@ def op_work(name: str, input_dims: str, input_types: str, flops_arg: float = mat
     return work
 
 
-def _model(name: str, base: str, inplace: bool, ts: list[_Tensor | None], tensors: list[_Tensor], conc: list[Any]) -> OpWork:
+def _tensor_lists(dims: Any) -> list[list[tuple[int, ...]]]:
+    """The TensorList arguments' shapes, where the profiler recorded them (a list of shapes)."""
+    out: list[list[tuple[int, ...]]] = []
+    for d in dims if isinstance(dims, list) else []:
+        if isinstance(d, list) and d and all(isinstance(x, list) and all(isinstance(v, int) for v in x) for x in d):
+            out.append([tuple(x) for x in d])
+    return out
+
+
+#: FLOPs per element of the optimizer update (Adam: m, v, bias corrections, sqrt, divide, update)
+_OPTIMIZER_FLOPS = {"_fused_adam": 16, "_fused_adamw": 18, "_fused_sgd": 3, "_fused_adagrad": 8}
+#: FLOPs per element of the foreach ops (each is an elementwise op over every tensor of a list)
+_FOREACH_FLOPS = {"addcmul": 2, "addcdiv": 2, "lerp": 2, "copy": 0, "zero": 0}
+
+
+def _optimizer(base: str, dims: Any, types: Any) -> OpWork:
+    """Foreach and fused optimizer ops: elementwise over every tensor of their lists. The
+    profiler records a TensorList's shapes only in some versions; without them: unknown."""
+    lists = _tensor_lists(dims)
+    elem = 2  # bf16/fp16 params are the common case; fp32 when the dtype says so
+    if isinstance(types, list) and any(t in ("float", "double") for t in types if isinstance(t, str)):
+        elem = 4
+    if not lists:
+        return _unknown("elementwise", f"aten::{base}: TensorList shapes not recorded")
+    numel = float(sum(np.prod(s, dtype=np.float64) for s in lists[0]))
+    if base in _OPTIMIZER_FLOPS:
+        # params, grads, exp_avg, exp_avg_sq read; params, exp_avg, exp_avg_sq written
+        n_read = min(len(lists), 4)
+        return OpWork("elementwise", _OPTIMIZER_FLOPS[base] * numel, n_read * numel * elem, 3 * numel * elem, "fp32", "vector",
+                      f"{base}: {_OPTIMIZER_FLOPS[base]} FLOPs per parameter element", numel)
+    op = base[len("_foreach_"):]
+    per = _FOREACH_FLOPS.get(op, 1)
+    return OpWork("elementwise", per * numel, len(lists) * numel * elem, numel * elem, "fp32", "vector",
+                  f"{base}: {per} FLOP per element of each tensor", numel)
+
+
+def _model(name: str, base: str, inplace: bool, ts: list[_Tensor | None], tensors: list[_Tensor], conc: list[Any],
+           dims: Any = None, types: Any = None) -> OpWork:
+    if base.startswith("_foreach_") or base in _OPTIMIZER_FLOPS:
+        return _optimizer(base, dims, types)
     if name.startswith("triton_"):
         return _triton(name, tensors)
     if base in _MATMUL:
