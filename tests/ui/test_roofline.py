@@ -86,3 +86,22 @@ def test_no_point_above_its_roof_and_exceeding_kernels_left_out(qtbot, sample_tr
     achieved = drawn["flops"] / (drawn["dur"] * 1e-9)
     roof = np.fmin(drawn["peak_flops"], drawn["peak_bw"] * drawn["flops"] / drawn["bytes"])
     assert (achieved <= roof * (1 + 1e-9)).all()
+
+
+def test_gui_and_cli_show_the_same_numbers(capsys, sample_traces: Path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from kviewer.cli import main
+    from kviewer.ui.sol_info import compute_sol
+
+    f = sample_traces / "h200_resnet18.pt.trace.json.gz"
+    trace: Trace = load_with("kviewer.io.torch", f)
+    gui = compute_sol(trace).sol
+    assert gui is not None
+    assert main(["sol", str(f), "--format", "json", "-q"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in cli] == gui["id"].tolist()
+    for col in ("flops", "bytes", "sol_pct", "t_sol_ns"):
+        got = np.array([np.nan if r[col] is None else r[col] for r in cli], dtype=np.float64)
+        np.testing.assert_array_equal(got, gui[col].to_numpy(np.float64))
+    assert [r["sol_status"] for r in cli] == gui["sol_status"].tolist()
