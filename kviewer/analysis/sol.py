@@ -12,9 +12,12 @@ counters and DRAM bytes, rocprof's FETCH_SIZE/WRITE_SIZE), else *modelled* from 
 that launched the kernel (:mod:`kviewer.analysis.model`), else unknown (NaN): never guessed. The
 ``flops_source`` / ``bytes_source`` columns say which.
 
-For Nsight Compute kernels, NVIDIA's own throughput percentages (``ncu_sm_pct``, ``ncu_mem_pct``)
-sit beside ours, and the ``bound`` column follows Nsight Compute: memory-bound when its memory
-throughput is above its compute throughput. ``bound_model`` always holds our own verdict.
+``bound`` is the roofline's verdict (the term of the max that wins), the same for every source, so
+a layer norm is not "compute" in an Nsight Compute report and "memory" in the torch trace of the
+same run. NVIDIA's own throughput percentages (``ncu_sm_pct``, ``ncu_mem_pct``) sit beside it,
+and ``ncu_bound`` holds Nsight Compute's verdict (memory when its memory throughput is above its
+compute throughput); ``bound`` falls back to it only where the roofline has no verdict (FLOPs or
+bytes unknown). ``bound_model`` is the roofline's verdict alone.
 
 Physics is an invariant: no kernel runs faster than its speed of light. A kernel whose T_SOL
 exceeds its measured duration has a model or counter error, never an achievement: its ``sol_pct``
@@ -72,6 +75,7 @@ SOL_COLUMNS = [
     "note",
     "sol_status",
     "sol_reason",
+    "ncu_bound",
 ]
 
 #: ``sol_status`` values
@@ -219,9 +223,10 @@ def speed_of_light(
             bound_model = "compute" if t_c >= t_m else "memory"
         sol_pct = t_sol / dur[i] * 100.0 if dur[i] > 0 and not math.isnan(t_sol) else math.nan
         status, reason = (SOL_UNKNOWN if math.isnan(sol_pct) else SOL_OK), ""
-        bound = bound_model
+        ncu_bound = ""
         if not math.isnan(ncu_sm[i]) and not math.isnan(ncu_mem[i]):
-            bound = "memory" if ncu_mem[i] > ncu_sm[i] else "compute"
+            ncu_bound = "memory" if ncu_mem[i] > ncu_sm[i] else "compute"
+        bound = bound_model if bound_model != "unknown" or not ncu_bound else ncu_bound
         if sol_pct > 100.0:
             reason = _over_100_reason(t_c, t_m, dur[i], fsrc, bsrc, kind, str(m_note[i]))
             notes.append(f"exceeds peak: model or counter error ({sol_pct:.0f}% of the speed of light is impossible): " + _REASON_TEXT[reason](nbytes, spec))
@@ -233,13 +238,13 @@ def speed_of_light(
         rows.append(
             (
                 flops, fsrc, nbytes, bsrc, precision, pipe, kind, intensity, peak, field, bw, t_c, t_m, t_sol,
-                sol_pct, bound, bound_model, spec.id if spec else "", "; ".join(notes), status, reason,
+                sol_pct, bound, bound_model, spec.id if spec else "", "; ".join(notes), status, reason, ncu_bound,
             )
         )
     cols_out = [
         "flops", "flops_source", "bytes", "bytes_source", "precision", "pipe", "kind", "intensity",
         "peak_flops", "peak_field", "peak_bw", "t_compute_ns", "t_memory_ns", "t_sol_ns", "sol_pct",
-        "bound", "bound_model", "gpu", "note", "sol_status", "sol_reason",
+        "bound", "bound_model", "gpu", "note", "sol_status", "sol_reason", "ncu_bound",
     ]
     body = pd.DataFrame(rows, columns=cols_out) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in cols_out})
     out = pd.DataFrame(

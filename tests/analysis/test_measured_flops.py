@@ -109,3 +109,14 @@ def test_rocprof_valu_and_mfma_counters() -> None:
     assert cols["flops_fp32"][0] == 64 * (10 + 5 + 1 + 2 * 4)  # per wavefront of 64 lanes, FMA = 2
     assert cols["flops_tensor"][0] == 512 * 3 and cols["tensor_precision"][0] == "bf16"
     assert "flops_fp16" not in cols  # not collected
+
+
+def test_same_kernel_same_bound_in_ncu_and_torch(sample_traces: Path) -> None:
+    # one meaning of "bound" for every source: the layer norm and GELU of the same program are
+    # memory-bound in the full-set Nsight Compute report and in the torch trace
+    ncu = speed_of_light(load_with("kviewer.io.ncu_csv", sample_traces / "h200_llm_block_eager_full.raw.csv.gz"))
+    torch = speed_of_light(load_with("kviewer.io.torch", sample_traces / "h200_block2_eager.pt.trace.json.gz"))
+    for pattern in ("layer_norm", "Gelu"):
+        a = set(ncu.loc[ncu["name"].str.contains(pattern), "bound"])
+        b = set(torch.loc[torch["name"].str.contains(pattern), "bound"])
+        assert a == b == {"memory"}, (pattern, a, b)

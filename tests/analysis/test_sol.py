@@ -90,8 +90,12 @@ def test_measured_counters_and_ncu_bound() -> None:
     assert sol["flops_source"].tolist()[:2] == ["measured", "measured"]
     # the GEMM's tensor pipe was busy but no tensor FLOP counter was collected: not a measurement
     assert sol["flops_source"].iloc[2] == "unknown" and "tensor pipe active" in sol["note"].iloc[2]
-    # Nsight Compute decides the bound: memory throughput above compute throughput -> memory
-    assert sol["bound"].tolist() == ["memory", "compute", "compute"]
+    # Nsight Compute's own verdict (memory throughput above compute throughput -> memory) sits in
+    # ncu_bound; bound is the roofline's verdict, the same as for any other source, and falls back
+    # to Nsight's only where the roofline has none (the GEMM: FLOPs unknown)
+    assert sol["ncu_bound"].tolist() == ["memory", "compute", "compute"]
+    assert (sol["bound"].iloc[:2] == sol["bound_model"].iloc[:2]).all()
+    assert sol["bound_model"].iloc[2] == "unknown" and sol["bound"].iloc[2] == "compute"
     assert sol["sol_pct"].between(0, 100).all()
 
 
@@ -118,7 +122,9 @@ def test_ncu_report_h200(samples: Path) -> None:
     ncu = sol.dropna(subset=["ncu_sm_pct", "ncu_mem_pct"])
     assert len(ncu) == 30
     mem = ncu["ncu_mem_pct"] > ncu["ncu_sm_pct"]
-    assert (ncu.loc[mem, "bound"] == "memory").all() and (ncu.loc[~mem, "bound"] == "compute").all()
+    assert (ncu.loc[mem, "ncu_bound"] == "memory").all() and (ncu.loc[~mem, "ncu_bound"] == "compute").all()
+    known = ncu["bound_model"] != "unknown"
+    assert (ncu.loc[known, "bound"] == ncu.loc[known, "bound_model"]).all()
     # the elementwise adds and layer norms are memory-bound by Nsight Compute's own numbers
     assert (sol.loc[sol["kind"] == "elementwise", "bound"] == "memory").any()
     known = sol["sol_pct"].dropna()
