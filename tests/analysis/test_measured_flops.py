@@ -120,3 +120,37 @@ def test_same_kernel_same_bound_in_ncu_and_torch(sample_traces: Path) -> None:
         a = set(ncu.loc[ncu["name"].str.contains(pattern), "bound"])
         b = set(torch.loc[torch["name"].str.contains(pattern), "bound"])
         assert a == b == {"memory"}, (pattern, a, b)
+
+
+def test_tensor_totals_and_their_splits_are_not_both_counted() -> None:
+    # a total per source type and its split by destination / sparsity: the operations once
+    wide = {
+        "sm__ops_path_tensor_src_fp16.sum": np.array([100.0]),
+        "sm__ops_path_tensor_src_fp16_dst_fp16.sum": np.array([40.0]),
+        "sm__ops_path_tensor_src_fp16_dst_fp32.sum": np.array([60.0]),
+        "sm__ops_path_tensor_src_fp8_sparsity_off.sum": np.array([7.0]),
+        "sm__ops_path_tensor_src_fp8_sparsity_on.sum": np.array([3.0]),
+        "gpu__time_duration.sum": np.array([1000.0]),
+    }
+    cols = measured_columns(wide, 1)
+    assert cols["flops_tensor"][0] == 100 + 10 and cols["tensor_precision"][0] == "fp16"
+    # only the per-instruction split: summed over instructions, each split level once
+    wide = {
+        "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off.sum": np.array([50.0]),
+        "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_on.sum": np.array([0.0]),
+        "sm__ops_path_tensor_op_hmma_src_bf16_dst_fp32_sparsity_off.sum": np.array([5.0]),
+        "gpu__time_duration.sum": np.array([1000.0]),
+    }
+    cols = measured_columns(wide, 1)
+    assert cols["flops_tensor"][0] == 55 and cols["tensor_precision"][0] == "bf16"
+
+
+def test_half_precision_counts_a_half2_pair() -> None:
+    # as the HierarchicalHalfRooflineChart section: hadd/hmul x2, hfma x4
+    wide = {
+        "sm__sass_thread_inst_executed_op_hadd_pred_on.sum": np.array([1.0]),
+        "sm__sass_thread_inst_executed_op_hmul_pred_on.sum": np.array([1.0]),
+        "sm__sass_thread_inst_executed_op_hfma_pred_on.sum": np.array([1.0]),
+        "gpu__time_duration.sum": np.array([1000.0]),
+    }
+    assert measured_columns(wide, 1)["flops_fp16"][0] == 2 + 2 + 4
