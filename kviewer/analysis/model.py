@@ -96,12 +96,14 @@ _CONV_ARGS: dict[str, tuple[int, int, int, int, int]] = {
     "conv1d": (3, 4, 5, -1, 6), "conv2d": (3, 4, 5, -1, 6), "conv3d": (3, 4, 5, -1, 6),
     "convolution": (3, 4, 5, 6, 8), "_convolution": (3, 4, 5, 6, 8), "convolution_overrideable": (3, 4, 5, 6, 8),
     "cudnn_convolution": (3, 2, 4, -1, 5), "miopen_convolution": (4, 3, 5, -1, 6), "mkldnn_convolution": (4, 3, 5, -1, 6),
+    "cudnn_convolution_relu": (3, 4, 5, -1, 6), "cudnn_convolution_add_relu": (5, 6, 7, -1, 8),
+    "miopen_depthwise_convolution": (4, 3, 5, -1, 6), "_convolution_mode": (3, 4, 5, -1, 6),
     "_conv_depthwise2d": (4, 5, 6, -1, -1),
     "conv_transpose1d": (3, 4, 7, -2, 6), "conv_transpose2d": (3, 4, 7, -2, 6), "conv_transpose3d": (3, 4, 7, -2, 6),
     "cudnn_convolution_transpose": (4, 2, 5, -2, 6),
     "convolution_backward": (4, 5, 6, 7, 9), "convolution_backward_overrideable": (4, 5, 6, 7, 9),
 }
-_CONV = re.compile(r"^(convolution|_convolution|conv[123]d|cudnn_convolution|miopen_convolution|mkldnn_convolution|_conv_depthwise2d|conv_transpose[123]d|cudnn_convolution_transpose|convolution_overrideable|conv_tbc)$")
+_CONV = re.compile(r"^(convolution|_convolution|_convolution_mode|conv[123]d|cudnn_convolution|cudnn_convolution_relu|cudnn_convolution_add_relu|miopen_convolution|miopen_depthwise_convolution|mkldnn_convolution|_conv_depthwise2d|conv_transpose[123]d|cudnn_convolution_transpose|convolution_overrideable|conv_tbc)$")
 
 
 @dataclass(frozen=True)
@@ -431,7 +433,16 @@ def _conv_geometry(base: str, x: _Tensor, w: _Tensor, conc: list[Any]) -> tuple[
     pos = _CONV_ARGS.get(base)
     at = (lambda i: conc[i] if pos is not None and 0 <= i < len(conc) else None)
     stride = _ints(at(pos[0]), nsp, 1) if pos else None
-    padding = _ints(at(pos[1]), nsp, 0) if pos else None
+    pad_v = at(pos[1]) if pos else None
+    if isinstance(pad_v, str) and pad_v.strip("'\"") in ("same", "valid"):
+        # padding="same" keeps the size at stride 1 (the only stride it allows); "valid" pads nothing
+        k_sp = w.dims[2:]
+        dil = _ints(at(pos[2]), nsp, 1) or (1,) * nsp
+        padding = tuple((d * (k - 1)) // 2 for d, k in zip(dil, k_sp)) if pad_v.strip("'\"") == "same" else (0,) * nsp
+        if pad_v.strip("'\"") == "same":
+            return tuple(x.dims[2:]), False, ""
+    else:
+        padding = _ints(pad_v, nsp, 0) if pos else None
     dilation = _ints(at(pos[2]), nsp, 1) if pos else None
     transposed = bool(pos and pos[3] == -2) or (bool(_flag(at(pos[3]))) if pos and pos[3] >= 0 else False)
     kernel = w.dims[2:]
@@ -685,8 +696,15 @@ def model_kernels(trace: Trace, classes: pd.DataFrame | None = None) -> pd.DataF
         if not helper[r]:
             mains[int(i)] = mains.get(int(i), 0) + 1
             main_ns[int(i)] = main_ns.get(int(i), 0.0) + max(kdur[r], 0.0)
+    enclosing = _enclosing_flops(trace, np.unique(ids))
     for r, i, nm, d, t, f, cc in zip(rows, ids, op_names, op_dims, op_types, op_flops, op_conc):
         w = op_work(nm, d, t, float(f), cc)
+        if math.isnan(w.flops) and int(i) in enclosing and w.kind in ("conv", "gemm", "attention"):
+            # the innermost op (aten::cudnn_convolution) has no formula here, but an op around it
+            # (aten::conv2d) carries the profiler's own FLOP count
+            flops, outer = enclosing[int(i)]
+            w = OpWork(w.kind, flops, w.bytes_read, w.bytes_written, w.precision or "", w.pipe or "tensor",
+                       _join(w.note, f"FLOPs from the profiler's arg on the enclosing {outer}"), w.out_numel)
         out["precision"][r] = w.precision
         out["out_numel"][r] = w.out_numel
         if helper[r]:
@@ -715,6 +733,43 @@ def model_kernels(trace: Trace, classes: pd.DataFrame | None = None) -> pd.DataF
         out["pipe"][r] = w.pipe
         out["model_note"][r] = note
     return pd.DataFrame(out, columns=MODEL_COLUMNS)
+
+
+def _enclosing_flops(trace: Trace, rows: np.ndarray) -> dict[int, tuple[float, str]]:
+    """For op rows without a FLOP count, the profiler's ``FLOPs`` arg of the innermost op around
+    them on the same thread that has one (``aten::conv2d`` around ``aten::cudnn_convolution``)."""
+    c = trace.cpu_slices
+    if not len(c) or "flops" not in c:
+        return {}
+    flops = c["flops"].to_numpy(np.float64)
+    has = np.flatnonzero((flops > 0) & (c["category"].astype(str) == "op").to_numpy())
+    if not len(has):
+        return {}
+    start = c["start"].to_numpy(np.int64)
+    end = start + c["dur"].to_numpy(np.int64)
+    depth = c["depth"].to_numpy(np.int64)
+    key = list(zip(c["rank"].to_numpy(np.int64), c["pid"].to_numpy(np.int64), c["tid"].to_numpy(np.int64)))
+    names = c["name"].astype(str).to_numpy()
+    by_thread: dict[tuple[int, int, int], np.ndarray] = {}
+    for j in has:
+        by_thread.setdefault(key[j], []).append(j)  # type: ignore[attr-defined]
+    sorted_rows = {k: np.asarray(sorted(v, key=lambda j: start[j]), dtype=np.int64) for k, v in by_thread.items()}
+    out: dict[int, tuple[float, str]] = {}
+    for r in rows:
+        r = int(r)
+        if flops[r] > 0:
+            continue
+        cand = sorted_rows.get(key[r])
+        if cand is None:
+            continue
+        stop = int(np.searchsorted(start[cand], start[r], side="right"))
+        best = -1
+        for j in cand[max(0, stop - 64):stop][::-1]:
+            if end[j] >= end[r] and depth[j] < depth[r] and (best < 0 or depth[j] > depth[best]):
+                best = int(j)
+        if best >= 0:
+            out[r] = (float(flops[best]), names[best])
+    return out
 
 
 def _join(a: str, b: str) -> str:

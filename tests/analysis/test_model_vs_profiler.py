@@ -140,3 +140,22 @@ def test_optimizer_formulas() -> None:
     assert f.kind == "elementwise" and f.flops == 2 * n  # x + a * b * c
     adam = op_work("aten::_fused_adam_", json.dumps([p, p, p, p, [], []]), json.dumps(["TensorList"] * 4 + ["TensorList", "float"]))
     assert adam.flops == 16 * n and adam.bytes_written == 3 * n * 4
+
+
+def test_profiler_flops_of_the_enclosing_op_fill_in() -> None:
+    # an old trace: no Concrete Inputs (stride unknown), but torch.profiler wrote FLOPs on the
+    # aten::conv2d around the aten::cudnn_convolution that launched the kernel
+    import pandas as pd
+
+    from kviewer.core import Trace, TraceMeta, make_table
+
+    names = ["sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc"]
+    kernels = make_table("kernels", 1, {"name": names, "short_name": names, "start": [100], "dur": [50], "external_id": [2]})
+    dims = json.dumps([[16, 64, 56, 56], [128, 64, 3, 3]])
+    cpu = make_table("cpu_slices", 2, {
+        "name": np.array(["aten::conv2d", "aten::cudnn_convolution"], dtype=object), "category": pd.Categorical(["op", "op"]),
+        "start": [0, 10], "dur": [100, 80], "depth": [0, 1], "external_id": [1, 2], "flops": [1.0e9, np.nan],
+        "input_dims": pd.Categorical([dims, dims]), "input_types": pd.Categorical([json.dumps([BF16, BF16])] * 2),
+    })
+    m = model_kernels(Trace(meta=TraceMeta(path="t", source_format="test"), kernels=kernels, cpu_slices=cpu))
+    assert m["model_flops"].iloc[0] == 1.0e9 and "enclosing aten::conv2d" in m["model_note"].iloc[0]
