@@ -189,10 +189,17 @@ def speed_of_light(
                         p = "fp16"
                         notes.append("tensor precision not recorded: FP16 tensor peak assumed")
                 pk, fd = _peak(spec, p, pp)
-                cands.append((parts[j] / pk if pk > 0 else math.inf, p, pp, pk, fd))
+                cands.append((parts[j] / pk if pk > 0 else math.inf, p, pp, pk, fd, parts[j]))
             if cands:
-                # the dominant family sets the roof: the one needing the most time at its peak
-                _, precision, pipe, peak, field = max(cands, key=lambda c: c[0])
+                # the pipes run side by side: the family needing the most time at its own peak
+                # sets the roof, and the kernel's FLOPs are that counter's value (a GEMM's are its
+                # tensor operations, exactly what Nsight Compute counted; the epilogue's few FP32
+                # FLOPs ran on another pipe and are named in the note)
+                _, precision, pipe, peak, field, flops = max(cands, key=lambda c: c[0])
+                others = [c for c in cands if c[1:3] != (precision, pipe)]
+                if others:
+                    notes.append("also " + ", ".join(f"{c[5]:,.0f} {c[1].upper()} {c[2]} FLOPs" for c in others)
+                                 + " (on another pipe, within the time of the first)")
             else:
                 precision, pipe = precision or hint or "fp32", pipe or "vector"
         if not precision:
@@ -204,8 +211,8 @@ def speed_of_light(
         if field and pipe == "tensor" and not field.startswith(precision):
             notes.append(f"no {precision.upper()} tensor rate on this GPU: {field} used")
         bw = spec.dram_bytes_per_s if spec else math.nan
-        # all measured FLOPs at the dominant family's peak: the achieved point then sits under
-        # that roof exactly when T_SOL <= the measured time
+        # the dominant family's FLOPs at its peak: the achieved point then sits under that roof
+        # exactly when T_SOL <= the measured time
         t_c = flops / peak * 1e9 if peak > 0 and not math.isnan(flops) else math.nan
         t_m = nbytes / bw * 1e9 if bw > 0 and not math.isnan(nbytes) else math.nan
         if math.isnan(t_c) and math.isnan(t_m):

@@ -33,7 +33,9 @@ GEMMS = {2 * M * 6144 * 2048, 2 * M * 2048 * 2048, 2 * M * 8192 * 2048}
 def _raw_counter(path: Path, metric: str) -> pd.Series:
     """The metric's column of an ``ncu --csv --page raw`` export, read independently of kviewer."""
     with gzip.open(path, "rt") as f:
-        df = pd.read_csv(io.StringIO(f.read()), low_memory=False)
+        text = f.read()
+    # ncu writes its ==PROF== lines (and the program's output) to stdout before the CSV
+    df = pd.read_csv(io.StringIO(text[text.index('"ID",'):]), low_memory=False)
     df = df.iloc[1:]  # the units row
     return df.set_index("Kernel Name")[metric].astype(str).str.replace(",", "").astype(float)
 
@@ -154,3 +156,19 @@ def test_half_precision_counts_a_half2_pair() -> None:
         "gpu__time_duration.sum": np.array([1000.0]),
     }
     assert measured_columns(wide, 1)["flops_fp16"][0] == 2 + 2 + 4
+
+
+def test_every_tensor_precision_measured_from_its_counter(sample_traces: Path) -> None:
+    # four GEMMs of M=4096, N=2048, K=1024 under ncu --set full: the precision is the counter's
+    path = sample_traces / "h200_gemms_full.raw.csv.gz"
+    sol = speed_of_light(load_with("kviewer.io.ncu_csv", path))
+    two_mnk = 2 * 4096 * 2048 * 1024
+    by_prec = dict(zip(sol["precision"], sol["flops"]))
+    assert set(by_prec) == {"fp16", "tf32", "bf16", "fp8"}
+    assert by_prec["fp16"] == by_prec["bf16"] == two_mnk
+    # TF32 and FP8 kernels: whatever the hardware counted, exactly (within 0.5 % of 2·M·N·K)
+    for prec, metric in (("tf32", "sm__ops_path_tensor_src_tf32_dst_fp32.sum"), ("fp8", "sm__ops_path_tensor_src_fp8_sparsity_off.sum")):
+        ncu = _raw_counter(path, metric)
+        assert by_prec[prec] == ncu.max() and abs(by_prec[prec] / two_mnk - 1) < 0.005
+    assert (sol["kind"] == "gemm").all() and (sol["pipe"] == "tensor").all() and (sol["flops_source"] == "measured").all()
+    assert (sol["peak_field"] == sol["precision"] + "_tflops").all()

@@ -159,3 +159,27 @@ def test_profiler_flops_of_the_enclosing_op_fill_in() -> None:
     })
     m = model_kernels(Trace(meta=TraceMeta(path="t", source_format="test"), kernels=kernels, cpu_slices=cpu))
     assert m["model_flops"].iloc[0] == 1.0e9 and "enclosing aten::conv2d" in m["model_note"].iloc[0]
+
+
+def test_depthwise_conv_net_flops_equal_key_averages(sample_traces: Path) -> None:
+    # mobilenet_v2: grouped and depthwise convolutions (aten::_conv_depthwise2d, groups = C)
+    t = load_with("kviewer.io.torch", sample_traces / "h200_mobilenet_v2.pt.trace.json.gz")
+    ref = _flops_json(sample_traces, "h200_mobilenet_v2_flops.json")["by_op"]
+    m = model_kernels(t)
+    conv = float(m.loc[m["kind"] == "conv", "model_flops"].sum())
+    assert conv == pytest.approx(ref["aten::conv2d"]["flops"], rel=0.02)
+    assert float(m.loc[m["op_name"] == "aten::addmm", "model_flops"].sum()) == ref["aten::addmm"]["flops"]
+
+
+def test_training_conv_backward_is_twice_the_forward(sample_traces: Path) -> None:
+    # resnet18 training: forward convolutions as key_averages counts them; the backward computes
+    # the input gradient and the weight gradient, each the forward's count, except for the first
+    # layer, whose input needs no gradient (output_mask [False, True, ...])
+    t = load_with("kviewer.io.torch", sample_traces / "h200_resnet18_train.pt.trace.json.gz")
+    flops = _flops_json(sample_traces, "h200_resnet18_train_flops.json")
+    m = model_kernels(t)
+    fwd = float(m.loc[(m["kind"] == "conv") & (m["op_name"] == "aten::cudnn_convolution"), "model_flops"].sum())
+    bwd = float(m.loc[(m["kind"] == "conv") & (m["op_name"] == "aten::convolution_backward"), "model_flops"].sum())
+    assert fwd == pytest.approx(flops["by_op"]["aten::conv2d"]["flops"], rel=0.02)
+    first = next(r for r in flops["by_shape"] if r["key"] == "aten::conv2d" and r["input_shapes"].startswith("[[16, 3, 224, 224]"))
+    assert bwd == pytest.approx(2 * fwd - first["flops"], rel=1e-9)
