@@ -493,9 +493,17 @@ def tensor_flops(wide: Mapping[str, np.ndarray], n: int, cycles: np.ndarray) -> 
             top = np.argmax(filled, axis=0)
             prec_out = np.where(seen & (filled.max(axis=0) > 0), np.asarray(names, dtype=object)[top], "")
             return total, prec_out.astype(object)
+    # older Nsight Compute: the tensor roofline's own approximation, 512 operations per
+    # tensor-pipe instruction (its section defines derived__smsp__inst_executed_pipe_tensor_x512 as
+    # smsp__inst_executed_pipe_tensor.sum.per_cycle_elapsed * 512)
     tensor = np.full(n, np.nan)
     if "derived__smsp__inst_executed_pipe_tensor_x512" in wide:
         tensor = wide["derived__smsp__inst_executed_pipe_tensor_x512"] * cycles
+    for name in ("sm__inst_executed_pipe_tensor.sum", "smsp__inst_executed_pipe_tensor.sum"):
+        if name in wide:
+            tensor = np.where(np.isnan(tensor), 512.0 * wide[name], tensor)
+    if "smsp__inst_executed_pipe_tensor.sum.per_cycle_elapsed" in wide:
+        tensor = np.where(np.isnan(tensor), 512.0 * wide["smsp__inst_executed_pipe_tensor.sum.per_cycle_elapsed"] * cycles, tensor)
     return tensor, np.full(n, "", dtype=object)
 
 
