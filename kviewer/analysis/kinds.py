@@ -324,6 +324,21 @@ def dtype_precision(dtype: str) -> str:
     return DTYPE_PRECISION.get(dtype, "")
 
 
+def precision_pipe(kind: str, counter: str = "", counter_pipe: str = "", op: str = "", op_pipe: str = "", name: str = "") -> tuple[str, str, str]:
+    """(precision, pipe, source) of a kernel's arithmetic, from the strongest signal present:
+    the counter that fired (``counter``, e.g. the tensor counter's source type), then the
+    launching op's dtypes (``op``), then the name's words. ``("", "", "")`` when nothing says."""
+    matrix = "tensor" if kind in MATRIX_KINDS else "vector"
+    if counter:
+        return counter, counter_pipe or matrix, "counters"
+    if op:
+        return op, op_pipe or matrix, "op"
+    hint = precision_from_name(name) if name else ""
+    if hint:
+        return hint, matrix, "name"
+    return "", "", ""
+
+
 # ---------------------------------------------------------------------------------------------
 # the classification of every kernel
 

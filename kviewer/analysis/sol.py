@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.analysis.devices import DeviceSpec, devices_for_trace
-from kviewer.analysis.kinds import precision_from_name
+from kviewer.analysis.kinds import precision_from_name, precision_pipe
 from kviewer.analysis.model import model_kernels
 from kviewer.core import Trace
 
@@ -173,10 +173,13 @@ def speed_of_light(
         else:
             nbytes, bsrc = math.nan, "unknown"
         # precision and pipe: the counter that fired, else the op's dtypes, else the name
+        # (kinds.precision_pipe, the one rule)
         if names[i] not in name_prec:
             name_prec[names[i]] = precision_from_name(names[i])
         hint = name_prec[names[i]]
         peak, field = math.nan, ""
+        if fsrc != "measured":
+            precision, pipe, _ = precision_pipe(kind, op=precision, op_pipe=pipe, name=names[i])
         if fsrc == "measured":
             parts = np.nan_to_num(meas[i], nan=0.0)
             cands = []
@@ -184,7 +187,9 @@ def speed_of_light(
                 if parts[j] <= 0:
                     continue
                 if pp == "tensor":
-                    p = tprec[i] if tprec[i] not in ("", "nan") else (precision if precision not in ("", "fp32") else hint)
+                    counter = tprec[i] if tprec[i] not in ("", "nan") else ""
+                    op_p = precision if precision not in ("", "fp32") else ""  # fp32 ops run tf32 or fp32
+                    p = precision_pipe(kind, counter, "tensor", op_p, "tensor", names[i])[0]
                     if not p:
                         p = "fp16"
                         notes.append("tensor precision not recorded: FP16 tensor peak assumed")
@@ -203,7 +208,9 @@ def speed_of_light(
             else:
                 precision, pipe = precision or hint or "fp32", pipe or "vector"
         if not precision:
-            precision = hint or "fp32"
+            precision = "fp32"
+            if not math.isnan(flops):
+                notes.append("precision not recorded: the FP32 peak assumed")
         if not pipe:
             pipe = "tensor" if kind in ("gemm", "conv", "attention") else "vector"
         if not field:
