@@ -225,6 +225,11 @@ def speed_of_light(
         if math.isnan(t_c) and math.isnan(t_m):
             t_sol = math.nan
             bound_model = "unknown"
+        elif math.isnan(t_c) and (kind in ("gemm", "conv", "attention") or tensor_missing[i]):
+            # a matrix kernel's floor is its compute term: the memory term alone would put a GEMM
+            # at a few % of a speed of light it nearly reaches
+            t_sol, bound_model = math.nan, "unknown"
+            notes.append("FLOPs unknown for a matrix kernel: its speed of light is unknown (the memory term alone would understate it)")
         elif math.isnan(t_c):
             t_sol, bound_model = (t_m, "unknown") if t_m > 0 else (math.nan, "unknown")
             notes.append("FLOPs unknown: the memory term alone")
