@@ -105,3 +105,20 @@ def test_gui_and_cli_show_the_same_numbers(capsys, sample_traces: Path) -> None:
         got = np.array([np.nan if r[col] is None else r[col] for r in cli], dtype=np.float64)
         np.testing.assert_array_equal(got, gui[col].to_numpy(np.float64))
     assert [r["sol_status"] for r in cli] == gui["sol_status"].tolist()
+
+
+def test_kernel_table_marks_exceeding_kernels_and_never_shows_above_100(sample_traces: Path) -> None:
+    from kviewer.ui.headless import with_sol
+    from kviewer.ui.table_data import instance_data
+    from kviewer.ui.tracks import TraceTracks
+
+    trace: Trace = load_with("kviewer.io.torch", sample_traces / "h200_llm_block_eager.pt.trace.json.gz")
+    sol = speed_of_light(trace, device="h100_pcie")
+    data = instance_data([TraceTracks.build(with_sol(trace, sol))])
+    status = data.column("sol_status")
+    pct = data.column("sol_pct")
+    texts = [status.text(i) for i in range(len(data))]
+    assert "exceeds_peak" in texts
+    shown = [pct.text(i) for i in range(len(data))]
+    assert all(t == "—" or 0 <= float(t) <= 100 for t in shown)
+    assert all(shown[i] == "—" for i, t in enumerate(texts) if t == "exceeds_peak")
