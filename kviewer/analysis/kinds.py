@@ -132,10 +132,10 @@ _RULES: tuple[_Rule, ...] = (
            "compute moments", "part grad gamma", "grad gamma")),
     _rule("softmax", "softmax logsoftmax", (r"\w*softmax\w*",)),
     # optimizer updates (fbgemm's fused embedding backward + rowwise adagrad, ...)
-    _rule("elementwise", "adagrad adam adamw sgd lamb lars", (r"\w*adagrad\w*", r"\w*adamw?", r"fused_adamw?\w*"),
+    _rule("elementwise", "adagrad adam adamw sgd lamb lars", (r"\w*adagrad\w*", r"(?:fused)?adamw?\d*"),
           ("masked fill", "masked scale")),
     _rule("fill", "fill memset zero zeros fillfunctor uninitialized_fill",
-          (r"fill\w*", r"\w*fill", r"memset\w*")),
+          (r"fill(?:functor|buffer\w*|kernel|\d*)", r"memset\w*")),
     _rule("copy", "copy memcpy transpose permute convert catarray cat concat gather scatter "
           "embedding nchwtonhwc nhwctonchw contiguous clone im2col col2im quantize dequantize",
           (r"\w*copy\w*", r"\w*memcpy\w*", r"\w*transpose\w*", r"catarray\w*", r"\w*nchwtonhwc\w*",
@@ -144,7 +144,7 @@ _RULES: tuple[_Rule, ...] = (
           ("nchw to nhwc", "nhwc to nchw", "index select", "index put") + _CONVERSIONS),
     _rule("sort", "sort radix topk scan cumsum cumprod", (r"\w*sort\w*", r"\w*scan\w*", r"radix\w*")),
     _rule("reduction", "reduce reduction reduceop argmax argmin splitkreduce kreduce sum mean norm amax amin pool pooling",
-          (r"\w*reduce\w*", r"\w*reduction\w*", r"\w*pool(?:ing)?"),
+          (r"\w*reduce\w*", r"\w*reduction\w*", r"(?:max|min|avg|average|adaptive|lp)?pool(?:ing|\dd)?"),
           ("compute dot",)),
     _rule("elementwise", "elementwise pointwise functor poi foreach activation gelu relu silu swish sigmoid "
           "tanh dropout add sub mul div addition subtract multiply divide axpy saxpy daxpy scal exp log pow "

@@ -53,6 +53,9 @@ def test_words_not_substrings() -> None:
     assert name_kind("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == "communication"
     assert name_kind("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int)") == "fill"
     assert name_kind("void vectorized_blocktiling<128>(int)") == "other"  # "vectorized" says nothing
+    assert name_kind("void prefill_cache_kernel()") == "other"  # "prefill" is not "fill"
+    assert name_kind("void mempool_release_kernel()") == "other"  # "mempool" is not pooling
+    assert name_kind("void madam_kernel()") == "other"
 
 
 def test_matching_and_model_use_the_one_taxonomy() -> None:
