@@ -334,22 +334,22 @@ def _matmul(base: str, ts: list[_Tensor | None], tensors: list[_Tensor]) -> OpWo
     return OpWork("gemm", flops, read, written, _precision(a.dtype), "tensor", note, float(out_numel))
 
 
-#: position of ``is_causal`` in each attention op's schema
+#: position of ``is_causal`` in each attention op's schema (native_functions.yaml)
 _CAUSAL_ARG = {
     "scaled_dot_product_attention": 5,
     "_scaled_dot_product_flash_attention": 4,
     "_scaled_dot_product_efficient_attention": 6,
     "_scaled_dot_product_cudnn_attention": 6,
-    "_scaled_dot_product_flash_attention_backward": 10,
+    "_scaled_dot_product_flash_attention_backward": 11,
     "_scaled_dot_product_efficient_attention_backward": 11,
     "_scaled_dot_product_cudnn_attention_backward": 14,
-    "_flash_attention_forward": 7,
+    "_flash_attention_forward": 8,
     "_flash_attention_backward": 11,
-    "_efficient_attention_forward": 8,
-    "_efficient_attention_backward": 13,
     "_cudnn_attention_forward": 10,
-    "_cudnn_attention_backward": 15,
+    "_cudnn_attention_backward": 14,
 }
+#: position of ``custom_mask_type`` (0: none, 1 and 2: causal) in the memory-efficient kernels' ops
+_MASK_TYPE_ARG = {"_efficient_attention_forward": 9, "_efficient_attention_backward": 14}
 
 
 def _causal(base: str, conc: list[Any]) -> bool | None:
@@ -359,6 +359,9 @@ def _causal(base: str, conc: list[Any]) -> bool | None:
         flag = _flag(conc[at])
         if flag is not None:
             return flag
+    at = _MASK_TYPE_ARG.get(base)
+    if at is not None and at < len(conc) and isinstance(conc[at], str) and conc[at].strip().isdigit():
+        return int(conc[at]) != 0
     return None
 
 

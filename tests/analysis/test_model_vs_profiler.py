@@ -183,3 +183,18 @@ def test_training_conv_backward_is_twice_the_forward(sample_traces: Path) -> Non
     assert fwd == pytest.approx(flops["by_op"]["aten::conv2d"]["flops"], rel=0.02)
     first = next(r for r in flops["by_shape"] if r["key"] == "aten::conv2d" and r["input_shapes"].startswith("[[16, 3, 224, 224]"))
     assert bwd == pytest.approx(2 * fwd - first["flops"], rel=1e-9)
+
+
+def test_causal_flag_read_at_each_ops_position() -> None:
+    # the cuDNN attention ops of the 153 MB training sample, with their recorded scalar arguments
+    q = [4, 16, 1024, 128]
+    bwd = op_work("aten::_cudnn_attention_backward", json.dumps([q, q, q, q, q, [4, 16, 1024, 1]] + [[]] * 10),
+                  json.dumps([BF16] * 5 + ["float", "long int", "long int", "", "", ""] + ["Scalar"] * 4 + [""]),
+                  math.nan, json.dumps([""] * 11 + ["1024", "1024", "0.", "True", ""]))
+    assert bwd.flops == 2 * 4 * 16 * 1024 * 1024 * (3 * 128 + 2 * 128) / 2
+    fwd = op_work("aten::_cudnn_attention_forward", json.dumps([q, q, q] + [[]] * 10), json.dumps([BF16] * 3 + [""] * 3 + ["Scalar"] * 6 + [""]),
+                  math.nan, json.dumps([""] * 6 + ["1024", "1024", "True", "0.", "True", "False", ""]))
+    assert fwd.flops == 2 * 4 * 16 * 1024 * 1024 * 256 / 2
+    eff = op_work("aten::_efficient_attention_forward", json.dumps([[4, 1024, 16, 128]] * 3 + [[]] * 8), json.dumps([BF16] * 3 + [""] * 8),
+                  math.nan, json.dumps([""] * 8 + ["0.", "1", "True"]))
+    assert eff.flops == fwd.flops
