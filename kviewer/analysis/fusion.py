@@ -86,6 +86,8 @@ class FusionOptions:
     max_gap_ns: int = 100_000
     """kernels further apart than this (idle GPU in between) do not chain"""
     min_length: int = 2
+    max_length: int = 16
+    """a longer run is split: one kernel that long is a rewrite, not a fusion"""
 
 
 def kernel_steps(trace: Trace) -> np.ndarray:
@@ -216,7 +218,7 @@ def find_chains(
             kind, mem = kinds[j], _is_memory_bound(kinds[j], bounds[j])
             ok = _chainable(links, j)
             joins = False
-            if cur and ok:
+            if cur and ok and len(cur) < options.max_length:
                 prev = cur[-1]
                 close = start[j] - end[prev] <= options.max_gap_ns and (step[j] == step[prev] or step[j] < 0 or step[prev] < 0)
                 if close and _depends(links, prev, j):
