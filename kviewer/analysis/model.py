@@ -1,27 +1,29 @@
 """FLOPs and bytes of a kernel, modelled from the PyTorch op that launched it.
 
-A kernel's ``external_id`` is the id of the innermost framework op active when it was launched
-(``aten::mm`` under ``aten::matmul`` under ``aten::linear``). That op's recorded input shapes
-(``input_dims``) and dtypes (``input_types``) give:
+A kernel's launching op comes from the one kernel -> op join
+(:func:`kviewer.analysis.kinds.kernel_ops`: rank and External id, the innermost op). That op's
+recorded input shapes (``input_dims``), dtypes (``input_types``) and scalar arguments
+(``concrete_inputs``: strides, paddings, ``is_causal``) give:
 
-* FLOPs, by formula for the op family -- matmul ``2·M·N·K``; attention ``2·B·H·Lq·Lk·(D+Dv)``
-  forward (masking is not recorded: a causal kernel does about half) and 2.5x that backward;
-  convolution ``2·N·O·C/g·prod(kernel)·prod(out)``; elementwise one FLOP per output element;
-  reductions one per input element; normalisations a fixed count per element (``_NORM_FLOPS``). When
-  the op carries the profiler's own ``FLOPs`` arg (``cpu_slices.flops``) that number wins.
+* FLOPs, by formula for the op family (each formula is written next to its test in
+  tests/analysis/test_model_vs_profiler.py) -- matmul ``2·M·N·K``; convolution forward
+  ``2·N·K·(C/g)·R·S·P·Q`` with P×Q from the recorded stride/padding/dilation, counted once; its
+  backward, input and weight gradients each the forward's count; attention forward
+  ``2·B·H·Lq·Lk·(D+Dv)``, backward ``2·B·H·Lq·Lk·(3D+2Dv)``, halved when causal; elementwise one
+  FLOP per output element; reductions one per input element; norms and softmax a fixed count per
+  element (``_NORM_FLOPS``); foreach/fused optimizers per element of their tensor lists. When the
+  op (or, for an op without a formula, the op around it) carries the profiler's own ``FLOPs`` arg,
+  that number wins.
 * bytes: every input tensor read once plus the output written once (``numel × element size``), the
-  traffic of an ideal kernel that never re-reads. The output shape follows from the inputs
-  (broadcasting for elementwise ops, ``M×N`` for matmul, ...).
+  traffic of an ideal kernel that never re-reads.
 
-An op that launches several kernels (a split-K GEMM and its reduction, a cuDNN convolution with
-a layout transform) is attributed honestly: when some of its kernels are recognisably the main
-ones (GEMM, attention, convolution kernels, by name) all of the op's FLOPs and bytes go to those
-(split evenly between them) and the helpers get no modelled numbers; otherwise FLOPs and bytes are
-divided evenly between all the op's kernels. Either way ``model_note`` says so.
+An op's FLOPs and bytes go to the kernels doing its arithmetic (``kinds.classify``): its helper
+kernels (layout transforms, dtype converts, fills, split-K reductions, epilogues) get none of them
+-- a copy or fill helper is known to do no FLOPs; when several kernels share the arithmetic the
+work is split in proportion to their measured time. ``model_note`` says so.
 
-Where an op is unknown, or its shapes are missing, the values are NaN and the source is
-``unknown`` -- never a silent guess. Assumptions that are made (an unrecorded convolution stride,
-an unrecorded output dtype) are written in ``model_note``.
+Where an op is unknown, or its shapes or strides are missing, the values are NaN -- never a
+silent guess. Assumptions that are made (an unrecorded output dtype) are written in ``model_note``.
 """
 
 from __future__ import annotations
