@@ -152,7 +152,7 @@ def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80) -
         line = []
         for value, is_num in zip(row, numeric):
             if is_num and isinstance(value, float):
-                text = "" if math.isnan(value) else f"{value:,.{float_digits}f}"
+                text = "—" if math.isnan(value) else f"{value:,.{float_digits}f}"  # unknown, never 0
             elif is_num:
                 text = f"{value:,}"
             else:
@@ -379,15 +379,26 @@ def cmd_sol(args: argparse.Namespace) -> int:
     except AnalysisError as exc:
         raise UserError(str(exc)) from exc
     df = df.rename(columns={"start": "start_ns", "dur": "dur_ns"})
+    _warn_exceeds(df)
     if args.format == "table":
         cols = ["short_name", "dur_ns", "kind", "precision", "flops", "flops_source", "bytes", "bytes_source",
-                "t_sol_ns", "sol_pct", "bound", "ncu_sm_pct", "ncu_mem_pct", "note"]
+                "t_sol_ns", "sol_pct", "sol_status", "bound", "ncu_sm_pct", "ncu_mem_pct", "note"]
         view = df[cols].copy()
         view["short_name"] = view["short_name"].str.slice(0, 60)
         write_frame(view, "table")
     else:
         write_frame(df, args.format)
     return EXIT_OK
+
+
+def _warn_exceeds(sol: "pd.DataFrame") -> None:
+    """One stderr line counting the kernels whose SOL% would exceed 100 (a model or counter error)."""
+    from kviewer.analysis.sol import sol_warnings
+
+    bad = sol_warnings(sol)
+    if bad:
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(bad.items()))
+        print(f"warning: {sum(bad.values())} kernel(s) exceed peak: model or counter error, SOL% not shown ({why})", file=sys.stderr)
 
 
 def cmd_fusion(args: argparse.Namespace) -> int:
@@ -403,10 +414,14 @@ def cmd_fusion(args: argparse.Namespace) -> int:
     # one instance's kernel ids (space separated) stand for the candidate in text formats
     df = df.assign(kernel_ids=[" ".join(str(i) for i in ids[0]) if len(ids) else "" for ids in df["kernel_ids"]])
     if args.format == "table":
-        cols = ["rank", "kind", "chain", "count", "savings_ns", "savings_per_instance_ns", "gpu_time_pct", "measured_ns", "fused_est_ns"]
+        cols = ["rank", "kind", "chain", "count", "savings_ns", "savings_per_instance_ns", "gpu_time_pct", "measured_ns", "fused_est_ns", "remedy", "confidence"]
         write_frame(df[cols], "table")
         total = fusion_summary(df, trace)
-        print(f"total estimated saving: {format_ns(total['savings_ns'])} of {format_ns(total['kernel_ns'])} kernel time ({total['savings_pct']:.1f}%)")
+        if math.isnan(total["savings_ns"]):
+            print(f"total estimated saving: — (no candidate with known sizes) of {format_ns(total['kernel_ns'])} kernel time")
+        else:
+            print(f"total estimated saving: {format_ns(total['savings_ns'])} of {format_ns(total['kernel_ns'])} kernel time ({total['savings_pct']:.1f}%)"
+                  + (f"; {total['unknown']} candidate(s) without an estimate" if total["unknown"] else ""))
     else:
         write_frame(df, args.format)
     return EXIT_OK

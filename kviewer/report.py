@@ -109,13 +109,20 @@ class Report:
 # formatting
 
 
-fmt_ns = format_duration
+#: how an unknown value is shown: never 0
+UNKNOWN = "—"
+
+
+def fmt_ns(value: float) -> str:
+    return format_duration(value) if value is not None and math.isfinite(value) else UNKNOWN
+
+
 fmt_signed_ns = format_signed_duration
 
 
 def fmt_pct(value: float, signed: bool = False) -> str:
     if value is None or not math.isfinite(value):
-        return ""
+        return UNKNOWN
     return f"{value:+.1f}%" if signed else f"{value:.1f}%"
 
 
@@ -128,7 +135,7 @@ def fmt_int(value: float) -> str:
 def fmt_count(value: float) -> str:
     """``1.2e12`` -> ``1.20 T``."""
     if value is None or not math.isfinite(value):
-        return ""
+        return UNKNOWN
     for suffix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(value) >= scale:
             return f"{value / scale:.2f} {suffix}"
@@ -302,13 +309,17 @@ def _top_kernels(t: Trace, top: int, who: str) -> Section:
 def _sol_section(
     t: Trace, sol: pd.DataFrame | None, specs: dict[int, DeviceSpec], why: str, top: int, who: str, key: str, index: int, pictures: bool
 ) -> Section:
-    from kviewer.analysis.sol import sol_summary
+    from kviewer.analysis.sol import sol_summary, sol_warnings
 
     sec = Section(f"Speed of light{who}")
     if sol is None:
         sec.blocks.append(Paragraph(f"No speed-of-light analysis: {why}"))
         return sec
     s = sol_summary(sol)
+    bad = sol_warnings(sol)
+    if bad:
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(bad.items()))
+        sec.blocks.append(Paragraph(f"Warning: {sum(bad.values()):,} kernel(s) exceed peak: model or counter error; their SOL % is not shown ({why})."))
     kernel_ns = s["kernel_ns"]
     known = s["known_ns"]
     sec.blocks.append(
@@ -325,7 +336,8 @@ def _sol_section(
     g = _sol_groups(sol).head(top)
     rows = [
         [
-            str(r.short_name), str(r.kind), fmt_int(r.count), fmt_ns(r.dur), fmt_ns(r.t_sol), fmt_pct(r.sol_pct), str(r.bound),
+            str(r.short_name), str(r.kind), fmt_int(r.count), fmt_ns(r.dur), fmt_ns(r.t_sol),
+            f"exceeds peak ({r.exceeds:,})" if r.exceeds else fmt_pct(r.sol_pct), str(r.bound),
             fmt_count(r.flops), fmt_count(r.nbytes), str(r.source),
         ]
         for r in g.itertuples(index=False)
@@ -366,8 +378,11 @@ def _sol_groups(sol: pd.DataFrame) -> pd.DataFrame:
             "nbytes": sol["bytes"].to_numpy(np.float64),
             "bound": sol["bound"].astype(str).to_numpy(),
             "source": (sol["flops_source"].astype(str) + " / " + sol["bytes_source"].astype(str)).to_numpy(),
+            "exceeds": (sol["sol_status"].astype(str) == "exceeds_peak").to_numpy() if "sol_status" in sol else np.zeros(len(sol), dtype=bool),
         }
     )
+    # SOL % of a group: over the kernels whose speed of light is known and physical
+    df["known_dur"] = np.where(np.isnan(df["t_sol"].to_numpy()), 0.0, df["dur"].to_numpy())
     g = df.groupby("short_name", sort=False)
     out = pd.DataFrame(
         {
@@ -379,9 +394,11 @@ def _sol_groups(sol: pd.DataFrame) -> pd.DataFrame:
             "nbytes": g["nbytes"].sum(min_count=1),
             "bound": g["bound"].agg(lambda v: v.mode().iat[0]),
             "source": g["source"].agg(lambda v: v.mode().iat[0]),
+            "exceeds": g["exceeds"].sum().astype(np.int64),
+            "known_dur": g["known_dur"].sum(),
         }
     ).reset_index()
-    out["sol_pct"] = out["t_sol"] / out["dur"] * 100.0
+    out["sol_pct"] = np.where(out["known_dur"] > 0, out["t_sol"] / out["known_dur"].where(out["known_dur"] > 0) * 100.0, np.nan)
     return out.sort_values(["dur", "short_name"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
@@ -399,22 +416,24 @@ def _fusion_section(t: Trace, sol: pd.DataFrame | None, top: int, who: str) -> S
     total = fusion_summary(df, t)
     sec.blocks.append(
         Paragraph(
-            f"{len(df):,} candidates; estimated saving {fmt_ns(total['savings_ns'])} of {fmt_ns(total['kernel_ns'])} "
-            f"kernel time ({fmt_pct(total['savings_pct'])})."
+            f"{len(df):,} candidates; estimated saving {fmt_ns(total['savings_ns']) if math.isfinite(total['savings_ns']) else UNKNOWN} "
+            f"of {fmt_ns(total['kernel_ns'])} kernel time ({fmt_pct(total['savings_pct'])})"
+            + (f"; {total['unknown']:,} without an estimate (unknown sizes)." if total["unknown"] else ".")
         )
     )
     rows = [
         [
-            fmt_int(r.rank), str(r.kind), str(r.chain), fmt_int(r.count), fmt_ns(r.measured_ns), fmt_ns(r.fused_est_ns), fmt_ns(r.savings_ns),
-            fmt_pct(r.gpu_time_pct), str(r.note),
+            fmt_int(r.rank), str(r.kind), str(r.chain), fmt_int(r.count), fmt_ns(r.measured_ns),
+            fmt_ns(r.fused_est_ns) if math.isfinite(r.fused_est_ns) else UNKNOWN, fmt_ns(r.savings_ns) if math.isfinite(r.savings_ns) else UNKNOWN,
+            fmt_pct(r.gpu_time_pct), f"{r.remedy} ({r.confidence} confidence)", str(r.note),
         ]
         for r in df.head(top).itertuples(index=False)
     ]
     sec.blocks.append(
         Table(
-            ["#", "kind", "chain", "count", "measured", "fused (est.)", "saving", "of GPU time", "note"],
+            ["#", "kind", "chain", "count", "measured", "fused (est.)", "saving", "of GPU time", "remedy", "note"],
             rows,
-            [True, False, False, True, True, True, True, True, False],
+            [True, False, False, True, True, True, True, True, False, False],
             caption=f"{len(rows)} of {len(df):,} candidates, by estimated saving",
             wide=(2, 8),
         )

@@ -67,6 +67,8 @@ _PEAK_CHAIN: dict[tuple[str, str], tuple[str, ...]] = {
     ("bf16", "vector"): ("fp32_tflops",),
     ("fp8", "tensor"): ("fp8_tflops", "fp16_tflops", "fp32_tflops"),
     ("fp8", "vector"): ("fp32_tflops",),
+    ("int8", "tensor"): ("int8_tops", "fp8_tflops"),
+    ("int8", "vector"): ("fp32_tflops",),
 }
 
 

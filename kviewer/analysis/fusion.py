@@ -1,37 +1,43 @@
 """Fusion candidates: kernel chains that one kernel could do, and what that would save.
 
-Two shapes of chain are found on each (device, stream), walking kernels in start order:
+Chains are found on each (device, stream), walking kernels in start order:
 
-* a **GEMM or attention kernel followed by an elementwise epilogue**: the run of memory-bound
-  elementwise kernels right after it (``o_proj`` then the residual add; the up-projection then
-  GELU, ``*1.0``, ``+0.0``);
-* a **memory-bound chain**: consecutive memory-bound elementwise, normalisation, reduction or copy
-  kernels.
+* a **GEMM, convolution or attention kernel followed by its elementwise epilogue** (``o_proj`` then
+  the residual add; the up-projection then GELU); a batched GEMM followed by a softmax and the
+  next batched GEMM is an unfused attention;
+* a **memory-bound chain**: consecutive memory-bound elementwise, normalisation, softmax,
+  reduction or copy kernels.
 
-Kernels join a chain only when the gap to the previous one is small (``max_gap_ns``) and they lie
-in the same step where the trace marks steps. A normalisation or reduction ends an epilogue (it
-needs whole rows, which a GEMM tile does not hold) and starts a memory-bound chain of its own.
+A kernel joins a chain only when
+
+* it is close in time to the previous one (``max_gap_ns``) and in the same step;
+* there is a **data dependency**: its launching op reads a tensor with as many elements as the
+  previous kernel's op wrote (op order and shape, from the ops' recorded shapes);
+* it is not communication, synchronisation, a copy between devices, a sort or a kernel that
+  reads nothing (a fill), and it is its op's only kernel (a multi-kernel op already splits its
+  own work).
 
 What fusing saves
 -----------------
-Inside a chain each kernel writes its output and the next reads it back. The fused kernel keeps
-that intermediate on chip, so its traffic is ``sum(bytes) - 2 x sum(intermediates)``; its FLOPs are
-the sum. The intermediate sizes come from the launching ops' shapes (``intermediate = shapes``);
-without ops each producer's output is assumed to be half of its bytes, as for a unary elementwise
-kernel (``intermediate = assumed``). Intermediates are assumed to have no other consumer.
+The fused kernel reads the chain's external inputs once and writes its final output once::
 
-The fused speed of light ``fused_sol_ns`` is a floor no kernel reaches, so the estimate of the
-fused kernel's time keeps the efficiency the chain already achieves:
+    fused bytes = sum(bytes read by the members) - sum(intermediates read back) + final output
 
-* with a GEMM/attention anchor: ``anchor time x max(1, fused T_SOL / anchor T_SOL)`` (the fused
-  kernel is the GEMM with a longer epilogue: it runs as efficiently as the GEMM did and is never
-  faster than the GEMM alone);
-* a memory-bound chain: ``fused T_SOL / (sum of T_SOL / sum of measured time)``.
+never negative and never less than the largest external tensor (intermediates are assumed to
+have no other consumer). Its FLOPs are the members' sum. Its time keeps the efficiency the
+chain achieves today and is never below one kernel launch::
 
-``savings_ns = measured - fused estimate`` (kernel time only: the launch gaps between the kernels
-go too, which is not counted). Identical chains (same kernels, ops and shapes) are aggregated
-across steps and layers: ``count`` instances, total saving, share of all GPU kernel time, ranked
-by total saving.
+    fused time = max(fused T_SOL / (sum T_SOL / sum measured time), shortest member's time)
+
+(for an anchored chain, the anchor's time scaled by how much the fused T_SOL exceeds the
+anchor's). ``savings_ns = measured - fused time``. Any unknown size or speed of light in the
+chain makes the fused time and the saving unknown (NaN): never zero, never invented.
+
+Each candidate names its remedy (``remedy``: a cuBLASLt/hipBLASLt epilogue, ``torch.compile``,
+a fused or foreach optimizer, FlashAttention/SDPA, a hand-written Triton kernel) and a
+``confidence`` (high: sizes and kinds from the ops; medium: kinds from names; low: no estimate).
+Identical chains (same kernels, ops and shapes) are aggregated across steps and layers:
+``count`` instances, total saving, share of all GPU kernel time, ranked by total saving.
 """
 
 from __future__ import annotations
@@ -48,8 +54,8 @@ from kviewer.analysis.devices import DeviceSpec
 from kviewer.analysis.sol import speed_of_light
 from kviewer.core import Trace
 
-ANCHORS = ("gemm", "attention")
-MEMORY_KINDS = ("elementwise", "norm", "reduction", "copy")
+ANCHORS = ("gemm", "attention", "conv")
+MEMORY_KINDS = ("elementwise", "norm", "softmax", "reduction", "copy")
 
 FUSION_COLUMNS = [
     "rank",
@@ -66,6 +72,8 @@ FUSION_COLUMNS = [
     "gpu_time_pct",
     "bytes_saved",
     "intermediate",
+    "remedy",
+    "confidence",
     "note",
     "kernel_ids",
 ]
@@ -78,6 +86,8 @@ class FusionOptions:
     max_gap_ns: int = 100_000
     """kernels further apart than this (idle GPU in between) do not chain"""
     min_length: int = 2
+    max_length: int = 16
+    """a longer run is split: one kernel that long is a rewrite, not a fusion"""
 
 
 def kernel_steps(trace: Trace) -> np.ndarray:
@@ -128,7 +138,68 @@ def _is_memory_bound(kind: str, bound: str) -> bool:
     return bound == "memory" or (bound == "unknown" and kind in ("elementwise", "copy"))
 
 
-def find_chains(sol: pd.DataFrame, steps: np.ndarray | None = None, options: FusionOptions = FusionOptions()) -> list[list[int]]:
+@dataclass
+class _Links:
+    """Per-kernel facts for chaining, from the launching ops (row positions of the sol frame)."""
+
+    op: np.ndarray            # cpu_slices row of the launching op, -1
+    op_name: np.ndarray       # its name
+    op_kernels: np.ndarray    # kernels that op launched
+    helper: np.ndarray        # a helper kernel of its op
+    out_numel: np.ndarray     # elements of the op's output, NaN
+    inputs: list[list[tuple[float, float]]]  # the op's input tensors: (numel, bytes)
+    read: np.ndarray          # modelled bytes read, NaN
+    written: np.ndarray       # modelled bytes written, NaN
+    kind_source: np.ndarray
+
+
+def _links(trace: Trace, n: int) -> _Links:
+    from kviewer.analysis.model import _parse, _tensors, model_kernels
+
+    m = model_kernels(trace)
+    op = m["op_id"].to_numpy(np.int64)
+    c = trace.cpu_slices
+    dims = c["input_dims"].astype(str).to_numpy() if len(c) else np.zeros(0, dtype=object)
+    types = c["input_types"].astype(str).to_numpy() if len(c) else np.zeros(0, dtype=object)
+    cache: dict[int, list[tuple[float, float]]] = {}
+    inputs: list[list[tuple[float, float]]] = []
+    for o in op:
+        if o < 0:
+            inputs.append([])
+            continue
+        if int(o) not in cache:
+            ts = [t for t in _tensors(_parse(str(dims[o])), _parse(str(types[o]))) if t is not None]
+            cache[int(o)] = [(float(t.numel), float(t.nbytes)) for t in ts]
+        inputs.append(cache[int(o)])
+    total = m["model_bytes"].to_numpy(np.float64)
+    written = m["model_bytes_written"].to_numpy(np.float64)
+    return _Links(
+        op=op, op_name=m["op_name"].to_numpy(dtype=object), op_kernels=m["op_kernels"].to_numpy(np.int64),
+        helper=m["helper"].to_numpy(bool), out_numel=m["out_numel"].to_numpy(np.float64), inputs=inputs,
+        read=total - written, written=written, kind_source=m["kind_source"].to_numpy(dtype=object),
+    )
+
+
+def _depends(links: _Links | None, prev: int, j: int) -> bool:
+    """Whether kernel ``j``'s op reads what kernel ``prev``'s op wrote (by element count)."""
+    if links is None:
+        return False
+    if links.op[prev] < 0 or links.op[j] < 0 or links.op[prev] == links.op[j]:
+        return False
+    out = links.out_numel[prev]
+    if not out > 1:
+        return False
+    return any(numel == out for numel, _ in links.inputs[j])
+
+
+def _chainable(links: _Links | None, j: int) -> bool:
+    # a member must be its op's only kernel (not a helper): a multi-kernel op splits its own work
+    return links is not None and links.op[j] >= 0 and links.op_kernels[j] == 1 and not links.helper[j]
+
+
+def find_chains(
+    sol: pd.DataFrame, steps: np.ndarray | None = None, options: FusionOptions = FusionOptions(), links: _Links | None = None
+) -> list[list[int]]:
     """Chains as lists of row positions of ``sol`` (see the module doc for the rules)."""
     chains: list[list[int]] = []
     if not len(sol):
@@ -138,27 +209,42 @@ def find_chains(sol: pd.DataFrame, steps: np.ndarray | None = None, options: Fus
     start = sol["start"].to_numpy(np.int64)
     end = start + sol["dur"].to_numpy(np.int64)
     step = steps if steps is not None else np.full(len(sol), -1, dtype=np.int64)
+    op_names = links.op_name if links is not None else np.full(len(sol), "", dtype=object)
     for _, idx in sol.groupby(["device", "stream"], sort=False).indices.items():
         idx = idx[np.argsort(start[idx], kind="stable")]
         cur: list[int] = []
         mode = ""
         for j in idx:
             kind, mem = kinds[j], _is_memory_bound(kinds[j], bounds[j])
+            ok = _chainable(links, j)
             joins = False
-            if cur:
+            if cur and ok and len(cur) < options.max_length:
                 prev = cur[-1]
                 close = start[j] - end[prev] <= options.max_gap_ns and (step[j] == step[prev] or step[j] < 0 or step[prev] < 0)
-                if close and mode == "epilogue":
-                    joins = mem and kind == "elementwise"
-                elif close and mode == "memory":
-                    joins = mem
+                if close and _depends(links, prev, j):
+                    if mode == "epilogue":
+                        joins = mem and kind == "elementwise"
+                    elif mode == "attention":
+                        # bmm -> (scale, mask)* -> softmax -> (dropout)* -> bmm: an unfused attention
+                        has_softmax = any(kinds[x] == "softmax" for x in cur)
+                        joins = (mem and kind in ("elementwise", "softmax") and not (has_softmax and kind == "softmax")) or (
+                            kind == "gemm" and has_softmax
+                        )
+                    elif mode == "memory":
+                        joins = mem
             if joins:
                 cur.append(int(j))
+                if mode == "attention" and kind == "gemm":
+                    chains.append(cur)
+                    cur, mode = [], ""
                 continue
             if len(cur) >= options.min_length:
                 chains.append(cur)
-            if kind in ANCHORS:
-                cur, mode = [int(j)], "epilogue"
+            if not ok:
+                cur, mode = [], ""
+            elif kind in ANCHORS:
+                batched = str(op_names[j]).split("::")[-1] in ("bmm", "baddbmm", "matmul")
+                cur, mode = [int(j)], "attention" if batched else "epilogue"
             elif mem:
                 cur, mode = [int(j)], "memory"
             else:
@@ -182,14 +268,15 @@ def fusion_candidates(
     """
     if sol is None:
         sol = speed_of_light(trace, device, devices)
-    chains = find_chains(sol, kernel_steps(trace), options)
+    links = _links(trace, len(sol)) if len(sol) else None
+    chains = find_chains(sol, kernel_steps(trace), options, links)
     total_ns = float(sol["dur"].sum())
-    if not chains:
+    if not chains or links is None:
         return _empty()
     dims = _op_dims(trace, sol)
     # numpy columns once: indexing a DataFrame per chain costs a millisecond each
-    cols = {c: sol[c].to_numpy() for c in ("kind", "dur", "flops", "bytes", "bytes_written", "t_sol_ns", "peak_flops", "peak_bw", "op_name", "short_name", "id")}
-    recs = [_estimate(cols, chain, dims) for chain in chains]
+    cols = {c: sol[c].to_numpy() for c in ("kind", "dur", "flops", "bytes", "t_sol_ns", "peak_flops", "peak_bw", "op_name", "short_name", "id", "sol_status", "name")}
+    recs = [_estimate(cols, chain, dims, links) for chain in chains]
     df = pd.DataFrame(recs)
     agg = (
         df.groupby("key", sort=False)
@@ -200,16 +287,20 @@ def fusion_candidates(
             count=("kind", "size"),
             length=("length", "first"),
             measured_ns=("measured_ns", "sum"),
-            fused_est_ns=("fused_est_ns", "sum"),
-            fused_sol_ns=("fused_sol_ns", "sum"),
-            savings_ns=("savings_ns", lambda v: v.sum(min_count=1)),  # NaN stays NaN: no estimate
+            # NaN stays NaN: one instance without an estimate makes the total unknown
+            fused_est_ns=("fused_est_ns", lambda v: v.sum() if v.notna().all() else np.nan),
+            fused_sol_ns=("fused_sol_ns", lambda v: v.sum() if v.notna().all() else np.nan),
+            savings_ns=("savings_ns", lambda v: v.sum() if v.notna().all() else np.nan),
             bytes_saved=("bytes_saved", "first"),
             intermediate=("intermediate", "first"),
+            remedy=("remedy", "first"),
+            confidence=("confidence", "first"),
             note=("note", "first"),
             kernel_ids=("kernel_ids", list),
         )
         .reset_index(drop=True)
     )
+    agg.loc[agg["savings_ns"].isna(), "confidence"] = "low"
     agg["savings_per_instance_ns"] = agg["savings_ns"] / agg["count"]
     agg["gpu_time_pct"] = agg["savings_ns"] / total_ns * 100.0 if total_ns > 0 else np.nan
     # candidates without an estimate (no FLOPs/bytes known) are listed last
@@ -230,86 +321,93 @@ def _empty() -> pd.DataFrame:
 
 
 def _op_dims(trace: Trace, sol: pd.DataFrame) -> np.ndarray:
-    from kviewer.analysis.model import op_of_kernels
+    from kviewer.analysis.kinds import kernel_op_names
 
-    op = op_of_kernels(trace)
-    dims = np.full(len(sol), "", dtype=object)
-    has = op >= 0
-    if has.any():
-        dims[has] = trace.cpu_slices["input_dims"].astype(str).to_numpy()[op[has]]
-    return dims
+    return kernel_op_names(trace)[1]
 
 
-def _input_sizes(dims_text: str) -> set[int]:
-    """Element counts of an op's input tensors, from its input_dims JSON text."""
-    import json
-
-    try:
-        dims = json.loads(dims_text) if dims_text else []
-    except ValueError:
-        return set()
-    out = set()
-    for d in dims if isinstance(dims, list) else []:
-        if isinstance(d, list) and d and all(isinstance(x, int) for x in d):
-            out.add(int(np.prod(d, dtype=np.float64)))
-    return out
+_EPILOGUE_OPS = frozenset("add sub mul div gelu relu silu sigmoid tanh clamp clamp_min hardtanh leaky_relu dropout".split())
 
 
-def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray) -> dict[str, object]:
+def _remedy(kinds: list[str], ops: list[str], names: list[str]) -> str:
+    bases = [o.split("::")[-1].split(".")[0].rstrip("_") for o in ops]
+    amd = any(n.startswith("Cijk_") or "hipblaslt" in n.lower() or "rocblas" in n.lower() for n in names)
+    if "softmax" in kinds and kinds[0] == "gemm":
+        return "FlashAttention / SDPA (F.scaled_dot_product_attention)"
+    if any(b.startswith("_foreach_") or b.startswith("_fused_") for b in bases):
+        return "fused or foreach optimizer (torch.optim ... fused=True / foreach=True)"
+    if kinds[0] in ("gemm", "conv"):
+        if all(b in _EPILOGUE_OPS for b in bases[1:]):
+            if kinds[0] == "conv":
+                return "cuDNN/MIOpen fused convolution epilogue (conv+bias+activation), or torch.compile"
+            return ("hipBLASLt" if amd else "cuBLASLt") + " epilogue (bias / GELU / residual add)"
+        return "torch.compile (Inductor fuses the epilogue into the GEMM)"
+    if kinds[0] == "attention":
+        return "torch.compile, or FlashAttention with the epilogue fused"
+    if any(k in ("norm", "softmax", "reduction") for k in kinds):
+        return "torch.compile, or a hand-written Triton kernel (one pass: reduction + elementwise)"
+    return "torch.compile (Inductor fuses pointwise chains)"
+
+
+def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray, links: _Links) -> dict[str, object]:
     at = np.asarray(chain, dtype=np.int64)
     kinds = [str(x) for x in cols["kind"][at]]
     dur = cols["dur"][at].astype(np.float64)
     flops = cols["flops"][at].astype(np.float64)
     nbytes = cols["bytes"][at].astype(np.float64)
-    written = cols["bytes_written"][at].astype(np.float64)
     t_sol = cols["t_sol_ns"][at].astype(np.float64)
+    status = [str(x) for x in cols["sol_status"][at]]
     notes: list[str] = []
-    # intermediates: what each producer writes and the next kernel reads back
-    inter = 0.0
-    source = "shapes"
-    for a in range(len(chain) - 1):
-        w = written[a]
-        if math.isnan(w) or w <= 0:
-            if math.isnan(nbytes[a]):
-                source = "unknown"
-                continue
-            w = nbytes[a] / 2.0
-            source = "assumed" if source != "unknown" else source
-        else:
-            # check with the consumer's input shapes that it reads a tensor of that size
-            sizes = _input_sizes(str(dims[chain[a + 1]]))
-            itemsize_ok = any(abs(s * b - w) <= 0.01 * w for s in sizes for b in (1, 2, 4, 8))
-            if sizes and not itemsize_ok:
-                source = "assumed" if source == "shapes" else source
-        inter += w
-    if source == "assumed":
-        notes.append("intermediate sizes partly assumed (half of the producer's bytes, or not seen among the consumer's inputs)")
-    elif source == "unknown":
-        notes.append("some intermediate sizes unknown: their traffic is not subtracted")
-    bytes_f = float(np.nansum(nbytes)) - 2.0 * inter
-    flops_f = float(np.nansum(flops))
-    anchor = kinds[0] in ANCHORS
-    peaks = cols["peak_flops"][at].astype(np.float64)
-    peak = float(peaks[0]) if anchor or np.isnan(peaks).all() else float(np.nanmax(peaks))
-    bw = float(cols["peak_bw"][at][0])
-    t_c = flops_f / peak * 1e9 if peak > 0 else math.nan
-    t_m = bytes_f / bw * 1e9 if bw > 0 else math.nan
-    fused_sol = float(np.nanmax([t_c, t_m])) if not (math.isnan(t_c) and math.isnan(t_m)) else math.nan
+    read = links.read[at]
+    written = links.written[at]
+    known = bool(np.isfinite(read).all() and np.isfinite(written).all() and all(s == "ok" for s in status))
+    # intermediates: each producer's output, read back by the next member
+    inter_read = 0.0
+    external: list[float] = []
+    for a in range(len(chain)):
+        j = chain[a]
+        used = False
+        for numel, b in links.inputs[j]:
+            if a > 0 and not used and numel == links.out_numel[chain[a - 1]]:
+                inter_read += b
+                used = True
+            else:
+                external.append(b)
+    external.append(float(written[-1]) if np.isfinite(written[-1]) else math.nan)
+    fused_bytes = math.nan
+    bytes_saved = math.nan
+    fused_sol = math.nan
+    fused_est = math.nan
     measured = float(dur.sum())
-    if anchor and t_sol[0] > 0:
-        # never faster than the GEMM alone: an epilogue does not speed up the main loop
-        fused_est = dur[0] * max(1.0, fused_sol / t_sol[0])
-        notes.append("fused time = the anchor's time, scaled up when the fused speed of light exceeds the anchor's")
-    else:
-        known = ~np.isnan(t_sol)
-        eff = float(t_sol[known].sum() / dur[known].sum()) if known.any() and dur[known].sum() > 0 else math.nan
-        fused_est = fused_sol / eff if eff > 0 else math.nan
-        if not math.isnan(eff):
+    if known:
+        fused_bytes = float(read.sum()) - inter_read + float(written[-1])
+        largest = max((e for e in external if np.isfinite(e)), default=0.0)
+        fused_bytes = max(fused_bytes, largest, 0.0)
+        bytes_saved = max(float(read.sum() + written.sum()) - fused_bytes, 0.0)
+        flops_f = float(np.nansum(flops))
+        anchor = kinds[0] in ANCHORS
+        peaks = cols["peak_flops"][at].astype(np.float64)
+        peak = float(peaks[0]) if anchor or np.isnan(peaks).all() else float(np.nanmax(peaks))
+        bw = float(cols["peak_bw"][at][0])
+        t_c = flops_f / peak * 1e9 if peak > 0 else math.nan
+        t_m = fused_bytes / bw * 1e9 if bw > 0 else math.nan
+        if not (math.isnan(t_c) and math.isnan(t_m)):
+            fused_sol = float(np.nanmax([t_c, t_m]))
+        if anchor and t_sol[0] > 0:
+            # never faster than the GEMM alone: an epilogue does not speed up the main loop
+            fused_est = dur[0] * max(1.0, fused_sol / t_sol[0])
+            notes.append("fused time = the anchor's time, scaled up when the fused speed of light exceeds the anchor's")
+        elif np.isfinite(t_sol).all() and dur.sum() > 0 and t_sol.sum() > 0:
+            eff = float(t_sol.sum() / dur.sum())
+            fused_est = fused_sol / eff
             notes.append(f"fused time = fused speed of light at the chain's {eff * 100:.0f}% of SOL")
-    if math.isnan(fused_est):
-        notes.append("no speed of light for this chain: no saving estimated")
-    else:
-        fused_est = min(max(fused_est, fused_sol), measured)
+        if np.isfinite(fused_est):
+            # one kernel launch at least (the fastest kernel of the chain), never more than today
+            floor = max(float(dur.min()), fused_sol)
+            fused_est = min(max(fused_est, floor), measured)
+    if not np.isfinite(fused_est):
+        fused_est = math.nan
+        notes.append("a size or speed of light in the chain is unknown: no saving estimated")
     ops = [str(x) for x in cols["op_name"][at]]
     short_full = [str(x) for x in cols["short_name"][at]]
     shorts = [_short(x) for x in short_full]
@@ -318,7 +416,10 @@ def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray
         labels[0] += _shapes(str(dims[chain[0]]))  # tells o_proj from down_proj: same op, same kernel
     chain_txt = " → ".join(labels)
     key = tuple(zip(short_full, ops, (str(dims[i]) for i in chain)))
-    kind = f"{kinds[0]}+epilogue" if anchor else "memory chain"
+    anchor = kinds[0] in ANCHORS
+    kind = ("attention (unfused)" if "softmax" in kinds and kinds[0] == "gemm" else f"{kinds[0]}+epilogue") if anchor else "memory chain"
+    from_ops = all(str(links.kind_source[j]) in ("op", "counters") for j in chain)
+    confidence = "low" if math.isnan(fused_est) else ("high" if from_ops else "medium")
     return {
         "key": key,
         "kind": kind,
@@ -329,8 +430,10 @@ def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray
         "fused_est_ns": fused_est,
         "fused_sol_ns": fused_sol,
         "savings_ns": measured - fused_est if not math.isnan(fused_est) else math.nan,
-        "bytes_saved": 2.0 * inter,
-        "intermediate": source,
+        "bytes_saved": bytes_saved,
+        "intermediate": "shapes",
+        "remedy": _remedy(kinds, ops, [str(x) for x in cols["name"][at]]),
+        "confidence": confidence,
         "note": "; ".join(notes),
         "kernel_ids": tuple(int(x) for x in cols["id"][at]),
     }
@@ -353,7 +456,15 @@ def _short(name: str, limit: int = 60) -> str:
 
 
 def fusion_summary(candidates: pd.DataFrame, trace: Trace) -> dict[str, float]:
-    """Total estimated saving and its share of GPU kernel time."""
+    """Total estimated saving (of the candidates with an estimate; NaN when none has one), its
+    share of GPU kernel time, and how many candidates have no estimate (``unknown``)."""
     total = float(trace.kernels["dur"].sum())
-    saving = float(np.nansum(candidates["savings_ns"].to_numpy(np.float64))) if len(candidates) else 0.0
-    return {"kernel_ns": total, "savings_ns": saving, "savings_pct": saving / total * 100.0 if total > 0 else math.nan}
+    savings = candidates["savings_ns"].to_numpy(np.float64) if len(candidates) else np.zeros(0)
+    known = ~np.isnan(savings)
+    saving = float(savings[known].sum()) if known.any() else math.nan
+    return {
+        "kernel_ns": total,
+        "savings_ns": saving,
+        "savings_pct": saving / total * 100.0 if total > 0 else math.nan,
+        "unknown": int((~known).sum()),
+    }

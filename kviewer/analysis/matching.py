@@ -22,8 +22,7 @@ Keys of a kernel
     variant. ``cutlass::Kernel2<cutlass_80_tensorop_..._gemm_...>`` keeps its inner kernel name,
     because the wrapper alone says nothing.
 ``kind``
-    :func:`kernel_kind`: gemm, attention, conv, normalization, softmax, reduction, elementwise,
-    memory, sort, communication or other.
+    :func:`kviewer.analysis.kinds.kernel_kind` (the one taxonomy).
 ``op``
     For PyTorch traces, the framework op that launched the kernel (``kernels.external_id`` ->
     the ``cpu_slices`` row of category ``op`` with that id, e.g. ``aten::addmm``).
@@ -54,6 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from kviewer.analysis import kinds as _kinds
 from kviewer.core import Trace
 from kviewer.core.names import drop_args, drop_templates, split_top_level, strip_kd
 
@@ -194,34 +194,10 @@ def variant_name(name: str) -> str:
     return head + sep + _untile(_strip_suffixes(last))
 
 
-_KIND_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (kind, re.compile(pattern, re.IGNORECASE))
-    for kind, pattern in (
-        ("communication", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|cross_device_reduce"),
-        ("attention", r"flash|fmha|sdpa|attn_(?:fwd|bwd)|attention|mha_"),
-        ("conv", r"conv|implicit_?gemm|dgrad|wgrad|winograd|miopen"),
-        ("gemm", r"gemm|gemv|nvjet|^cijk_|xmma|cublas|hipblas|matmul|triton_tem_\w*mm|_mm_|bmm"),
-        ("normalization", r"layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm"),
-        ("softmax", r"softmax"),
-        ("reduction", r"reduce|reduction|triton_red_|triton_per_|argmax|argmin|cub::device.*reduce"),
-        ("elementwise", r"elementwise|triton_poi_|pointwise|functor|unrolled_|vectorized"),
-        ("memory", r"memcpy|memset|copy|index|gather|scatter|catarray|embedding|fill"),
-        ("sort", r"sort|radix|topk"),
-    )
-)
-
-KINDS = tuple(k for k, _ in _KIND_RULES) + ("other",)
-#: kinds whose names are library, vendor and tile specific: matched by kind when names differ
-LIBRARY_KINDS = frozenset({"gemm", "attention", "conv", "communication"})
-
-
-def kernel_kind(name: str) -> str:
-    """What kind of work a kernel does, from its name (see :data:`KINDS`)."""
-    ident = normalise_name(name)
-    for kind, pattern in _KIND_RULES:
-        if pattern.search(ident):
-            return kind
-    return "other"
+# the kernel taxonomy lives in one place: :mod:`kviewer.analysis.kinds`
+KINDS = _kinds.KINDS
+LIBRARY_KINDS = _kinds.LIBRARY_KINDS
+kernel_kind = _kinds.kernel_kind
 
 
 def normalise_op(op: str) -> str:
@@ -308,31 +284,10 @@ def kernel_ops(trace: Trace) -> np.ndarray:
 def kernel_op_info(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Launching op name and its input shapes (``cpu_slices.input_dims``) per kernel.
 
-    Both are object arrays of str, ``""`` where unknown (see :func:`kernel_ops`).
+    Both are object arrays of str, ``""`` where unknown; the join is
+    :func:`kviewer.analysis.kinds.kernel_ops` (on rank and external id).
     """
-    k = trace.kernels
-    ops = np.full(len(k), "", dtype=object)
-    dims = np.full(len(k), "", dtype=object)
-    if not len(k):
-        return ops, dims
-    ext = k["external_id"].to_numpy(dtype=np.int64)
-    c = trace.cpu_slices
-    if not len(c) or not (ext > 0).any():
-        return ops, dims
-    rows = c[(c["category"] == "op").to_numpy() & (c["external_id"].to_numpy() > 0)]
-    if not len(rows):
-        return ops, dims
-    rows = rows.sort_values("depth", kind="stable").drop_duplicates("external_id", keep="last")
-    ids = rows["external_id"].to_numpy(dtype=np.int64)
-    order = np.argsort(ids, kind="stable")
-    ids = ids[order]
-    names = rows["name"].astype(str).to_numpy(dtype=object)[order]
-    shapes = rows["input_dims"].astype(str).to_numpy(dtype=object)[order]
-    pos = np.clip(np.searchsorted(ids, ext), 0, len(ids) - 1)
-    hit = (ext > 0) & (ids[pos] == ext)
-    ops[hit] = names[pos[hit]]
-    dims[hit] = shapes[pos[hit]]
-    return ops, dims
+    return _kinds.kernel_op_names(trace)
 
 
 @dataclass(frozen=True)

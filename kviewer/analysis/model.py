@@ -1,27 +1,29 @@
 """FLOPs and bytes of a kernel, modelled from the PyTorch op that launched it.
 
-A kernel's ``external_id`` is the id of the innermost framework op active when it was launched
-(``aten::mm`` under ``aten::matmul`` under ``aten::linear``). That op's recorded input shapes
-(``input_dims``) and dtypes (``input_types``) give:
+A kernel's launching op comes from the one kernel -> op join
+(:func:`kviewer.analysis.kinds.kernel_ops`: rank and External id, the innermost op). That op's
+recorded input shapes (``input_dims``), dtypes (``input_types``) and scalar arguments
+(``concrete_inputs``: strides, paddings, ``is_causal``) give:
 
-* FLOPs, by formula for the op family -- matmul ``2·M·N·K``; attention ``2·B·H·Lq·Lk·(D+Dv)``
-  forward (masking is not recorded: a causal kernel does about half) and 2.5x that backward;
-  convolution ``2·N·O·C/g·prod(kernel)·prod(out)``; elementwise one FLOP per output element;
-  reductions one per input element; normalisations a fixed count per element (``_NORM_FLOPS``). When
-  the op carries the profiler's own ``FLOPs`` arg (``cpu_slices.flops``) that number wins.
+* FLOPs, by formula for the op family (each formula is written next to its test in
+  tests/analysis/test_model_vs_profiler.py) -- matmul ``2·M·N·K``; convolution forward
+  ``2·N·K·(C/g)·R·S·P·Q`` with P×Q from the recorded stride/padding/dilation, counted once; its
+  backward, input and weight gradients each the forward's count; attention forward
+  ``2·B·H·Lq·Lk·(D+Dv)``, backward ``2·B·H·Lq·Lk·(3D+2Dv)``, halved when causal; elementwise one
+  FLOP per output element; reductions one per input element; norms and softmax a fixed count per
+  element (``_NORM_FLOPS``); foreach/fused optimizers per element of their tensor lists. When the
+  op (or, for an op without a formula, the op around it) carries the profiler's own ``FLOPs`` arg,
+  that number wins.
 * bytes: every input tensor read once plus the output written once (``numel × element size``), the
-  traffic of an ideal kernel that never re-reads. The output shape follows from the inputs
-  (broadcasting for elementwise ops, ``M×N`` for matmul, ...).
+  traffic of an ideal kernel that never re-reads.
 
-An op that launches several kernels (a split-K GEMM and its reduction, a cuDNN convolution with
-a layout transform) is attributed honestly: when some of its kernels are recognisably the main
-ones (GEMM, attention, convolution kernels, by name) all of the op's FLOPs and bytes go to those
-(split evenly between them) and the helpers get no modelled numbers; otherwise FLOPs and bytes are
-divided evenly between all the op's kernels. Either way ``model_note`` says so.
+An op's FLOPs and bytes go to the kernels doing its arithmetic (``kinds.classify``): its helper
+kernels (layout transforms, dtype converts, fills, split-K reductions, epilogues) get none of them
+-- a copy or fill helper is known to do no FLOPs; when several kernels share the arithmetic the
+work is split in proportion to their measured time. ``model_note`` says so.
 
-Where an op is unknown, or its shapes are missing, the values are NaN and the source is
-``unknown`` -- never a silent guess. Assumptions that are made (an unrecorded convolution stride,
-an unrecorded output dtype) are written in ``model_note``.
+Where an op is unknown, or its shapes or strides are missing, the values are NaN -- never a
+silent guess. Assumptions that are made (an unrecorded output dtype) are written in ``model_note``.
 """
 
 from __future__ import annotations
@@ -36,48 +38,10 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from kviewer.analysis import kinds as _kinds
+from kviewer.analysis.kinds import DATA_KINDS, DTYPE_BYTES, DTYPE_PRECISION, op_base
 from kviewer.core import Trace
 
-#: element size in bytes of the dtype names the PyTorch profiler writes
-DTYPE_BYTES: dict[str, int] = {
-    "double": 8,
-    "float": 4,
-    "c10::Half": 2,
-    "c10::BFloat16": 2,
-    "c10::Float8_e4m3fn": 1,
-    "c10::Float8_e5m2": 1,
-    "c10::Float8_e4m3fnuz": 1,
-    "c10::Float8_e5m2fnuz": 1,
-    "c10::Float8_e8m0fnu": 1,
-    "long int": 8,
-    "long": 8,
-    "int64_t": 8,
-    "int": 4,
-    "short int": 2,
-    "short": 2,
-    "signed char": 1,
-    "unsigned char": 1,
-    "bool": 1,
-    "c10::complex<float>": 8,
-    "c10::complex<double>": 16,
-    "c10::complex<c10::Half>": 4,
-}
-
-#: the precision whose peak applies to math on this dtype
-DTYPE_PRECISION: dict[str, str] = {
-    "double": "fp64",
-    "float": "fp32",
-    "c10::Half": "fp16",
-    "c10::BFloat16": "bf16",
-    "c10::Float8_e4m3fn": "fp8",
-    "c10::Float8_e5m2": "fp8",
-    "c10::Float8_e4m3fnuz": "fp8",
-    "c10::Float8_e5m2fnuz": "fp8",
-    "c10::complex<float>": "fp32",
-    "c10::complex<double>": "fp64",
-}
-
-KINDS = ("gemm", "attention", "conv", "elementwise", "norm", "reduction", "copy", "other")
 
 _ELEMENTWISE = frozenset(
     """add sub rsub mul div true_divide floor_divide remainder fmod pow neg abs exp exp2 expm1 log log1p log2
@@ -91,6 +55,7 @@ _ELEMENTWISE = frozenset(
     isnan isinf isfinite logit polar heaviside xlogy mse_loss_backward""".split()
 )
 _COPY = frozenset("copy clone contiguous _to_copy to type_as fill zero zeros_like ones_like full_like".split())
+_FILL = frozenset("fill zero zeros_like ones_like full_like".split())
 _NO_READ_SELF = frozenset("fill zero copy".split())  # in-place ops that overwrite self without reading it
 _COMPARE = frozenset("eq ne lt le gt ge logical_and logical_or logical_not logical_xor isnan isinf isfinite".split())
 _REDUCTION = frozenset(
@@ -126,7 +91,21 @@ _ATTENTION_FWD = re.compile(
     r"^(scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn|flash_attention_for_cpu)_attention"
     r"|_cudnn_attention_forward|_flash_attention_forward|_efficient_attention_forward|_scaled_dot_product_fused_attention_overrideable)$"
 )
-_CONV = re.compile(r"^(convolution|_convolution|conv[123]d|cudnn_convolution|miopen_convolution|mkldnn_convolution|_conv_depthwise2d|conv_transpose[123]d|cudnn_convolution_transpose|convolution_overrideable)$")
+_CONV_BWD = re.compile(r"^(convolution_backward|convolution_backward_overrideable|cudnn_convolution_backward(_input|_weight)?|miopen_convolution_backward(_input|_weight)?)$")
+#: argument positions of (stride, padding, dilation, transposed, groups) in each convolution op's
+#: schema (``aten::cudnn_convolution`` puts padding before stride); -1: not an argument
+_CONV_ARGS: dict[str, tuple[int, int, int, int, int]] = {
+    "conv1d": (3, 4, 5, -1, 6), "conv2d": (3, 4, 5, -1, 6), "conv3d": (3, 4, 5, -1, 6),
+    "convolution": (3, 4, 5, 6, 8), "_convolution": (3, 4, 5, 6, 8), "convolution_overrideable": (3, 4, 5, 6, 8),
+    "cudnn_convolution": (3, 2, 4, -1, 5), "miopen_convolution": (4, 3, 5, -1, 6), "mkldnn_convolution": (4, 3, 5, -1, 6),
+    "cudnn_convolution_relu": (3, 4, 5, -1, 6), "cudnn_convolution_add_relu": (5, 6, 7, -1, 8),
+    "miopen_depthwise_convolution": (4, 3, 5, -1, 6), "_convolution_mode": (3, 4, 5, -1, 6),
+    "_conv_depthwise2d": (4, 5, 6, -1, -1),
+    "conv_transpose1d": (3, 4, 7, -2, 6), "conv_transpose2d": (3, 4, 7, -2, 6), "conv_transpose3d": (3, 4, 7, -2, 6),
+    "cudnn_convolution_transpose": (4, 2, 5, -2, 6),
+    "convolution_backward": (4, 5, 6, 7, 9), "convolution_backward_overrideable": (4, 5, 6, 7, 9),
+}
+_CONV = re.compile(r"^(convolution|_convolution|_convolution_mode|conv[123]d|cudnn_convolution|cudnn_convolution_relu|cudnn_convolution_add_relu|miopen_convolution|miopen_depthwise_convolution|mkldnn_convolution|_conv_depthwise2d|conv_transpose[123]d|cudnn_convolution_transpose|convolution_overrideable|conv_tbc)$")
 
 
 @dataclass(frozen=True)
@@ -140,6 +119,8 @@ class OpWork:
     precision: str
     pipe: str
     note: str = ""
+    #: elements of the op's output (NaN when unknown): what a consumer would read back
+    out_numel: float = math.nan
 
     @property
     def bytes(self) -> float:
@@ -167,9 +148,7 @@ class _Tensor:
 def base_op_name(name: str) -> tuple[str, bool]:
     """``"aten::add_"`` -> ``("add", True)``: the op without namespace/overload and whether in-place."""
     n = name.split("::")[-1].split(".")[0]
-    if len(n) > 1 and n.endswith("_") and not n.endswith("__"):
-        return n[:-1], True
-    return n, False
+    return op_base(name), len(n) > 1 and n.endswith("_") and not n.endswith("__")
 
 
 def _parse(text: str) -> Any:
@@ -212,8 +191,9 @@ def _precision(dtype: str) -> str:
     return DTYPE_PRECISION.get(dtype, "fp32")
 
 
-def op_work(name: str, input_dims: str, input_types: str, flops_arg: float = math.nan) -> OpWork:
-    """Model one op call from its name and the JSON text of its input shapes and dtypes.
+def op_work(name: str, input_dims: str, input_types: str, flops_arg: float = math.nan, concrete: str = "") -> OpWork:
+    """Model one op call from its name and the JSON text of its input shapes, dtypes and scalar
+    arguments (``Concrete Inputs``: strides, paddings, ``is_causal``).
 
     ``flops_arg`` is the profiler's own FLOP count for the op (NaN when absent); when present it
     replaces the formula's count.
@@ -221,42 +201,85 @@ def op_work(name: str, input_dims: str, input_types: str, flops_arg: float = mat
     # NaN is never equal to another NaN object: as a cache key every absent FLOPs arg was a new
     # entry (the cache filled up with copies, ~90 KB per opened trace, and never hit)
     flops = float(flops_arg)
-    return _op_work(name, input_dims, input_types, flops if flops == flops else None)
+    return _op_work(name, input_dims, input_types, flops if flops == flops else None, concrete)
 
 
 @lru_cache(maxsize=65536)
-def _op_work(name: str, input_dims: str, input_types: str, flops_arg: float | None) -> OpWork:
+def _op_work(name: str, input_dims: str, input_types: str, flops_arg: float | None, concrete: str) -> OpWork:
     base, inplace = base_op_name(name)
     ts = _tensors(_parse(input_dims), _parse(input_types))
     tensors = [t for t in ts if t is not None]
-    work = _model(name, base, inplace, ts, tensors)
+    conc = _parse(concrete)
+    dims, types = _parse(input_dims), _parse(input_types)
+    work = _model(name, base, inplace, ts, tensors, conc if isinstance(conc, list) else [], dims, types)
     if flops_arg is not None and flops_arg > 0:
         note = "FLOPs from the profiler's op arg" + (f"; {work.note}" if work.note else "")
         pipe = work.pipe or "tensor"
-        return OpWork(work.kind, float(flops_arg), work.bytes_read, work.bytes_written, work.precision, pipe, note)
+        return OpWork(work.kind, float(flops_arg), work.bytes_read, work.bytes_written, work.precision, pipe, note, work.out_numel)
     return work
 
 
-def _model(name: str, base: str, inplace: bool, ts: list[_Tensor | None], tensors: list[_Tensor]) -> OpWork:
+def _tensor_lists(dims: Any) -> list[list[tuple[int, ...]]]:
+    """The TensorList arguments' shapes, where the profiler recorded them (a list of shapes)."""
+    out: list[list[tuple[int, ...]]] = []
+    for d in dims if isinstance(dims, list) else []:
+        if isinstance(d, list) and d and all(isinstance(x, list) and all(isinstance(v, int) for v in x) for x in d):
+            out.append([tuple(x) for x in d])
+    return out
+
+
+#: FLOPs per element of the optimizer update (Adam: m, v, bias corrections, sqrt, divide, update)
+_OPTIMIZER_FLOPS = {"_fused_adam": 16, "_fused_adamw": 18, "_fused_sgd": 3, "_fused_adagrad": 8}
+#: FLOPs per element of the foreach ops (each is an elementwise op over every tensor of a list)
+_FOREACH_FLOPS = {"addcmul": 2, "addcdiv": 2, "lerp": 2, "copy": 0, "zero": 0}
+
+
+def _optimizer(base: str, dims: Any, types: Any) -> OpWork:
+    """Foreach and fused optimizer ops: elementwise over every tensor of their lists. The
+    profiler records a TensorList's shapes only in some versions; without them: unknown."""
+    lists = _tensor_lists(dims)
+    elem = 2  # bf16/fp16 params are the common case; fp32 when the dtype says so
+    if isinstance(types, list) and any(t in ("float", "double") for t in types if isinstance(t, str)):
+        elem = 4
+    if not lists:
+        return _unknown("elementwise", f"aten::{base}: TensorList shapes not recorded")
+    numel = float(sum(np.prod(s, dtype=np.float64) for s in lists[0]))
+    if base in _OPTIMIZER_FLOPS:
+        # params, grads, exp_avg, exp_avg_sq read; params, exp_avg, exp_avg_sq written
+        n_read = min(len(lists), 4)
+        return OpWork("elementwise", _OPTIMIZER_FLOPS[base] * numel, n_read * numel * elem, 3 * numel * elem, "fp32", "vector",
+                      f"{base}: {_OPTIMIZER_FLOPS[base]} FLOPs per parameter element", numel)
+    op = base[len("_foreach_"):]
+    per = _FOREACH_FLOPS.get(op, 1)
+    return OpWork("elementwise", per * numel, len(lists) * numel * elem, numel * elem, "fp32", "vector",
+                  f"{base}: {per} FLOP per element of each tensor", numel)
+
+
+def _model(name: str, base: str, inplace: bool, ts: list[_Tensor | None], tensors: list[_Tensor], conc: list[Any],
+           dims: Any = None, types: Any = None) -> OpWork:
+    if base.startswith("_foreach_") or base in _OPTIMIZER_FLOPS:
+        return _optimizer(base, dims, types)
     if name.startswith("triton_"):
         return _triton(name, tensors)
     if base in _MATMUL:
         return _matmul(base, ts, tensors)
     if _ATTENTION_FWD.match(base):
-        return _attention(base, tensors, backward=False)
+        return _attention(base, tensors, backward=False, causal=_causal(base, conc))
     if "attention" in base and base.endswith("backward"):
-        return _attention(base, tensors, backward=True)
+        return _attention(base, tensors, backward=True, causal=_causal(base, conc))
+    if _CONV_BWD.match(base):
+        return _conv_backward(base, ts, conc)
     if _CONV.match(base):
-        return _conv(tensors)
+        return _conv(base, tensors, conc)
     if base in _NORM_FLOPS or (base.endswith("_backward") and base[: -len("_backward")] in _NORM_FLOPS) or base == "_softmax_backward_data" or base == "_log_softmax_backward_data":
         return _norm(base, tensors)
     if base in _REDUCTION:
         return _reduction(base, tensors)
     if base in _SCAN:
         if not tensors:
-            return _unknown("reduction", f"{name}: no tensor shapes recorded")
+            return _unknown("sort", f"{name}: no tensor shapes recorded")
         t = tensors[0]
-        return OpWork("reduction", float(t.numel), t.nbytes, t.nbytes, _precision(t.dtype), "vector")
+        return OpWork("sort", float(t.numel), t.nbytes, t.nbytes, _precision(t.dtype), "vector", "", float(t.numel))
     if base == "embedding":
         return _embedding(ts)
     if base in _ELEMENTWISE or base in _COPY:
@@ -317,50 +340,206 @@ def _matmul(base: str, ts: list[_Tensor | None], tensors: list[_Tensor]) -> OpWo
         note = "FP8 GEMM output dtype not recorded: 2 bytes/element (bf16) assumed"
     read = a.nbytes + b.nbytes + sum(t.nbytes for t in extra)
     written = float(out_numel) * out_size
-    return OpWork("gemm", flops, read, written, _precision(a.dtype), "tensor", note)
+    return OpWork("gemm", flops, read, written, _precision(a.dtype), "tensor", note, float(out_numel))
 
 
-def _attention(base: str, tensors: list[_Tensor], backward: bool) -> OpWork:
+#: position of ``is_causal`` in each attention op's schema (native_functions.yaml)
+_CAUSAL_ARG = {
+    "scaled_dot_product_attention": 5,
+    "_scaled_dot_product_flash_attention": 4,
+    "_scaled_dot_product_efficient_attention": 6,
+    "_scaled_dot_product_cudnn_attention": 6,
+    "_scaled_dot_product_flash_attention_backward": 11,
+    "_scaled_dot_product_efficient_attention_backward": 11,
+    "_scaled_dot_product_cudnn_attention_backward": 14,
+    "_flash_attention_forward": 8,
+    "_flash_attention_backward": 11,
+    "_cudnn_attention_forward": 10,
+    "_cudnn_attention_backward": 14,
+}
+#: position of ``custom_mask_type`` (0: none, 1 and 2: causal) in the memory-efficient kernels' ops
+_MASK_TYPE_ARG = {"_efficient_attention_forward": 9, "_efficient_attention_backward": 14}
+
+
+def _causal(base: str, conc: list[Any]) -> bool | None:
+    """Whether the attention call was causal (None when not recorded)."""
+    at = _CAUSAL_ARG.get(base)
+    if at is not None and at < len(conc):
+        flag = _flag(conc[at])
+        if flag is not None:
+            return flag
+    at = _MASK_TYPE_ARG.get(base)
+    if at is not None and at < len(conc) and isinstance(conc[at], str) and conc[at].strip().isdigit():
+        return int(conc[at]) != 0
+    return None
+
+
+def _attention(base: str, tensors: list[_Tensor], backward: bool, causal: bool | None = None) -> OpWork:
+    """Attention, as torch.utils.flop_counter counts it: forward ``2·B·H·Lq·Lk·(D + Dv)`` (QK^T
+    and PV), backward ``2·B·H·Lq·Lk·(3·D + 2·Dv)`` (recomputed scores, dV, dP, dQ, dK); a causal
+    mask halves both (only the lower triangle of the score matrix is computed)."""
     four = [t for t in tensors if len(t.dims) == 4]
     if len(four) < 3:
         return _unknown("attention", f"aten::{base}: q/k/v shapes not recorded")
-    q, k, v = four[0], four[1], four[2]
-    if base in ("_flash_attention_forward", "_efficient_attention_forward") or base in (
-        "_flash_attention_backward",
-        "_efficient_attention_backward",
-    ):
+    q, k, v = (four[1], four[2], four[3]) if backward and len(four) >= 4 else (four[0], four[1], four[2])
+    if base.startswith(("_flash_attention", "_efficient_attention")):
         b, lq, h, d = q.dims  # these take (batch, seq, heads, dim)
         lk, dv = k.dims[1], v.dims[3]
     else:
         b, h, lq, d = q.dims  # the SDPA entry points take (batch, heads, seq, dim)
         lk, dv = k.dims[2], v.dims[3]
-    fwd = 2.0 * b * h * lq * lk * (d + dv)
-    note = "masking not recorded: full QK^T counted, as PyTorch's FLOP counter does (a causal kernel does about half)"
+    pairs = float(b) * h * lq * lk
+    if causal:
+        pairs *= 0.5
+        note = "causal mask: half of the score matrix counted"
+    elif causal is None:
+        note = "masking not recorded: full QK^T counted, as PyTorch's FLOP counter does (a causal kernel does about half)"
+    else:
+        note = ""
     if backward:
+        flops = 2.0 * pairs * (3 * d + 2 * dv)
         read = sum(t.nbytes for t in tensors)
         written = q.nbytes + k.nbytes + v.nbytes
-        return OpWork("attention", 2.5 * fwd, read, written, _precision(q.dtype), "tensor", note + "; backward = 2.5x forward")
+        return OpWork("attention", flops, read, written, _precision(q.dtype), "tensor", _join(note, "backward"), float(q.numel))
+    flops = 2.0 * pairs * (d + dv)
     read = q.nbytes + k.nbytes + v.nbytes + sum(t.nbytes for t in tensors[3:] if len(t.dims) >= 2)
-    out = float(b) * h * lq * dv * q.itemsize + float(b) * h * lq * 4  # output + fp32 logsumexp
-    return OpWork("attention", fwd, read, out, _precision(q.dtype), "tensor", note)
+    out_numel = float(b) * h * lq * dv
+    out = out_numel * q.itemsize + float(b) * h * lq * 4  # output + fp32 logsumexp
+    return OpWork("attention", flops, read, out, _precision(q.dtype), "tensor", note, out_numel)
 
 
-def _conv(tensors: list[_Tensor]) -> OpWork:
+def _ints(v: Any, n: int, default: int) -> tuple[int, ...] | None:
+    """A concrete list argument (``"[2, 2]"``) as n ints; a single int is broadcast; None when
+    the argument is absent or unreadable."""
+    if v is None or v == "":
+        return None
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except ValueError:
+            return None
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return (v,) * n
+    if isinstance(v, list) and all(isinstance(x, int) for x in v):
+        if len(v) == 1:
+            return (v[0],) * n
+        return tuple(v) if len(v) == n else None
+    return None
+
+
+def _flag(v: Any) -> bool | None:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v in ("True", "False", "true", "false", "1", "0"):
+        return v in ("True", "true", "1")
+    if isinstance(v, int):
+        return bool(v)
+    return None
+
+
+def _conv_geometry(base: str, x: _Tensor, w: _Tensor, conc: list[Any]) -> tuple[tuple[int, ...], bool, str]:
+    """Output spatial size, transposed flag and a note, from the op's scalar arguments."""
+    nsp = len(x.dims) - 2
+    pos = _CONV_ARGS.get(base)
+    at = (lambda i: conc[i] if pos is not None and 0 <= i < len(conc) else None)
+    stride = _ints(at(pos[0]), nsp, 1) if pos else None
+    pad_v = at(pos[1]) if pos else None
+    if isinstance(pad_v, str) and pad_v.strip("'\"") in ("same", "valid"):
+        # padding="same" keeps the size at stride 1 (the only stride it allows); "valid" pads nothing
+        k_sp = w.dims[2:]
+        dil = _ints(at(pos[2]), nsp, 1) or (1,) * nsp
+        padding = tuple((d * (k - 1)) // 2 for d, k in zip(dil, k_sp)) if pad_v.strip("'\"") == "same" else (0,) * nsp
+        if pad_v.strip("'\"") == "same":
+            return tuple(x.dims[2:]), False, ""
+    else:
+        padding = _ints(pad_v, nsp, 0) if pos else None
+    dilation = _ints(at(pos[2]), nsp, 1) if pos else None
+    transposed = bool(pos and pos[3] == -2) or (bool(_flag(at(pos[3]))) if pos and pos[3] >= 0 else False)
+    kernel = w.dims[2:]
+    spatial = x.dims[2:]
+    note = ""
+    if stride is None or padding is None:
+        note = "stride/padding not recorded: output size assumed equal to the input's (stride 1, same padding)"
+        return tuple(spatial), transposed, note
+    dilation = dilation or (1,) * nsp
+    if transposed:
+        out = tuple((i - 1) * s - 2 * p + d * (k - 1) + 1 for i, s, p, d, k in zip(spatial, stride, padding, dilation, kernel))
+    else:
+        out = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, s, p, d, k in zip(spatial, stride, padding, dilation, kernel))
+    return out, transposed, note
+
+
+def _conv(base: str, tensors: list[_Tensor], conc: list[Any] = []) -> OpWork:  # noqa: B006 (never mutated)
+    """Forward convolution: ``2·N·K·(C/groups)·R·S·P·Q`` (weight ``K×C/g×R×S``, output ``P×Q``),
+    counted once, on the op that launched the kernels. A transposed convolution scatters each
+    input pixel: ``2·N·C_in·(C_out/g)·R·S·H·W``."""
     if len(tensors) < 2 or len(tensors[0].dims) < 3 or len(tensors[1].dims) != len(tensors[0].dims):
         return _unknown("conv", "convolution: input/weight shapes not recorded")
     x, w = tensors[0], tensors[1]
-    n, spatial = x.dims[0], x.dims[2:]
-    o, cg, kernel = w.dims[0], w.dims[1], w.dims[2:]
-    out_spatial = float(np.prod(spatial, dtype=np.float64))
-    flops = 2.0 * n * o * cg * float(np.prod(kernel, dtype=np.float64)) * out_spatial
+    out_sp, transposed, note = _conv_geometry(base, x, w, conc)
+    if note:
+        # without the stride the output size, and so the FLOPs, could be off by 4x: unknown
+        return _unknown("conv", f"aten::{base}: stride/padding not recorded (no Concrete Inputs): output size unknown")
+    n = x.dims[0]
+    kernel = float(np.prod(w.dims[2:], dtype=np.float64))
+    if transposed:
+        c_in, cout_g = w.dims[0], w.dims[1]
+        groups = max(1, x.dims[1] // c_in) if c_in else 1
+        flops = 2.0 * n * c_in * cout_g * kernel * float(np.prod(x.dims[2:], dtype=np.float64))
+        o = cout_g * groups
+    else:
+        o, cg = w.dims[0], w.dims[1]
+        flops = 2.0 * n * o * cg * kernel * float(np.prod(out_sp, dtype=np.float64))
+    out_numel = float(n) * o * float(np.prod(out_sp, dtype=np.float64))
     read = x.nbytes + w.nbytes + sum(t.nbytes for t in tensors[2:3] if len(t.dims) == 1)
-    written = float(n) * o * out_spatial * x.itemsize
-    note = "stride/padding not recorded: output size assumed equal to the input's (stride 1, same padding)"
-    return OpWork("conv", flops, read, written, _precision(x.dtype), "tensor", note)
+    written = out_numel * x.itemsize
+    return OpWork("conv", flops, read, written, _precision(x.dtype), "tensor", note, out_numel)
+
+
+def _conv_backward(base: str, ts: list[_Tensor | None], conc: list[Any]) -> OpWork:
+    """Convolution backward: the input gradient and the weight gradient each cost what the forward
+    did (``2·N·K·(C/g)·R·S·P·Q``); ``output_mask`` says which were computed."""
+    tensors = [t for t in ts if t is not None]
+    if base.startswith(("cudnn_convolution_backward_", "miopen_convolution_backward_")):
+        # (grad_output, weight | input, ...): one gradient; shapes of the other operand not all known
+        return _unknown("conv", f"aten::{base}: operand roles not modelled")
+    if len(tensors) < 3:
+        return _unknown("conv", f"aten::{base}: grad_output/input/weight shapes not recorded")
+    grad, x, w = tensors[0], tensors[1], tensors[2]
+    if len(x.dims) < 3 or len(w.dims) != len(x.dims) or len(grad.dims) != len(x.dims):
+        return _unknown("conv", f"aten::{base}: unexpected shapes")
+    transposed = False
+    pos = _CONV_ARGS.get(base)
+    if pos and 0 <= pos[3] < len(conc):
+        transposed = bool(_flag(conc[pos[3]]))
+    kernel = float(np.prod(w.dims[2:], dtype=np.float64))
+    if transposed:
+        one = 2.0 * x.dims[0] * w.dims[0] * w.dims[1] * kernel * float(np.prod(x.dims[2:], dtype=np.float64))
+    else:
+        # the forward's output is grad_output's shape: exact, no stride needed
+        one = 2.0 * grad.dims[0] * w.dims[0] * w.dims[1] * kernel * float(np.prod(grad.dims[2:], dtype=np.float64))
+    mask_v = conc[10] if len(conc) > 10 else None
+    mask: list[bool] = [True, True, False]
+    if isinstance(mask_v, str):
+        try:
+            parsed = json.loads(mask_v.replace("True", "true").replace("False", "false"))
+            if isinstance(parsed, list) and len(parsed) == 3:
+                mask = [bool(b) for b in parsed]
+        except ValueError:
+            pass
+    n_grads = int(mask[0]) + int(mask[1])
+    note = "backward: input and weight gradients each cost the forward's FLOPs" if n_grads == 2 else ""
+    read = grad.nbytes + (w.nbytes if mask[0] else 0.0) + (x.nbytes if mask[1] else 0.0)
+    written = (x.nbytes if mask[0] else 0.0) + (w.nbytes if mask[1] else 0.0)
+    if mask[2]:
+        written += w.dims[0] * grad.itemsize
+    return OpWork("conv", one * n_grads, read, written, _precision(x.dtype), "tensor", note, float(x.numel) if mask[0] else math.nan)
 
 
 def _norm(base: str, tensors: list[_Tensor]) -> OpWork:
-    kind = "norm"
+    kind = "softmax" if "softmax" in base else "norm"
     if not tensors:
         return _unknown(kind, f"aten::{base}: no tensor shapes recorded")
     x = max(tensors, key=lambda t: t.numel)
@@ -375,7 +554,7 @@ def _norm(base: str, tensors: list[_Tensor]) -> OpWork:
         written += rows * 4 * (2 if "layer" in base else 1)
     if base.endswith("_backward") or base.endswith("_backward_data"):
         note = "backward: every input read once, the input gradient written"
-    return OpWork(kind, per * x.numel, read, written, _precision(x.dtype), "vector", note)
+    return OpWork(kind, per * x.numel, read, written, _precision(x.dtype), "vector", note, float(x.numel))
 
 
 def _reduction(base: str, tensors: list[_Tensor]) -> OpWork:
@@ -398,11 +577,11 @@ def _embedding(ts: list[_Tensor | None]) -> OpWork:
         return _unknown("copy", "aten::embedding: shapes not recorded")
     weight, idx = ts[0], ts[1]
     rows = float(idx.numel) * weight.dims[1] * weight.itemsize
-    return OpWork("copy", 0.0, rows + idx.nbytes, rows, _precision(weight.dtype), "vector", "embedding: only the looked-up rows are read")
+    return OpWork("copy", 0.0, rows + idx.nbytes, rows, _precision(weight.dtype), "vector", "embedding: only the looked-up rows are read", float(idx.numel) * weight.dims[1])
 
 
 def _elementwise(base: str, inplace: bool, ts: list[_Tensor | None], tensors: list[_Tensor]) -> OpWork:
-    kind = "copy" if base in _COPY else "elementwise"
+    kind = ("fill" if base in _FILL else "copy") if base in _COPY else "elementwise"
     if not tensors:
         return _unknown(kind, f"aten::{base}: no tensor shapes recorded")
     note = ""
@@ -422,8 +601,8 @@ def _elementwise(base: str, inplace: bool, ts: list[_Tensor | None], tensors: li
         out_t = _Tensor(shape, big.dtype)
         if base in ("_to_copy", "to", "type_as"):
             note = "target dtype not recorded: output assumed the input's dtype"
-    flops = 0.0 if kind == "copy" else float(out_t.numel)
-    return OpWork(kind, flops, sum(t.nbytes for t in inputs), out_bytes, _precision(out_t.dtype), "vector", note)
+    flops = 0.0 if kind in DATA_KINDS else float(out_t.numel)
+    return OpWork(kind, flops, sum(t.nbytes for t in inputs), out_bytes, _precision(out_t.dtype), "vector", note, float(out_t.numel))
 
 
 def _triton(name: str, tensors: list[_Tensor]) -> OpWork:
@@ -449,23 +628,9 @@ def _triton(name: str, tensors: list[_Tensor]) -> OpWork:
 # kernels
 
 
-_KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("attention", re.compile(r"flash|fmha|sdpa|attention|attn", re.I)),
-    ("gemm", re.compile(r"gemm|gemv|nvjet|cutlass|xmma|cublas|Cijk_|matmul|_mm_|triton_tem_fused_(mm|addmm|bmm)|wgmma|hgmma", re.I)),
-    ("conv", re.compile(r"conv|implicit_gemm|wgrad|dgrad|winograd|fft2d|miopen", re.I)),
-    ("norm", re.compile(r"layer_?norm|rms_?norm|batch_?norm|group_?norm|softmax|triton_(red|per)_\w*(norm|softmax)", re.I)),
-    ("reduction", re.compile(r"reduce|reduction|triton_red_|triton_per_|argmax|argmin", re.I)),
-    ("copy", re.compile(r"copy|transpose|CatArray|cat_|index_select|gather|scatter|memcpy|fill_kernel|FillFunctor", re.I)),
-    ("elementwise", re.compile(r"elementwise|triton_poi_|pointwise|Functor|activation|gelu|silu|relu|dropout|foreach|multi_tensor_apply", re.I)),
-)
-
-
 def kernel_kind(name: str) -> str:
-    """What a kernel is, from its name alone (for traces without framework ops)."""
-    for kind, pattern in _KIND_PATTERNS:
-        if pattern.search(name):
-            return kind
-    return "other"
+    """What a kernel is, from its name alone: :func:`kviewer.analysis.kinds.kernel_kind`."""
+    return _kinds.kernel_kind(name)
 
 
 MODEL_COLUMNS = [
@@ -473,9 +638,12 @@ MODEL_COLUMNS = [
     "op_name",
     "op_dims",
     "kind",
+    "kind_source",
+    "helper",
     "model_flops",
     "model_bytes",
     "model_bytes_written",
+    "out_numel",
     "precision",
     "pipe",
     "op_kernels",
@@ -483,56 +651,35 @@ MODEL_COLUMNS = [
 ]
 
 
-def op_of_kernels(trace: Trace) -> np.ndarray:
-    """For every kernel, the ``cpu_slices.id`` of the op that launched it (-1 when unknown).
-
-    Join on ``external_id`` (and rank); when several op slices share an external id the innermost
-    (deepest) wins.
-    """
-    k = trace.kernels
-    out = np.full(len(k), -1, dtype=np.int64)
-    if not len(k):
-        return out
-    c = trace.cpu_slices
-    ops = c[(c["category"].astype(str) == "op") & (c["external_id"] >= 0)]
-    if not len(ops):
-        return out
-    ops = ops.sort_values(["rank", "external_id", "depth"], kind="stable")
-    # deepest last -> keep last per (rank, external_id)
-    ops = ops.drop_duplicates(["rank", "external_id"], keep="last")
-    key_ops = pd.MultiIndex.from_arrays([ops["rank"].to_numpy(np.int64), ops["external_id"].to_numpy(np.int64)])
-    key_k = pd.MultiIndex.from_arrays([k["rank"].to_numpy(np.int64), k["external_id"].to_numpy(np.int64)])
-    pos = key_ops.get_indexer(key_k)
-    found = (pos >= 0) & (k["external_id"].to_numpy() >= 0)
-    out[found] = ops["id"].to_numpy(np.int64)[pos[found]]
-    return out
-
-
-def model_kernels(trace: Trace) -> pd.DataFrame:
+def model_kernels(trace: Trace, classes: pd.DataFrame | None = None) -> pd.DataFrame:
     """The modelled work of every kernel (one row per kernel, in ``trace.kernels`` order).
 
-    Columns: ``op_id``, ``op_name``, ``op_dims`` (the op's input shapes, JSON text), ``kind``
-    (gemm, attention, conv, elementwise, norm, reduction, copy, other), ``model_flops``,
-    ``model_bytes`` (read + written), ``model_bytes_written`` (the output, which a fused consumer
-    would no longer read back), ``precision``, ``pipe`` (tensor | vector), ``op_kernels`` (how many
-    kernels the op launched) and ``model_note``.
+    Columns: ``op_id``, ``op_name``, ``op_dims`` (the op's input shapes, JSON text), ``kind``,
+    ``kind_source`` and ``helper`` (from :func:`kviewer.analysis.kinds.classify`),
+    ``model_flops``, ``model_bytes`` (read + written), ``model_bytes_written`` (the output, which a
+    fused consumer would no longer read back), ``out_numel`` (elements of the op's output),
+    ``precision``, ``pipe`` (tensor | vector), ``op_kernels`` (how many kernels the op launched)
+    and ``model_note``.
+
+    An op's FLOPs and bytes go to the kernels doing its arithmetic (split evenly when there are
+    several); its helper kernels (layout transforms, converts, fills, copies, split-K reductions)
+    get none of them: a copy or fill helper is known to do no FLOPs, its bytes are unknown.
     """
     k = trace.kernels
     n = len(k)
-    names = k["name"].astype(str).to_numpy()
-    # classify each distinct name once (a trace repeats a few hundred names thousands of times)
-    cats = k["name"].astype("category")
-    kinds_of_cat = np.array([kernel_kind(str(c)) for c in cats.cat.categories] + ["other"], dtype=object)
-    kinds_by_name = kinds_of_cat[cats.cat.codes.to_numpy()] if n else np.array([], dtype=object)
-    op_id = op_of_kernels(trace)
+    cls = _kinds.classify(trace) if classes is None else classes
+    op_id = cls["op_row"].to_numpy(np.int64)
     out = {
         "op_id": op_id,
-        "op_name": np.full(n, "", dtype=object),
+        "op_name": cls["op_name"].to_numpy(dtype=object).copy(),
         "op_dims": np.full(n, "", dtype=object),
-        "kind": kinds_by_name.copy(),
+        "kind": cls["kind"].to_numpy(dtype=object).copy(),
+        "kind_source": cls["kind_source"].to_numpy(dtype=object),
+        "helper": cls["helper"].to_numpy(dtype=bool),
         "model_flops": np.full(n, np.nan),
         "model_bytes": np.full(n, np.nan),
         "model_bytes_written": np.full(n, np.nan),
+        "out_numel": np.full(n, np.nan),
         "precision": np.full(n, "", dtype=object),
         "pipe": np.full(n, "", dtype=object),
         "op_kernels": np.zeros(n, dtype=np.int64),
@@ -547,46 +694,94 @@ def model_kernels(trace: Trace) -> pd.DataFrame:
     op_names = c["name"].astype(str).to_numpy()[ids]
     op_dims = c["input_dims"].astype(str).to_numpy()[ids]
     op_types = c["input_types"].astype(str).to_numpy()[ids]
+    op_conc = c["concrete_inputs"].astype(str).to_numpy()[ids] if "concrete_inputs" in c else np.full(len(ids), "", dtype=object)
     op_flops = c["flops"].to_numpy(np.float64)[ids]
     counts = pd.Series(ids).map(pd.Series(ids).value_counts()).to_numpy()
     out["op_kernels"][rows] = counts
-    out["op_name"][rows] = op_names
     out["op_dims"][rows] = op_dims
-
-    works = [op_work(nm, d, t, float(f)) for nm, d, t, f in zip(op_names, op_dims, op_types, op_flops)]
-    main_kinds = ("gemm", "attention", "conv")
-    # which kernels of a multi-kernel op are its main ones
-    by_op: dict[int, list[int]] = {}
+    helper = out["helper"]
+    # the kernels doing each op's arithmetic, and their measured time
+    mains: dict[int, int] = {}
+    main_ns: dict[int, float] = {}
+    kdur = k["dur"].to_numpy(np.float64)
     for r, i in zip(rows, ids):
-        by_op.setdefault(int(i), []).append(int(r))
-    for r, i, w in zip(rows, ids, works):
-        if w.kind != "other":
-            out["kind"][r] = w.kind if kinds_by_name[r] not in main_kinds or w.kind in main_kinds else kinds_by_name[r]
-        members = by_op[int(i)]
+        if not helper[r]:
+            mains[int(i)] = mains.get(int(i), 0) + 1
+            main_ns[int(i)] = main_ns.get(int(i), 0.0) + max(kdur[r], 0.0)
+    enclosing = _enclosing_flops(trace, np.unique(ids))
+    for r, i, nm, d, t, f, cc in zip(rows, ids, op_names, op_dims, op_types, op_flops, op_conc):
+        w = op_work(nm, d, t, float(f), cc)
+        if math.isnan(w.flops) and int(i) in enclosing and w.kind in ("conv", "gemm", "attention"):
+            # the innermost op (aten::cudnn_convolution) has no formula here, but an op around it
+            # (aten::conv2d) carries the profiler's own FLOP count
+            flops, outer = enclosing[int(i)]
+            w = OpWork(w.kind, flops, w.bytes_read, w.bytes_written, w.precision or "", w.pipe or "tensor",
+                       _join(w.note, f"FLOPs from the profiler's arg on the enclosing {outer}"), w.out_numel)
+        out["precision"][r] = w.precision
+        out["out_numel"][r] = w.out_numel
+        if helper[r]:
+            out["pipe"][r] = "vector"
+            if out["kind"][r] in DATA_KINDS:
+                out["model_flops"][r] = 0.0
+            out["model_note"][r] = f"helper kernel of {nm}: none of the op's FLOPs or bytes (they go to its main kernels)"
+            continue
         share = 1.0
         note = w.note
-        if len(members) > 1:
-            mains = [m for m in members if kinds_by_name[m] in main_kinds] if w.kind in main_kinds else []
-            if mains:
-                if r not in mains:
-                    out["kind"][r] = kinds_by_name[r] if kinds_by_name[r] != "other" else "other"
-                    out["model_note"][r] = f"helper kernel of {c['name'].iloc[i]}: the op's work is attributed to its main kernel"
-                    continue
-                share = 1.0 / len(mains)
-                if len(mains) > 1:
-                    note = _join(note, f"{c['name'].iloc[i]} launched {len(members)} kernels: its work is split evenly over its {len(mains)} main kernels")
-                else:
-                    note = _join(note, f"{c['name'].iloc[i]} launched {len(members)} kernels: all its work is attributed to this one")
-            else:
-                share = 1.0 / len(members)
-                note = _join(note, f"{c['name'].iloc[i]} launched {len(members)} kernels: its FLOPs and bytes are divided evenly between them")
+        members, n_main = int(counts[np.searchsorted(rows, r)]), mains.get(int(i), 1)
+        if n_main > 1:
+            # several kernels share the op's arithmetic (statistics then normalise, split-K
+            # partials): in proportion to their time, so each runs at the op's own SOL%
+            total_ns = main_ns.get(int(i), 0.0)
+            share = max(kdur[r], 0.0) / total_ns if total_ns > 0 else 1.0 / n_main
+            note = _join(note, f"{nm} launched {members} kernels: its work is split over the {n_main} doing its arithmetic in proportion to their time")
+        elif members > 1:
+            note = _join(note, f"{nm} launched {members} kernels: all its work is attributed to this one")
+        if out["kind_source"][r] != "counters" and w.kind not in ("other", ""):
+            if out["kind"][r] != w.kind and w.kind in _kinds.KINDS and out["kind_source"][r] != "op":
+                out["kind"][r] = w.kind
         out["model_flops"][r] = w.flops * share
         out["model_bytes"][r] = w.bytes * share
         out["model_bytes_written"][r] = w.bytes_written * share
-        out["precision"][r] = w.precision
         out["pipe"][r] = w.pipe
         out["model_note"][r] = note
     return pd.DataFrame(out, columns=MODEL_COLUMNS)
+
+
+def _enclosing_flops(trace: Trace, rows: np.ndarray) -> dict[int, tuple[float, str]]:
+    """For op rows without a FLOP count, the profiler's ``FLOPs`` arg of the innermost op around
+    them on the same thread that has one (``aten::conv2d`` around ``aten::cudnn_convolution``)."""
+    c = trace.cpu_slices
+    if not len(c) or "flops" not in c:
+        return {}
+    flops = c["flops"].to_numpy(np.float64)
+    has = np.flatnonzero((flops > 0) & (c["category"].astype(str) == "op").to_numpy())
+    if not len(has):
+        return {}
+    start = c["start"].to_numpy(np.int64)
+    end = start + c["dur"].to_numpy(np.int64)
+    depth = c["depth"].to_numpy(np.int64)
+    key = list(zip(c["rank"].to_numpy(np.int64), c["pid"].to_numpy(np.int64), c["tid"].to_numpy(np.int64)))
+    names = c["name"].astype(str).to_numpy()
+    by_thread: dict[tuple[int, int, int], np.ndarray] = {}
+    for j in has:
+        by_thread.setdefault(key[j], []).append(j)  # type: ignore[attr-defined]
+    sorted_rows = {k: np.asarray(sorted(v, key=lambda j: start[j]), dtype=np.int64) for k, v in by_thread.items()}
+    out: dict[int, tuple[float, str]] = {}
+    for r in rows:
+        r = int(r)
+        if flops[r] > 0:
+            continue
+        cand = sorted_rows.get(key[r])
+        if cand is None:
+            continue
+        stop = int(np.searchsorted(start[cand], start[r], side="right"))
+        best = -1
+        for j in cand[max(0, stop - 64):stop][::-1]:
+            if end[j] >= end[r] and depth[j] < depth[r] and (best < 0 or depth[j] > depth[best]):
+                best = int(j)
+        if best >= 0:
+            out[r] = (float(flops[best]), names[best])
+    return out
 
 
 def _join(a: str, b: str) -> str:

@@ -12,13 +12,21 @@ counters and DRAM bytes, rocprof's FETCH_SIZE/WRITE_SIZE), else *modelled* from 
 that launched the kernel (:mod:`kviewer.analysis.model`), else unknown (NaN): never guessed. The
 ``flops_source`` / ``bytes_source`` columns say which.
 
-For Nsight Compute kernels, NVIDIA's own throughput percentages (``ncu_sm_pct``, ``ncu_mem_pct``)
-sit beside ours, and the ``bound`` column follows Nsight Compute: memory-bound when its memory
-throughput is above its compute throughput. ``bound_model`` always holds our own verdict.
+``bound`` is the roofline's verdict (the term of the max that wins), the same for every source, so
+a layer norm is not "compute" in an Nsight Compute report and "memory" in the torch trace of the
+same run. NVIDIA's own throughput percentages (``ncu_sm_pct``, ``ncu_mem_pct``) sit beside it,
+and ``ncu_bound`` holds Nsight Compute's verdict (memory when its memory throughput is above its
+compute throughput); ``bound`` falls back to it only where the roofline has no verdict (FLOPs or
+bytes unknown). ``bound_model`` is the roofline's verdict alone.
 
-SOL% above 100 is possible and explained in ``note``: modelled bytes count traffic that the L2
-cache served (the DRAM saw less), attention FLOPs are counted without the causal mask, or the
-measured run was clocked differently from the datasheet.
+Physics is an invariant: no kernel runs faster than its speed of light. A kernel whose T_SOL
+exceeds its measured duration has a model or counter error, never an achievement: its ``sol_pct``
+and ``t_sol_ns`` are left unknown, ``sol_status`` is ``"exceeds_peak"`` and ``sol_reason`` names
+the likely cause as data (``SOL_REASONS``); ``note`` says it in words. Such kernels are kept off
+the roofline and counted in a warning by every view (:func:`sol_warnings`).
+
+Measured quantities never fall back to the model: a kernel whose counters were collected but miss
+its tensor work (tensor pipe busy, no tensor counter) has FLOPs *unknown*, not modelled.
 """
 
 from __future__ import annotations
@@ -30,7 +38,8 @@ import numpy as np
 import pandas as pd
 
 from kviewer.analysis.devices import DeviceSpec, devices_for_trace
-from kviewer.analysis.model import kernel_kind, model_kernels
+from kviewer.analysis.kinds import precision_from_name, precision_pipe
+from kviewer.analysis.model import model_kernels
 from kviewer.core import Trace
 
 SOL_COLUMNS = [
@@ -64,27 +73,25 @@ SOL_COLUMNS = [
     "ncu_sm_pct",
     "ncu_mem_pct",
     "note",
+    "sol_status",
+    "sol_reason",
+    "ncu_bound",
 ]
+
+#: ``sol_status`` values
+SOL_OK, SOL_UNKNOWN, SOL_EXCEEDS = "ok", "unknown", "exceeds_peak"
+#: ``sol_reason`` values for ``exceeds_peak`` kernels (data, for code to test)
+SOL_REASONS = (
+    "l2_served_traffic",       # modelled bytes include traffic the L2 cache served
+    "measured_bandwidth",      # measured DRAM bytes over the duration exceed the datasheet bandwidth
+    "attention_mask",          # attention FLOPs modelled without the (unrecorded) causal mask
+    "modelled_flops",          # modelled FLOPs above the peak: the model over-counts
+    "measured_flops",          # measured FLOPs above the peak: clocks above the datasheet, or replay mismatch
+)
 
 #: a tensor pipe busier than this (percent) means the kernel did tensor work (elementwise kernels
 #: show ~1% on Hopper: the GELU of the H200 sample reports 1.1%)
 _TENSOR_ACTIVE_PCT = 5.0
-
-
-def _precision_from_name(name: str) -> str:
-    """Tensor-op precision hinted by a kernel name (cuBLAS/CUTLASS/cuDNN naming), '' if none."""
-    n = name.lower()
-    if "e4m3" in n or "e5m2" in n or "fp8" in n or "f8f6f4" in n:
-        return "fp8"
-    if "bf16" in n or "bfloat16" in n:
-        return "bf16"
-    if "tf32" in n:
-        return "tf32"
-    if "f16" in n or "fp16" in n or "half" in n or "hgemm" in n:
-        return "fp16"
-    if "dgemm" in n or "fp64" in n or "f64" in n:
-        return "fp64"
-    return ""
 
 
 def speed_of_light(
@@ -115,13 +122,14 @@ def speed_of_light(
     names = k["name"].astype(str).to_numpy()
     dur = k["dur"].to_numpy(np.float64)
 
-    # -- measured FLOPs: sum of the counters that were collected
-    cols = ["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]
-    meas = np.column_stack([k[c].to_numpy(np.float64) for c in cols]) if n else np.zeros((0, 4))
+    # -- measured FLOPs: every counter family that was collected (fp64, fp32, fp16 vector; tensor)
+    fam_cols = ["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]
+    meas = np.column_stack([k[c].to_numpy(np.float64) for c in fam_cols]) if n else np.zeros((0, 4))
     any_meas = ~np.isnan(meas).all(axis=1) if n else np.zeros(0, dtype=bool)
     meas_flops = np.where(any_meas, np.nansum(np.nan_to_num(meas, nan=0.0), axis=1), np.nan)
     tensor_pct = k["tensor_pipe_pct"].to_numpy(np.float64)
     tensor_missing = any_meas & np.isnan(meas[:, 3]) & (tensor_pct > _TENSOR_ACTIVE_PCT)
+    tprec = k["tensor_precision"].astype(str).to_numpy() if "tensor_precision" in k else np.full(n, "", dtype=object)
 
     # -- measured bytes: DRAM bytes, or read + write
     dram = k["dram_bytes"].to_numpy(np.float64)
@@ -140,21 +148,23 @@ def speed_of_light(
     ncu_sm = k["sm_throughput_pct"].to_numpy(np.float64)
     ncu_mem = k["mem_throughput_pct"].to_numpy(np.float64)
     dev_col = k["device"].to_numpy(np.int64)
+    name_prec: dict[str, str] = {}
     for i in range(n):
         notes: list[str] = []
         spec = specs.get(int(dev_col[i])) if specs else None
-        kind = str(m_kind[i]) or kernel_kind(names[i])
-        # FLOPs
-        if any_meas[i] and not tensor_missing[i]:
+        kind = str(m_kind[i])
+        precision, pipe = str(m_prec[i]), str(m_pipe[i])
+        # FLOPs: measured, else modelled, else unknown -- never a measured kernel's model
+        if any_meas[i] and tensor_missing[i]:
+            flops, fsrc = math.nan, "unknown"
+            notes.append("tensor pipe active but no tensor FLOP counter collected: FLOPs unknown (counters are never mixed with the model)")
+            pipe = "tensor"
+        elif any_meas[i]:
             flops, fsrc = meas_flops[i], "measured"
         elif not math.isnan(mflops[i]):
             flops, fsrc = mflops[i], "modelled"
-            if tensor_missing[i]:
-                notes.append("tensor pipe active but no tensor FLOP counter collected: FLOPs modelled")
         else:
             flops, fsrc = math.nan, "unknown"
-            if tensor_missing[i]:
-                notes.append("tensor pipe active but no tensor FLOP counter collected: FLOPs unknown")
         # bytes
         if not math.isnan(meas_bytes[i]):
             nbytes, bsrc = meas_bytes[i], "measured"
@@ -162,51 +172,84 @@ def speed_of_light(
             nbytes, bsrc = mbytes[i], "modelled"
         else:
             nbytes, bsrc = math.nan, "unknown"
-        # precision and pipe
-        precision, pipe = str(m_prec[i]), str(m_pipe[i])
+        # precision and pipe: the counter that fired, else the op's dtypes, else the name
+        # (kinds.precision_pipe, the one rule)
+        if names[i] not in name_prec:
+            name_prec[names[i]] = precision_from_name(names[i])
+        hint = name_prec[names[i]]
+        peak, field = math.nan, ""
+        if fsrc != "measured":
+            precision, pipe, _ = precision_pipe(kind, op=precision, op_pipe=pipe, name=names[i])
         if fsrc == "measured":
             parts = np.nan_to_num(meas[i], nan=0.0)
-            top = int(np.argmax(parts))
-            if top == 3 or tensor_pct[i] > _TENSOR_ACTIVE_PCT and parts[3] > 0:
-                pipe = "tensor"
-                if not precision:
-                    precision = _precision_from_name(names[i])
-                    if not precision:
-                        precision = "fp16"
+            cands = []
+            for j, (p, pp) in enumerate((("fp64", "vector"), ("fp32", "vector"), ("fp16", "vector"), ("", "tensor"))):
+                if parts[j] <= 0:
+                    continue
+                if pp == "tensor":
+                    counter = tprec[i] if tprec[i] not in ("", "nan") else ""
+                    op_p = precision if precision not in ("", "fp32") else ""  # fp32 ops run tf32 or fp32
+                    p = precision_pipe(kind, counter, "tensor", op_p, "tensor", names[i])[0]
+                    if not p:
+                        p = "fp16"
                         notes.append("tensor precision not recorded: FP16 tensor peak assumed")
+                pk, fd = _peak(spec, p, pp)
+                cands.append((parts[j] / pk if pk > 0 else math.inf, p, pp, pk, fd, parts[j]))
+            if cands:
+                # the pipes run side by side: the family needing the most time at its own peak
+                # sets the roof, and the kernel's FLOPs are that counter's value (a GEMM's are its
+                # tensor operations, exactly what Nsight Compute counted; the epilogue's few FP32
+                # FLOPs ran on another pipe and are named in the note)
+                _, precision, pipe, peak, field, flops = max(cands, key=lambda c: c[0])
+                others = [c for c in cands if c[1:3] != (precision, pipe)]
+                if others:
+                    notes.append("also " + ", ".join(f"{c[5]:,.0f} {c[1].upper()} {c[2]} FLOPs" for c in others)
+                                 + " (on another pipe, within the time of the first)")
             else:
-                pipe = "vector"
-                precision = ("fp64", "fp32", "fp16")[top]
-        elif tensor_missing[i] and not precision:
-            pipe, precision = "tensor", _precision_from_name(names[i])
+                precision, pipe = precision or hint or "fp32", pipe or "vector"
         if not precision:
-            precision, pipe = "fp32", pipe or "vector"
+            precision = "fp32"
+            if not math.isnan(flops):
+                notes.append("precision not recorded: the FP32 peak assumed")
         if not pipe:
-            pipe = "vector"
-        peak, field = (spec.peak_flops(precision, pipe) if spec else (math.nan, ""))
+            pipe = "tensor" if kind in ("gemm", "conv", "attention") else "vector"
+        if not field:
+            peak, field = _peak(spec, precision, pipe)
         if field and pipe == "tensor" and not field.startswith(precision):
             notes.append(f"no {precision.upper()} tensor rate on this GPU: {field} used")
         bw = spec.dram_bytes_per_s if spec else math.nan
+        # the dominant family's FLOPs at its peak: the achieved point then sits under that roof
+        # exactly when T_SOL <= the measured time
         t_c = flops / peak * 1e9 if peak > 0 and not math.isnan(flops) else math.nan
         t_m = nbytes / bw * 1e9 if bw > 0 and not math.isnan(nbytes) else math.nan
         if math.isnan(t_c) and math.isnan(t_m):
             t_sol = math.nan
             bound_model = "unknown"
+        elif math.isnan(t_c) and (kind in ("gemm", "conv", "attention") or tensor_missing[i]):
+            # a matrix kernel's floor is its compute term: the memory term alone would put a GEMM
+            # at a few % of a speed of light it nearly reaches
+            t_sol, bound_model = math.nan, "unknown"
+            notes.append("FLOPs unknown for a matrix kernel: its speed of light is unknown (the memory term alone would understate it)")
         elif math.isnan(t_c):
-            t_sol, bound_model = t_m, "unknown"
+            t_sol, bound_model = (t_m, "unknown") if t_m > 0 else (math.nan, "unknown")
             notes.append("FLOPs unknown: the memory term alone")
         elif math.isnan(t_m):
-            t_sol, bound_model = t_c, "unknown"
+            # a kernel known to do no arithmetic has no compute floor: nothing is known
+            t_sol, bound_model = (t_c, "unknown") if t_c > 0 else (math.nan, "unknown")
             notes.append("bytes unknown: the compute term alone")
         else:
             t_sol = max(t_c, t_m)
             bound_model = "compute" if t_c >= t_m else "memory"
         sol_pct = t_sol / dur[i] * 100.0 if dur[i] > 0 and not math.isnan(t_sol) else math.nan
-        bound = bound_model
+        status, reason = (SOL_UNKNOWN if math.isnan(sol_pct) else SOL_OK), ""
+        ncu_bound = ""
         if not math.isnan(ncu_sm[i]) and not math.isnan(ncu_mem[i]):
-            bound = "memory" if ncu_mem[i] > ncu_sm[i] else "compute"
+            ncu_bound = "memory" if ncu_mem[i] > ncu_sm[i] else "compute"
+        bound = bound_model if bound_model != "unknown" or not ncu_bound else ncu_bound
         if sol_pct > 100.0:
-            notes.append(_over_100(bound_model, fsrc, bsrc, kind, nbytes, spec))
+            reason = _over_100_reason(t_c, t_m, dur[i], fsrc, bsrc, kind, str(m_note[i]))
+            notes.append(f"exceeds peak: model or counter error ({sol_pct:.0f}% of the speed of light is impossible): " + _REASON_TEXT[reason](nbytes, spec))
+            status, sol_pct, t_sol = SOL_EXCEEDS, math.nan, math.nan
         intensity = flops / nbytes if nbytes > 0 and not math.isnan(flops) else math.nan
         note = str(m_note[i])
         if note:
@@ -214,13 +257,13 @@ def speed_of_light(
         rows.append(
             (
                 flops, fsrc, nbytes, bsrc, precision, pipe, kind, intensity, peak, field, bw, t_c, t_m, t_sol,
-                sol_pct, bound, bound_model, spec.id if spec else "", "; ".join(notes),
+                sol_pct, bound, bound_model, spec.id if spec else "", "; ".join(notes), status, reason, ncu_bound,
             )
         )
     cols_out = [
         "flops", "flops_source", "bytes", "bytes_source", "precision", "pipe", "kind", "intensity",
         "peak_flops", "peak_field", "peak_bw", "t_compute_ns", "t_memory_ns", "t_sol_ns", "sol_pct",
-        "bound", "bound_model", "gpu", "note",
+        "bound", "bound_model", "gpu", "note", "sol_status", "sol_reason", "ncu_bound",
     ]
     body = pd.DataFrame(rows, columns=cols_out) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in cols_out})
     out = pd.DataFrame(
@@ -245,19 +288,47 @@ def speed_of_light(
     return out[SOL_COLUMNS]
 
 
-def _over_100(bound: str, fsrc: str, bsrc: str, kind: str, nbytes: float, spec: DeviceSpec | None) -> str:
-    if bound == "memory" or bound == "unknown" and bsrc != "unknown":
-        if bsrc == "modelled":
-            l2 = spec.l2_mib if spec is not None else math.nan
-            size = f" ({nbytes / 2**20:.0f} MiB of traffic, L2 {l2:.0f} MiB)" if l2 == l2 else ""
-            return "above 100%: part of the modelled traffic was served by the L2 cache, so DRAM moved less than the model counts" + size
-        return (
-            "above 100%: the measured DRAM bytes over this duration exceed the datasheet bandwidth "
-            "(duration and counters from different replays, or memory clocked above the datasheet)"
-        )
-    if kind == "attention" and fsrc == "modelled":
-        return "above 100%: attention FLOPs are counted without the causal mask, which skips about half of them"
-    return "above 100%: more FLOP/s than the datasheet peak (FLOPs over-counted, or clocks above those the peak assumes)"
+def _peak(spec: DeviceSpec | None, precision: str, pipe: str) -> tuple[float, str]:
+    if spec is None:
+        return math.nan, ""
+    try:
+        return spec.peak_flops(precision, pipe)
+    except ValueError:  # a precision without a rate in the table (int4, fp4...)
+        return math.nan, ""
+
+
+def _over_100_reason(t_c: float, t_m: float, dur: float, fsrc: str, bsrc: str, kind: str, model_note: str) -> str:
+    """Which term broke physics, and why, as a :data:`SOL_REASONS` code."""
+    memory = not math.isnan(t_m) and t_m > dur and (math.isnan(t_c) or t_m >= t_c)
+    if memory:
+        return "l2_served_traffic" if bsrc == "modelled" else "measured_bandwidth"
+    if fsrc == "modelled":
+        return "attention_mask" if kind == "attention" and "masking not recorded" in model_note else "modelled_flops"
+    return "measured_flops"
+
+
+_REASON_TEXT = {
+    "l2_served_traffic": lambda nbytes, spec: (
+        "part of the modelled traffic was served by the L2 cache, so DRAM moved less than the model counts"
+        + (f" ({nbytes / 2**20:.0f} MiB of traffic, L2 {spec.l2_mib:.0f} MiB)" if spec is not None and spec.l2_mib == spec.l2_mib and nbytes == nbytes else "")
+    ),
+    "measured_bandwidth": lambda nbytes, spec: (
+        "the measured DRAM bytes over this duration exceed the datasheet bandwidth "
+        "(duration and counters from different replays, or memory clocked above the datasheet)"
+    ),
+    "attention_mask": lambda nbytes, spec: "attention FLOPs are counted without the causal mask, which skips about half of them",
+    "modelled_flops": lambda nbytes, spec: "the modelled FLOPs exceed what the peak allows in this time: the model over-counts this kernel's work",
+    "measured_flops": lambda nbytes, spec: "more FLOP/s than the datasheet peak (clocks above those the peak assumes, or counters and duration from different replays)",
+}
+
+
+def sol_warnings(sol: pd.DataFrame) -> dict[str, int]:
+    """How many kernels exceed their peak, per :data:`SOL_REASONS` code (empty when none): every
+    view shows this count as a warning."""
+    if "sol_status" not in sol or not len(sol):
+        return {}
+    bad = sol[sol["sol_status"].astype(str).to_numpy() == SOL_EXCEEDS]
+    return {str(r): int(c) for r, c in bad["sol_reason"].astype(str).value_counts().items()}
 
 
 def sol_summary(sol: pd.DataFrame) -> dict[str, float]:

@@ -104,6 +104,7 @@ KERNELS = Table(
         Column("flops_fp32", FLOAT, "measured FP32 FLOP count"),
         Column("flops_fp16", FLOAT, "measured FP16/BF16 (non-tensor) FLOP count"),
         Column("flops_tensor", FLOAT, "measured tensor-core / matrix-core FLOP count"),
+        Column("tensor_precision", CAT, "precision of the tensor-op counter that fired (bf16, fp16, tf32, fp8, int8, fp64)"),
         Column("dram_bytes", FLOAT, "measured DRAM bytes read + written"),
         Column("dram_read_bytes", FLOAT, "measured DRAM bytes read"),
         Column("dram_write_bytes", FLOAT, "measured DRAM bytes written"),
@@ -157,6 +158,7 @@ CPU_SLICES = Table(
         Column("external_id", INT, "framework op id (PyTorch External id)"),
         Column("input_dims", CAT, "op input shapes, JSON text"),
         Column("input_types", CAT, "op input dtypes, JSON text"),
+        Column("concrete_inputs", CAT, "op scalar arguments (strides, flags), JSON text"),
         Column("flops", FLOAT, "FLOPs the framework reports for the op"),
     ),
 )

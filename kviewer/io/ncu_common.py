@@ -403,25 +403,108 @@ def _flops(wide: Mapping[str, np.ndarray], p: str, n: int, cycles: np.ndarray) -
     """add + mul + 2 x fma for precision letter ``p`` (d, f, h), as Nsight Compute's roofline does.
 
     Counts (``*_pred_on.sum``) are used when collected; otherwise the roofline sections' rates
-    (``smsp__..._pred_on.sum.per_cycle_elapsed``, and the section's own ``_x2`` fma metric) are
-    multiplied by the elapsed SMSP cycles (clock x duration). The ``h`` counters count one
-    instruction per half2 lane pair exactly as the HierarchicalHalfRooflineChart section uses them.
+    (``smsp__..._pred_on.sum.per_cycle_elapsed``, and the sections' own ``_x2``/``_x4`` metrics)
+    are multiplied by the elapsed SMSP cycles (clock x duration). A half-precision instruction
+    works on a half2 pair: the HierarchicalHalfRooflineChart section counts hadd and hmul twice
+    (``_x2``) and hfma four times (``_x4``), and so does this.
     """
     out = np.full(n, np.nan)
     ops = [f"{p}add", f"{p}mul", f"{p}fma"]
+    weights = (2, 2, 4) if p == "h" else (1, 1, 2)
     for unit in ("sm", "smsp"):
-        counts = _sum_all(wide, [f"{unit}__sass_thread_inst_executed_op_{o}_pred_on.sum" for o in ops], (1, 1, 2))
+        counts = _sum_all(wide, [f"{unit}__sass_thread_inst_executed_op_{o}_pred_on.sum" for o in ops], weights)
         if counts is not None:
             out = np.where(np.isnan(out), counts, out)
-    rate_names = [f"smsp__sass_thread_inst_executed_op_{p}add_pred_on.sum.per_cycle_elapsed",
-                  f"smsp__sass_thread_inst_executed_op_{p}mul_pred_on.sum.per_cycle_elapsed"]
-    fma_x2 = f"derived__smsp__sass_thread_inst_executed_op_{p}fma_pred_on_x2"
-    fma_rate = f"smsp__sass_thread_inst_executed_op_{p}fma_pred_on.sum.per_cycle_elapsed"
-    rates = _sum_all(wide, rate_names, (1, 1))
-    if rates is not None and (fma_x2 in wide or fma_rate in wide):
-        fma = wide[fma_x2] if fma_x2 in wide else 2 * wide[fma_rate]
-        out = np.where(np.isnan(out), (rates + fma) * cycles, out)
+    rate = np.zeros(n)
+    have = True
+    for o, w in zip(ops, weights):
+        derived = f"derived__smsp__sass_thread_inst_executed_op_{o}_pred_on_x{w}"
+        plain = f"smsp__sass_thread_inst_executed_op_{o}_pred_on.sum.per_cycle_elapsed"
+        if derived in wide:
+            rate = rate + wide[derived]
+        elif plain in wide:
+            rate = rate + w * wide[plain]
+        else:
+            have = False
+    if have:
+        out = np.where(np.isnan(out), rate * cycles, out)
     return out
+
+
+#: the source type of a tensor-op counter -> the precision whose peak applies
+_TENSOR_SRC = {"bf16": "bf16", "fp16": "fp16", "f16": "fp16", "tf32": "tf32", "fp8": "fp8", "fp64": "fp64",
+               "f64": "fp64", "int8": "int8", "int4": "int4", "int1": "int1", "fp4": "fp4", "fp6": "fp6"}
+#: ``sm__ops_path_tensor_src_<src>[_dst_<dst>][_sparsity_<on|off>].sum``: tensor-pipe operations
+#: (2 per multiply-add, so a GEMM's count is 2·M·N·K) by source type, the counter family of
+#: ``--set full`` on Hopper and later; the per-instruction variants
+#: (``sm__ops_path_tensor_op_<hgmma|hmma|...>_src_...``) split the same operations by instruction
+_OPS_PATH = re.compile(r"sm__ops_path_tensor_()src_([a-z0-9]+?)(?:_dst_([a-z0-9]+))?(?:_sparsity_(on|off))?\.sum")
+_OPS_PATH_OP = re.compile(r"sm__ops_path_tensor_op_([a-z0-9]+)_src_([a-z0-9]+?)(?:_dst_([a-z0-9]+))?(?:_sparsity_(on|off))?\.sum")
+
+
+def _ops_path_total(wide: Mapping[str, np.ndarray], pattern: re.Pattern[str]) -> dict[str, np.ndarray]:
+    """Per precision, the tensor operations of the counters matching ``pattern`` (groups:
+    instruction, source, destination, sparsity), each operation counted once.
+
+    Nsight Compute writes a total per source type and, depending on the GPU and version, splits
+    of it by destination type and by sparsity; summing a total with its splits would count the
+    same operations twice. So per (instruction, source) the least split level present is used:
+    the total, else the sum over destinations, else over sparsity, else over both.
+    """
+    levels: dict[tuple[str, str], dict[int, list[np.ndarray]]] = {}
+    for name, values in wide.items():
+        m = pattern.fullmatch(name)
+        if not m:
+            continue
+        instr, src, dst, sparse = m.group(1) or "", m.group(2), m.group(3), m.group(4)
+        level = (1 if dst else 0) + (2 if sparse else 0)
+        levels.setdefault((instr, src), {}).setdefault(level, []).append(np.asarray(values, dtype=np.float64))
+    out: dict[str, np.ndarray] = {}
+    for (_, src), by_level in levels.items():
+        prec = _TENSOR_SRC.get(src)
+        if prec is None:
+            continue
+        arrays = by_level[min(by_level)]
+        total = arrays[0]
+        for a in arrays[1:]:
+            total = np.where(np.isnan(total), a, np.where(np.isnan(a), total, total + a))
+        prev = out.get(prec)
+        out[prec] = total if prev is None else np.where(np.isnan(prev), total, np.where(np.isnan(total), prev, prev + total))
+    return out
+
+
+def tensor_flops(wide: Mapping[str, np.ndarray], n: int, cycles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Measured tensor-pipe FLOPs per kernel and the precision of the counter that fired.
+
+    In order of preference: the ``sm__ops_path_tensor_src_*`` operation counters (exact; the
+    precision is the source type with the most operations), their per-instruction split
+    ``sm__ops_path_tensor_op_*_src_*``, then the HierarchicalTensorRooflineChart section's
+    ``derived__smsp__inst_executed_pipe_tensor_x512`` rate (512 operations per tensor-pipe
+    instruction; precision not known). NaN / "" where none was collected.
+    """
+    for pattern in (_OPS_PATH, _OPS_PATH_OP):
+        by_prec = _ops_path_total(wide, pattern)
+        if by_prec:
+            names = sorted(by_prec)
+            grid = np.vstack([by_prec[p] for p in names])
+            seen = ~np.isnan(grid).all(axis=0)
+            total = np.where(seen, np.nansum(grid, axis=0), np.nan)
+            filled = np.nan_to_num(grid, nan=0.0)
+            top = np.argmax(filled, axis=0)
+            prec_out = np.where(seen & (filled.max(axis=0) > 0), np.asarray(names, dtype=object)[top], "")
+            return total, prec_out.astype(object)
+    # older Nsight Compute: the tensor roofline's own approximation, 512 operations per
+    # tensor-pipe instruction (its section defines derived__smsp__inst_executed_pipe_tensor_x512 as
+    # smsp__inst_executed_pipe_tensor.sum.per_cycle_elapsed * 512)
+    tensor = np.full(n, np.nan)
+    if "derived__smsp__inst_executed_pipe_tensor_x512" in wide:
+        tensor = wide["derived__smsp__inst_executed_pipe_tensor_x512"] * cycles
+    for name in ("sm__inst_executed_pipe_tensor.sum", "smsp__inst_executed_pipe_tensor.sum"):
+        if name in wide:
+            tensor = np.where(np.isnan(tensor), 512.0 * wide[name], tensor)
+    if "smsp__inst_executed_pipe_tensor.sum.per_cycle_elapsed" in wide:
+        tensor = np.where(np.isnan(tensor), 512.0 * wide["smsp__inst_executed_pipe_tensor.sum.per_cycle_elapsed"] * cycles, tensor)
+    return tensor, np.full(n, "", dtype=object)
 
 
 def measured_columns(wide: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
@@ -436,12 +519,9 @@ def measured_columns(wide: Mapping[str, np.ndarray], n: int) -> dict[str, np.nda
     cols["flops_fp64"] = _flops(wide, "d", n, cycles)
     cols["flops_fp32"] = _flops(wide, "f", n, cycles)
     cols["flops_fp16"] = _flops(wide, "h", n, cycles)
-    # the HierarchicalTensorRooflineChart section's definition: 512 operations per tensor-pipe
-    # instruction; not derivable when that section was not collected
-    tensor = np.full(n, np.nan)
-    if "derived__smsp__inst_executed_pipe_tensor_x512" in wide:
-        tensor = wide["derived__smsp__inst_executed_pipe_tensor_x512"] * cycles
+    tensor, tensor_prec = tensor_flops(wide, n, cycles)
     cols["flops_tensor"] = tensor
+    cols["tensor_precision"] = tensor_prec
 
     read = _first(wide, ("dram__bytes_read.sum",), n)
     write = _first(wide, ("dram__bytes_write.sum",), n)

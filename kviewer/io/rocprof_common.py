@@ -442,6 +442,34 @@ def dram_columns(counters: Mapping[str, np.ndarray], n: int) -> dict[str, np.nda
     return {k: v for k, v in out.items() if len(v) == n}
 
 
+#: rocprof's FLOP counters (the formulas of rocprofiler-compute's roofline): VALU instructions count
+#: one per wavefront, 64 lanes each (an FMA is two FLOPs); ``SQ_INSTS_VALU_MFMA_MOPS_<type>``
+#: counts matrix-core operations in units of 512 FLOPs
+_VALU = {"F16": "flops_fp16", "F32": "flops_fp32", "F64": "flops_fp64"}
+_MFMA = {"F16": "fp16", "BF16": "bf16", "F32": "tf32", "F64": "fp64", "I8": "int8", "F8": "fp8"}
+
+
+def flops_columns(counters: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    """kernels.flops_fp16/fp32/fp64 from ``SQ_INSTS_VALU_{ADD,MUL,TRANS,FMA}_F*`` and
+    kernels.flops_tensor / tensor_precision from ``SQ_INSTS_VALU_MFMA_MOPS_*`` (only counters that
+    were collected; a family needs all its counters)."""
+    up = {name.upper(): np.asarray(v, dtype=np.float64) for name, v in counters.items() if len(v) == n}
+    out: dict[str, np.ndarray | Any] = {}
+    for p, column in _VALU.items():
+        parts = [f"SQ_INSTS_VALU_{op}_{p}" for op in ("ADD", "MUL", "TRANS", "FMA")]
+        if all(x in up for x in parts[:2] + parts[3:]):
+            total = up[parts[0]] + up[parts[1]] + up.get(parts[2], 0.0) + 2.0 * up[parts[3]]
+            out[column] = 64.0 * total
+    mfma = {prec: up[f"SQ_INSTS_VALU_MFMA_MOPS_{t}"] * 512.0 for t, prec in _MFMA.items() if f"SQ_INSTS_VALU_MFMA_MOPS_{t}" in up}
+    if mfma:
+        names = sorted(mfma)
+        grid = np.vstack([mfma[k] for k in names])
+        out["flops_tensor"] = np.nansum(grid, axis=0)
+        filled = np.nan_to_num(grid, nan=0.0)
+        out["tensor_precision"] = np.where(filled.max(axis=0) > 0, np.asarray(names, dtype=object)[np.argmax(filled, axis=0)], "").astype(object)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # host intervals
 

@@ -175,6 +175,7 @@ def build_v1(table: rc.CsvTable, path: Path, source_format: str, container: str)
         values = rc.numbers(table, c, path, recognised, integer=False)
         counters[table.columns[c]] = (values, table.text(c))
     cols.update(rc.dram_columns({k: v[0] for k, v in counters.items()}, n))
+    cols.update(rc.flops_columns({k: v[0] for k, v in counters.items()}, n))
 
     kernels, new_id = schema.make_table_mapped("kernels", n, cols)
     launch = {

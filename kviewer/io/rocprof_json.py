@@ -385,6 +385,12 @@ def build(path: Path, entries: list[ToolEntry], cancel: CancelToken) -> Trace:
                 cols[column] = col
         if "dram_read_bytes" in cols and "dram_write_bytes" in cols:
             cols["dram_bytes"] = cols["dram_read_bytes"] + cols["dram_write_bytes"]
+        full = {}
+        for counter in wide.columns:
+            col = np.full(n, np.nan)
+            col[wide.index.to_numpy()] = wide[counter].to_numpy()
+            full[str(counter)] = col
+        cols.update(rc.flops_columns(full, n))
 
     kernels, new_id = schema.make_table_mapped("kernels", n, cols)
     frames = []

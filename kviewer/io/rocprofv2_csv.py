@@ -88,6 +88,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         if c not in KNOWN:
             counters[table.columns[c]] = (rc.numbers(table, c, path, RECOGNISED, integer=False), table.text(c))
     cols.update(rc.dram_columns({k: v[0] for k, v in counters.items()}, n))
+    cols.update(rc.flops_columns({k: v[0] for k, v in counters.items()}, n))
     kernels, new_id = schema.make_table_mapped("kernels", n, cols)
     metrics = rc.metrics_from_wide(new_id, counters)
     devices = rc.devices_table(

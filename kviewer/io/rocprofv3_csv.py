@@ -734,6 +734,14 @@ def _dram_from_metrics(kernels: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataF
     has_both = kernels["dram_read_bytes"].notna() & kernels["dram_write_bytes"].notna()
     if has_both.any():
         kernels.loc[has_both, "dram_bytes"] = kernels.loc[has_both, "dram_read_bytes"] + kernels.loc[has_both, "dram_write_bytes"]
+    per: dict[str, np.ndarray] = {}
+    for name, sel in m.groupby(names.to_numpy(), sort=False):
+        col = np.full(len(kernels), np.nan)
+        sums = sel.groupby("kernel")["value"].sum()
+        col[sums.index.to_numpy()] = sums.to_numpy()
+        per[str(name)] = col
+    for column, values in rc.flops_columns(per, len(kernels)).items():
+        kernels[column] = pd.Categorical(values) if column == "tensor_precision" else values
     return kernels
 
 

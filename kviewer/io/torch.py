@@ -108,6 +108,7 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     kind: int | str = ""
     input_dims: Raw = field(name="Input Dims", default=_NO_RAW)
     input_types: Raw = field(name="Input type", default=_NO_RAW)
+    concrete: Raw = field(name="Concrete Inputs", default=_NO_RAW)
     flops: float = field(name="FLOPs", default=math.nan)
 
 
@@ -741,8 +742,8 @@ _ABSOLUTE_US = 1e14
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 
 _CAT, _NAME, _PID, _TID, _TS, _DUR = (attrgetter(a) for a in ("cat", "name", "pid", "tid", "ts", "dur"))
-_DIMS, _TYPES, _GRID, _BLOCK, _SIZE, _STREAM = (
-    attrgetter(a) for a in ("input_dims", "input_types", "grid", "block", "size", "stream")
+_DIMS, _TYPES, _GRID, _BLOCK, _SIZE, _STREAM, _CONCRETE = (
+    attrgetter(a) for a in ("input_dims", "input_types", "grid", "block", "size", "stream", "concrete")
 )
 
 
@@ -956,7 +957,7 @@ class _Columns:
     """Columns of the events seen so far, built piece by piece (file order)."""
 
     #: per row (kept complete event)
-    ROW = ("kind", "ccat", "ts", "dur", "pid", "tid", "name", "ext", "corr", "flops", "dims", "types", "lgrid", "lblock", "lbytes")
+    ROW = ("kind", "ccat", "ts", "dur", "pid", "tid", "name", "ext", "corr", "flops", "dims", "types", "conc", "lgrid", "lblock", "lbytes")
     #: per kernel / per GPU op
     KER = ("k_row", "k_dev", "k_stream", "k_grid", "k_block", "k_regs", "k_smem", "k_occ")
     GOP = ("g_row", "g_bytes", "g_dev", "g_stream")
@@ -966,6 +967,7 @@ class _Columns:
         self.names: dict[str, int] = {}
         self.dims: dict[str, int] = {"": 0}
         self.types: dict[str, int] = {"": 0}
+        self.conc: dict[str, int] = {"": 0}
         self.schema_2021 = False
         self.n_rows = 0
         self.n_events = 0
@@ -1027,10 +1029,12 @@ class _Columns:
         flops = np.full(n, np.nan)
         dims = np.zeros(n, dtype=np.int64)
         types = np.zeros(n, dtype=np.int64)
+        conc = np.zeros(n, dtype=np.int64)
         rows, sub = subset(n_cpu & np.isin(n_ccat, _OPS))
         flops[rows] = _field(sub, "flops", np.float64)
         dims[rows] = _codes(self.dims, _texts(list(map(_DIMS, sub))))
         types[rows] = _codes(self.types, _texts(list(map(_TYPES, sub))))
+        conc[rows] = _codes(self.conc, _texts(list(map(_CONCRETE, sub))))
 
         lgrid = np.full((n, 3), -1, dtype=np.int64)
         lblock = np.full((n, 3), -1, dtype=np.int64)
@@ -1041,7 +1045,7 @@ class _Columns:
         b = _field(sub, "bytes", np.int64)
         lbytes[rows] = np.where(b >= 0, b, _int_or(list(map(_SIZE, sub))))
 
-        row: tuple[np.ndarray, ...] = (kind, ccat, ts, dur, pid, tid, names, ext, corr, flops, dims, types, lgrid, lblock, lbytes)
+        row: tuple[np.ndarray, ...] = (kind, ccat, ts, dur, pid, tid, names, ext, corr, flops, dims, types, conc, lgrid, lblock, lbytes)
         for key, value in zip(self.ROW, row):
             self.parts[key].append(value)
 
@@ -1126,6 +1130,7 @@ class _Columns:
                 "external_id": ext[ci],
                 "input_dims": _text_categorical(self.dims, col("dims")[ci]),
                 "input_types": _text_categorical(self.types, col("types")[ci]),
+                "concrete_inputs": _text_categorical(self.conc, col("conc")[ci]),
                 "flops": col("flops", np.float64)[ci],
             },
         )

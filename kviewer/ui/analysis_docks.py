@@ -163,6 +163,14 @@ class RooflinePanel(QWidget):
             self.message.setStyleSheet(_MUTED)
             self.message.setText("GPU chosen by you (the trace does not say which one ran it).")
         roofline.set_data(info.sol, info.spec)
+        from kviewer.analysis.sol import sol_warnings
+
+        bad = sol_warnings(info.sol)
+        if bad:
+            why = ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in sorted(bad.items()))
+            self.message.setStyleSheet(_WARN)
+            self.message.setText(f"⚠ {sum(bad.values()):,} kernel(s) exceed peak: model or counter error; not plotted ({why}).")
+            self.message.show()
         label = html.escape(tracks.label if len(tracks.label) <= 48 else tracks.label[:47] + "…")
         gpu = f"<br><span style='color:#555'>{html.escape(info.spec.name)}</span>" if info.spec is not None else ""
         roofline.plot.setTitle(f"{label}{gpu}", size="8pt")

@@ -78,7 +78,7 @@ def _value_text(col: str, value: Any, offset: int) -> str:
     if isinstance(value, float) or hasattr(value, "dtype") and value.dtype.kind == "f":
         v = float(value)
         if math.isnan(v):
-            return ""
+            return "—"  # unknown, never 0
         if col in _TIME_COLS:
             return format_duration(v)
         if col.endswith("_pct"):

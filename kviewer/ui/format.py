@@ -7,13 +7,20 @@ without it (the loaders import it in the background).
 
 from __future__ import annotations
 
-__all__ = ["format_count", "format_duration", "format_time"]
+__all__ = ["UNKNOWN", "format_count", "format_duration", "format_time"]
+
+
+#: how the GUI shows an unknown value: never 0
+UNKNOWN = "—"
 
 
 def format_duration(ns: float | None) -> str:
-    """A duration with a unit chosen for it (ns, µs, ms, s); see :func:`kviewer.core.units.format_duration`."""
+    """A duration with a unit chosen for it (ns, µs, ms, s); see :func:`kviewer.core.units.format_duration`.
+    Unknown (None, NaN) is "—"."""
     from kviewer.core.units import format_duration as impl
 
+    if ns is None or ns != ns:
+        return UNKNOWN
     return impl(ns)
 
 
@@ -21,6 +28,8 @@ def format_count(value: float | None) -> str:
     """A count with an SI suffix (k, M, G, T); see :func:`kviewer.core.units.format_count`."""
     from kviewer.core.units import format_count as impl
 
+    if value is None or value != value:
+        return UNKNOWN
     return impl(value)
 
 

@@ -18,6 +18,8 @@ import pandas as pd
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
 
+from kviewer.ui.format import UNKNOWN
+
 Index = QModelIndex | QPersistentModelIndex
 
 #: (column of the frame, header, how to show it)
@@ -31,7 +33,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("savings_per_instance_ns", "per instance (µs)", "us"),
     ("measured_ns", "measured (µs)", "us"),
     ("fused_est_ns", "fused est. (µs)", "us"),
-    ("intermediate", "intermediates", "text"),
+    ("remedy", "remedy", "text"),
+    ("confidence", "confidence", "text"),
 )
 
 
@@ -76,9 +79,9 @@ class FusionModel(QAbstractTableModel):
             if how == "int":
                 return f"{int(value):,}"
             if how == "us":
-                return "" if np.isnan(value) else f"{float(value) / 1e3:,.1f}"
+                return UNKNOWN if np.isnan(value) else f"{float(value) / 1e3:,.1f}"
             if how == "pct":
-                return "" if np.isnan(value) else f"{float(value):.2f}"
+                return UNKNOWN if np.isnan(value) else f"{float(value):.2f}"
             return str(value)
         if role == Qt.ItemDataRole.TextAlignmentRole:
             if how == "text":
@@ -129,10 +132,17 @@ class FusionPanel(QWidget):
         """Show these candidates; ``kernel_ns`` (total kernel time) adds the share to the total line."""
         self.model.set_frame(df)
         self.view.sortByColumn(4, Qt.SortOrder.DescendingOrder)
-        saving = float(np.nansum(df["savings_ns"].to_numpy(np.float64))) if len(df) else 0.0
-        text = f"{len(df)} candidates, estimated saving {saving / 1e3:,.1f} µs"
-        if kernel_ns:
-            text += f" ({saving / kernel_ns * 100:.1f}% of kernel time)"
+        savings = df["savings_ns"].to_numpy(np.float64) if len(df) else np.zeros(0)
+        known = ~np.isnan(savings)
+        if not known.any():
+            text = f"{len(df)} candidates, estimated saving {UNKNOWN} (no candidate with known sizes)"
+        else:
+            saving = float(savings[known].sum())
+            text = f"{len(df)} candidates, estimated saving {saving / 1e3:,.1f} µs"
+            if kernel_ns:
+                text += f" ({saving / kernel_ns * 100:.1f}% of kernel time)"
+            if (~known).any():
+                text += f"; {int((~known).sum())} without an estimate"
         self.total.setText(text)
 
     def select_row(self, row: int) -> None:

@@ -121,7 +121,14 @@ def with_sol(trace: Trace, sol: pd.DataFrame | None) -> Trace:
     changed)."""
     if sol is None or not len(sol) or len(sol) != len(trace.kernels):
         return trace
-    kernels = trace.kernels.assign(bound=sol["bound"].astype(str).to_numpy(), t_sol_ns=sol["t_sol_ns"].to_numpy())
+    import numpy as np
+
+    kernels = trace.kernels.assign(
+        bound=sol["bound"].astype(str).to_numpy(), t_sol_ns=sol["t_sol_ns"].to_numpy(),
+        # a kernel above its peak shows its status ("exceeds_peak"), never a SOL % above 100
+        sol_pct=sol["sol_pct"].to_numpy(np.float64) if "sol_pct" in sol else np.full(len(sol), np.nan),
+        sol_status=sol["sol_status"].astype(str).to_numpy() if "sol_status" in sol else np.full(len(sol), "", dtype=object),
+    )
     return dataclasses.replace(trace, kernels=kernels)
 
 

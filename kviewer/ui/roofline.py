@@ -76,6 +76,10 @@ class RooflineWidget(QWidget):
         self._ids = np.zeros(0, dtype=np.int64)
         self._xy = np.zeros((0, 2))
         self._selected: list[int] = []
+        self.exceeding = 0
+        """kernels of the last frame marked ``exceeds_peak`` (kept off the plot)"""
+        self.off_roof = 0
+        """kernels that would sit above their own roof (kept off the plot)"""
 
     # -- data in
     def set_data(self, sol: pd.DataFrame, spec: DeviceSpec | None) -> None:
@@ -91,6 +95,16 @@ class RooflineWidget(QWidget):
         nbytes = sol["bytes"].to_numpy(np.float64)
         dur = sol["dur"].to_numpy(np.float64)
         ok = (flops > 0) & (nbytes > 0) & (dur > 0)
+        # only kernels whose speed of light is physical: one above its peak is a model or
+        # counter error (counted in the warning, never drawn as an achievement), and no point
+        # may sit above its own roof, min(peak of its precision, bandwidth x intensity)
+        status = sol["sol_status"].astype(str).to_numpy() if "sol_status" in sol else np.full(len(sol), "ok", dtype=object)
+        self.exceeding = int((status == "exceeds_peak").sum())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            roof = np.fmin(sol["peak_flops"].to_numpy(np.float64), sol["peak_bw"].to_numpy(np.float64) * flops / nbytes)
+            above = ok & (flops / (dur * 1e-9) > roof * (1 + 1e-9))
+        self.off_roof = int(above.sum())
+        ok &= (status == "ok") & ~above
         x = flops[ok] / nbytes[ok]
         y = flops[ok] / (dur[ok] * 1e-9)
         self._ids = sol["id"].to_numpy(np.int64)[ok]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kviewer.ui.filterexpr import FilterColumn
-from kviewer.ui.format import format_count, format_duration
+from kviewer.ui.format import UNKNOWN, format_count, format_duration
 
 if TYPE_CHECKING:
     from kviewer.ui.tracks import TraceTracks
@@ -23,6 +23,7 @@ METRIC_HEADERS = {
     "bound": "bound",
     "t_sol_ns": "SOL time",
     "sol_pct": "% of SOL",
+    "sol_status": "SOL status",
     "model_flops": "model FLOPs",
     "model_bytes": "model bytes",
     "flops_fp64": "FP64 FLOPs",
@@ -79,12 +80,12 @@ class Col:
         if self.kind == "time":
             return format_duration(float(v))
         if self.kind == "pct":
-            return "" if not np.isfinite(v) else f"{float(v):.1f}"
+            return UNKNOWN if not np.isfinite(v) else f"{float(v):.1f}"
         if self.kind in ("bytes", "flops"):
             return format_count(float(v))
         if isinstance(v, (float, np.floating)):
             if not np.isfinite(v):
-                return ""
+                return UNKNOWN
             return f"{float(v):,.2f}" if not float(v).is_integer() else f"{int(v):,}"
         return f"{int(v):,}" if self.kind == "number" and abs(int(v)) >= 10000 else str(int(v))
 
@@ -186,7 +187,7 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
     for key, header in METRIC_HEADERS.items():
         if not all(key in k.columns for k in ks) or not ks:
             continue
-        if key == "bound":
+        if key in ("bound", "sol_status"):
             codes, cats, rank = cat(key) if all(str(k[key].dtype) == "category" for k in ks) else _text_from_objects([k[key] for k in ks])
             if any(cats_i for cats_i in cats if cats_i):
                 cols.append(Col(key, header, "text", codes, cats, rank))

@@ -77,7 +77,7 @@ def test_gemm_tiles_and_vendors_share_a_kind() -> None:
     for name in (nv_a, cijk, cutlass, "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x64x64_warpgroupsize1x1x1"):
         assert kernel_kind(name) == "gemm", name
     assert kernel_kind("attn_fwd") == kernel_kind("void pytorch_flash::flash_fwd_kernel<T>(P)") == "attention"
-    assert kernel_kind("triton_red_fused__unsafe_view_add_native_layer_norm_1") == "normalization"
+    assert kernel_kind("triton_red_fused__unsafe_view_add_native_layer_norm_1") == "norm"
     assert kernel_kind("triton_poi_fused__unsafe_view_add_gelu_mul_2") == "elementwise"
 
 

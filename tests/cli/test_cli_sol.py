@@ -46,3 +46,35 @@ def test_unknown_device_is_a_user_error(capsys: pytest.CaptureFixture[str], samp
     code, out, err = run(capsys, "sol", f, "--device", "Voodoo2", "-q")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "--device" in err
+
+
+def test_sol_never_prints_above_100_and_warns(capsys: pytest.CaptureFixture[str], sample_traces: Path) -> None:
+    # the H200 trace against an H100 PCIe: its big GEMMs would beat that GPU's peak
+    f = str(sample_traces / "h200_llm_block_eager.pt.trace.json.gz")
+    code, out, err = run(capsys, "sol", f, "--format", "csv", "-q", "--device", "h100_pcie")
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    bad = [r for r in rows if r["sol_status"] == "exceeds_peak"]
+    assert bad and all(r["sol_pct"] == "" and r["t_sol_ns"] == "" and r["sol_reason"] for r in bad)
+    assert all(float(r["sol_pct"]) <= 100 for r in rows if r["sol_pct"])
+    assert "warning:" in err and f"{len(bad)} kernel(s) exceed peak" in err
+    code, out, _ = run(capsys, "sol", f, "--format", "json", "-q", "--device", "h100_pcie")
+    recs = json.loads(out)
+    assert all(r["sol_pct"] is None for r in recs if r["sol_status"] == "exceeds_peak")
+
+
+def test_unknown_is_empty_null_or_dash(capsys: pytest.CaptureFixture[str], sample_traces: Path) -> None:
+    # resnet18: max-pool kernels have no model: FLOPs and bytes unknown, never 0
+    f = str(sample_traces / "h200_resnet18.pt.trace.json.gz")
+    code, out, _ = run(capsys, "sol", f, "--format", "csv", "-q")
+    rows = [r for r in csv.DictReader(io.StringIO(out)) if r["flops_source"] == "unknown"]
+    assert rows and all(r["flops"] == "" and r["sol_pct"] == "" for r in rows)
+    code, out, _ = run(capsys, "sol", f, "--format", "json", "-q")
+    assert all(r["flops"] is None for r in json.loads(out) if r["flops_source"] == "unknown")
+    code, out, _ = run(capsys, "sol", f, "-q")
+    line = next(x for x in out.splitlines() if "max_pool" in x)
+    assert "—" in line and " 0.0 " not in line
+    code, out, _ = run(capsys, "fusion", f, "--format", "json", "-q")
+    for r in json.loads(out):
+        if r["savings_ns"] is None:
+            assert r["fused_est_ns"] is None and r["confidence"] == "low"

@@ -67,3 +67,58 @@ def test_selection_in_and_out(qtbot, eager_sol) -> None:  # type: ignore[no-unty
     with qtbot.waitSignal(w.selectionChanged, timeout=2000) as blocker:
         qtbot.mouseClick(w.plot_widget.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(pos.x(), pos.y()))
     assert 4 in blocker.args[0]
+
+
+def test_no_point_above_its_roof_and_exceeding_kernels_left_out(qtbot, sample_traces: Path) -> None:  # type: ignore[no-untyped-def]
+    # the eager trace ran on an H200; drawn against an H100 PCIe's roofline, its big GEMMs would
+    # beat that GPU's peak: they are marked exceeds_peak and kept off the plot, the rest is drawn
+    trace: Trace = load_with("kviewer.io.torch", sample_traces / "h200_llm_block_eager.pt.trace.json.gz")
+    sol = speed_of_light(trace, device="h100_pcie")
+    bad = int((sol["sol_status"] == "exceeds_peak").sum())
+    assert bad > 0
+    w = RooflineWidget()
+    qtbot.addWidget(w)
+    w.set_data(sol, load_devices()["h100_pcie"])
+    assert w.exceeding == bad and w.point_count() > 0
+    assert not np.isin(w._ids, sol.loc[sol["sol_status"] != "ok", "id"].to_numpy()).any()
+    # every drawn point under min(its own peak, bandwidth x intensity)
+    drawn = sol.set_index("id").loc[w._ids]
+    achieved = drawn["flops"] / (drawn["dur"] * 1e-9)
+    roof = np.fmin(drawn["peak_flops"], drawn["peak_bw"] * drawn["flops"] / drawn["bytes"])
+    assert (achieved <= roof * (1 + 1e-9)).all()
+
+
+def test_gui_and_cli_show_the_same_numbers(capsys, sample_traces: Path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from kviewer.cli import main
+    from kviewer.ui.sol_info import compute_sol
+
+    f = sample_traces / "h200_resnet18.pt.trace.json.gz"
+    trace: Trace = load_with("kviewer.io.torch", f)
+    gui = compute_sol(trace).sol
+    assert gui is not None
+    assert main(["sol", str(f), "--format", "json", "-q"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in cli] == gui["id"].tolist()
+    for col in ("flops", "bytes", "sol_pct", "t_sol_ns"):
+        got = np.array([np.nan if r[col] is None else r[col] for r in cli], dtype=np.float64)
+        np.testing.assert_array_equal(got, gui[col].to_numpy(np.float64))
+    assert [r["sol_status"] for r in cli] == gui["sol_status"].tolist()
+
+
+def test_kernel_table_marks_exceeding_kernels_and_never_shows_above_100(sample_traces: Path) -> None:
+    from kviewer.ui.headless import with_sol
+    from kviewer.ui.table_data import instance_data
+    from kviewer.ui.tracks import TraceTracks
+
+    trace: Trace = load_with("kviewer.io.torch", sample_traces / "h200_llm_block_eager.pt.trace.json.gz")
+    sol = speed_of_light(trace, device="h100_pcie")
+    data = instance_data([TraceTracks.build(with_sol(trace, sol))])
+    status = data.column("sol_status")
+    pct = data.column("sol_pct")
+    texts = [status.text(i) for i in range(len(data))]
+    assert "exceeds_peak" in texts
+    shown = [pct.text(i) for i in range(len(data))]
+    assert all(t == "—" or 0 <= float(t) <= 100 for t in shown)
+    assert all(shown[i] == "—" for i, t in enumerate(texts) if t == "exceeds_peak")

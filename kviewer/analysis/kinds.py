@@ -1,0 +1,398 @@
+"""THE kernel taxonomy: what a kernel is (kind), the precision and pipe of its arithmetic, and the
+one kernel -> launching-op join. Every consumer (speed of light, the FLOP model, fusion, compare,
+the UI colours and the report) asks this module; no other module classifies kernels.
+
+Kinds
+-----
+``gemm``, ``conv``, ``attention``, ``elementwise``, ``reduction``, ``norm``, ``softmax``,
+``copy``, ``fill``, ``communication``, ``sort`` (sort and scan) and ``other``.
+
+Signals, strongest first
+------------------------
+1. **Counters that fired**: a kernel whose tensor-pipe operation counters are non-zero does matrix
+   math (``gemm`` unless its name says conv or attention); the counter family that fired gives
+   the precision (``sm__ops_path_tensor_src_bf16_dst_fp32`` -> bf16) and the pipe (tensor).
+2. **The launching op** (``aten::addmm`` -> gemm, ``aten::native_layer_norm`` -> norm) and its
+   dtypes (the precision of the math).
+3. **Name tokens**, matched as *whole words* of the demangled name without its argument list:
+   the name is split at every non-alphanumeric character and at camelCase boundaries, and a rule
+   matches a word (``conv``), never a substring (``convert`` is not ``conv``).
+
+An op launches *helper* kernels beside the ones doing its arithmetic: layout transforms, dtype
+converts, fills, split-K reductions, epilogues. A kernel whose own name says copy / fill /
+communication / sort, or (under a GEMM, convolution or attention op) reduction or elementwise, is
+such a helper: it keeps the kind its name gives and gets none of the op's FLOPs
+(:func:`classify`'s ``helper`` column).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from kviewer.core import Trace
+from kviewer.core.names import drop_args, drop_templates, strip_kd
+
+KINDS = (
+    "gemm", "conv", "attention", "elementwise", "reduction", "norm", "softmax",
+    "copy", "fill", "communication", "sort", "other",
+)
+#: kinds whose kernels do an op's matrix arithmetic
+MATRIX_KINDS = frozenset({"gemm", "conv", "attention"})
+#: kinds that move data without arithmetic
+DATA_KINDS = frozenset({"copy", "fill"})
+#: kinds whose names are library, vendor and tile specific (compare matches them by kind)
+LIBRARY_KINDS = frozenset({"gemm", "attention", "conv", "communication"})
+
+#: element size in bytes of the dtype names the PyTorch profiler writes
+DTYPE_BYTES: dict[str, int] = {
+    "double": 8, "float": 4, "c10::Half": 2, "c10::BFloat16": 2,
+    "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1,
+    "c10::Float8_e8m0fnu": 1, "long int": 8, "long": 8, "int64_t": 8, "int": 4, "short int": 2, "short": 2,
+    "signed char": 1, "unsigned char": 1, "bool": 1,
+    "c10::complex<float>": 8, "c10::complex<double>": 16, "c10::complex<c10::Half>": 4,
+}
+
+#: the precision whose peak applies to math on this dtype
+DTYPE_PRECISION: dict[str, str] = {
+    "double": "fp64", "float": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16",
+    "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",
+    "c10::Float8_e5m2fnuz": "fp8", "c10::complex<float>": "fp32", "c10::complex<double>": "fp64",
+    "signed char": "int8", "unsigned char": "int8",
+}
+
+# ---------------------------------------------------------------------------------------------
+# name words
+
+_SPLIT = re.compile(r"[^0-9A-Za-z]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+@lru_cache(maxsize=65536)
+def _sequences(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(alphanumeric runs, the same runs split at camelCase boundaries), lower case, in order."""
+    runs: list[str] = []
+    parts: list[str] = []
+    for run in _SPLIT.split(text):
+        if not run:
+            continue
+        runs.append(run.lower())
+        parts.extend(p.lower() for p in (_CAMEL.findall(run) or [run]))
+    return tuple(runs), tuple(parts)
+
+
+@lru_cache(maxsize=65536)
+def name_words(name: str) -> tuple[str, ...]:
+    """The words of a kernel name, lower case: each alphanumeric run and, where it is camelCase,
+    its parts too (``CatArrayBatchedCopy`` -> ``catarraybatchedcopy cat array batched copy``).
+    The argument list and AMD ``.kd`` suffixes are dropped first."""
+    runs, parts = _sequences(drop_args(strip_kd(name.strip())))
+    return tuple(dict.fromkeys(runs + parts))
+
+
+def _words(*ws: str) -> frozenset[str]:
+    return frozenset(w for group in ws for w in group.split())
+
+
+# Each rule: a set of whole words, regexes that must match a whole word (fullmatch), and phrases
+# (consecutive words). Rules are tried in order; the first that matches decides.
+_Rule = tuple[str, frozenset[str], tuple[re.Pattern[str], ...], tuple[tuple[str, ...], ...]]
+
+
+def _rule(kind: str, words: str = "", patterns: tuple[str, ...] = (), phrases: tuple[str, ...] = ()) -> _Rule:
+    return (kind, _words(words), tuple(re.compile(p) for p in patterns), tuple(tuple(p.split()) for p in phrases))
+
+
+#: dtype words: ``<dtype> to <dtype>`` in a name is a conversion (``_float_to_hfp8_gpu``)
+_DTYPE_WORDS = ("float", "half", "double", "hfp8", "fp8", "fp16", "fp32", "bf16", "bfloat16", "int8", "16bits", "32bits", "8bits")
+_CONVERSIONS = tuple(f"{a} to {b}" for a in _DTYPE_WORDS for b in _DTYPE_WORDS if a != b)
+
+_RULES: tuple[_Rule, ...] = (
+    # address/offset precomputation beside a library kernel: no arithmetic of the op
+    _rule("other", "", (), ("compute offsets", "offsets kernel")),
+    _rule("communication", "nccl rccl allreduce allgather reducescatter alltoall sendrecv",
+          (r"nccl\w*", r"rccl\w*", r"msccl\w*"),
+          ("all reduce", "all gather", "reduce scatter", "cross device reduce", "all to all")),
+    _rule("attention", "flash fmha sdpa attention attn mha flashattn flashattention paged_attention",
+          (r"fmha\w*", r"flash\w*attn\w*", r"\w*attention", r"attn\w*")),
+    _rule("conv", "conv conv1d conv2d conv3d convolution convolve convolutional fprop dgrad wgrad winograd "
+          "scudnn fft2d fft3d igemm depthwise",
+          (r"conv[123]d\w*", r"(?:fprop|dgrad|wgrad)\w*", r"s\d+(?:fprop|dgrad|wgrad)\w*",
+           r"fft\d+d\w*", r"winograd\w*"),
+          ("implicit gemm", "implicit convolve", "explicit convolve")),
+    _rule("gemm", "gemm gemv nvjet cublas cublaslt hipblaslt cijk xmma wgmma hgmma gmma matmul bmm addmm "
+          "mm sgemm hgemm dgemm cgemm zgemm igemm gemmk1 tensorop",
+          (r"[shdczi]?gem[mv]\w*", r"[a-z]?[\dx]+gemm\w*", r"cijk", r"nvjet\w*", r"gcgemm", r"\w*gemv\w*")),
+    _rule("norm", "layernorm rmsnorm batchnorm groupnorm instancenorm welford bn",
+          (r"\w*layernorm\w*", r"\w*rmsnorm\w*", r"\w*batchnorm\w*", r"\w*groupnorm\w*"),
+          ("layer norm", "rms norm", "batch norm", "group norm", "instance norm", "gamma beta", "rowwise moments",
+           "compute moments", "part grad gamma", "grad gamma")),
+    _rule("softmax", "softmax logsoftmax", (r"\w*softmax\w*",)),
+    # optimizer updates (fbgemm's fused embedding backward + rowwise adagrad, ...)
+    _rule("elementwise", "adagrad adam adamw sgd lamb lars", (r"\w*adagrad\w*", r"(?:fused)?adamw?\d*"),
+          ("masked fill", "masked scale")),
+    _rule("fill", "fill memset zero zeros fillfunctor uninitialized_fill",
+          (r"fill(?:functor|buffer\w*|kernel|\d*)", r"memset\w*")),
+    _rule("copy", "copy memcpy transpose permute convert catarray cat concat gather scatter "
+          "embedding nchwtonhwc nhwctonchw contiguous clone im2col col2im quantize dequantize",
+          (r"\w*copy\w*", r"\w*memcpy\w*", r"\w*transpose\w*", r"catarray\w*", r"\w*nchwtonhwc\w*",
+           r"\w*nhwctonchw\w*", r"index_?(?:select|put)\w*", r"\w*gather\w*", r"\w*scatter\w*", r"\w*permute\w*",
+           r"convert\w*", r"\w*embedding\w*", r"im2col\w*", r"col2im\w*"),
+          ("nchw to nhwc", "nhwc to nchw", "index select", "index put") + _CONVERSIONS),
+    _rule("sort", "sort radix topk scan cumsum cumprod", (r"\w*sort\w*", r"\w*scan\w*", r"radix\w*")),
+    _rule("reduction", "reduce reduction reduceop argmax argmin splitkreduce kreduce sum mean norm amax amin pool pooling",
+          (r"\w*reduce\w*", r"\w*reduction\w*", r"(?:max|min|avg|average|adaptive|lp)?pool(?:ing|\dd)?"),
+          ("compute dot",)),
+    _rule("elementwise", "elementwise pointwise functor poi foreach activation gelu relu silu swish sigmoid "
+          "tanh dropout add sub mul div addition subtract multiply divide axpy saxpy daxpy scal exp log pow "
+          "where clamp epilogue distribution scale transform",
+          (r"\w*functor\w*", r"\w*elementwise\w*", r"\w*pointwise\w*", r"multi_tensor_apply\w*",
+           r"\w*foreach\w*", r"\w*gelu\w*", r"\w*relu\w*", r"\w*dropout\w*"),
+          ("multi tensor apply", "triton poi")),
+)
+
+
+@lru_cache(maxsize=65536)
+def name_kind(name: str) -> str:
+    """The kind a kernel's name alone gives (one of :data:`KINDS`), by whole words."""
+    text = drop_args(strip_kd(name.strip()))
+    full = _sequences(text)
+    if not full[0]:
+        return "other"
+    # Inductor kernels say what they are in their prefix; a fused norm/softmax keeps its word
+    head = name.strip().lower()
+    if head.startswith("triton_"):
+        if head.startswith("triton_tem"):
+            return _first_rule(full, ("conv", "gemm", "attention")) or "gemm"
+        rest = _first_rule(full, ("norm", "softmax"))
+        if rest:
+            return rest
+        if head.startswith(("triton_red", "triton_per")):
+            return "reduction"
+        if head.startswith("triton_poi"):
+            return "elementwise"
+    # the kernel's own name first; the template arguments only where it names a generic launcher
+    # (``vectorized_elementwise_kernel<FillFunctor>``, ``cutlass::Kernel<..._gemm_...>``)
+    outer = _first_rule(_sequences(drop_templates(text)), None)
+    if outer and outer not in ("elementwise", "other"):
+        return outer
+    return _first_rule(full, None) or outer or "other"
+
+
+def _first_rule(seqs: tuple[tuple[str, ...], tuple[str, ...]], only: tuple[str, ...] | None) -> str:
+    runs, parts = seqs
+    wset = set(runs) | set(parts)
+    for kind, ws, pats, phrases in _RULES:
+        if only is not None and kind not in only:
+            continue
+        if wset & ws:
+            return kind
+        if any(p.fullmatch(w) for p in pats for w in wset):
+            return kind
+        for ph in phrases:
+            n = len(ph)
+            for seq in (runs, parts):
+                if any(seq[i : i + n] == ph for i in range(len(seq) - n + 1)):
+                    return kind
+    return ""
+
+
+def kernel_kind(name: str) -> str:
+    """What a kernel is from its name alone (for traces without counters or ops)."""
+    return name_kind(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# launching op
+
+_OP_KIND_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (k, re.compile(p))
+    for k, p in (
+        ("communication", r"^(c10d::|nccl:|gloo:|record_param_comms)|all_?reduce|all_?gather|reduce_scatter|all_to_all|broadcast_|^_?c10d_functional::"),
+        ("attention", r"attention|^_?flash_attn|sdpa"),
+        ("conv", r"^(_?convolution|_?conv_?\w*|cudnn_convolution\w*|miopen_convolution\w*|mkldnn_convolution\w*|convolution_backward\w*|_conv_depthwise2d\w*|conv_transpose\w*|slow_conv\w*|thnn_conv\w*)$"),
+        ("gemm", r"^(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|mv|addmv|dot|vdot|_addmm_activation|addbmm|einsum|_int_mm|_grouped_mm|_scaled_grouped_mm)$"),
+        ("norm", r"(layer_norm|rms_norm|batch_norm|group_norm|instance_norm)"),
+        ("softmax", r"softmax"),
+        ("fill", r"^(fill|zero|zeros|ones|full|empty|new_zeros|new_ones|zeros_like|ones_like|full_like|new_full)$"),
+        ("copy", r"^(copy|clone|contiguous|_to_copy|to|type_as|cat|stack|index_select|gather|scatter|index|embedding|embedding_dense_backward|index_put|_index_put_impl|transpose|permute|repeat|expand_copy|_unsafe_view_copy)$"),
+        ("sort", r"^(sort|argsort|topk|cumsum|cumprod|logcumsumexp|unique|_unique2|searchsorted|multinomial)$"),
+        ("reduction", r"^(sum|mean|amax|amin|max|min|argmax|argmin|prod|norm|linalg_vector_norm|var|std|var_mean|std_mean|all|any|logsumexp|nansum|nanmean|count_nonzero|_foreach_norm)$"),
+        ("elementwise", r"^_foreach_|^_fused_(adam|adamw|sgd|adagrad)|^(add|sub|rsub|mul|div|true_divide|pow|neg|abs|exp|log|sqrt|rsqrt|reciprocal|sigmoid|tanh|relu|gelu|silu|where|masked_fill|clamp|clamp_min|clamp_max|lerp|addcmul|addcdiv|maximum|minimum|eq|ne|lt|le|gt|ge|dropout|native_dropout|threshold_backward|gelu_backward|silu_backward|sigmoid_backward|tanh_backward|mse_loss_backward|erf|sin|cos|exp2|square|sign|floor|ceil|round|nan_to_num|hardtanh|leaky_relu|elu|softplus|mish|hardswish|logical_not|bitwise_and)$"),
+    )
+)
+
+
+def op_base(name: str) -> str:
+    """``"aten::add_"`` -> ``"add"``: the op without namespace, overload or in-place underscore."""
+    n = name.split("::")[-1].split(".")[0]
+    if len(n) > 1 and n.endswith("_") and not n.endswith("__"):
+        n = n[:-1]
+    return n
+
+
+@lru_cache(maxsize=16384)
+def op_kind(op_name: str) -> str:
+    """The kind of work a framework op does ("" when the op is unknown or says nothing)."""
+    if not op_name:
+        return ""
+    low = op_name.lower()
+    if low.startswith(("nccl:", "c10d::", "gloo:", "record_param_comms")):
+        return "communication"
+    base = op_base(low)
+    for kind, pattern in _OP_KIND_WORDS:
+        if pattern.search(base) or (kind in ("communication", "attention", "norm", "softmax") and pattern.search(low)):
+            return kind
+    return ""
+
+
+def kernel_ops(trace: Trace) -> np.ndarray:
+    """THE kernel -> op join: for every kernel, the ``cpu_slices`` row position of the framework op
+    that launched it (-1 when unknown).
+
+    PyTorch traces give a kernel the External id of the innermost op running when it was
+    launched; ids restart per process, so the join is on ``(rank, external_id)``, and when
+    several op rows share that key the deepest (innermost) wins.
+    """
+    k = trace.kernels
+    out = np.full(len(k), -1, dtype=np.int64)
+    if not len(k):
+        return out
+    ext = k["external_id"].to_numpy(np.int64)
+    c = trace.cpu_slices
+    if not len(c) or not (ext >= 0).any():
+        return out
+    is_op = (c["category"].astype(str) == "op").to_numpy() & (c["external_id"].to_numpy(np.int64) >= 0)
+    if not is_op.any():
+        return out
+    pos = np.flatnonzero(is_op)
+    ops = pd.DataFrame(
+        {"pos": pos, "rank": c["rank"].to_numpy(np.int64)[pos], "ext": c["external_id"].to_numpy(np.int64)[pos],
+         "depth": c["depth"].to_numpy(np.int64)[pos]}
+    )
+    ops = ops.sort_values(["rank", "ext", "depth"], kind="stable").drop_duplicates(["rank", "ext"], keep="last")
+    key_ops = pd.MultiIndex.from_arrays([ops["rank"].to_numpy(), ops["ext"].to_numpy()])
+    key_k = pd.MultiIndex.from_arrays([k["rank"].to_numpy(np.int64), ext])
+    at = key_ops.get_indexer(key_k)
+    found = (at >= 0) & (ext >= 0)
+    out[found] = ops["pos"].to_numpy(np.int64)[at[found]]
+    return out
+
+
+def kernel_op_names(trace: Trace, ops: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Launching op name and its input shapes (JSON text) per kernel, ``""`` where unknown."""
+    ops = kernel_ops(trace) if ops is None else ops
+    names = np.full(len(ops), "", dtype=object)
+    dims = np.full(len(ops), "", dtype=object)
+    has = ops >= 0
+    if has.any():
+        c = trace.cpu_slices
+        names[has] = c["name"].astype(str).to_numpy(dtype=object)[ops[has]]
+        dims[has] = c["input_dims"].astype(str).to_numpy(dtype=object)[ops[has]]
+    return names, dims
+
+
+# ---------------------------------------------------------------------------------------------
+# precision
+
+
+def precision_from_name(name: str) -> str:
+    """Precision hinted by a kernel name's words (cuBLAS/CUTLASS/cuDNN/hipBLASLt naming), '' if none."""
+    ws = name_words(name)
+    text = " " + " ".join(ws) + " "
+    if re.search(r"e4m3|e5m2|fp8|f8f6f4|\bf8\b|qgmma", text):
+        return "fp8"
+    if re.search(r"bf16|bfloat16", text):
+        return "bf16"
+    if "tf32" in text:
+        return "tf32"
+    if re.search(r"f16|fp16|\bhalf\b|hgemm|hmma|\bh\d+gemm", text):
+        return "fp16"
+    if re.search(r"dgemm|fp64|f64|\bdouble\b|dmma|\bd\d+gemm", text):
+        return "fp64"
+    if re.search(r"int8|\bi8\b|imma|igmma", text):
+        return "int8"
+    if re.search(r"sgemm|\bs\d+gemm|\bf32\b|fp32|scudnn", text):
+        return "fp32"
+    return ""
+
+
+def dtype_precision(dtype: str) -> str:
+    return DTYPE_PRECISION.get(dtype, "")
+
+
+def precision_pipe(kind: str, counter: str = "", counter_pipe: str = "", op: str = "", op_pipe: str = "", name: str = "") -> tuple[str, str, str]:
+    """(precision, pipe, source) of a kernel's arithmetic, from the strongest signal present:
+    the counter that fired (``counter``, e.g. the tensor counter's source type), then the
+    launching op's dtypes (``op``), then the name's words. ``("", "", "")`` when nothing says."""
+    matrix = "tensor" if kind in MATRIX_KINDS else "vector"
+    if counter:
+        return counter, counter_pipe or matrix, "counters"
+    if op:
+        return op, op_pipe or matrix, "op"
+    hint = precision_from_name(name) if name else ""
+    if hint:
+        return hint, matrix, "name"
+    return "", "", ""
+
+
+# ---------------------------------------------------------------------------------------------
+# the classification of every kernel
+
+CLASSIFY_COLUMNS = ["kind", "kind_source", "helper", "op_row", "op_name", "op_kind", "name_kind"]
+
+
+def classify(trace: Trace, ops: np.ndarray | None = None) -> pd.DataFrame:
+    """Kind of every kernel (rows in ``trace.kernels`` order), from the strongest signal present.
+
+    Columns: ``kind``; ``kind_source`` (``counters`` | ``op`` | ``name``); ``helper`` (True for
+    a helper kernel of its op: it gets none of the op's FLOPs); ``op_row`` (the launching op's
+    ``cpu_slices`` position, -1), ``op_name``, ``op_kind`` and ``name_kind``.
+    """
+    k = trace.kernels
+    n = len(k)
+    ops = kernel_ops(trace) if ops is None else ops
+    op_names, _ = kernel_op_names(trace, ops)
+    cats = k["name"].astype("category") if n else pd.Series([], dtype="category")
+    by_cat = np.array([name_kind(str(c)) for c in cats.cat.categories] + ["other"], dtype=object)
+    nkind = by_cat[cats.cat.codes.to_numpy()] if n else np.array([], dtype=object)
+    uniq_ops, inv = np.unique(op_names.astype(str), return_inverse=True) if n else (np.array([]), np.array([], dtype=np.int64))
+    okind = np.array([op_kind(str(o)) for o in uniq_ops], dtype=object)[inv] if n else np.array([], dtype=object)
+
+    tensor = k["flops_tensor"].to_numpy(np.float64) if n else np.zeros(0)
+    fired = np.nan_to_num(tensor, nan=0.0) > 0
+    kind = nkind.copy()
+    source = np.full(n, "name", dtype=object)
+    helper = np.zeros(n, dtype=bool)
+    # ops whose matrix arithmetic is recognisably done by some of their kernels: the others are helpers
+    has_main: set[int] = set()
+    for i in np.flatnonzero((ops >= 0) & (np.isin(nkind, list(MATRIX_KINDS)) | fired)):
+        has_main.add(int(ops[i]))
+    for i in range(n):
+        nk, ok = nkind[i], okind[i]
+        if ok and ok != "other":
+            is_helper = nk in ("copy", "fill", "communication", "sort") and nk != ok
+            if ok in MATRIX_KINDS and nk not in MATRIX_KINDS and not fired[i]:
+                # a transform, convert, split-K reduction or epilogue beside the op's main kernel
+                is_helper = is_helper or int(ops[i]) in has_main or nk in ("reduction", "elementwise", "norm")
+            if ok == "attention" and nk == "softmax":
+                is_helper = False  # an unfused attention's softmax is part of the op's arithmetic
+            if is_helper:
+                helper[i] = True
+            else:
+                kind[i] = ok
+                source[i] = "op"
+        if fired[i]:
+            # tensor ops fired: matrix arithmetic, whatever the name or op said about it
+            if kind[i] not in MATRIX_KINDS:
+                kind[i] = "gemm"
+            source[i] = "counters"
+            helper[i] = False
+    return pd.DataFrame(
+        {"kind": kind, "kind_source": source, "helper": helper, "op_row": ops, "op_name": op_names,
+         "op_kind": okind, "name_kind": nkind},
+        columns=CLASSIFY_COLUMNS,
+    )

@@ -1,0 +1,102 @@
+"""The one kernel taxonomy (kviewer.analysis.kinds): a hand-checked table of real kernel names from
+every sample, whole-word matching, the signal order (counters > op > name) and the rank-aware
+kernel -> op join."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kviewer.analysis import kinds, matching, model
+from kviewer.analysis.kinds import KINDS, classify, kernel_ops, name_kind
+from kviewer.core import Trace, TraceMeta, make_table
+
+TABLE = Path(__file__).parent / "data" / "kernel_kinds.tsv"
+
+
+def _table() -> list[tuple[str, str, str]]:
+    rows = []
+    for line in TABLE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        kind, sample, name = line.split("\t", 2)
+        rows.append((kind, sample, name))
+    return rows
+
+
+def test_table_is_large_and_covers_every_family() -> None:
+    rows = _table()
+    assert len(rows) >= 200
+    names = "\n".join(n for _, _, n in rows)
+    for needle in ("nvjet_sm90", "sm90_xmma", "cutlass", "cudnn::fusion::convert_dq_to_16bits", "flash_fwd", "Cijk_",
+                   "igemm_fwd_gtcx2", "batched_transpose", "ncclDevKernel", "ncclKernel", "multi_tensor_apply_kernel",
+                   "FillFunctor", "reduce_kernel", "triton_poi", "triton_red", "softmax_warp", "scudnn", "rocprim"):
+        assert needle in names, needle
+    assert {k for k, _, _ in rows} == set(KINDS)  # every kind has real examples
+    samples = {s for _, s, _ in rows}
+    assert len(samples) >= 25  # taken from (nearly) every sample file
+
+
+def test_every_real_name_gets_its_hand_checked_kind() -> None:
+    wrong = [(want, name_kind(name), name[:100]) for want, _, name in _table() if name_kind(name) != want]
+    assert not wrong, wrong
+
+
+def test_words_not_substrings() -> None:
+    # "conv" is not "convert", "norm" in a lambda is not a layer norm, "cat" is not "scatter"...
+    assert name_kind("void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*)") == "copy"
+    assert name_kind("void implicit_convolve_sgemm<float>(int)") == "conv"  # cuDNN: "convolve" is a conv word
+    assert name_kind("void my_conv_kernel<float>(float*)") == "conv"
+    assert name_kind("void conversation_step()") == "other"
+    assert name_kind("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == "communication"
+    assert name_kind("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int)") == "fill"
+    assert name_kind("void vectorized_blocktiling<128>(int)") == "other"  # "vectorized" says nothing
+    assert name_kind("void prefill_cache_kernel()") == "other"  # "prefill" is not "fill"
+    assert name_kind("void mempool_release_kernel()") == "other"  # "mempool" is not pooling
+    assert name_kind("void madam_kernel()") == "other"
+
+
+def test_matching_and_model_use_the_one_taxonomy() -> None:
+    for name in ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "void cudnn::fusion::convert_dq_to_16bits<true>()",
+                 "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*)", "sm90_xmma_fprop_implicit_gemm_bf16bf16"):
+        assert matching.kernel_kind(name) == model.kernel_kind(name) == kinds.kernel_kind(name)
+    assert matching.KINDS == KINDS
+
+
+def _two_rank_trace() -> Trace:
+    """Two ranks whose External ids collide: each kernel must join its own rank's op."""
+    kn = ["nvjet_sm90_tst_256x128", "void cudnn::fusion::convert_dq_to_16bits<true>()",
+          "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16", "nvjet_sm90_tst_128x128"]
+    kernels = make_table("kernels", 4, {
+        "name": kn, "short_name": kn, "start": [0, 100, 200, 0], "dur": [50, 50, 50, 50],
+        "rank": [0, 0, 0, 1], "external_id": [7, 8, 8, 7], "flops_tensor": [np.nan, np.nan, np.nan, 1e9],
+    })
+    ops = make_table("cpu_slices", 4, {
+        "name": np.array(["aten::mm", "aten::_cudnn_attention_backward", "aten::add", "aten::mm"], dtype=object),
+        "category": pd.Categorical(["op", "op", "op", "op"]), "start": [0, 100, 0, 0], "dur": [10, 10, 10, 10],
+        "rank": [0, 0, 1, 1], "external_id": [7, 8, 7, 8], "depth": [0, 0, 0, 0],
+    })
+    return Trace(meta=TraceMeta(path="t", source_format="test"), kernels=kernels, cpu_slices=ops)
+
+
+def test_the_join_keeps_ranks_apart_and_the_signals_are_ordered() -> None:
+    t = _two_rank_trace()  # (tables are sorted by start: look rows up by name)
+    ops = kernel_ops(t)
+    op_name = {str(n): str(t.cpu_slices["name"].iloc[o]) for n, o in zip(t.kernels["name"], ops)}
+    assert op_name["nvjet_sm90_tst_256x128"] == "aten::mm"
+    assert op_name["nvjet_sm90_tst_128x128"] == "aten::add"  # rank 1's id 7, not rank 0's aten::mm
+    assert op_name["void cudnn::fusion::convert_dq_to_16bits<true>()"] == "aten::_cudnn_attention_backward"
+    c = classify(t).assign(name=t.kernels["name"].astype(str).to_numpy()).set_index("name")
+    # GEMM by op (and name); the convert under the attention backward is a helper copy
+    assert c.loc["nvjet_sm90_tst_256x128", "kind"] == "gemm" and c.loc["nvjet_sm90_tst_256x128", "kind_source"] == "op"
+    conv = c.loc["void cudnn::fusion::convert_dq_to_16bits<true>()"]
+    assert conv["kind"] == "copy" and conv["helper"] and conv["kind_source"] == "name"
+    bprop = c.loc["cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16"]
+    assert bprop["kind"] == "attention" and not bprop["helper"]
+    # the op says add, but tensor counters fired: matrix arithmetic wins
+    assert c.loc["nvjet_sm90_tst_128x128", "kind"] == "gemm" and c.loc["nvjet_sm90_tst_128x128", "kind_source"] == "counters"
+    m = model.model_kernels(t).assign(name=t.kernels["name"].astype(str).to_numpy()).set_index("name")
+    helper = m.loc["void cudnn::fusion::convert_dq_to_16bits<true>()"]
+    assert helper["helper"] and str(helper["model_note"]).startswith("helper kernel") and helper["model_flops"] == 0
