@@ -32,6 +32,19 @@ class UserError(Exception):
     """A problem the user can fix (bad option, bad file): one line, exit 2."""
 
 
+#: ``--raw-csv``: CSV cells exactly as in the trace (no spreadsheet-formula guard); set by main()
+RAW_CSV = False
+RAW_CSV_HELP = ("write text cells exactly as in the trace; by default a cell that begins with = + - @ TAB or CR "
+                "gets a leading ' so spreadsheets do not run it as a formula")
+
+
+def _say(text: object) -> str:
+    """Text from a trace (names, paths, warnings) made safe for a terminal (core.text)."""
+    from kviewer.core.text import display_text
+
+    return display_text(text)
+
+
 # ---------------------------------------------------------------------------------------------
 # progress on a terminal
 
@@ -81,7 +94,7 @@ def load_trace(path: str, quiet: bool = False) -> "Trace":
         if progress is not None:
             progress.close()
     for warning in trace.meta.warnings:
-        print(f"kviewer: warning: {path}: {warning}", file=sys.stderr)
+        print(_say(f"kviewer: warning: {path}: {warning}"), file=sys.stderr)
     return trace
 
 
@@ -118,11 +131,21 @@ def _has_cr(df: "pd.DataFrame") -> bool:
     return False
 
 
-def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int = 1) -> None:
-    """Write a table as csv, json (a list of objects) or an aligned human table."""
+def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int = 1, raw_csv: bool | None = None) -> None:
+    """Write a table as csv, json (a list of objects) or an aligned human table.
+
+    Text is made safe per destination (:mod:`kviewer.core.text`): escaped in the human table,
+    formula-guarded in CSV (unless ``raw_csv`` / ``--raw-csv``), exact in JSON.
+    """
     out = out or sys.stdout
     if fmt == "csv":
         import csv
+
+        from kviewer.core.text import csv_cell, map_text_columns
+
+        raw = RAW_CSV if raw_csv is None else raw_csv
+        if not raw:
+            df = map_text_columns(df, csv_cell)
 
         # the csv module quotes a field holding the delimiter, a quote or the line terminator
         # ("\n") but not a lone "\r", which readers take for a line end: a trace name with one
@@ -145,7 +168,9 @@ def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80) -
     """Right-aligned numbers, left-aligned text, long names cut with an ellipsis."""
     import pandas as pd
 
-    cols = list(df.columns)
+    from kviewer.core.text import display_text
+
+    cols = [display_text(c) for c in df.columns]
     cells: list[list[str]] = []
     numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in cols]
     for row in df.itertuples(index=False):
@@ -156,7 +181,7 @@ def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80) -
             elif is_num:
                 text = f"{value:,}"
             else:
-                text = str(value)
+                text = display_text(value)
                 if len(text) > max_name:
                     text = text[: max_name - 1] + "…"
             line.append(text)
@@ -211,9 +236,9 @@ def info_several(traces: "list[Trace]", fmt: str) -> int:
     for tl, nc, rep in matches:
         print()
         lines = describe(rep)
-        print(f"{lines[0]} ({os.path.basename(nc.meta.path)} onto {os.path.basename(tl.meta.path)})")
+        print(_say(f"{lines[0]} ({os.path.basename(nc.meta.path)} onto {os.path.basename(tl.meta.path)})"))
         for line in lines[1:]:
-            print(line)
+            print(_say(line))
     return EXIT_OK
 
 
@@ -224,22 +249,22 @@ def print_info(trace: "Trace", fmt: str) -> int:
         sys.stdout.write("\n")
         return EXIT_OK
     m = trace.meta
-    print(f"file:     {m.path}")
-    print(f"format:   {m.format_label or m.source_format}")
+    print(_say(f"file:     {m.path}"))
+    print(_say(f"format:   {m.format_label or m.source_format}"))
     tool = " ".join(x for x in (m.tool, m.tool_version) if x)
-    print(f"tool:     {tool or 'unknown'}")
+    print(_say(f"tool:     {tool or 'unknown'}"))
     if m.origin_ns is not None:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(m.origin_ns / 1e9))
-        print(f"origin:   {stamp} UTC ({m.origin_ns} ns since the epoch)")
+        print(_say(f"origin:   {stamp} UTC ({m.origin_ns} ns since the epoch)"))
     span = trace.span_ns()
     if span:
-        print(f"span:     {format_ns(span[1] - span[0])}")
+        print(_say(f"span:     {format_ns(span[1] - span[0])}"))
     if m.ranks:
-        print(f"ranks:    {', '.join(str(r) for r in m.ranks)}")
+        print(_say(f"ranks:    {', '.join(str(r) for r in m.ranks)}"))
     for key, value in m.extra.items():
-        print(f"{key + ':':<9} {value}")
+        print(_say(f"{key + ':':<9} {value}"))
     devices = info["devices"]
-    print(f"devices:  {len(devices)}")
+    print(_say(f"devices:  {len(devices)}"))
     for d in devices:
         parts = [str(d.get("name") or "unknown device")]
         if d.get("architecture"):
@@ -250,12 +275,12 @@ def print_info(trace: "Trace", fmt: str) -> int:
             parts.append(f"{d['sm_count']} {'CUs' if d.get('vendor') == 'AMD' else 'SMs'}")
         if d.get("memory_bytes", -1) > 0:
             parts.append(f"{d['memory_bytes'] / 1024**3:.1f} GiB")
-        print(f"  [{d['id']}] " + ", ".join(parts))
+        print(_say(f"  [{d['id']}] " + ", ".join(parts)))
     print("tables:")
     for name, n in trace.sizes().items():
-        print(f"  {name:<11} {n:>10,}")
+        print(_say(f"  {name:<11} {n:>10,}"))
     for w in m.warnings:
-        print(f"warning:  {w}")
+        print(_say(f"warning:  {w}"))
     return EXIT_OK
 
 
@@ -499,8 +524,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _print_compare(result: Any, by: str) -> None:
-    print(f"A: {result.label_a}")
-    print(f"B: {result.label_b}")
+    print(_say(f"A: {result.label_a}"))
+    print(_say(f"B: {result.label_b}"))
     print(f"matched by: {'name, launch size and launching op' if result.use_ops else 'name and launch size'}")
     print()
     totals = result.totals[["metric", "a", "b", "delta", "delta_pct"]].copy()
@@ -537,6 +562,7 @@ def _add_compare_parser(sub: Any) -> None:
     sp.add_argument("--fail-if-slower", type=float, metavar="PCT", default=None,
                     help="exit with status 1 when B's total kernel time is more than PCT percent above A's (for CI)")
     sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    sp.add_argument("--raw-csv", action="store_true", help=RAW_CSV_HELP)
     sp.set_defaults(func=cmd_compare)
 
 
@@ -713,6 +739,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--format", choices=list(formats), default=formats[0], help="output format (default: %(default)s)")
         sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
         sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+        if "csv" in formats:
+            sp.add_argument("--raw-csv", action="store_true", help=RAW_CSV_HELP)
         sp.set_defaults(func=fn)
         return sp
 
@@ -745,13 +773,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
             if getattr(args, "no_cache", False):
                 os.environ["KVIEWER_NO_CACHE"] = "1"  # also reaches worker processes
+            global RAW_CSV
+            RAW_CSV = bool(getattr(args, "raw_csv", False))
             if not getattr(args, "func", None):
                 build_parser().print_help()
                 return EXIT_OK
             return int(args.func(args))
         return run_gui(argv)
     except UserError as exc:
-        print(f"kviewer: error: {exc}", file=sys.stderr)
+        print(_say(f"kviewer: error: {exc}"), file=sys.stderr)
         return EXIT_USER_ERROR
     except BrokenPipeError:
         # output piped into head: not an error

@@ -49,6 +49,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from kviewer.core.text import xml_text
+
 #: picture formats by file suffix
 SUFFIXES = {".png": "png", ".svg": "svg"}
 SCALES = (1.0, 2.0)
@@ -129,7 +131,9 @@ def png_bytes(image: QImage) -> bytes:
     if not image.save(buf, "PNG"):  # type: ignore[call-overload]  # the stubs say bytes; PySide6 takes str
         raise ExportError("could not encode the picture as PNG")
     buf.close()
-    return bytes(data.data())
+    # names from a trace can hold characters XML 1.0 forbids; the labels are escaped where they
+    # are drawn, and this keeps the document well-formed whatever else reached the generator
+    return xml_text(bytes(data.data()).decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
 
 def paint_widget(painter: QPainter, widget: QWidget, origin: QPoint | None = None) -> None:
@@ -175,7 +179,9 @@ def svg_bytes(widget: QWidget, title: str = "", description: str = "") -> bytes:
     finally:
         painter.end()
     buf.close()
-    return bytes(data.data())
+    # names from a trace can hold characters XML 1.0 forbids; the labels are escaped where they
+    # are drawn, and this keeps the document well-formed whatever else reached the generator
+    return xml_text(bytes(data.data()).decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
 
 def save_picture(widget: QWidget, path: str | os.PathLike[str], scale: float = 1.0, title: str = "") -> Path:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kviewer.core.text import display_text
 from kviewer.ui.filterexpr import FilterColumn
 from kviewer.ui.format import format_count, format_duration
 
@@ -70,10 +71,11 @@ class Col:
 
     def text(self, i: int) -> str:
         if self.display is not None:
-            return self.display(i)
+            return display_text(self.display(i))
         v = self.values[i]
         if self.kind == "text":
-            return "" if v < 0 or self.categories is None else str(self.categories[v])
+            # names come from the file: control and bidi characters are shown, not obeyed
+            return "" if v < 0 or self.categories is None else display_text(self.categories[v])
         if self.missing_int and v == -1:
             return ""
         if self.kind == "time":
