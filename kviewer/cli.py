@@ -82,20 +82,60 @@ class TerminalProgress:
 
 
 def load_trace(path: str, quiet: bool = False) -> "Trace":
-    from kviewer.errors import LoadError
+    from kviewer.errors import LoadCancelled, LoadError
     from kviewer.io import load
+    from kviewer.io.registry import CancelToken
 
     progress = TerminalProgress(os.path.basename(path)) if not quiet else None
+    token = CancelToken()
     try:
-        trace = load(path, progress=progress)
+        with _ctrl_c_cancels(token):
+            trace = load(path, progress=progress, cancel=token)
     except LoadError as exc:
         raise UserError(str(exc)) from exc
+    except LoadCancelled:
+        raise KeyboardInterrupt from None
     finally:
         if progress is not None:
             progress.close()
     for warning in trace.meta.warnings:
         print(_say(f"kviewer: warning: {path}: {warning}"), file=sys.stderr)
     return trace
+
+
+class _ctrl_c_cancels:
+    """During a load, Ctrl+C (SIGINT) also cancels the load's token before raising.
+
+    KeyboardInterrupt alone can be lost: raised inside a SQLite progress callback it is swallowed
+    by the sqlite3 module (the query just stops). The token makes the loader stop for certain,
+    and the CLI then exits with 130.
+    """
+
+    def __init__(self, token: Any) -> None:
+        self.token = token
+        self.previous: Any = None
+
+    def __enter__(self) -> "_ctrl_c_cancels":
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.getsignal(signal.SIGINT)
+            if self.previous is signal.default_int_handler:
+                signal.signal(signal.SIGINT, self._handler)
+            else:
+                self.previous = None
+        return self
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.token.cancel()
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -594,6 +634,10 @@ def parse_size(text: str) -> tuple[int, int]:
     return w, h
 
 
+#: the largest time --range accepts, in ns (about 31 years)
+MAX_RANGE_NS = 1e18
+
+
 def parse_time_range(text: str) -> tuple[float | None, float | None]:
     """``1.5ms:3ms`` -> (1.5e6, 3e6) ns; an empty side is open (the start or end of the trace)."""
     from kviewer.ui.filterexpr import FilterError, parse_number
@@ -607,9 +651,13 @@ def parse_time_range(text: str) -> tuple[float | None, float | None]:
             ends.append(parse_number(part, "time") if part.strip() else None)
         except FilterError as exc:
             raise UserError(f"--range: {exc}") from None
+    for end in ends:
+        # 1e400 parses as inf; nothing a timeline can show lies beyond ~30 years in ns
+        if end is not None and not (math.isfinite(end) and abs(end) <= MAX_RANGE_NS):
+            raise UserError(f"--range: {end:g} ns is not a time a trace can hold (at most {MAX_RANGE_NS:.0e} ns), got {text!r}")
     t0, t1 = ends
-    if t0 is not None and t1 is not None and not t1 > t0:
-        raise UserError(f"--range: the end must come after the start, got {text!r}")
+    if t0 is not None and t1 is not None and not t1 - t0 >= 1:
+        raise UserError(f"--range: the end must come at least 1 ns after the start, got {text!r}")
     return t0, t1
 
 
@@ -768,6 +816,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from kviewer.io.source import install_signal_cleanup
+
+    install_signal_cleanup()  # SIGTERM mid-load must not leave temporary files behind
     try:
         if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version") for a in argv[:1]):
             args = build_parser().parse_args(argv)
@@ -775,6 +826,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 os.environ["KVIEWER_NO_CACHE"] = "1"  # also reaches worker processes
             global RAW_CSV
             RAW_CSV = bool(getattr(args, "raw_csv", False))
+            from kviewer.io.memory import check_budget_setting
+
+            problem = check_budget_setting()
+            if problem:
+                raise UserError(problem)
             if not getattr(args, "func", None):
                 build_parser().print_help()
                 return EXIT_OK

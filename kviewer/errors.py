@@ -56,3 +56,8 @@ class LoadCancelled(KViewerError):
 
 class AnalysisError(KViewerError):
     """An analysis could not run on the given trace (e.g. unknown device)."""
+
+
+class MemoryLimitExceeded(LoadError):
+    """A load would need more memory than the budget (``KVIEWER_MAX_MEMORY``) allows; stopped
+    before the operating system had to step in."""

@@ -98,16 +98,7 @@ def cache_disabled() -> bool:
     return value not in ("", "0", "false", "no", "off")
 
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """``"2G"``, ``"500MiB"``, ``"1048576"`` -> bytes (binary multiples)."""
-    m = _SIZE_RE.match(text)
-    if not m:
-        raise ValueError(f"not a size: {text!r} (use e.g. 500M or 2G)")
-    scale = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}[m.group(2).lower()]
-    return int(float(m.group(1)) * scale)
+from kviewer.io.memory import parse_size  # noqa: E402 - one size parser (re-exported)
 
 
 def max_bytes_from_env() -> int:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from kviewer.core import Trace
-from kviewer.errors import LoadCancelled, LoadError, UnsupportedFormat
+from kviewer.errors import LoadCancelled, LoadError, MemoryLimitExceeded, UnsupportedFormat
+from kviewer.io.memory import MemoryWatch
 from kviewer.io.source import Progress, read_head
 
 #: loader modules, imported on first use (keeps start-up light)
@@ -40,8 +41,16 @@ class CancelToken:
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self.failure: LoadError | None = None
+        """set by :meth:`fail`: the error the load stops with (e.g. the memory budget was exceeded)"""
 
     def cancel(self) -> None:
+        self._event.set()
+
+    def fail(self, error: LoadError) -> None:
+        """Stop the load with ``error`` (raised by :meth:`check`) instead of a cancellation."""
+        if self.failure is None:
+            self.failure = error
         self._event.set()
 
     @property
@@ -50,6 +59,8 @@ class CancelToken:
 
     def check(self) -> None:
         if self._event.is_set():
+            if self.failure is not None:
+                raise self.failure
             raise LoadCancelled("load cancelled")
 
 
@@ -158,12 +169,27 @@ def load(
     token = cancel or CancelToken()
     t0 = time.perf_counter()
     try:
-        trace = spec.load(p, prog, token)
-    except (LoadError, LoadCancelled):
+        with MemoryWatch(p, token, spec.label):
+            trace = spec.load(p, prog, token)
+    except LoadCancelled:
+        if token.failure is not None:
+            raise token.failure from None
+        raise
+    except LoadError as exc:
+        if token.failure is not None and exc is not token.failure:
+            raise token.failure from exc
+        if token.cancelled and token.failure is None:
+            raise LoadCancelled("load cancelled") from exc
         raise
     except MemoryError as exc:
-        raise LoadError(p, "not enough memory to load this file", spec.label) from exc
+        raise MemoryLimitExceeded(p, "not enough memory to load this file", spec.label) from exc
     except Exception as exc:  # a loader bug must still reach the user as one clear line
+        # a SQLite query stopped by its progress handler, a reader thread told to stop: the
+        # token says why (memory budget, cancel), not the exception it surfaced as
+        if token.failure is not None:
+            raise token.failure from exc
+        if token.cancelled:
+            raise LoadCancelled("load cancelled") from exc
         raise LoadError(p, f"could not be read: {type(exc).__name__}: {exc}", spec.label) from exc
     if store is not None:
         store.put(p, trace, before, time.perf_counter() - t0)

@@ -49,7 +49,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from kviewer.core.text import xml_text
+from kviewer.ui.format import xml_text
 
 #: picture formats by file suffix
 SUFFIXES = {".png": "png", ".svg": "svg"}
@@ -131,9 +131,7 @@ def png_bytes(image: QImage) -> bytes:
     if not image.save(buf, "PNG"):  # type: ignore[call-overload]  # the stubs say bytes; PySide6 takes str
         raise ExportError("could not encode the picture as PNG")
     buf.close()
-    # names from a trace can hold characters XML 1.0 forbids; the labels are escaped where they
-    # are drawn, and this keeps the document well-formed whatever else reached the generator
-    return xml_text(bytes(data.data()).decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+    return bytes(data.data())
 
 
 def paint_widget(painter: QPainter, widget: QWidget, origin: QPoint | None = None) -> None:
@@ -181,7 +179,9 @@ def svg_bytes(widget: QWidget, title: str = "", description: str = "") -> bytes:
     buf.close()
     # names from a trace can hold characters XML 1.0 forbids; the labels are escaped where they
     # are drawn, and this keeps the document well-formed whatever else reached the generator
-    return xml_text(bytes(data.data()).decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+    # names from a trace can hold characters XML 1.0 forbids; labels are escaped where they are
+    # drawn, and this keeps the document well-formed whatever else reached the generator
+    return xml_text(bytes(data.data()).decode("utf-8", "replace")).encode("utf-8")
 
 
 def save_picture(widget: QWidget, path: str | os.PathLike[str], scale: float = 1.0, title: str = "") -> Path:

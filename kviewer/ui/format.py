@@ -1,4 +1,4 @@
-"""Human formatting of times and numbers for the views (no Qt).
+"""Human formatting of times, numbers and trace text for the views (no Qt).
 
 The formatters live in :mod:`kviewer.core.units`; they are imported on first use because importing
 any ``kviewer.core`` module imports the package, which loads pandas, and the window must appear
@@ -7,7 +7,7 @@ without it (the loaders import it in the background).
 
 from __future__ import annotations
 
-__all__ = ["format_count", "format_duration", "format_time"]
+__all__ = ["display_text", "format_count", "format_duration", "format_time", "xml_text"]
 
 
 def format_duration(ns: float | None) -> str:
@@ -27,3 +27,17 @@ def format_count(value: float | None) -> str:
 def format_time(ns: float) -> str:
     """A point in time on the timeline (relative to the trace's first event)."""
     return format_duration(ns)
+
+
+def display_text(text: str) -> str:
+    """Trace text with control and bidi characters made visible; see :func:`kviewer.core.text.display_text`."""
+    from kviewer.core.text import display_text as impl
+
+    return impl(text)
+
+
+def xml_text(text: str) -> str:
+    """Text with the characters XML 1.0 forbids escaped; see :func:`kviewer.core.text.xml_text`."""
+    from kviewer.core.text import xml_text as impl
+
+    return impl(text)

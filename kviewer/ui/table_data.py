@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kviewer.core.text import display_text
 from kviewer.ui.filterexpr import FilterColumn
-from kviewer.ui.format import format_count, format_duration
+from kviewer.ui.format import display_text, format_count, format_duration
 
 if TYPE_CHECKING:
     from kviewer.ui.tracks import TraceTracks

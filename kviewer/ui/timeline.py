@@ -34,9 +34,8 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QMenu, QToolTip, QVBoxLayout, QWidget
 
-from kviewer.core.text import display_text
 from kviewer.ui import colors
-from kviewer.ui.format import format_duration, format_time
+from kviewer.ui.format import display_text, format_duration, format_time
 from kviewer.ui.tracks import Group, Lane, TraceTracks
 from kviewer.ui.viewstate import Selection, ViewState
 
