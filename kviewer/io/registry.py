@@ -104,7 +104,9 @@ def detect(path: str | os.PathLike[str]) -> LoaderSpec:
         for spec in loaders():
             if spec.directories and spec.sniff(b"", p):
                 return spec
-        raise UnsupportedFormat(p, "is a directory with no trace files kviewer recognises")
+        from kviewer.io.folders import describe
+
+        raise UnsupportedFormat(p, describe(p))
     head = read_head(p)
     if not head:
         raise UnsupportedFormat(p, "the file is empty")
