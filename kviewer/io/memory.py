@@ -119,8 +119,17 @@ class MemoryWatch:
     in the middle of somewhere.
     """
 
-    def __init__(self, path: str | os.PathLike[str], token: Any, recognised: str | None = None, budget: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        token: Any,
+        recognised: str | None = None,
+        budget: int | None = None,
+        tick: Any = None,
+    ) -> None:
         self.path = Path(path)
+        self.tick = tick
+        """called on every sample (the load's progress heartbeat rides on this thread)"""
         self.token = token
         self.recognised = recognised
         self.budget = memory_budget() if budget is None else budget
@@ -164,3 +173,5 @@ class MemoryWatch:
         while not self._stop.wait(INTERVAL):
             if self.over():
                 return
+            if self.tick is not None:
+                self.tick()

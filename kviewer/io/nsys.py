@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -187,30 +186,16 @@ def _load_db(db_path: Path, shown_path: Path, progress: Progress, cancel: Cancel
 
 
 class _Heartbeat:
-    """SQLite's progress handler for a load: stops a query on cancel (or when the memory watch
-    failed the token), and repeats the latest progress every half second, so a long query still
-    shows that the load is alive."""
+    """SQLite's progress handler for a load: stops a running query within milliseconds on
+    cancel (or when the memory watch failed the token). The registry repeats the latest
+    progress report during long steps."""
 
     def __init__(self, progress: Progress, cancel: CancelToken) -> None:
         self.progress = progress
         self.cancel = cancel
-        self.fraction = 0.0
-        self.message = "reading"
-        self.last = time.monotonic()
-
-    def report(self, fraction: float, message: str) -> None:
-        self.fraction, self.message = fraction, message
-        self.last = time.monotonic()
-        self.progress(fraction, message)
 
     def __call__(self) -> bool:
-        if self.cancel.cancelled:
-            return True
-        now = time.monotonic()
-        if now - self.last > 0.5:
-            self.last = now
-            self.progress(self.fraction, self.message)
-        return False
+        return self.cancel.cancelled
 
 
 #: rows fetched at a time: bounds what a query holds as Python objects, and how long a load goes
@@ -457,8 +442,6 @@ def _command(capture: Iterable[tuple[str, str]]) -> str:
 
 
 def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelToken) -> Trace:
-    if db.beat is not None:
-        progress = db.beat.report  # the heartbeat repeats the latest step during long queries
     gpus = _Gpus.read(db)
     progress(0.35, "kernels")
     cancel.check()

@@ -64,6 +64,35 @@ class CancelToken:
             raise LoadCancelled("load cancelled")
 
 
+class _Heartbeat:
+    """The load's progress callback, repeated while the loader is busy in one long step.
+
+    A loader reports progress between steps; one step (a SQLite query, a sort of millions of
+    rows) can take seconds. The memory watch's thread calls :meth:`tick`, which repeats the
+    latest report once a second has passed without one, so a user always sees the load is alive.
+    """
+
+    def __init__(self, progress: Progress, every: float = 1.0) -> None:
+        self.progress = progress
+        self.every = every
+        self.last = (0.0, "starting")
+        self.at = time.monotonic()
+        self.lock = threading.Lock()
+
+    def __call__(self, fraction: float, message: str) -> None:
+        with self.lock:
+            self.last = (fraction, message)
+            self.at = time.monotonic()
+            self.progress(fraction, message)
+
+    def tick(self) -> None:
+        if time.monotonic() - self.at < self.every:
+            return
+        with self.lock:
+            self.at = time.monotonic()
+            self.progress(*self.last)
+
+
 class LoadFn(Protocol):
     def __call__(self, path: Path, progress: Progress, cancel: CancelToken) -> Trace: ...
 
@@ -167,12 +196,14 @@ def load(
                 before = cache.source_id(p)
             except OSError:
                 store = None  # detect() below names the problem
+    beat = _Heartbeat(prog)
+    beat(0.0, "detecting the format")
     spec = detect(p)
     token = cancel or CancelToken()
     t0 = time.perf_counter()
     try:
-        with MemoryWatch(p, token, spec.label):
-            trace = spec.load(p, prog, token)
+        with MemoryWatch(p, token, spec.label, tick=beat.tick):
+            trace = spec.load(p, beat, token)
     except LoadCancelled:
         if token.failure is not None:
             raise token.failure from None

@@ -316,7 +316,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 #: the event list is decoded in pieces of at least this many bytes
 _PIECE = 4 << 20
-_WS = b" \t\r\n"
+_NON_WS = re.compile(rb"[^ \t\r\n]")
 #: Kineto's header keys and any single event are far smaller; more is damage (or a bomb of
 #: whitespace), so the load stops instead of holding it all in memory
 _MAX_HEADER = 256 << 20
@@ -429,14 +429,14 @@ def _split(path: Path, buf: bytearray, acc: _Columns) -> tuple[list[_Event], int
         p = buf.rfind(b"}", 1, p)
         if p < 0:
             return None
-        q = p + 1
-        while q < n and buf[q] in _WS:
-            q += 1
+        # skip whitespace with the regex engine: a byte-by-byte loop over a file padded with
+        # megabytes of blanks would take seconds per piece
+        m = _NON_WS.search(buf, p + 1)
+        q = m.start() if m else n
         if q >= n or buf[q] != 0x2C:  # ","
             continue
-        r = q + 1
-        while r < n and buf[r] in _WS:
-            r += 1
+        m = _NON_WS.search(buf, q + 1)
+        r = m.start() if m else n
         if r >= n or buf[r] != 0x7B:  # "{"
             continue
         tries += 1
