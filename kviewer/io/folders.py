@@ -120,16 +120,16 @@ def describe(folder: str | os.PathLike[str]) -> str:
     try:
         s = survey(folder)
     except OSError as exc:
-        return f"is a folder that cannot be listed ({_why_not(exc)})"
+        return f"is a directory that cannot be listed ({_why_not(exc)})"
     if not s.files and not s.skipped:
-        return "is an empty folder"
+        return "is an empty directory"
     counts, unexamined = kinds(s.files)
     parts = [f"{n:,} {label}" for label, n in counts.most_common()]
     if unexamined:
         parts.append(f"{unexamined:,} not examined")
-    text = f"is a folder of {len(s.files):,} file{'s' if len(s.files) != 1 else ''}"
+    text = f"is a directory of {len(s.files):,} file{'s' if len(s.files) != 1 else ''}"
     if s.cut:
-        text = f"is a folder of more than {MAX_ENTRIES:,} entries; of the first, {len(s.files):,} are files"
+        text = f"is a directory of more than {MAX_ENTRIES:,} entries; of the first, {len(s.files):,} are files"
     if parts:
         text += f" ({', '.join(parts)})"
     if len(s.files) > MAX_RANK_FILES:

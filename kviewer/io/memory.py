@@ -140,6 +140,7 @@ class MemoryWatch:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> "MemoryWatch":
+        self.over()  # a load that starts over the budget stops at its first check
         self._thread = threading.Thread(target=self._run, name="kviewer-memory-watch", daemon=True)
         self._thread.start()
         return self
@@ -148,6 +149,7 @@ class MemoryWatch:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=1)
+        self.over()  # a load quicker than one sample is still held to the budget
 
     def over(self) -> bool:
         """Sample now; True (and the token failed) when past the budget."""

@@ -30,6 +30,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from kviewer.core import Trace, TraceMeta, make_table
 from kviewer.core.names import strip_api_version
@@ -585,22 +586,24 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
         [("start", "i"), ("end", "i"), ("gtid", "i"), ("correlation", "i"), ("name", "i")],
         table=table,
     )
-    # each distinct name once (an object array of references to it, never a copy per row)
+    # each distinct name once: a categorical (codes), never a string per row
     by_name = db.strings_at(db.string_positions(c["name"]))
     uniq = [str(u) for u in by_name.categories]
     inverse = np.asarray(by_name.codes, dtype=np.int64)
-    names = np.asarray(uniq, dtype=object)[inverse] if len(uniq) else np.full(len(inverse), "", dtype=object)
-    c["name"] = names
+    n = len(inverse)
     if category is None:
         # nsys stores runtime and driver calls in one table; versioned names (cudaLaunchKernel_v7000)
         # are the same call as the plain ones
-        stripped = np.array([strip_api_version(u) for u in uniq], dtype=object)
+        stripped = [strip_api_version(u) for u in uniq]
+        index: dict[str, int] = {}
+        remap = np.array([index.setdefault(u, len(index)) for u in stripped], dtype=np.int64)
         cats = np.array(["runtime" if u.startswith("cuda") or not u.startswith("cu") else "driver" for u in stripped], dtype=object)
-        c["name"] = stripped[inverse] if len(uniq) else names
-        c["category"] = cats[inverse] if len(uniq) else np.full(len(names), "runtime", dtype=object)
+        c["name"] = pd.Categorical.from_codes(remap[inverse] if len(uniq) else inverse, categories=list(index))
+        c["category"] = cats[inverse] if len(uniq) else np.full(n, "runtime", dtype=object)
     else:
-        c["category"] = np.full(len(names), category, dtype=object)
-        c["correlation"] = np.full(len(names), -1, dtype=np.int64)
+        c["name"] = pd.Categorical.from_codes(inverse, categories=uniq)
+        c["category"] = np.full(n, category, dtype=object)
+        c["correlation"] = np.full(n, -1, dtype=np.int64)
     gtid = c.pop("gtid")
     c["pid"] = _pid(gtid)
     c["tid"] = _tid(gtid)
@@ -642,8 +645,8 @@ def _nvtx(db: _Db, meta: TraceMeta) -> dict[str, np.ndarray]:
     # inline text first, else the StringIds text (as coalesce(text, textId's value, '') did)
     inline = c["name"]
     by_id = db.strings_at(db.string_positions(c.pop("text_id")))
-    from_ids = np.asarray([str(u) for u in by_id.categories] or [""], dtype=object)[np.asarray(by_id.codes, dtype=np.int64)]
     missing = pd.isna(inline) if len(inline) else np.zeros(0, dtype=bool)
+    from_ids = np.asarray([str(u) for u in by_id.categories] or [""], dtype=object)[np.asarray(by_id.codes, dtype=np.int64)]
     inline[missing] = from_ids[missing]
     c["name"] = inline
     gtid = c.pop("gtid")
@@ -655,8 +658,11 @@ def _nvtx(db: _Db, meta: TraceMeta) -> dict[str, np.ndarray]:
     if open_ended.any():
         meta.warnings.append(f"{int(open_ended.sum())} NVTX ranges never ended and are left out")
     keep = ranges & ~open_ended
-    names = c["name"][keep]
-    if domains:
+    names: Any = c["name"][keep]
+    if not domains and missing.all():
+        # every name from StringIds: keep them as codes (no string hashed once per row)
+        names = by_id[keep]
+    elif domains:
         dom = c["domain"][keep]
         pids = pid[keep]
         names = np.array(
@@ -675,12 +681,16 @@ def _nvtx(db: _Db, meta: TraceMeta) -> dict[str, np.ndarray]:
     }
 
 
-def _cpu_slices(parts: list[dict[str, np.ndarray]]) -> pd.DataFrame:
-    keys = ("start", "end", "correlation", "name", "category", "pid", "tid")
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in keys}
+def _cpu_slices(parts: list[dict[str, Any]]) -> pd.DataFrame:
+    keys = ("start", "end", "correlation", "category", "pid", "tid")
+    cols: dict[str, Any] = {k: np.concatenate([p[k] for p in parts]) for k in keys}
     n = len(cols["start"])
     cols["depth"] = _depths(cols["pid"], cols["tid"], cols["start"], cols["end"])
-    cols["name"] = _categorical(cols["name"])
+    # names arrive as categoricals where they came from StringIds: unite their categories (each
+    # distinct name hashed once), never hash a string per row
+    names = [p["name"] if isinstance(p["name"], pd.Categorical) else _categorical(p["name"]) for p in parts if len(p["name"])]
+    names = [pd.Categorical.from_codes(c.codes, categories=pd.Index(list(c.categories), dtype=object)) for c in names]
+    cols["name"] = union_categoricals(names, sort_categories=True) if names else _categorical(np.empty(0, dtype=object))
     cols["category"] = _categorical(cols["category"])
     return make_table("cpu_slices", n, cols)
 

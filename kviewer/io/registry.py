@@ -204,6 +204,8 @@ def load(
     try:
         with MemoryWatch(p, token, spec.label, tick=beat.tick):
             trace = spec.load(p, beat, token)
+        if token.failure is not None:
+            raise token.failure
     except LoadCancelled:
         if token.failure is not None:
             raise token.failure from None
