@@ -37,15 +37,17 @@ def run_cli(
     tmpdir.mkdir(exist_ok=True)
     env = dict(os.environ, TMPDIR=str(tmpdir), KVIEWER_NO_CACHE="1", QT_QPA_PLATFORM="offscreen")
     env.update(env_extra)
-    return subprocess.run(
+    r = subprocess.run(
         [sys.executable, "-m", "kviewer", *args],
         capture_output=True,
-        text=True,
-        errors="surrogateescape",
         env=env,
         timeout=timeout,
         preexec_fn=_cap(cap) if cap else None,
         cwd=tmp_path,
+    )
+    # decoded here, not with text=True: universal newlines would turn a lone CR into LF
+    return subprocess.CompletedProcess(
+        r.args, r.returncode, r.stdout.decode("utf-8", "surrogateescape"), r.stderr.decode("utf-8", "surrogateescape")
     )
 
 
