@@ -42,7 +42,7 @@ from kviewer.core import Trace, TraceMeta
 from kviewer.errors import KViewerError, LoadCancelled, LoadError, UnsupportedFormat
 from kviewer.io.folders import MAX_RANK_FILES, Survey, survey
 from kviewer.io.registry import CancelToken, LoaderSpec, detect
-from kviewer.io.source import Progress, read_head
+from kviewer.io.source import Progress, private_tmpdir, read_head, track_temp_dir, untrack_temp_dir
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +267,9 @@ def _load_all(paths: Sequence[Path], progress: Progress, cancel: CancelToken, wo
     # spawn: safe with threads in the parent (the GUI loads off its main thread) and on every OS
     pool = cf.ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("spawn"))
     shm = Path("/dev/shm")
-    spill_dir = tempfile.mkdtemp(prefix="kviewer-ranks-", dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None)
+    in_shm = shm.is_dir() and os.access(shm, os.W_OK)
+    spill_dir = tempfile.mkdtemp(prefix="kviewer-ranks-", dir=shm if in_shm else private_tmpdir())
+    track_temp_dir(spill_dir)  # removed on SIGTERM too
     futures: dict[cf.Future[MemberResult], str] = {}
 
     def submit_next(_done: cf.Future[MemberResult] | None = None) -> None:
@@ -331,6 +333,7 @@ def _load_all(paths: Sequence[Path], progress: Progress, cancel: CancelToken, wo
         raise
     finally:
         shutil.rmtree(spill_dir, ignore_errors=True)
+        untrack_temp_dir(spill_dir)
     # every file is in; the idle workers exit on their own (joining them would wait for the
     # interpreter teardown of each)
     pool.shutdown(wait=False)

@@ -449,12 +449,29 @@ def private_tmpdir() -> Path:
         return _private_dir
 
 
+_extra_dirs: set[str] = set()
+
+
+def track_temp_dir(path: str | os.PathLike[str]) -> None:
+    """Also remove ``path`` at exit and on SIGTERM/SIGHUP (a temporary folder kept elsewhere,
+    e.g. in /dev/shm for speed). :func:`untrack_temp_dir` when the owner removed it itself."""
+    _extra_dirs.add(os.fspath(path))
+    private_tmpdir()  # registers the exit hook
+
+
+def untrack_temp_dir(path: str | os.PathLike[str]) -> None:
+    _extra_dirs.discard(os.fspath(path))
+
+
 def remove_private_tmpdir() -> None:
-    """Remove the private temporary folder and everything in it (idempotent)."""
+    """Remove the private temporary folder and everything in it, and the tracked folders (idempotent)."""
     global _private_dir
     folder, _private_dir = _private_dir, None
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
+    for extra in list(_extra_dirs):
+        shutil.rmtree(extra, ignore_errors=True)
+        _extra_dirs.discard(extra)
 
 
 def remove_quietly(path: str | os.PathLike[str]) -> None:
