@@ -176,4 +176,7 @@ class MemoryWatch:
             if self.over():
                 return
             if self.tick is not None:
-                self.tick()
+                try:
+                    self.tick()
+                except Exception:  # noqa: BLE001 - a progress callback's failure must not end the watch
+                    self.tick = None
