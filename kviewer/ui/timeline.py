@@ -788,4 +788,5 @@ def tooltip_text(tracks: TraceTracks, table: str, row: int) -> str:
 def _esc(s: str) -> str:
     import html
 
+    s = display_text(s)  # control and bidi characters shown, not obeyed
     return html.escape(s if len(s) < 200 else s[:199] + "…")
