@@ -471,13 +471,13 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
     def remap_devices(values: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
         if not mapping or not len(values):
             return values
-        lut = np.full(max(mapping) + 1, -1, dtype=np.int64)
-        for old, new in mapping.items():
-            lut[old] = new
-        out = np.full(len(values), -1, dtype=values.dtype)
-        ok = (values >= 0) & (values < len(lut))
-        out[ok] = lut[values[ok]]
-        return out
+        # by binary search, not a table indexed by id: a huge device id in a file must not
+        # make the merge allocate gigabytes
+        keys = np.array(sorted(mapping), dtype=np.int64)
+        new = np.array([mapping[k] for k in keys.tolist()], dtype=np.int64)
+        pos = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
+        found = (keys[pos] == values) & (values >= 0)
+        return np.where(found, new[pos], -1).astype(values.dtype, copy=False)
 
     merged: dict[str, pd.DataFrame] = {}
     new_ids: dict[str, list[np.ndarray]] = {}

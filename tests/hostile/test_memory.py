@@ -165,3 +165,30 @@ def test_real_compression_ratios_pass(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["tables"]["kernels"] == 100_000
     assert os.path.getsize(p) > 0
+
+
+def test_rocprofv3_json_huge_kernel_id_and_shared_name(tmp_path: Path) -> None:
+    """A kernel_id of 10**12 (a table indexed by id would be 8 TB) named by a 2 MB name that
+    2,000 dispatches share, and a dispatch of an unknown id near 2**62."""
+    from tests.io.test_rocprof_bad import _doc
+
+    doc = _doc()
+    tool = doc["rocprofiler-sdk-tool"][0]
+    big = "k" * (2 * MB)
+    tool["kernel_symbols"] = [{"kernel_id": 10**12, "formatted_kernel_name": big}]
+    template = tool["buffer_records"]["kernel_dispatch"][0]
+    dispatches = []
+    for i in range(2000):
+        d = json.loads(json.dumps(template))
+        d["dispatch_info"]["kernel_id"] = 10**12 if i else 2**62
+        d["dispatch_info"]["dispatch_id"] = i + 1
+        d["start_timestamp"], d["end_timestamp"] = 2000 + i * 10, 2005 + i * 10
+        dispatches.append(d)
+    tool["buffer_records"]["kernel_dispatch"] = dispatches
+    tool["callback_records"] = {}
+    p = tmp_path / "1_results.json"
+    p.write_text(json.dumps(doc))
+    r = run_cli(["summary", str(p), "--format", "json"], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {row["name"]: row["count"] for row in json.loads(r.stdout)}
+    assert rows[big] == 1999 and rows[f"<kernel_id {2**62}>"] == 1
