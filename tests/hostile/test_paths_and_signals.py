@@ -178,3 +178,28 @@ def test_cancel_token_interrupts_a_running_query(tmp_path: Path) -> None:
     with pytest.raises(LoadCancelled):
         load(db, progress=progress, cancel=token, use_cache=False)
     assert "kernels" in seen
+
+
+def test_ctrl_c_ends_a_load_stuck_in_c_code(tmp_path: Path) -> None:
+    """A loader inside one long C call that releases the GIL (a pandas parse, a SQLite query
+    without a progress handler, a sort) runs no Python signal handler until it returns: the
+    wakeup-fd watcher cancels the token at once and ends the process after the grace period,
+    removing the temporary folder."""
+    code = (
+        "import os, signal, threading\n"
+        "from kviewer.cli import _ctrl_c_cancels\n"
+        "from kviewer.io.registry import CancelToken\n"
+        "from kviewer.tempdir import private_tmpdir\n"
+        "print(private_tmpdir(), flush=True)\n"
+        "threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+        "with _ctrl_c_cancels(CancelToken()):\n"
+        "    import sqlite3\n"
+        "    sqlite3.connect(':memory:').execute('WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r "
+        "WHERE x < 100000000000) SELECT count(*) FROM r').fetchone()  # minutes in C\n"
+    )
+    tmpdir = tmp_path / "TMPDIR"
+    tmpdir.mkdir()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, env=dict(os.environ, TMPDIR=str(tmpdir)))
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.strip().endswith(b"kviewer: interrupted")
+    assert os.listdir(tmpdir) == []
