@@ -220,14 +220,21 @@ class SourceId:
 
 def source_id(path: str | os.PathLike[str]) -> SourceId:
     """Stat a file (or every file of a folder); raises OSError when it is not there."""
-    p = Path(path).resolve()
+    try:
+        p = Path(path).resolve()
+    except RuntimeError as exc:  # a symlink loop (pathlib raises RuntimeError for it on 3.11)
+        raise OSError(f"{path}: a symbolic link that loops") from exc
     st = p.stat()
     if p.is_dir():
         members = []
         for entry in sorted(os.scandir(p), key=lambda e: e.name):
-            if entry.is_file():
+            try:
+                if not entry.is_file():
+                    continue
                 est = entry.stat()
-                members.append((entry.name, est.st_size, est.st_mtime_ns))
+            except OSError:  # a symlink loop or a vanished file: not part of the folder's trace
+                continue
+            members.append((entry.name, est.st_size, est.st_mtime_ns))
         return SourceId(str(p), sum(m[1] for m in members), max((m[2] for m in members), default=st.st_mtime_ns), tuple(members))
     return SourceId(str(p), st.st_size, st.st_mtime_ns)
 

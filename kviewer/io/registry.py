@@ -128,6 +128,8 @@ def detect(path: str | os.PathLike[str]) -> LoaderSpec:
     """The loader that claims this file, or :class:`UnsupportedFormat`."""
     p = Path(path)
     if not p.exists():
+        if p.is_symlink():
+            raise LoadError(p, "is a symbolic link that loops or points to nothing")
         raise LoadError(p, "no such file or directory")
     if p.is_dir():
         for spec in loaders():

@@ -570,8 +570,8 @@ def connect_readonly(
     query (``sqlite3.OperationalError: interrupted``): a cancel button or Ctrl+C acts within
     milliseconds even inside one long query.
     """
+    check_file(path)  # before resolve(): a symlink loop is a LoadError, not a RuntimeError
     p = Path(path).resolve()
-    check_file(p)
     uri = p.as_uri() + "?mode=ro"
     copy_dir: str | None = None
     warnings: list[str] = []

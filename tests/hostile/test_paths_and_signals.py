@@ -203,3 +203,15 @@ def test_ctrl_c_ends_a_load_stuck_in_c_code(tmp_path: Path) -> None:
     assert r.returncode == 130, r.stderr
     assert r.stderr.strip().endswith(b"kviewer: interrupted")
     assert os.listdir(tmpdir) == []
+
+
+@pytest.mark.parametrize("cache", ["", "1"])
+def test_symlink_loop_or_dangling_link_as_the_file(tmp_path: Path, cache: str) -> None:
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop.name)
+    dangling = tmp_path / "gone.json"
+    dangling.symlink_to(tmp_path / "nowhere")
+    env = {"KVIEWER_NO_CACHE": "", "KVIEWER_CACHE_DIR": str(tmp_path / "cache")} if cache else {}
+    for p in (loop, dangling):
+        line = one_error_line(run_cli(["summary", str(p)], tmp_path, **env), p)
+        assert "symbolic link" in line
