@@ -1,4 +1,4 @@
-"""Human formatting of times, numbers and trace text for the views (no Qt).
+"""Human formatting of times and numbers for the views (no Qt).
 
 The formatters live in :mod:`kviewer.core.units`; they are imported on first use because importing
 any ``kviewer.core`` module imports the package, which loads pandas, and the window must appear
@@ -7,7 +7,7 @@ without it (the loaders import it in the background).
 
 from __future__ import annotations
 
-__all__ = ["display_text", "format_count", "format_duration", "format_time", "xml_text"]
+__all__ = ["format_count", "format_duration", "format_time"]
 
 
 def format_duration(ns: float | None) -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kviewer.ui.filterexpr import FilterColumn
-from kviewer.ui.format import display_text, format_count, format_duration
+from kviewer.ui.format import format_count, format_duration
 
 if TYPE_CHECKING:
     from kviewer.ui.tracks import TraceTracks
@@ -69,11 +69,12 @@ class Col:
         return self.values if self.sort_key is None else self.sort_key
 
     def text(self, i: int) -> str:
+        from kviewer.ui.format import display_text  # trace text: control and bidi characters shown, not obeyed
+
         if self.display is not None:
             return display_text(self.display(i))
         v = self.values[i]
         if self.kind == "text":
-            # names come from the file: control and bidi characters are shown, not obeyed
             return "" if v < 0 or self.categories is None else display_text(self.categories[v])
         if self.missing_int and v == -1:
             return ""
