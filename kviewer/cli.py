@@ -32,6 +32,19 @@ class UserError(Exception):
     """A problem the user can fix (bad option, bad file): one line, exit 2."""
 
 
+#: ``--raw-csv``: CSV cells exactly as in the trace (no spreadsheet-formula guard); set by main()
+RAW_CSV = False
+RAW_CSV_HELP = ("write text cells exactly as in the trace; by default a cell that begins with = + - @ TAB or CR "
+                "gets a leading ' so spreadsheets do not run it as a formula")
+
+
+def _say(text: object) -> str:
+    """Text from a trace (names, paths, warnings) made safe for a terminal (core.text)."""
+    from kviewer.core.text import display_text
+
+    return display_text(text)
+
+
 # ---------------------------------------------------------------------------------------------
 # progress on a terminal
 
@@ -69,20 +82,130 @@ class TerminalProgress:
 
 
 def load_trace(path: str, quiet: bool = False) -> "Trace":
-    from kviewer.errors import LoadError
+    from kviewer.errors import LoadCancelled, LoadError
     from kviewer.io import load
+    from kviewer.io.registry import CancelToken
 
-    progress = TerminalProgress(os.path.basename(path)) if not quiet else None
+    progress = TerminalProgress(_say(os.path.basename(path))) if not quiet else None
+    token = CancelToken()
     try:
-        trace = load(path, progress=progress)
+        with _ctrl_c_cancels(token):
+            trace = load(path, progress=progress, cancel=token)
     except LoadError as exc:
         raise UserError(str(exc)) from exc
+    except LoadCancelled:
+        raise KeyboardInterrupt from None
     finally:
         if progress is not None:
             progress.close()
     for warning in trace.meta.warnings:
-        print(f"kviewer: warning: {path}: {warning}", file=sys.stderr)
+        print(_say(f"kviewer: warning: {path}: {warning}"), file=sys.stderr)
     return trace
+
+
+class _ctrl_c_cancels:
+    """During a load, Ctrl+C (SIGINT) cancels the load's token, and the load stops within 2 s.
+
+    Three layers, because a signal's Python handler runs only when the main thread runs Python:
+
+    * the SIGINT handler cancels the token and raises KeyboardInterrupt (raised inside a SQLite
+      progress callback, KeyboardInterrupt alone is swallowed by the sqlite3 module; the token
+      makes the loader stop for certain, and the CLI exits with 130);
+    * a watcher thread reads the signal wakeup fd, which the C-level handler writes at once even
+      while the main thread is busy in C code (a pandas parse, a long numpy step): it cancels the
+      token right away;
+    * if the load has still not stopped :data:`GRACE` seconds after SIGINT, SIGTERM or SIGHUP,
+      the watcher removes the temporary files and ends the process (exit 130, or 128 + signal).
+    """
+
+    GRACE = 1.5
+
+    def __init__(self, token: Any) -> None:
+        self.token = token
+        self.previous: Any = None
+        self.old_fd: int | None = None
+        self.fds: tuple[int, int] | None = None
+        self.done: Any = None
+
+    def __enter__(self) -> "_ctrl_c_cancels":
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        self.previous = signal.getsignal(signal.SIGINT)
+        if self.previous is signal.default_int_handler:
+            signal.signal(signal.SIGINT, self._handler)
+        else:
+            self.previous = None
+        self.done = threading.Event()
+        try:
+            r, w = os.pipe()
+            os.set_blocking(w, False)
+            self.old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+            self.fds = (r, w)
+            threading.Thread(target=self._watch, args=(r,), name="kviewer-signal-watch", daemon=True).start()
+        except (OSError, ValueError):  # no pipes or not allowed: the handler alone
+            self.fds = None
+        return self
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.token.cancel()
+        raise KeyboardInterrupt
+
+    def _watch(self, r: int) -> None:
+        import signal
+
+        while True:
+            try:
+                data = os.read(r, 64)
+            except OSError:
+                return
+            if not data or self.done.is_set():
+                return
+            for num in data:
+                if num == signal.SIGINT:
+                    self.token.cancel()
+                    self._deadline(130, "interrupted")
+                elif num in (signal.SIGTERM, getattr(signal, "SIGHUP", -1)):
+                    self.token.cancel()
+                    self._deadline(128 + num, "")
+
+    def _deadline(self, code: int, words: str) -> None:
+        import threading
+
+        def force() -> None:
+            if self.done.wait(self.GRACE):
+                return
+            from kviewer.tempdir import remove_private_tmpdir
+
+            remove_private_tmpdir()
+            if words:
+                os.write(2, f"kviewer: {words}\n".encode())
+            os._exit(code)
+
+        threading.Thread(target=force, name="kviewer-signal-deadline", daemon=True).start()
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self.done is not None:
+            self.done.set()
+        if self.fds is not None:
+            r, w = self.fds
+            try:
+                signal.set_wakeup_fd(self.old_fd if self.old_fd is not None else -1)
+            except (OSError, ValueError):
+                pass
+            try:
+                os.write(w, b"\0")  # wake the watcher so it sees done and ends
+            except OSError:
+                pass
+            os.close(w)
+            # the read end closes with the watcher's last read; leave it to the OS at exit
+            self.fds = None
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,11 +241,21 @@ def _has_cr(df: "pd.DataFrame") -> bool:
     return False
 
 
-def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int = 1) -> None:
-    """Write a table as csv, json (a list of objects) or an aligned human table."""
+def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int = 1, raw_csv: bool | None = None) -> None:
+    """Write a table as csv, json (a list of objects) or an aligned human table.
+
+    Text is made safe per destination (:mod:`kviewer.core.text`): escaped in the human table,
+    formula-guarded in CSV (unless ``raw_csv`` / ``--raw-csv``), exact in JSON.
+    """
     out = out or sys.stdout
     if fmt == "csv":
         import csv
+
+        from kviewer.core.text import csv_cell, map_text_columns
+
+        raw = RAW_CSV if raw_csv is None else raw_csv
+        if not raw:
+            df = map_text_columns(df, csv_cell)
 
         # the csv module quotes a field holding the delimiter, a quote or the line terminator
         # ("\n") but not a lone "\r", which readers take for a line end: a trace name with one
@@ -145,7 +278,9 @@ def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80) -
     """Right-aligned numbers, left-aligned text, long names cut with an ellipsis."""
     import pandas as pd
 
-    cols = list(df.columns)
+    from kviewer.core.text import display_text
+
+    cols = [display_text(c) for c in df.columns]
     cells: list[list[str]] = []
     numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in cols]
     for row in df.itertuples(index=False):
@@ -156,7 +291,7 @@ def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80) -
             elif is_num:
                 text = f"{value:,}"
             else:
-                text = str(value)
+                text = display_text(value)
                 if len(text) > max_name:
                     text = text[: max_name - 1] + "…"
             line.append(text)
@@ -211,9 +346,9 @@ def info_several(traces: "list[Trace]", fmt: str) -> int:
     for tl, nc, rep in matches:
         print()
         lines = describe(rep)
-        print(f"{lines[0]} ({os.path.basename(nc.meta.path)} onto {os.path.basename(tl.meta.path)})")
+        print(_say(f"{lines[0]} ({os.path.basename(nc.meta.path)} onto {os.path.basename(tl.meta.path)})"))
         for line in lines[1:]:
-            print(line)
+            print(_say(line))
     return EXIT_OK
 
 
@@ -224,22 +359,22 @@ def print_info(trace: "Trace", fmt: str) -> int:
         sys.stdout.write("\n")
         return EXIT_OK
     m = trace.meta
-    print(f"file:     {m.path}")
-    print(f"format:   {m.format_label or m.source_format}")
+    print(_say(f"file:     {m.path}"))
+    print(_say(f"format:   {m.format_label or m.source_format}"))
     tool = " ".join(x for x in (m.tool, m.tool_version) if x)
-    print(f"tool:     {tool or 'unknown'}")
+    print(_say(f"tool:     {tool or 'unknown'}"))
     if m.origin_ns is not None:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(m.origin_ns / 1e9))
-        print(f"origin:   {stamp} UTC ({m.origin_ns} ns since the epoch)")
+        print(_say(f"origin:   {stamp} UTC ({m.origin_ns} ns since the epoch)"))
     span = trace.span_ns()
     if span:
-        print(f"span:     {format_ns(span[1] - span[0])}")
+        print(_say(f"span:     {format_ns(span[1] - span[0])}"))
     if m.ranks:
-        print(f"ranks:    {', '.join(str(r) for r in m.ranks)}")
+        print(_say(f"ranks:    {', '.join(str(r) for r in m.ranks)}"))
     for key, value in m.extra.items():
-        print(f"{key + ':':<9} {value}")
+        print(_say(f"{key + ':':<9} {value}"))
     devices = info["devices"]
-    print(f"devices:  {len(devices)}")
+    print(_say(f"devices:  {len(devices)}"))
     for d in devices:
         parts = [str(d.get("name") or "unknown device")]
         if d.get("architecture"):
@@ -250,12 +385,12 @@ def print_info(trace: "Trace", fmt: str) -> int:
             parts.append(f"{d['sm_count']} {'CUs' if d.get('vendor') == 'AMD' else 'SMs'}")
         if d.get("memory_bytes", -1) > 0:
             parts.append(f"{d['memory_bytes'] / 1024**3:.1f} GiB")
-        print(f"  [{d['id']}] " + ", ".join(parts))
+        print(_say(f"  [{d['id']}] " + ", ".join(parts)))
     print("tables:")
     for name, n in trace.sizes().items():
-        print(f"  {name:<11} {n:>10,}")
+        print(_say(f"  {name:<11} {n:>10,}"))
     for w in m.warnings:
-        print(f"warning:  {w}")
+        print(_say(f"warning:  {w}"))
     return EXIT_OK
 
 
@@ -514,8 +649,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _print_compare(result: Any, by: str) -> None:
-    print(f"A: {result.label_a}")
-    print(f"B: {result.label_b}")
+    print(_say(f"A: {result.label_a}"))
+    print(_say(f"B: {result.label_b}"))
     print(f"matched by: {'name, launch size and launching op' if result.use_ops else 'name and launch size'}")
     print()
     totals = result.totals[["metric", "a", "b", "delta", "delta_pct"]].copy()
@@ -552,6 +687,7 @@ def _add_compare_parser(sub: Any) -> None:
     sp.add_argument("--fail-if-slower", type=float, metavar="PCT", default=None,
                     help="exit with status 1 when B's total kernel time is more than PCT percent above A's (for CI)")
     sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    sp.add_argument("--raw-csv", action="store_true", help=RAW_CSV_HELP)
     sp.set_defaults(func=cmd_compare)
 
 
@@ -583,6 +719,10 @@ def parse_size(text: str) -> tuple[int, int]:
     return w, h
 
 
+#: the largest time --range accepts, in ns (about 31 years)
+MAX_RANGE_NS = 1e18
+
+
 def parse_time_range(text: str) -> tuple[float | None, float | None]:
     """``1.5ms:3ms`` -> (1.5e6, 3e6) ns; an empty side is open (the start or end of the trace)."""
     from kviewer.ui.filterexpr import FilterError, parse_number
@@ -596,9 +736,13 @@ def parse_time_range(text: str) -> tuple[float | None, float | None]:
             ends.append(parse_number(part, "time") if part.strip() else None)
         except FilterError as exc:
             raise UserError(f"--range: {exc}") from None
+    for end in ends:
+        # 1e400 parses as inf; nothing a timeline can show lies beyond ~30 years in ns
+        if end is not None and not (math.isfinite(end) and abs(end) <= MAX_RANGE_NS):
+            raise UserError(f"--range: {end:g} ns is not a time a trace can hold (at most {MAX_RANGE_NS:.0e} ns), got {text!r}")
     t0, t1 = ends
-    if t0 is not None and t1 is not None and not t1 > t0:
-        raise UserError(f"--range: the end must come after the start, got {text!r}")
+    if t0 is not None and t1 is not None and not t1 - t0 >= 1:
+        raise UserError(f"--range: the end must come at least 1 ns after the start, got {text!r}")
     return t0, t1
 
 
@@ -798,6 +942,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--format", choices=list(formats), default=formats[0], help="output format (default: %(default)s)")
         sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
         sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+        if "csv" in formats:
+            sp.add_argument("--raw-csv", action="store_true", help=RAW_CSV_HELP)
         sp.set_defaults(func=fn)
         return sp
 
@@ -827,17 +973,27 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        from kviewer.tempdir import install_signal_cleanup
+
+        install_signal_cleanup()  # SIGTERM mid-load must not leave temporary files behind
         if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version") for a in argv[:1]):
             args = build_parser().parse_args(argv)
             if getattr(args, "no_cache", False):
                 os.environ["KVIEWER_NO_CACHE"] = "1"  # also reaches worker processes
+            global RAW_CSV
+            RAW_CSV = bool(getattr(args, "raw_csv", False))
+            from kviewer.io.memory import check_budget_setting
+
+            problem = check_budget_setting()
+            if problem:
+                raise UserError(problem)
             if not getattr(args, "func", None):
                 build_parser().print_help()
                 return EXIT_OK
             return int(args.func(args))
         return run_gui(argv)
     except UserError as exc:
-        print(f"kviewer: error: {exc}", file=sys.stderr)
+        print(_say(f"kviewer: error: {exc}"), file=sys.stderr)
         return EXIT_USER_ERROR
     except BrokenPipeError:
         # output piped into head: not an error

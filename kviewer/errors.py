@@ -50,6 +50,11 @@ class MissingDependency(LoadError):
     """The format is recognised but an optional package needed to read it is not installed."""
 
 
+class MemoryLimitExceeded(LoadError):
+    """A load would need more memory than the budget (``KVIEWER_MAX_MEMORY``) allows; stopped
+    before the operating system had to step in."""
+
+
 class LoadCancelled(KViewerError):
     """The user cancelled a load; not an error to report."""
 

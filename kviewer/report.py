@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kviewer.core.text import display_text
 from kviewer.core.units import format_duration, format_signed_duration
 
 if TYPE_CHECKING:
@@ -514,8 +515,8 @@ def _compare_section(r: CompareResult, top: int) -> Section:
 
 
 def html_escape(text: object) -> str:
-    """Text for HTML content or a quoted attribute."""
-    return html.escape(str(text), quote=True)
+    """Text for HTML content or a quoted attribute (control and bidi characters made visible first)."""
+    return html.escape(display_text(text), quote=True)
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#!])")
@@ -526,9 +527,10 @@ def md_escape(text: object) -> str:
 
     ``&``, ``<`` and ``>`` become entities (Markdown passes raw HTML through, so ``<script>`` would
     be markup); backslash-escapes stop emphasis, code spans, links and images, and table cell
-    breaks (``|``); line breaks become spaces (a table row is one line).
+    breaks (``|``); line breaks become spaces (a table row is one line); other control and bidi
+    characters are made visible (:func:`kviewer.core.text.display_text`).
     """
-    s = re.sub(r"[\r\n]+", " ", str(text))
+    s = display_text(re.sub(r"[\r\n]+", " ", str(text)))
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL.sub(r"\\\1", s)
 

@@ -20,10 +20,14 @@ def kernel_summary(trace: Trace, by: str = "name") -> pd.DataFrame:
     k = trace.kernels
     if not len(k):
         return pd.DataFrame({c: pd.Series(dtype="float64" if c.endswith(("_pct", "avg_ns", "med_ns", "std_ns")) else "int64") for c in SUMMARY_COLUMNS}).astype({"name": object})
-    names = k[by].astype(str).to_numpy()
+    col = k[by]
+    # group by the category codes: hashing the names row by row costs (rows x name length),
+    # seconds for a long name shared by a few thousand kernels
+    categorical = isinstance(col.dtype, pd.CategoricalDtype) and all(isinstance(c, str) for c in col.cat.categories)
+    names = col.array if categorical else col.astype(str).to_numpy()
     dur = k["dur"].to_numpy(dtype=np.int64)
     df = pd.DataFrame({"name": names, "dur": dur})
-    g = df.groupby("name", sort=False)["dur"]
+    g = df.groupby("name", sort=False, observed=True)["dur"]
     out = pd.DataFrame(
         {
             "count": g.size().astype(np.int64),
@@ -38,5 +42,6 @@ def kernel_summary(trace: Trace, by: str = "name") -> pd.DataFrame:
     total = float(dur.sum())
     out["time_pct"] = out["total_ns"] / total * 100.0 if total > 0 else 0.0
     out = out.reset_index().rename(columns={"index": "name"})
+    out["name"] = out["name"].astype(object)
     out = out.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     return out[SUMMARY_COLUMNS]

@@ -43,6 +43,7 @@ import logging
 import os
 import re
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterable
@@ -78,6 +79,62 @@ class NotCacheable(Exception):
     """The trace holds something the columnar codec cannot store faithfully."""
 
 
+class UnsafeCache(Exception):
+    """The cache folder or database could be read or written by someone else: it is not used."""
+
+
+def _check_private(path: Path, what: str) -> os.stat_result | None:
+    """lstat ``path`` and refuse it unless it is ours alone: not a symlink, owned by this user,
+    writable by nobody else. None when it does not exist."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeCache(f"the cache {what} {path} is a symbolic link")
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise UnsafeCache(f"the cache {what} {path} belongs to another user (uid {st.st_uid})")
+    if st.st_mode & 0o022:
+        raise UnsafeCache(f"the cache {what} {path} can be written by other users (mode {stat.S_IMODE(st.st_mode):o})")
+    return st
+
+
+def secure_cache_files(directory: Path, db_path: Path) -> None:
+    """Make sure the cache is private before it is opened, or raise :class:`UnsafeCache`.
+
+    The folder is created 0700 and the database 0600 (SQLite gives its -wal and -shm files the
+    database's mode). A folder or file that is a symlink, belongs to another user or is writable
+    by others is refused: entries there could be forged, or a write go through to another file.
+    Our own folder or files that others can merely read (made by an older kviewer, 0755/0644)
+    are tightened.
+    """
+    st = _check_private(directory, "folder")
+    if st is None:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = _check_private(directory, "folder")
+        if st is None:  # pragma: no cover - removed under our feet
+            raise UnsafeCache(f"the cache folder {directory} vanished")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeCache(f"the cache folder {directory} is not a folder")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        os.chmod(directory, 0o700)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        f = Path(str(db_path) + suffix)
+        fst = _check_private(f, "database" if not suffix else f"file {suffix}")
+        if fst is None:
+            continue
+        if not stat.S_ISREG(fst.st_mode):
+            raise UnsafeCache(f"the cache file {f} is not a regular file")
+        if stat.S_IMODE(fst.st_mode) & 0o077:
+            os.chmod(f, 0o600)
+    if not db_path.exists():
+        flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            os.close(os.open(db_path, flags, 0o600))
+        except FileExistsError:  # another kviewer made it just now: check what is there
+            secure_cache_files(directory, db_path)
+
+
 # ---------------------------------------------------------------------------------------------
 # configuration
 
@@ -98,16 +155,7 @@ def cache_disabled() -> bool:
     return value not in ("", "0", "false", "no", "off")
 
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """``"2G"``, ``"500MiB"``, ``"1048576"`` -> bytes (binary multiples)."""
-    m = _SIZE_RE.match(text)
-    if not m:
-        raise ValueError(f"not a size: {text!r} (use e.g. 500M or 2G)")
-    scale = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}[m.group(2).lower()]
-    return int(float(m.group(1)) * scale)
+from kviewer.io.memory import parse_size  # noqa: E402 - one size parser (re-exported)
 
 
 def max_bytes_from_env() -> int:
@@ -172,14 +220,21 @@ class SourceId:
 
 def source_id(path: str | os.PathLike[str]) -> SourceId:
     """Stat a file (or every file of a folder); raises OSError when it is not there."""
-    p = Path(path).resolve()
+    try:
+        p = Path(path).resolve()
+    except RuntimeError as exc:  # a symlink loop (pathlib raises RuntimeError for it on 3.11)
+        raise OSError(f"{path}: a symbolic link that loops") from exc
     st = p.stat()
     if p.is_dir():
         members = []
         for entry in sorted(os.scandir(p), key=lambda e: e.name):
-            if entry.is_file():
+            try:
+                if not entry.is_file():
+                    continue
                 est = entry.stat()
-                members.append((entry.name, est.st_size, est.st_mtime_ns))
+            except OSError:  # a symlink loop or a vanished file: not part of the folder's trace
+                continue
+            members.append((entry.name, est.st_size, est.st_mtime_ns))
         return SourceId(str(p), sum(m[1] for m in members), max((m[2] for m in members), default=st.st_mtime_ns), tuple(members))
     return SourceId(str(p), st.st_size, st.st_mtime_ns)
 
@@ -502,13 +557,14 @@ class TraceCache:
         """problems met (damaged cache rebuilt, ...), for the caller to show"""
         self._lock = threading.Lock()
         self._complained = False
+        self._refused = False
 
     # -- connection ----------------------------------------------------------------------------
 
     def _open(self):  # type: ignore[no-untyped-def]
         import sqlite_utils
 
-        self.directory.mkdir(parents=True, exist_ok=True)
+        secure_cache_files(self.directory, self.path)
         conn = sqlite3.connect(str(self.path), timeout=10.0, check_same_thread=False)
         try:
             db = sqlite_utils.Database(conn, execute_plugins=False)
@@ -570,6 +626,14 @@ class TraceCache:
             except OSError as err:
                 log.warning("could not remove %s%s: %s", self.path, suffix, err)
 
+    def _refuse(self, exc: UnsafeCache) -> None:
+        """Say once, in the trace's warnings too, that the cache is not safe and is bypassed."""
+        if not self._refused:
+            self._refused = True
+            msg = f"{exc}; the trace cache is not used (set KVIEWER_CACHE_DIR to a private folder)"
+            log.info(msg)  # the user sees it in the trace's warnings
+            self.warnings.append(msg)
+
     def _complain(self, what: str, exc: BaseException) -> None:
         """Say once that the cache does not work (e.g. a read-only home), then stay quiet."""
         if not self._complained:
@@ -593,6 +657,9 @@ class TraceCache:
                     self._rebuild(exc)
                     continue
                 self._complain(what, exc)
+                return default
+            except UnsafeCache as exc:
+                self._refuse(exc)
                 return default
             except OSError as exc:
                 self._complain(what, exc)

@@ -31,7 +31,7 @@ from kviewer.core import Trace, TraceMeta
 from kviewer.errors import CorruptTrace, MissingDependency, TruncatedTrace
 from kviewer.io import ncu_common as nc
 from kviewer.io.registry import CancelToken, LoaderSpec
-from kviewer.io.source import Progress, compression_of, read_content
+from kviewer.io.source import Progress, compression_of, private_tmpdir, read_content
 
 MAGIC = b"NVR\x00"
 LABEL = "Nsight Compute report (.ncu-rep)"
@@ -182,7 +182,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
             if content.truncated:
                 raise TruncatedTrace(path, "the compressed stream is cut short", LABEL)
             data = content.data
-            fd, tmp = tempfile.mkstemp(suffix=".ncu-rep")
+            fd, tmp = tempfile.mkstemp(suffix=".ncu-rep", dir=private_tmpdir())  # 0700, removed on exit and signals
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
             report_path = tmp

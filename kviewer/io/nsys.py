@@ -22,22 +22,29 @@ temporary file that is removed when the load ends.
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from kviewer.core import Trace, TraceMeta, make_table
 from kviewer.core.names import strip_api_version
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
 from kviewer.io.registry import CancelToken, LoaderSpec
-from kviewer.io.source import SQLITE_MAGIC, Progress, compression_of, connect_readonly, read_content
+from kviewer.io.source import (
+    SQLITE_MAGIC,
+    Progress,
+    compression_of,
+    connect_readonly,
+    decompress_to_file,
+    remove_quietly,
+    tables_only,
+)
 
 LABEL = "Nsight Systems SQLite export"
 
@@ -125,43 +132,38 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     if comp is None:
         return _load_db(path, path, progress, cancel, warnings=[])
 
-    # SQLite needs a file: decompress into a private temporary one, removed whatever happens
-    content = read_content(path, progress)
-    truncated = content.truncated
-    cancel.check()
-    fd, tmp_name = tempfile.mkstemp(prefix="kviewer-nsys-", suffix=".sqlite")
+    # SQLite needs a file: decompress, streaming, into the private temporary folder; the file is
+    # removed whatever happens (signals included: see source.private_tmpdir)
+    tmp_path, _, truncated = decompress_to_file(path, ".sqlite", progress, cancel.check, LABEL)
     try:
-        with os.fdopen(fd, "wb") as tmp:
-            tmp.write(content.data)
-        del content  # the bytes now live in the file; do not hold them twice during the load
+        cancel.check()
         warnings: list[str] = []
         if truncated:
             warnings.append(f"the {comp} stream is cut short; the export may be incomplete")
         try:
-            return _load_db(Path(tmp_name), path, progress, cancel, warnings)
+            return _load_db(tmp_path, path, progress, cancel, warnings)
         except CorruptTrace as exc:
             if truncated:
                 raise TruncatedTrace(path, f"the {comp} stream is cut short; {exc.problem}", LABEL) from exc
             raise
     finally:
-        try:
-            os.unlink(tmp_name)
-        except OSError:
-            pass
+        remove_quietly(tmp_path)
 
 
 def _load_db(db_path: Path, shown_path: Path, progress: Progress, cancel: CancelToken, warnings: list[str]) -> Trace:
     """Read an uncompressed export at ``db_path``; errors name ``shown_path`` (the user's file)."""
+    beat = _Heartbeat(progress, cancel)
     try:
-        con = connect_readonly(db_path, LABEL)
+        con = connect_readonly(db_path, LABEL, interrupt=beat)
     except LoadError as exc:
         raise CorruptTrace(shown_path, exc.problem, LABEL) from exc
     recognised = LABEL
     try:
-        db = _Db(con)
+        db = _Db(con, beat)
         meta = _read_meta(db, shown_path)
         recognised = meta.format_label
         meta.warnings.extend(warnings)
+        meta.warnings.extend(getattr(con, "warnings", []))
         if KERNEL_TABLE not in db.tables:
             # a lazy export leaves out empty tables: a run without kernels is still a trace
             meta.warnings.append(
@@ -175,20 +177,50 @@ def _load_db(db_path: Path, shown_path: Path, progress: Progress, cancel: Cancel
             )
         return trace
     except sqlite3.DatabaseError as exc:
+        cancel.check()  # a query stopped by the progress handler: cancelled, or over the memory budget
+        if "not authorized" in str(exc).lower() or "prohibited" in str(exc).lower():
+            raise CorruptTrace(shown_path, "the export asks SQLite to run its own code (a generated column or "
+                               f"virtual table); kviewer runs only its own queries ({exc})", recognised) from exc
         raise CorruptTrace(shown_path, f"the database is damaged ({exc})", recognised) from exc
     finally:
         con.close()
 
 
+class _Heartbeat:
+    """SQLite's progress handler for a load: stops a running query within milliseconds on
+    cancel (or when the memory watch failed the token). The registry repeats the latest
+    progress report during long steps."""
+
+    def __init__(self, progress: Progress, cancel: CancelToken) -> None:
+        self.progress = progress
+        self.cancel = cancel
+
+    def __call__(self) -> bool:
+        return self.cancel.cancelled
+
+
+#: rows fetched at a time: bounds what a query holds as Python objects, and how long a load goes
+#: between cancel checks
+_CHUNK = 65536
+
+
 class _Db:
     """The open export: which tables exist and which columns each has."""
 
-    def __init__(self, con: sqlite3.Connection) -> None:
+    def __init__(self, con: sqlite3.Connection, beat: _Heartbeat | None = None) -> None:
         self.con = con
-        self.tables = {r[0] for r in con.execute("select name from sqlite_master where type in ('table', 'view')")}
+        self.beat = beat
+        # tables only: a view (or anything else) named like an nsys table is not read
+        self.tables = tables_only(con)
         self._columns: dict[str, set[str]] = {}
         self.bad_values: dict[str, int] = {}
         """output column -> how many values were not integers (text or blobs in a damaged export)"""
+        self._string_ids: np.ndarray | None = None
+        self._string_values: np.ndarray | None = None
+
+    def check(self) -> None:
+        if self.beat is not None:
+            self.beat.cancel.check()
 
     def columns(self, table: str) -> set[str]:
         if table not in self._columns:
@@ -206,35 +238,122 @@ class _Db:
             return f"coalesce({alias}.{column}, {default})"
         return default
 
-    def string(self, table: str, alias: str, column: str, join_alias: str) -> tuple[str, str]:
-        """(select expression, join clause) resolving a StringIds reference column."""
-        if column in self.columns(table) and "StringIds" in self.tables:
-            return f"{join_alias}.value", f" LEFT JOIN StringIds AS {join_alias} ON {join_alias}.id = {alias}.{column}"
-        return "NULL", ""
+    def string_id(self, table: str, alias: str, column: str) -> str:
+        """A select expression for a StringIds reference column: the id when it is an integer, else -1.
 
-    def query(self, sql: str, spec: Sequence[tuple[str, str]], params: Sequence[Any] = ()) -> dict[str, np.ndarray]:
-        """Run one query; return its columns as numpy arrays (``spec``: (name, 'i' int | 's' str))."""
-        rows = self.con.execute(sql, params).fetchall()
-        out: dict[str, np.ndarray] = {}
-        cols: list[tuple[Any, ...]] = list(zip(*rows)) if rows else [() for _ in spec]
-        for (name, kind), values in zip(spec, cols):
-            if kind == "i":
-                try:
-                    out[name] = np.array(values, dtype=np.int64) if values else np.empty(0, dtype=np.int64)
-                except (ValueError, TypeError, OverflowError):
-                    out[name], bad = _ints_or_missing(values)
-                    self.bad_values[name] = self.bad_values.get(name, 0) + bad
-            else:
-                arr = np.array(values, dtype=object) if values else np.empty(0, dtype=object)
-                if len(arr):
-                    arr[pd.isna(arr)] = ""
-                out[name] = arr
+        Names are not joined in SQL: a join would hand every row its own copy of its name (a
+        2 MB name shared by a million kernels is 2 TB). The ids are mapped through the strings
+        read once (:meth:`strings`), so each name exists once, however many rows share it.
+        """
+        if column in self.columns(table) and "StringIds" in self.tables:
+            ref = f"{alias}.{column}"
+            return f"(case when typeof({ref}) = 'integer' then {ref} else -1 end)"
+        return "-1"
+
+    def _load_strings(self) -> None:
+        ids: np.ndarray = np.empty(0, dtype=np.int64)
+        values: np.ndarray = np.empty(0, dtype=object)
+        if {"id", "value"} <= self.columns("StringIds"):
+            c = self.query("select id, value from StringIds", [("id", "i"), ("value", "s")], table="StringIds", text_none=None)
+            ids, values = c["id"], c["value"]
+            order = np.argsort(ids, kind="stable")
+            ids, values = ids[order], values[order]
+        self._string_ids, self._string_values = ids, values
+
+    def string_positions(self, refs: np.ndarray) -> np.ndarray:
+        """Positions in the string table of StringIds references (-1: no such id, or no text)."""
+        if self._string_ids is None:
+            self._load_strings()
+        ids, values = self._string_ids, self._string_values
+        assert ids is not None and values is not None
+        if not len(ids) or not len(refs):
+            return np.full(len(refs), -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(ids, refs), len(ids) - 1)
+        found = ids[pos] == refs
+        return np.where(found, pos, -1)
+
+    def strings_at(self, positions: np.ndarray) -> pd.Categorical:
+        """The strings at ``positions`` (-1 and text-less values: ""), as a categorical: each
+        distinct string once, whatever the number of rows."""
+        values = self._string_values if self._string_values is not None else np.empty(0, dtype=object)
+        used, inverse = np.unique(positions, return_inverse=True)
+        cats: dict[str, int] = {}
+        remap = np.empty(len(used), dtype=np.int64)
+        for i, u in enumerate(used.tolist()):
+            text = _as_text(values[u]) if u >= 0 else ""
+            remap[i] = cats.setdefault(text, len(cats))
+        codes = remap[inverse.reshape(-1)] if len(used) else np.empty(0, dtype=np.int64)
+        return pd.Categorical.from_codes(codes, categories=list(cats))
+
+    def count(self, table: str) -> int:
+        try:
+            return int(self.con.execute(f'select count(*) from "{table}"').fetchone()[0])
+        except (sqlite3.DatabaseError, TypeError, ValueError):
+            return 0
+
+    def query(
+        self,
+        sql: str,
+        spec: Sequence[tuple[str, str]],
+        params: Sequence[Any] = (),
+        table: str | None = None,
+        text_none: str | None = "",
+    ) -> dict[str, np.ndarray]:
+        """Run one query; return its columns as numpy arrays (``spec``: (name, 'i' int | 's' str)).
+
+        Rows are fetched in chunks of :data:`_CHUNK` straight into arrays sized by ``count(*)``
+        of ``table``: no list of every row, and a cancel check between chunks.
+        """
+        n = self.count(table) if table else 0
+        out: dict[str, np.ndarray] = {
+            name: np.empty(n, dtype=np.int64 if kind == "i" else object) for name, kind in spec
+        }
+        cur = self.con.execute(sql, params)
+        pos = 0
+        while True:
+            self.check()
+            rows = cur.fetchmany(_CHUNK)
+            if not rows:
+                break
+            k = len(rows)
+            if pos + k > len(next(iter(out.values()))):
+                grow = max(2 * (pos + k), _CHUNK)
+                for name in out:
+                    bigger = np.empty(grow, dtype=out[name].dtype)
+                    bigger[:pos] = out[name][:pos]
+                    out[name] = bigger
+            for (name, kind), values in zip(spec, zip(*rows)):
+                if kind == "i":
+                    try:
+                        out[name][pos : pos + k] = values
+                    except (ValueError, TypeError, OverflowError):
+                        out[name][pos : pos + k], bad = _ints_or_missing(values)
+                        self.bad_values[name] = self.bad_values.get(name, 0) + bad
+                else:
+                    out[name][pos : pos + k] = values
+            pos += k
+        for name, kind in spec:
+            arr = out[name][:pos] if len(out[name]) != pos else out[name]
+            if kind == "s" and text_none is not None and len(arr):
+                arr[pd.isna(arr)] = text_none
+            out[name] = arr
         return out
 
     def key_values(self, table: str) -> list[tuple[str, str]]:
         if not {"name", "value"} <= self.columns(table):
             return []
         return [(str(k), "" if v is None else str(v)) for k, v in self.con.execute(f'select name, value from "{table}"')]
+
+
+def _as_text(value: Any) -> str:
+    """A StringIds value as text (a damaged export can hold blobs or numbers there)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
 
 
 def _ints_or_missing(values: Sequence[Any]) -> tuple[np.ndarray, int]:
@@ -364,29 +483,36 @@ def _kernels(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
     t = KERNEL_TABLE
     if t not in db.tables:
         return make_table("kernels", 0)
-    name, join_name = db.string(t, "k", "demangledName", "dn")
-    short, join_short = db.string(t, "k", "shortName", "sn")
+    name = db.string_id(t, "k", "demangledName")
+    short = db.string_id(t, "k", "shortName")
     cols = db.columns(t)
     shared = " + ".join(f"coalesce(k.{c}, 0)" for c in ("staticSharedMemory", "dynamicSharedMemory") if c in cols) or "-1"
     sql = (
         f"select k.start, k.end, {db.col(t, 'k', 'deviceId')}, {db.col(t, 'k', 'streamId')}, "
         f"{db.col(t, 'k', 'correlationId')}, {db.col(t, 'k', 'globalPid')}, "
-        f"coalesce({name}, {short}, ''), coalesce({short}, {name}, ''), "
+        f"{name}, {short}, "
         + ", ".join(db.col(t, "k", c) for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread"))
-        + f", {shared} from {t} as k{join_name}{join_short}"
+        + f", {shared} from {t} as k"
     )
     spec = [
         ("start", "i"), ("end", "i"), ("device", "i"), ("stream", "i"), ("correlation", "i"), ("gpid", "i"),
-        ("name", "s"), ("short_name", "s"),
+        ("name", "i"), ("short_name", "i"),
         ("grid_x", "i"), ("grid_y", "i"), ("grid_z", "i"), ("block_x", "i"), ("block_y", "i"), ("block_z", "i"),
         ("registers", "i"), ("shared_mem", "i"),
     ]  # fmt: skip
-    c = db.query(sql, spec)
+    c = db.query(sql, spec, table=t)
     gpid = c.pop("gpid")
     c["pid"] = _pid(gpid)
     c["device"] = gpus.map(c["pid"], c["device"])
-    c["name"] = _categorical(c["name"])
-    c["short_name"] = _categorical(c["short_name"])
+    # as coalesce(name, short name, '') and coalesce(short name, name, '') did in SQL
+    name_pos = db.string_positions(c["name"])
+    short_pos = db.string_positions(c["short_name"])
+    both = db.strings_at(np.concatenate([np.where(name_pos >= 0, name_pos, short_pos), np.where(short_pos >= 0, short_pos, name_pos)]))
+    n = len(name_pos)
+    codes = both.codes
+    cats = both.categories
+    c["name"] = _compact(pd.Categorical.from_codes(codes[:n], categories=cats))
+    c["short_name"] = _compact(pd.Categorical.from_codes(codes[n:], categories=cats))
     return make_table("kernels", len(c["start"]), c)
 
 
@@ -400,6 +526,7 @@ def _gpu_ops(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
             f"{db.col(t, 'm', 'copyKind')} from {t} as m",
             [("start", "i"), ("end", "i"), ("device", "i"), ("stream", "i"), ("correlation", "i"), ("gpid", "i"),
              ("bytes", "i"), ("copy_kind", "i")],
+            table=t,
         )  # fmt: skip
         kinds = {**MEMCPY_KINDS, **_memcpy_kinds(db)}
         uniq, inverse = np.unique(c.pop("copy_kind"), return_inverse=True)
@@ -418,6 +545,7 @@ def _gpu_ops(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
             f"{db.col(t, 'm', 'value')} from {t} as m",
             [("start", "i"), ("end", "i"), ("device", "i"), ("stream", "i"), ("correlation", "i"), ("gpid", "i"),
              ("bytes", "i"), ("value", "i")],
+            table=t,
         )  # fmt: skip
         n = len(c["start"])
         c["direction"] = np.full(n, "", dtype=object)
@@ -451,25 +579,31 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
     """CUDA runtime/driver calls (category by name: ``cuda*`` runtime, other ``cu*`` driver) or OSRT."""
     if table not in db.tables:
         return _empty_slices()
-    name, join = db.string(table, "r", "nameId", "s")
+    name = db.string_id(table, "r", "nameId")
     c = db.query(
         f"select r.start, r.end, {db.col(table, 'r', 'globalTid')}, {db.col(table, 'r', 'correlationId')}, "
-        f"coalesce({name}, '') from {table} as r{join}",
-        [("start", "i"), ("end", "i"), ("gtid", "i"), ("correlation", "i"), ("name", "s")],
+        f"{name} from {table} as r",
+        [("start", "i"), ("end", "i"), ("gtid", "i"), ("correlation", "i"), ("name", "i")],
+        table=table,
     )
-    names = c["name"]
-    uniq, inverse = np.unique(names.astype(str), return_inverse=True) if len(names) else (np.empty(0, dtype=str), np.empty(0, dtype=np.int64))
-    inverse = inverse.reshape(-1)
+    # each distinct name once: a categorical (codes), never a string per row
+    by_name = db.strings_at(db.string_positions(c["name"]))
+    uniq = [str(u) for u in by_name.categories]
+    inverse = np.asarray(by_name.codes, dtype=np.int64)
+    n = len(inverse)
     if category is None:
         # nsys stores runtime and driver calls in one table; versioned names (cudaLaunchKernel_v7000)
         # are the same call as the plain ones
-        stripped = np.array([strip_api_version(u) for u in uniq], dtype=object)
+        stripped = [strip_api_version(u) for u in uniq]
+        index: dict[str, int] = {}
+        remap = np.array([index.setdefault(u, len(index)) for u in stripped], dtype=np.int64)
         cats = np.array(["runtime" if u.startswith("cuda") or not u.startswith("cu") else "driver" for u in stripped], dtype=object)
-        c["name"] = stripped[inverse] if len(uniq) else names
-        c["category"] = cats[inverse] if len(uniq) else np.empty(0, dtype=object)
+        c["name"] = pd.Categorical.from_codes(remap[inverse] if len(uniq) else inverse, categories=list(index))
+        c["category"] = cats[inverse] if len(uniq) else np.full(n, "runtime", dtype=object)
     else:
-        c["category"] = np.full(len(names), category, dtype=object)
-        c["correlation"] = np.full(len(names), -1, dtype=np.int64)
+        c["name"] = pd.Categorical.from_codes(inverse, categories=uniq)
+        c["category"] = np.full(n, category, dtype=object)
+        c["correlation"] = np.full(n, -1, dtype=np.int64)
     gtid = c.pop("gtid")
     c["pid"] = _pid(gtid)
     c["tid"] = _tid(gtid)
@@ -497,15 +631,24 @@ def _nvtx(db: _Db, meta: TraceMeta) -> dict[str, np.ndarray]:
     if t not in db.tables:
         return _empty_slices()
     types = _nvtx_types(db)
-    text_id, join = db.string(t, "e", "textId", "s")
+    text_id = db.string_id(t, "e", "textId")
     text = "e.text" if "text" in db.columns(t) else "NULL"
     c = db.query(
-        f"select e.start, coalesce(e.end, -1), e.eventType, coalesce({text}, {text_id}, ''), "
-        f"{db.col(t, 'e', 'globalTid')}, {db.col(t, 'e', 'domainId', '0')} from {t} as e{join} "
+        f"select e.start, coalesce(e.end, -1), e.eventType, {text}, {text_id}, "
+        f"{db.col(t, 'e', 'globalTid')}, {db.col(t, 'e', 'domainId', '0')} from {t} as e "
         "where e.eventType in (?, ?, ?)",
-        [("start", "i"), ("end", "i"), ("type", "i"), ("name", "s"), ("gtid", "i"), ("domain", "i")],
+        [("start", "i"), ("end", "i"), ("type", "i"), ("name", "s"), ("text_id", "i"), ("gtid", "i"), ("domain", "i")],
         (types["push_pop"], types["start_end"], types["domain"]),
+        table=t,
+        text_none=None,
     )
+    # inline text first, else the StringIds text (as coalesce(text, textId's value, '') did)
+    inline = c["name"]
+    by_id = db.strings_at(db.string_positions(c.pop("text_id")))
+    missing = pd.isna(inline) if len(inline) else np.zeros(0, dtype=bool)
+    from_ids = np.asarray([str(u) for u in by_id.categories] or [""], dtype=object)[np.asarray(by_id.codes, dtype=np.int64)]
+    inline[missing] = from_ids[missing]
+    c["name"] = inline
     gtid = c.pop("gtid")
     pid = _pid(gtid)
     is_domain = c["type"] == types["domain"]
@@ -515,8 +658,11 @@ def _nvtx(db: _Db, meta: TraceMeta) -> dict[str, np.ndarray]:
     if open_ended.any():
         meta.warnings.append(f"{int(open_ended.sum())} NVTX ranges never ended and are left out")
     keep = ranges & ~open_ended
-    names = c["name"][keep]
-    if domains:
+    names: Any = c["name"][keep]
+    if not domains and missing.all():
+        # every name from StringIds: keep them as codes (no string hashed once per row)
+        names = by_id[keep]
+    elif domains:
         dom = c["domain"][keep]
         pids = pid[keep]
         names = np.array(
@@ -535,12 +681,16 @@ def _nvtx(db: _Db, meta: TraceMeta) -> dict[str, np.ndarray]:
     }
 
 
-def _cpu_slices(parts: list[dict[str, np.ndarray]]) -> pd.DataFrame:
-    keys = ("start", "end", "correlation", "name", "category", "pid", "tid")
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in keys}
+def _cpu_slices(parts: list[dict[str, Any]]) -> pd.DataFrame:
+    keys = ("start", "end", "correlation", "category", "pid", "tid")
+    cols: dict[str, Any] = {k: np.concatenate([p[k] for p in parts]) for k in keys}
     n = len(cols["start"])
     cols["depth"] = _depths(cols["pid"], cols["tid"], cols["start"], cols["end"])
-    cols["name"] = _categorical(cols["name"])
+    # names arrive as categoricals where they came from StringIds: unite their categories (each
+    # distinct name hashed once), never hash a string per row
+    names = [p["name"] if isinstance(p["name"], pd.Categorical) else _categorical(p["name"]) for p in parts if len(p["name"])]
+    names = [pd.Categorical.from_codes(c.codes, categories=pd.Index(list(c.categories), dtype=object)) for c in names]
+    cols["name"] = union_categoricals(names, sort_categories=True) if names else _categorical(np.empty(0, dtype=object))
     cols["category"] = _categorical(cols["category"])
     return make_table("cpu_slices", n, cols)
 
@@ -619,6 +769,15 @@ def _process_name(db: _Db, kernels: pd.DataFrame) -> str:
 
 def _categorical(values: np.ndarray) -> pd.Categorical:
     return pd.Categorical(values.astype(object, copy=False))
+
+
+def _compact(cat: pd.Categorical) -> pd.Categorical:
+    """Only the categories in use, sorted (as ``pd.Categorical(values)`` would order them)."""
+    cat = cat.remove_unused_categories()
+    order = sorted(cat.categories)
+    if list(cat.categories) != order:
+        cat = cat.reorder_categories(order)
+    return cat
 
 
 # ---------------------------------------------------------------------------------------------

@@ -40,14 +40,15 @@ import pandas as pd
 
 from kviewer.core import Trace, TraceMeta
 from kviewer.errors import KViewerError, LoadCancelled, LoadError, UnsupportedFormat
+from kviewer.io.folders import MAX_RANK_FILES, Survey, survey
 from kviewer.io.registry import CancelToken, LoaderSpec, detect
-from kviewer.io.source import Progress, read_head
+from kviewer.io.source import Progress, private_tmpdir, read_head, track_temp_dir, untrack_temp_dir
 
 log = logging.getLogger(__name__)
 
 LABEL = "folder of per-rank traces"
 #: a folder with more files than this is not sniffed file by file (it is not a run's ranks)
-MAX_FILES = 4096
+MAX_FILES = MAX_RANK_FILES
 #: worker processes: env KVIEWER_RANK_WORKERS (1 = load in this process), default the CPU count
 ENV_WORKERS = "KVIEWER_RANK_WORKERS"
 
@@ -58,15 +59,10 @@ _RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_ ]?(\d+)(?![0-9])", re.IGNORE
 # finding the rank files
 
 
-def _natural_key(name: str) -> list[Any]:
-    """rank-2 before rank-10."""
-    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", name)]
-
-
 def candidate_files(folder: Path) -> list[Path]:
-    """Regular, non-hidden files of a folder (not recursive), in natural name order."""
-    files = [Path(e.path) for e in os.scandir(folder) if e.is_file() and not e.name.startswith(".")]
-    return sorted(files, key=lambda p: _natural_key(p.name))
+    """Regular, readable, non-hidden files of a folder (not recursive), in natural name order
+    (symlink loops, FIFOs, devices and the like are skipped: :func:`kviewer.io.folders.survey`)."""
+    return survey(folder).files
 
 
 #: formats written once per process of a distributed job, so that a folder of them is one run's
@@ -76,11 +72,22 @@ RANK_FORMATS = ("torch", "nsys")
 
 
 def _member_spec(path: Path) -> LoaderSpec | None:
+    return _member(path)[0]
+
+
+def _member(path: Path) -> tuple[LoaderSpec | None, str]:
+    """The loader of a rank file, or None and why it is not one (unreadable, unknown format, ...)."""
     try:
         spec = detect(path)
-    except (LoadError, OSError):
-        return None
-    return spec if spec.name in RANK_FORMATS and not spec.directories else None
+    except UnsupportedFormat:
+        return None, "not a trace kviewer reads"
+    except LoadError as exc:
+        return None, exc.problem  # unreadable: said as such, not taken for another format
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+    if spec.name in RANK_FORMATS and not spec.directories:
+        return spec, ""
+    return None, f"a {spec.label}"
 
 
 def sniff(head: bytes, path: Path) -> bool:
@@ -260,7 +267,9 @@ def _load_all(paths: Sequence[Path], progress: Progress, cancel: CancelToken, wo
     # spawn: safe with threads in the parent (the GUI loads off its main thread) and on every OS
     pool = cf.ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("spawn"))
     shm = Path("/dev/shm")
-    spill_dir = tempfile.mkdtemp(prefix="kviewer-ranks-", dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None)
+    in_shm = shm.is_dir() and os.access(shm, os.W_OK)
+    spill_dir = tempfile.mkdtemp(prefix="kviewer-ranks-", dir=shm if in_shm else private_tmpdir())
+    track_temp_dir(spill_dir)  # removed on SIGTERM too
     futures: dict[cf.Future[MemberResult], str] = {}
 
     def submit_next(_done: cf.Future[MemberResult] | None = None) -> None:
@@ -324,6 +333,7 @@ def _load_all(paths: Sequence[Path], progress: Progress, cancel: CancelToken, wo
         raise
     finally:
         shutil.rmtree(spill_dir, ignore_errors=True)
+        untrack_temp_dir(spill_dir)
     # every file is in; the idle workers exit on their own (joining them would wait for the
     # interpreter teardown of each)
     pool.shutdown(wait=False)
@@ -461,13 +471,13 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
     def remap_devices(values: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
         if not mapping or not len(values):
             return values
-        lut = np.full(max(mapping) + 1, -1, dtype=np.int64)
-        for old, new in mapping.items():
-            lut[old] = new
-        out = np.full(len(values), -1, dtype=values.dtype)
-        ok = (values >= 0) & (values < len(lut))
-        out[ok] = lut[values[ok]]
-        return out
+        # by binary search, not a table indexed by id: a huge device id in a file must not
+        # make the merge allocate gigabytes
+        keys = np.array(sorted(mapping), dtype=np.int64)
+        new = np.array([mapping[k] for k in keys.tolist()], dtype=np.int64)
+        pos = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
+        found = (keys[pos] == values) & (values >= 0)
+        return np.where(found, new[pos], -1).astype(values.dtype, copy=False)
 
     merged: dict[str, pd.DataFrame] = {}
     new_ids: dict[str, list[np.ndarray]] = {}
@@ -570,24 +580,28 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     folder = Path(path)
     if not folder.is_dir():
         raise LoadError(folder, "is not a folder", LABEL)
-    files = candidate_files(folder)
+    found = survey(folder)
     specs: list[tuple[Path, LoaderSpec]] = []
-    ignored: list[str] = []
-    for f in files:
-        spec = _member_spec(f)
+    skipped: list[tuple[str, str]] = list(found.skipped)
+    unreadable: list[tuple[str, str]] = []
+    for f in found.files:
+        cancel.check()
+        spec, why = _member(f)
         if spec is None:
-            ignored.append(f.name)
+            (skipped if why.startswith(("not a trace", "a ")) else unreadable).append((f.name, why))
         else:
             specs.append((f, spec))
     if not specs:
-        raise UnsupportedFormat(folder, "is a folder with no trace files kviewer recognises", LABEL)
+        from kviewer.io.folders import describe
+
+        raise UnsupportedFormat(folder, describe(folder), LABEL)
     # one format per folder: the most common one (a stray report next to the ranks is ignored)
     counts: dict[str, int] = {}
     for _, s in specs:
         counts[s.name] = counts.get(s.name, 0) + 1
     fmt = max(counts, key=lambda k: (counts[k], -min(i for i, (_, s) in enumerate(specs) if s.name == k)))
     member_label = next(s.label for _, s in specs if s.name == fmt)
-    ignored += [f.name for f, s in specs if s.name != fmt]
+    skipped += [(f.name, f"a {s.label}, not {member_label}") for f, s in specs if s.name != fmt]
     paths = [f for f, s in specs if s.name == fmt]
 
     results = _load_all(paths, progress, cancel, worker_count(len(paths)))
@@ -616,10 +630,15 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     heads = [read_head(p) for p in good_paths]
     ranks, rank_warnings = _assign_ranks(good_paths, traces, heads)
     trace = merge_ranks(folder, good_paths, traces, ranks, member_label)
-    trace.meta.warnings[:0] = rank_warnings + [f"skipped a rank file that could not be loaded: {e}" for e in failed]
-    if ignored:
-        shown = ", ".join(ignored[:5]) + (f" and {len(ignored) - 5} more" if len(ignored) > 5 else "")
-        trace.meta.warnings.append(f"ignored {len(ignored)} file{'s' if len(ignored) != 1 else ''} that {'are' if len(ignored) != 1 else 'is'} not {member_label}: {shown}")
+    trace.meta.warnings[:0] = (
+        rank_warnings
+        + [f"skipped a rank file that could not be loaded: {e}" for e in failed]
+        + [f"skipped {name}: {why}" for name, why in unreadable]
+    )
+    if skipped:
+        shown = Survey(folder, skipped=skipped).skipped_text()
+        n = len(skipped)
+        trace.meta.warnings.append(f"ignored {n} file{'s' if n != 1 else ''} of the folder that {'are' if n != 1 else 'is'} not {member_label}: {shown}")
     return trace
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from kviewer.core import Trace
-from kviewer.errors import LoadCancelled, LoadError, UnsupportedFormat
+from kviewer.errors import LoadCancelled, LoadError, MemoryLimitExceeded, UnsupportedFormat
+from kviewer.io.memory import MemoryWatch
 from kviewer.io.source import Progress, read_head
 
 #: loader modules, imported on first use (keeps start-up light)
@@ -40,8 +41,16 @@ class CancelToken:
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self.failure: LoadError | None = None
+        """set by :meth:`fail`: the error the load stops with (e.g. the memory budget was exceeded)"""
 
     def cancel(self) -> None:
+        self._event.set()
+
+    def fail(self, error: LoadError) -> None:
+        """Stop the load with ``error`` (raised by :meth:`check`) instead of a cancellation."""
+        if self.failure is None:
+            self.failure = error
         self._event.set()
 
     @property
@@ -50,7 +59,38 @@ class CancelToken:
 
     def check(self) -> None:
         if self._event.is_set():
+            if self.failure is not None:
+                raise self.failure
             raise LoadCancelled("load cancelled")
+
+
+class _Heartbeat:
+    """The load's progress callback, repeated while the loader is busy in one long step.
+
+    A loader reports progress between steps; one step (a SQLite query, a sort of millions of
+    rows) can take seconds. The memory watch's thread calls :meth:`tick`, which repeats the
+    latest report once a second has passed without one, so a user always sees the load is alive.
+    """
+
+    def __init__(self, progress: Progress, every: float = 1.0) -> None:
+        self.progress = progress
+        self.every = every
+        self.last = (0.0, "starting")
+        self.at = time.monotonic()
+        self.lock = threading.Lock()
+
+    def __call__(self, fraction: float, message: str) -> None:
+        with self.lock:
+            self.last = (fraction, message)
+            self.at = time.monotonic()
+            self.progress(fraction, message)
+
+    def tick(self) -> None:
+        if time.monotonic() - self.at < self.every:
+            return
+        with self.lock:
+            self.at = time.monotonic()
+            self.progress(*self.last)
 
 
 class LoadFn(Protocol):
@@ -88,12 +128,16 @@ def detect(path: str | os.PathLike[str]) -> LoaderSpec:
     """The loader that claims this file, or :class:`UnsupportedFormat`."""
     p = Path(path)
     if not p.exists():
+        if p.is_symlink():
+            raise LoadError(p, "is a symbolic link that loops or points to nothing")
         raise LoadError(p, "no such file or directory")
     if p.is_dir():
         for spec in loaders():
             if spec.directories and spec.sniff(b"", p):
                 return spec
-        raise UnsupportedFormat(p, "is a directory with no trace files kviewer recognises")
+        from kviewer.io.folders import describe
+
+        raise UnsupportedFormat(p, describe(p))
     head = read_head(p)
     if not head:
         raise UnsupportedFormat(p, "the file is empty")
@@ -154,16 +198,35 @@ def load(
                 before = cache.source_id(p)
             except OSError:
                 store = None  # detect() below names the problem
+    beat = _Heartbeat(prog)
+    beat(0.0, "detecting the format")
     spec = detect(p)
     token = cancel or CancelToken()
     t0 = time.perf_counter()
     try:
-        trace = spec.load(p, prog, token)
-    except (LoadError, LoadCancelled):
+        with MemoryWatch(p, token, spec.label, tick=beat.tick):
+            trace = spec.load(p, beat, token)
+        if token.failure is not None:
+            raise token.failure
+    except LoadCancelled:
+        if token.failure is not None:
+            raise token.failure from None
+        raise
+    except LoadError as exc:
+        if token.failure is not None and exc is not token.failure:
+            raise token.failure from exc
+        if token.cancelled and token.failure is None:
+            raise LoadCancelled("load cancelled") from exc
         raise
     except MemoryError as exc:
-        raise LoadError(p, "not enough memory to load this file", spec.label) from exc
+        raise MemoryLimitExceeded(p, "not enough memory to load this file", spec.label) from exc
     except Exception as exc:  # a loader bug must still reach the user as one clear line
+        # a SQLite query stopped by its progress handler, a reader thread told to stop: the
+        # token says why (memory budget, cancel), not the exception it surfaced as
+        if token.failure is not None:
+            raise token.failure from exc
+        if token.cancelled:
+            raise LoadCancelled("load cancelled") from exc
         raise LoadError(p, f"could not be read: {type(exc).__name__}: {exc}", spec.label) from exc
     if store is not None:
         store.put(p, trace, before, time.perf_counter() - t0)

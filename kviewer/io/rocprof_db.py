@@ -29,7 +29,7 @@ def sniff(head: bytes, path: Path) -> bool:
 
 
 def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
-    con = connect_readonly(path, RECOGNISED)
+    con = connect_readonly(path, RECOGNISED, interrupt=lambda: cancel.cancelled)  # Cancel stops a running query
     try:
         tables = [r[0] for r in con.execute("select name from sqlite_master where type='table'")]
         if "KERN" not in tables:
@@ -40,6 +40,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
             names = [d[0] for d in cur.description]
             rows = cur.fetchall()
         except sqlite3.DatabaseError as exc:
+            cancel.check()  # stopped by the progress handler: a cancel, not damage
             raise CorruptTrace(path, f"the KERN table cannot be read ({exc})", RECOGNISED) from exc
     finally:
         con.close()

@@ -291,10 +291,10 @@ def build(path: Path, entries: list[ToolEntry], cancel: CancelToken) -> Trace:
     # kernel symbols: kernel_id -> display name (each distinct name normalised once)
     sym_ids = np.array([k.kernel_id for k in entry.kernel_symbols], dtype=np.int64)
     sym_names = [k.formatted_kernel_name or k.demangled_kernel_name or k.kernel_name for k in entry.kernel_symbols]
-    size = int(sym_ids.max()) + 1 if len(sym_ids) else 0
-    sym_index = np.full(size, -1, dtype=np.int64)
-    if size:
-        sym_index[sym_ids] = np.arange(len(sym_ids))
+    # kernel_id -> symbol by binary search: a table indexed by id would let one huge kernel_id
+    # in a tiny file allocate gigabytes
+    sym_order = np.argsort(sym_ids, kind="stable")
+    sym_sorted = sym_ids[sym_order]
     vgpr = np.array([k.arch_vgpr_count + max(k.accum_vgpr_count, 0) if k.arch_vgpr_count >= 0 else -1 for k in entry.kernel_symbols], dtype=np.int64)
     sgpr = np.array([k.sgpr_count for k in entry.kernel_symbols], dtype=np.int64)
 
@@ -337,14 +337,25 @@ def build(path: Path, entries: list[ToolEntry], cancel: CancelToken) -> Trace:
     if n == 0:
         raise LoadError(path, "holds no kernel dispatches (buffer_records.kernel_dispatch and counter records are empty)", LABEL)
 
-    pos = np.where((kernel_id >= 0) & (kernel_id < size), kernel_id, 0)
-    sym = np.where((kernel_id >= 0) & (kernel_id < size), sym_index[pos] if size else -1, -1)
+    if len(sym_sorted):
+        pos = np.minimum(np.searchsorted(sym_sorted, kernel_id), len(sym_sorted) - 1)
+        sym = np.where((sym_sorted[pos] == kernel_id) & (kernel_id >= 0), sym_order[pos], -1)
+    else:
+        sym = np.full(n, -1, dtype=np.int64)
     unknown = sym < 0
     if unknown.any():
         warnings.append(f"{int(unknown.sum())} dispatch(es) name a kernel_id missing from kernel_symbols")
-    raw_names = np.array(sym_names + [""], dtype=object)[np.where(unknown, len(sym_names), sym)]
-    raw_names[unknown] = [f"<kernel_id {k}>" for k in kernel_id[unknown]]
-    cols["name"], cols["short_name"] = rc.kernel_names(raw_names)
+    # each distinct symbol (and unknown id) named once, then taken per dispatch by code: a long
+    # name shared by many dispatches is never hashed once per row
+    n_sym = len(sym_names)
+    unknown_ids, unknown_at = np.unique(kernel_id[unknown], return_inverse=True)
+    label = sym.copy()
+    label[unknown] = n_sym + unknown_at.reshape(-1)
+    keys, per_row = np.unique(label, return_inverse=True)
+    raw_names = [sym_names[k] if k < n_sym else f"<kernel_id {unknown_ids[k - n_sym]}>" for k in keys.tolist()]
+    names_u, shorts_u = rc.kernel_names(raw_names)
+    per_row = per_row.reshape(-1)
+    cols["name"], cols["short_name"] = names_u[per_row], shorts_u[per_row]
     cols["registers"] = np.where(unknown, -1, vgpr[np.maximum(sym, 0)] if len(vgpr) else -1)
     cols["device"] = _map(agent, agent_dev)
     cols["pid"] = np.full(n, pid, dtype=np.int64)

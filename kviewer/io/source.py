@@ -6,18 +6,26 @@ Nothing here writes to an input file.
 from __future__ import annotations
 
 import bz2
-import gzip
 import lzma
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, BinaryIO, Callable, Iterator
 
 from kviewer.errors import CorruptTrace, LoadError, MissingDependency
+from kviewer.tempdir import (  # noqa: F401 - re-exported: the loaders' one place for temporary files
+    install_signal_cleanup,
+    private_tmpdir,
+    remove_private_tmpdir,
+    remove_quietly,
+    track_temp_dir,
+    untrack_temp_dir,
+)
 
 GZIP_MAGIC = b"\x1f\x8b"
 XZ_MAGIC = b"\xfd7zXZ\x00"
@@ -55,13 +63,91 @@ def compression_of(raw_head: bytes) -> str | None:
     return None
 
 
-def _check_file(path: Path) -> None:
-    if not path.exists():
-        raise LoadError(path, "no such file")
-    if path.is_dir():
-        raise LoadError(path, "is a directory, not a trace file")
-    if not os.access(path, os.R_OK):
-        raise LoadError(path, "permission denied")
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a non-regular, non-directory file is, in words; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, words in _KINDS:
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def _os_problem(exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return f"cannot be read ({exc.strerror or exc})"
+
+
+def check_file(path: str | os.PathLike[str]) -> os.stat_result:
+    """Stat an input: a readable regular file, or a typed :class:`LoadError` naming the problem.
+
+    FIFOs, devices and sockets are refused before anything opens them (opening a FIFO blocks
+    until a writer appears; a device can be endless).
+    """
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except OSError as exc:
+        raise LoadError(p, _os_problem(exc)) from exc
+    if stat.S_ISDIR(st.st_mode):
+        raise LoadError(p, "is a directory, not a trace file")
+    kind = _not_regular(st.st_mode)
+    if kind is not None:
+        raise LoadError(p, f"is {kind}, not a regular file; kviewer reads trace files")
+    if not os.access(p, os.R_OK):
+        raise LoadError(p, "permission denied")
+    return st
+
+
+_check_file = check_file
+
+
+def open_input(path: str | os.PathLike[str], recognised: str | None = None) -> BinaryIO:
+    """Open an input file for reading, refusing anything but a regular file.
+
+    The file is opened non-blocking and checked with ``fstat`` on the open descriptor, so a
+    path swapped for a FIFO after :func:`check_file` cannot hang the load.
+    """
+    p = Path(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(p, flags)
+    except OSError as exc:
+        if isinstance(exc, IsADirectoryError):
+            raise LoadError(p, "is a directory, not a trace file", recognised) from exc
+        raise LoadError(p, _os_problem(exc), recognised) from exc
+    try:
+        st = os.fstat(fd)
+        kind = _not_regular(st.st_mode)
+        if stat.S_ISDIR(st.st_mode):
+            raise LoadError(p, "is a directory, not a trace file", recognised)
+        if kind is not None:
+            raise LoadError(p, f"is {kind}, not a regular file; kviewer reads trace files", recognised)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_raw(path: Path, size: int) -> bytes:
+    with open_input(path) as f:
+        try:
+            return f.read(size)
+        except OSError as exc:  # /proc/self/mem and friends: a regular file the OS refuses to read
+            raise LoadError(path, _os_problem(exc)) from exc
 
 
 def read_head(path: str | os.PathLike[str], size: int = HEAD_SIZE) -> bytes:
@@ -70,33 +156,22 @@ def read_head(path: str | os.PathLike[str], size: int = HEAD_SIZE) -> bytes:
     A damaged compressed stream gives whatever could be decompressed (possibly b"").
     """
     p = Path(path)
-    _check_file(p)
-    with open(p, "rb") as f:
-        raw = f.read(size)
+    check_file(p)
+    raw = _read_raw(p, size)
     comp = compression_of(raw)
     if comp is None:
         return raw
-    try:
-        with _open_decompressed(p, comp) as f:
-            return f.read(size)
-    except _STREAM_ERRORS:
-        return _salvage(p, comp, limit=size)[0]
-
-
-def _open_decompressed(path: Path, comp: str):  # type: ignore[no-untyped-def]
-    if comp == "gzip":
-        return gzip.open(path, "rb")
-    if comp == "xz":
-        return lzma.open(path, "rb")
-    if comp == "bz2":
-        return bz2.open(path, "rb")
-    if comp == "zstd":
+    out = bytearray()
+    with open_input(p) as f:
+        stream = DecompressStream(p, f, comp, max_bytes=max(size, BOMB_FLOOR))
         try:
-            import zstandard
-        except ImportError as exc:  # pragma: no cover - zstandard is a dependency
-            raise MissingDependency(path, "zstd-compressed; install the 'zstandard' package") from exc
-        return zstandard.open(path, "rb")
-    raise ValueError(comp)
+            for chunk in stream.chunks(out_block=max(size, 64 * 1024)):
+                out += chunk
+                if len(out) >= size:
+                    break
+        except (CorruptTrace, OSError):
+            pass
+    return bytes(out[:size])
 
 
 @dataclass
@@ -109,14 +184,35 @@ class Content:
     """True when a compressed stream ended early or was damaged; ``data`` holds what was readable."""
 
 
-#: refuse to decompress more than this many bytes (a bound against decompression bombs)
+#: the most decompressed bytes kviewer accepts from one file (``KVIEWER_MAX_DECOMPRESSED``)
 MAX_DECOMPRESSED = 8 * 1024**3
 #: a stream that has produced more than BOMB_FLOOR bytes at more than BOMB_RATIO times the
 #: compressed bytes read so far is refused. Real traces compress 3-30x (nsys SQLite ~3x, Kineto
-#: JSON 10-25x with gzip or xz); a gzip bomb expands ~1000x, xz/zstd/bzip2 bombs far more. Without
-#: this, a 2 MB .gz could make a load hold gigabytes before MAX_DECOMPRESSED stops it.
-BOMB_RATIO = 500
-BOMB_FLOOR = 256 * 1024**2
+#: JSON 7-30x with gzip or xz: the samples here are all within 30x); a gzip bomb expands ~1000x,
+#: xz/zstd/bzip2 bombs far more. 100x leaves real files a wide margin and stops a bomb after
+#: BOMB_FLOOR bytes, before it can hold memory or disk.
+BOMB_RATIO = 100
+BOMB_FLOOR = 64 * 1024**2
+
+#: compressed bytes fed to a decompressor at a time (zstd: smaller, as its output per call has no
+#: bound: one 4 KiB RLE-packed input can still give 128 MiB, so the step bounds what a call can hold)
+_RAW_BLOCK = 256 << 10
+_ZSTD_RAW_BLOCK = 4 << 10
+#: the most decompressed bytes handed over at once
+OUT_BLOCK = 4 << 20
+
+
+def max_decompressed() -> int:
+    """The absolute cap on one file's decompressed bytes (``KVIEWER_MAX_DECOMPRESSED``, e.g. 2G)."""
+    value = os.environ.get("KVIEWER_MAX_DECOMPRESSED")
+    if value:
+        from kviewer.io.memory import parse_size
+
+        try:
+            return parse_size(value)
+        except ValueError:
+            pass
+    return MAX_DECOMPRESSED
 
 
 def check_expansion(path: str | os.PathLike[str], produced: int, consumed: int, recognised: str | None = None) -> None:
@@ -130,134 +226,212 @@ def check_expansion(path: str | os.PathLike[str], produced: int, consumed: int, 
         )
 
 
+def _decompressor(comp: str, path: Path) -> Any:
+    if comp == "gzip":
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if comp == "xz":
+        return lzma.LZMADecompressor()
+    if comp == "bz2":
+        return bz2.BZ2Decompressor()
+    if comp == "zstd":
+        try:
+            import zstandard
+        except ImportError as exc:  # pragma: no cover - zstandard is a dependency
+            raise MissingDependency(path, "zstd-compressed; install the 'zstandard' package") from exc
+        return zstandard.ZstdDecompressor().decompressobj()
+    raise ValueError(comp)
+
+
+class DecompressStream:
+    """The one decompression path: a file's content in bounded chunks, streaming.
+
+    Every compressed input (Kineto JSON, CSV, nsys SQLite, ncu reports) goes through here, so
+    every one has both caps: the absolute one (``max_bytes``, :func:`max_decompressed` by
+    default) and the ratio one (:func:`check_expansion`), checked as the bytes come, before
+    more are produced. Nothing is held but the current chunk. Concatenated streams (``cat a.gz
+    b.gz``) are read whole; a stream that ends early or is damaged ends the chunks quietly with
+    ``truncated`` set, after everything readable was delivered.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        f: BinaryIO,
+        comp: str | None,
+        max_bytes: int | None = None,
+        recognised: str | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.f = f
+        self.compression = comp
+        self.max_bytes = max_decompressed() if max_bytes is None else max_bytes
+        self.recognised = recognised
+        self.consumed = 0
+        self.produced = 0
+        self.truncated = False
+
+    def _account(self, out: bytes) -> bytes:
+        self.produced += len(out)
+        if self.produced > self.max_bytes:
+            raise CorruptTrace(
+                self.path,
+                f"decompresses to more than {self.max_bytes // 1024**2:,} MiB; refusing (a decompression bomb?)",
+                self.recognised,
+            )
+        check_expansion(self.path, self.produced, self.consumed, self.recognised)
+        return out
+
+    def chunks(self, out_block: int = OUT_BLOCK) -> Iterator[bytes]:
+        """The content in chunks of at most ``out_block`` bytes (zstd: about that size)."""
+        f, comp = self.f, self.compression
+        try:
+            if comp is None:
+                while block := f.read(out_block):
+                    self.consumed += len(block)
+                    yield self._account(block)
+                return
+            yield from self._decompressed(f, comp, out_block)
+        except LoadError:
+            raise
+        except _STREAM_ERRORS:
+            # a damaged stream (zlib/lzma/bz2/zstd each raise their own): keep what was delivered
+            self.truncated = True
+
+    def _decompressed(self, f: BinaryIO, comp: str, out_block: int) -> Iterator[bytes]:
+        step = _ZSTD_RAW_BLOCK if comp == "zstd" else _RAW_BLOCK
+        dec = _decompressor(comp, self.path)
+        zstd = comp == "zstd"
+        pending = bytearray()  # zstd output gathered into chunks of about out_block
+        data = b""
+        try:
+            yield from self._loop(f, comp, out_block, step, dec, zstd, pending, data)
+        except _STREAM_ERRORS:
+            self.truncated = True  # damaged: what came before the damage is delivered below
+        if pending:
+            yield bytes(pending)
+
+    def _loop(self, f: BinaryIO, comp: str, out_block: int, step: int, dec: Any, zstd: bool, pending: bytearray, data: bytes) -> Iterator[bytes]:
+        while True:
+            if dec.eof:
+                # another member / stream (``cat a.gz b.gz``), or the end: padding is ignored
+                while len(data) < 8 and (more := f.read(step)):
+                    self.consumed += len(more)
+                    data += more
+                if compression_of(data[:8]) != comp:
+                    break
+                dec = _decompressor(comp, self.path)
+            if not data and getattr(dec, "needs_input", True):
+                data = f.read(step)
+                self.consumed += len(data)
+                if not data:
+                    if hasattr(dec, "flush") and not zstd:  # zlib may still hold output
+                        tail = dec.flush()
+                        if tail:
+                            yield self._account(tail)
+                        if dec.eof:
+                            continue
+                    self.truncated = True  # the input ends inside a stream
+                    break
+            if zstd:
+                out = dec.decompress(data)
+                data = dec.unused_data if dec.eof else b""
+                if out:
+                    pending += self._account(out)
+                    if len(pending) >= out_block:
+                        yield bytes(pending)
+                        pending.clear()
+                continue
+            out = dec.decompress(data, out_block)
+            # zlib hands back the input it did not use; lzma and bz2 keep it until asked again
+            data = dec.unused_data if dec.eof else getattr(dec, "unconsumed_tail", b"")
+            if out:
+                yield self._account(out)
+
+
 def read_content(
     path: str | os.PathLike[str],
     progress: Progress | None = None,
-    max_bytes: int = MAX_DECOMPRESSED,
+    max_bytes: int | None = None,
 ) -> Content:
-    """Read the whole file, decompressing transparently.
+    """Read the whole file, decompressing transparently (through :class:`DecompressStream`).
 
     A compressed stream that ends early or is damaged is not an error: the readable prefix is
     returned with ``truncated=True`` so a loader can load every complete event and warn.
     """
     p = Path(path)
-    _check_file(p)
-    size = p.stat().st_size
-    with open(p, "rb") as f:
-        magic = f.read(8)
-    comp = compression_of(magic)
-    if comp is None:
-        with open(p, "rb") as f:
-            return Content(f.read(), None)
-    chunks: list[bytes] = []
-    total = 0
+    size = check_file(p).st_size
+    with open_input(p) as f:
+        comp = compression_of(f.read(8))
+        f.seek(0)
+        if comp is None:
+            try:
+                return Content(f.read(), None)
+            except OSError as exc:
+                raise LoadError(p, _os_problem(exc)) from exc
+        stream = DecompressStream(p, f, comp, max_bytes)
+        chunks: list[bytes] = []
+        for chunk in stream.chunks():
+            chunks.append(chunk)
+            if progress is not None and size:
+                progress(min(stream.consumed / size, 1.0) * 0.3, "decompressing")
+    data = b"".join(chunks)
+    del chunks
+    return Content(data, comp, truncated=stream.truncated)
+
+
+def decompress_to_file(
+    path: str | os.PathLike[str],
+    suffix: str,
+    progress: Progress | None = None,
+    check: Callable[[], None] | None = None,
+    recognised: str | None = None,
+) -> tuple[Path, str, bool]:
+    """Decompress ``path`` into a file in the private temporary folder (for readers that need a file).
+
+    Streams chunk by chunk: no copy of the content is held in memory. Besides the two caps of
+    :class:`DecompressStream`, the file may not fill the temporary folder's disk. Returns (the
+    file, the compression, truncated); the caller removes the file (:func:`remove_quietly`), and
+    the folder goes at exit or on a signal whatever happens.
+    """
+    p = Path(path)
+    size = max(check_file(p).st_size, 1)
+    folder = private_tmpdir()
+    fd, name = tempfile.mkstemp(prefix="kviewer-", suffix=suffix, dir=folder)
+    out_path = Path(name)
     try:
-        with open(p, "rb") as raw, _open_decompressed_fileobj(raw, comp, p) as f:
-            while True:
-                chunk = f.read(8 * 1024 * 1024)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
-                if total > max_bytes:
-                    raise CorruptTrace(
-                        p, f"decompresses to more than {max_bytes // 1024**2} MiB; refusing (a decompression bomb?)"
+        with os.fdopen(fd, "wb") as out, open_input(p, recognised) as f:
+            comp = compression_of(f.read(8)) or ""
+            f.seek(0)
+            try:
+                free = shutil.disk_usage(folder).free - 256 * 1024**2
+            except OSError:
+                free = MAX_DECOMPRESSED
+            cap = min(max_decompressed(), max(free, 0))
+            stream = DecompressStream(p, f, comp or None, recognised=recognised)
+            for chunk in stream.chunks():
+                if stream.produced > cap:
+                    raise LoadError(
+                        p,
+                        f"decompressing needs more than the {cap // 1024**2:,} MiB free in {folder.parent}; "
+                        "set TMPDIR to a larger disk or decompress it yourself",
+                        recognised,
                     )
-                check_expansion(p, total, raw.tell())
-                if progress is not None and size:
-                    progress(min(raw.tell() / size, 1.0) * 0.3, "decompressing")
-        # zstandard's stream reader ends quietly on a cut frame: check the frames are whole
-        return Content(b"".join(chunks), comp, truncated=comp == "zstd" and not _zstd_complete(p))
-    except _STREAM_ERRORS as exc:
-        if isinstance(exc, LoadError):
-            raise
-        data, _ = _salvage(p, comp, limit=max_bytes)
-        return Content(data, comp, truncated=True)
-
-
-def _open_decompressed_fileobj(raw, comp: str, path: Path):  # type: ignore[no-untyped-def]
-    if comp == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    if comp == "xz":
-        return lzma.LZMAFile(raw, "rb")
-    if comp == "bz2":
-        return bz2.BZ2File(raw, "rb")
-    if comp == "zstd":
-        try:
-            import zstandard
-        except ImportError as exc:  # pragma: no cover
-            raise MissingDependency(path, "zstd-compressed; install the 'zstandard' package") from exc
-        return zstandard.ZstdDecompressor().stream_reader(raw)
-    raise ValueError(comp)
-
-
-def _zstd_complete(path: Path) -> bool:
-    """True when the file's zstd frames all end (decompressed again, output discarded)."""
-    import zstandard
-
-    dz = zstandard.ZstdDecompressor().decompressobj()
-    started = False
-    try:
-        with open(path, "rb") as f:
-            while block := f.read(1 << 16):
-                while block:
-                    if dz.eof:
-                        dz = zstandard.ZstdDecompressor().decompressobj()
-                    dz.decompress(block)
-                    started = True
-                    block = dz.unused_data if dz.eof else b""
-    except _STREAM_ERRORS:
-        return False
-    return started and dz.eof
-
-
-def _salvage(path: Path, comp: str, limit: int) -> tuple[bytes, bool]:
-    """Decompress as much of a damaged or cut stream as possible."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    out = bytearray()
-    step = 1 << 16
-    try:
-        if comp == "gzip":
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            for i in range(0, len(raw), step):
-                out += d.decompress(raw[i : i + step], max(0, limit - len(out)))
-                check_expansion(path, len(out), i + step)
-                if len(out) >= limit:
-                    break
-        elif comp == "xz":
-            dx = lzma.LZMADecompressor()
-            for i in range(0, len(raw), step):
-                out += dx.decompress(raw[i : i + step], max(0, limit - len(out)))
-                check_expansion(path, len(out), i + step)
-                if len(out) >= limit or dx.eof:
-                    break
-        elif comp == "bz2":
-            # stepwise with a cap, like the others: one call on the whole file has no bound
-            db = bz2.BZ2Decompressor()
-            for i in range(0, len(raw), step):
-                out += db.decompress(raw[i : i + step], max(0, limit - len(out)))
-                check_expansion(path, len(out), i + step)
-                if len(out) >= limit or db.eof:
-                    break
-        elif comp == "zstd":
-            import zstandard
-
-            dz = zstandard.ZstdDecompressor().decompressobj()
-            for i in range(0, len(raw), step):
-                out += dz.decompress(raw[i : i + step])
-                check_expansion(path, len(out), i + step)
-                if len(out) >= limit:
-                    break
-    except _STREAM_ERRORS:
-        pass
-    return bytes(out[:limit]), True
+                out.write(chunk)
+                if check is not None:
+                    check()
+                if progress is not None:
+                    progress(min(stream.consumed / size, 1.0) * 0.3, "decompressing")
+        return out_path, comp, stream.truncated
+    except BaseException:
+        remove_quietly(out_path)
+        raise
 
 
 class _Connection(sqlite3.Connection):
     """A read-only connection that may own a private copy of the database, removed on close."""
 
     copy_dir: str | None = None
+    warnings: list[str]
 
     def close(self) -> None:
         super().close()
@@ -268,37 +442,164 @@ class _Connection(sqlite3.Connection):
 
 def _wal_mode(path: Path) -> bool:
     """True when the header says WAL mode (file format read/write versions 2)."""
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         header = f.read(20)
     return header.startswith(SQLITE_MAGIC) and len(header) == 20 and 2 in (header[18], header[19])
 
 
-def connect_readonly(path: str | os.PathLike[str], recognised: str | None = None) -> sqlite3.Connection:
-    """Open a SQLite file read-only (``file:…?mode=ro``): a viewer never changes its inputs.
+#: files SQLite opens beside a database on its own
+SIDECARS = ("-wal", "-journal", "-shm")
+
+#: the SQL functions kviewer's own queries call. A query that would call anything else (through
+#: a generated column or a view in a hostile file: randomblob, zeroblob, a recursive CTE's
+#: arithmetic, ...) is refused by the authorizer
+_ALLOWED_FUNCTIONS = frozenset(
+    {"coalesce", "ifnull", "count", "max", "min", "sum", "total", "avg", "typeof", "length", "abs", "nullif", "round",
+     "lower", "upper", "substr", "instr", "cast", "like", "glob", "iif"}
+)  # fmt: skip
+#: the longest string or blob a query may produce (a real name is far shorter; SQLITE_LIMIT_LENGTH)
+MAX_SQL_VALUE = 256 * 1024**2
+
+
+def _authorize(action: int, arg1: str | None, arg2: str | None, db_name: str | None, source: str | None) -> int:
+    """SQLite authorizer of input databases: only kviewer's own statements on tables run.
+
+    ``source`` names the view or trigger an access comes from: none may act. Functions outside
+    :data:`_ALLOWED_FUNCTIONS` are refused wherever they come from.
+    """
+    if source is not None:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() not in _ALLOWED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    if action in _DENIED_ACTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+_DENIED_ACTIONS = frozenset(
+    getattr(sqlite3, name)
+    for name in ("SQLITE_ATTACH", "SQLITE_DETACH", "SQLITE_INSERT", "SQLITE_UPDATE", "SQLITE_DELETE", "SQLITE_CREATE_TABLE",
+                 "SQLITE_CREATE_TEMP_TABLE", "SQLITE_CREATE_VIEW", "SQLITE_CREATE_TRIGGER", "SQLITE_CREATE_TEMP_VIEW",
+                 "SQLITE_CREATE_TEMP_TRIGGER", "SQLITE_CREATE_VTABLE", "SQLITE_DROP_TABLE", "SQLITE_ALTER_TABLE")
+    if hasattr(sqlite3, name)
+)  # fmt: skip
+
+
+def _harden(con: sqlite3.Connection) -> None:
+    """SQLite's defensive settings on a connection to an untrusted file.
+
+    Python 3.12+ exposes ``sqlite3_db_config``: DEFENSIVE on, TRUSTED_SCHEMA, triggers and views
+    off. On 3.11 (no ``setconfig``) ``PRAGMA trusted_schema=OFF`` stands in, and the authorizer
+    (:func:`_authorize`), which both versions install, refuses every access made by a view or a
+    trigger and every function kviewer's queries do not call. Extension loading stays off, the
+    connection is query-only, and strings and blobs are capped at :data:`MAX_SQL_VALUE`.
+    """
+    setconfig = getattr(con, "setconfig", None)
+    if setconfig is not None:  # Python 3.12+
+        for name, on in (("SQLITE_DBCONFIG_DEFENSIVE", True), ("SQLITE_DBCONFIG_TRUSTED_SCHEMA", False),
+                         ("SQLITE_DBCONFIG_ENABLE_TRIGGER", False), ("SQLITE_DBCONFIG_ENABLE_VIEW", False)):  # fmt: skip
+            op = getattr(sqlite3, name, None)
+            if op is not None:
+                try:
+                    setconfig(op, on)
+                except sqlite3.Error:
+                    pass
+    if hasattr(con, "enable_load_extension"):
+        con.enable_load_extension(False)
+    con.execute("PRAGMA trusted_schema=OFF")
+    con.execute("PRAGMA query_only=ON")
+    con.execute("PRAGMA cell_size_check=ON")
+    con.execute("PRAGMA mmap_size=0")
+    if hasattr(con, "setlimit"):  # Python 3.11+
+        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_SQL_VALUE)
+        con.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+    con.set_authorizer(_authorize)
+
+
+def _unsafe_sidecars(p: Path) -> list[str]:
+    """Sidecar files beside ``p`` that are not plain regular files (symlinks, FIFOs, devices, folders)."""
+    bad = []
+    for suffix in SIDECARS:
+        side = p.with_name(p.name + suffix)
+        try:
+            st = os.lstat(side)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            bad.append(side.name)
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            bad.append(side.name)
+    return bad
+
+
+def _copy_input(src: Path, dst: Path, limit: int) -> None:
+    """Copy a regular file (checked on the open descriptor) of at most ``limit`` bytes."""
+    with open_input(src) as f, open(dst, "xb") as out:
+        copied = 0
+        while block := f.read(OUT_BLOCK):
+            copied += len(block)
+            if copied > limit:
+                raise LoadError(src, f"larger than the {limit // 1024**2:,} MiB free for a private copy")
+            out.write(block)
+
+
+def tables_only(con: sqlite3.Connection) -> set[str]:
+    """The database's tables (``sqlite_master`` type 'table': never a view, a trigger or an index)."""
+    return {r[0] for r in con.execute("select name from sqlite_master where type = 'table'") if isinstance(r[0], str)}
+
+
+def connect_readonly(
+    path: str | os.PathLike[str],
+    recognised: str | None = None,
+    interrupt: Callable[[], bool] | None = None,
+) -> sqlite3.Connection:
+    """Open a SQLite file read-only (``file:…?mode=ro``) with SQLite's defensive settings (:func:`_harden`).
 
     ``immutable=1`` is not used in general: it would skip locking, and a trace being written could
     be misread. A WAL-mode database is the exception: even read-only, SQLite creates ``-wal`` and
     ``-shm`` files beside it (and writes to existing ones). Without a ``-wal`` file every committed
     page is in the database itself, so it is read as immutable; with one, a private copy of both is
-    opened instead (and removed when the connection closes).
+    opened instead (in the private temporary folder, removed when the connection closes).
+
+    Sidecar files (``-wal``, ``-journal``, ``-shm``) are used only when they are regular files: a
+    symlink (to /dev/zero, say), FIFO or device there makes the database open as immutable, so
+    SQLite never touches them; the connection's ``warnings`` say so.
+
+    ``interrupt``, when given, is called every few thousand SQLite steps; True stops the running
+    query (``sqlite3.OperationalError: interrupted``): a cancel button or Ctrl+C acts within
+    milliseconds even inside one long query.
     """
+    check_file(path)  # before resolve(): a symlink loop is a LoadError, not a RuntimeError
     p = Path(path).resolve()
-    _check_file(p)
     uri = p.as_uri() + "?mode=ro"
     copy_dir: str | None = None
+    warnings: list[str] = []
     try:
-        if _wal_mode(p):
+        bad = _unsafe_sidecars(p)
+        if bad:
+            warnings.append(f"ignored {', '.join(bad)} beside it: not a regular file")
+            uri += "&immutable=1"
+        elif _wal_mode(p):
             wal = p.with_name(p.name + "-wal")
             if wal.exists():
-                copy_dir = tempfile.mkdtemp(prefix="kviewer-sqlite-")
-                shutil.copyfile(p, Path(copy_dir) / p.name)
-                shutil.copyfile(wal, Path(copy_dir) / wal.name)
+                copy_dir = tempfile.mkdtemp(prefix="sqlite-", dir=private_tmpdir())
+                try:
+                    free = shutil.disk_usage(copy_dir).free - 256 * 1024**2
+                except OSError:
+                    free = MAX_DECOMPRESSED
+                _copy_input(p, Path(copy_dir) / p.name, free)
+                _copy_input(wal, Path(copy_dir) / wal.name, free - p.stat().st_size)
                 uri = (Path(copy_dir) / p.name).as_uri() + "?mode=ro"
             else:
                 uri += "&immutable=1"
         con = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_Connection)
         con.copy_dir, copy_dir = copy_dir, None  # the connection owns the copy now
+        con.warnings = warnings
         try:
+            _harden(con)
+            if interrupt is not None:
+                con.set_progress_handler(lambda: 1 if interrupt() else 0, 20_000)
             con.execute("select count(*) from sqlite_master").fetchone()
         except sqlite3.DatabaseError:
             con.close()

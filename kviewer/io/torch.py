@@ -54,16 +54,13 @@ two cores. The tables are sorted and linked with numpy at the end.
 
 from __future__ import annotations
 
-import bz2
 import gc
-import lzma
 import math
 import os
 import queue
 import re
 import threading
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -75,9 +72,9 @@ from msgspec import Raw, field
 
 from kviewer.core import Trace, TraceMeta, make_table
 from kviewer.core.names import short_name
-from kviewer.errors import CorruptTrace, LoadError, MissingDependency, TruncatedTrace
+from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
 from kviewer.io.registry import CancelToken, LoaderSpec
-from kviewer.io.source import MAX_DECOMPRESSED, Progress, compression_of
+from kviewer.io.source import OUT_BLOCK, DecompressStream, Progress, compression_of, max_decompressed, open_input
 
 LABEL = "PyTorch profiler (Kineto) JSON"
 NAME = "torch"
@@ -205,28 +202,8 @@ def sniff(head: bytes, path: Path) -> bool:
 # ---------------------------------------------------------------------------------------------
 # reading: decompression on a background thread
 
-#: compressed bytes read at a time, and the most decompressed bytes handed over at once (so a
-#: decompression bomb never sits in memory whole)
-_RAW_BLOCK = 256 << 10
-_OUT_BLOCK = 4 << 20
-
-
-def _decompressor(comp: str | None, path: Path) -> Any:
-    if comp is None:
-        return None
-    if comp == "gzip":
-        return zlib.decompressobj(16 + zlib.MAX_WBITS)
-    if comp == "xz":
-        return lzma.LZMADecompressor()
-    if comp == "bz2":
-        return bz2.BZ2Decompressor()
-    if comp == "zstd":
-        try:
-            import zstandard
-        except ImportError as exc:  # pragma: no cover - zstandard is a dependency
-            raise MissingDependency(path, "zstd-compressed; install the 'zstandard' package", LABEL) from exc
-        return zstandard.ZstdDecompressor()
-    raise ValueError(comp)
+#: the most decompressed bytes handed over at once (so a decompression bomb never sits in memory whole)
+_OUT_BLOCK = OUT_BLOCK
 
 
 class _Reader:
@@ -237,14 +214,15 @@ class _Reader:
     before the damage has been delivered.
     """
 
-    def __init__(self, path: Path, max_bytes: int = MAX_DECOMPRESSED) -> None:
+    def __init__(self, path: Path, max_bytes: int | None = None) -> None:
         self.path = path
+        self._file = open_input(path, LABEL)  # the reader thread closes it
         try:
-            self._file = open(path, "rb")  # noqa: SIM115 - the reader thread closes it
             self.size = max(os.fstat(self._file.fileno()).st_size, 1)
         except OSError as exc:
+            self._file.close()
             raise LoadError(path, f"cannot be read ({exc.strerror or exc})", LABEL) from exc
-        self.max_bytes = max_bytes
+        self.max_bytes = max_decompressed() if max_bytes is None else max_bytes
         self.consumed = 0
         self.produced = 0
         self.truncated = False
@@ -270,65 +248,20 @@ class _Reader:
             with self._file as f:
                 self.compression = comp = compression_of(f.read(8))
                 f.seek(0)
-                for out in self._chunks(comp):
-                    self.produced += len(out)
-                    if self.produced > self.max_bytes:
-                        self.failure = CorruptTrace(
-                            self.path,
-                            f"decompresses to more than {self.max_bytes // 1024**2} MiB; refusing (a decompression bomb?)",
-                            LABEL,
-                        )
-                        break
-                    if not self._put(out):
+                # the one decompression path (source.DecompressStream): ratio and absolute caps
+                stream = DecompressStream(self.path, f, comp, self.max_bytes, LABEL)
+                for out in stream.chunks(_OUT_BLOCK):
+                    self.consumed = stream.consumed
+                    self.produced = stream.produced
+                    if self._stop.is_set() or not self._put(out):
                         return
+                self.truncated = stream.truncated
         except LoadError as exc:
             self.failure = exc
-        except Exception:  # noqa: BLE001 - a damaged stream (zlib/lzma/bz2/zstd each raise their own): keep what was delivered and say the file is cut
+        except Exception:  # noqa: BLE001 - a read error mid-file: keep what was delivered and say the file is cut
             self.truncated = True
         finally:
             self._put(None)
-
-    def _chunks(self, comp: str | None) -> Iterator[bytes]:
-        """The file's content in chunks of at most ``_OUT_BLOCK`` bytes."""
-        f = self._file
-        if comp is None:
-            while not self._stop.is_set() and (block := f.read(_OUT_BLOCK)):
-                self.consumed = f.tell()
-                yield block
-            return
-        if comp == "zstd":
-            # bounded chunks; a cut zstd stream is noticed by the JSON decoder instead
-            for out in _decompressor(comp, self.path).read_to_iter(f, read_size=_RAW_BLOCK, write_size=_OUT_BLOCK):
-                self.consumed = f.tell()
-                yield out
-            return
-        dec = _decompressor(comp, self.path)
-        data = b""
-        while not self._stop.is_set():
-            if dec.eof:
-                # another member / stream (``cat a.gz b.gz``), or the end: padding is ignored
-                while len(data) < 8 and (more := f.read(_RAW_BLOCK)):
-                    data += more
-                if compression_of(data[:8]) != comp:
-                    return
-                dec = _decompressor(comp, self.path)
-            if not data and getattr(dec, "needs_input", True):
-                data = f.read(_RAW_BLOCK)
-                self.consumed = f.tell()
-                if not data:
-                    if hasattr(dec, "flush"):  # zlib may still hold output
-                        tail = dec.flush()
-                        if tail:
-                            yield tail
-                        if dec.eof:
-                            continue
-                    self.truncated = True  # the input ends inside a stream
-                    return
-            out = dec.decompress(data, _OUT_BLOCK)
-            # zlib hands back the input it did not use; lzma and bz2 keep it until asked again
-            data = dec.unused_data if dec.eof else getattr(dec, "unconsumed_tail", b"")
-            if out:
-                yield out
 
     def get(self) -> bytes | None:
         """The next chunk, or None at the end of the stream (and on every call after it)."""
@@ -384,7 +317,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 #: the event list is decoded in pieces of at least this many bytes
 _PIECE = 4 << 20
-_WS = b" \t\r\n"
+_NON_WS = re.compile(rb"[^ \t\r\n]")
 #: Kineto's header keys and any single event are far smaller; more is damage (or a bomb of
 #: whitespace), so the load stops instead of holding it all in memory
 _MAX_HEADER = 256 << 20
@@ -497,14 +430,14 @@ def _split(path: Path, buf: bytearray, acc: _Columns) -> tuple[list[_Event], int
         p = buf.rfind(b"}", 1, p)
         if p < 0:
             return None
-        q = p + 1
-        while q < n and buf[q] in _WS:
-            q += 1
+        # skip whitespace with the regex engine: a byte-by-byte loop over a file padded with
+        # megabytes of blanks would take seconds per piece
+        m = _NON_WS.search(buf, p + 1)
+        q = m.start() if m else n
         if q >= n or buf[q] != 0x2C:  # ","
             continue
-        r = q + 1
-        while r < n and buf[r] in _WS:
-            r += 1
+        m = _NON_WS.search(buf, q + 1)
+        r = m.start() if m else n
         if r >= n or buf[r] != 0x7B:  # "{"
             continue
         tries += 1

@@ -49,6 +49,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from kviewer.ui.format import xml_text
+
 #: picture formats by file suffix
 SUFFIXES = {".png": "png", ".svg": "svg"}
 SCALES = (1.0, 2.0)
@@ -175,7 +177,11 @@ def svg_bytes(widget: QWidget, title: str = "", description: str = "") -> bytes:
     finally:
         painter.end()
     buf.close()
-    return bytes(data.data())
+    # names from a trace can hold characters XML 1.0 forbids; the labels are escaped where they
+    # are drawn, and this keeps the document well-formed whatever else reached the generator
+    # names from a trace can hold characters XML 1.0 forbids; labels are escaped where they are
+    # drawn, and this keeps the document well-formed whatever else reached the generator
+    return xml_text(bytes(data.data()).decode("utf-8", "replace")).encode("utf-8")
 
 
 def save_picture(widget: QWidget, path: str | os.PathLike[str], scale: float = 1.0, title: str = "") -> Path:

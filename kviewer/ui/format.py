@@ -36,3 +36,17 @@ def format_count(value: float | None) -> str:
 def format_time(ns: float) -> str:
     """A point in time on the timeline (relative to the trace's first event)."""
     return format_duration(ns)
+
+
+def display_text(text: str) -> str:
+    """Trace text with control and bidi characters made visible; see :func:`kviewer.core.text.display_text`."""
+    from kviewer.core.text import display_text as impl
+
+    return impl(text)
+
+
+def xml_text(text: str) -> str:
+    """Text with the characters XML 1.0 forbids escaped; see :func:`kviewer.core.text.xml_text`."""
+    from kviewer.core.text import xml_text as impl
+
+    return impl(text)

@@ -70,11 +70,13 @@ class Col:
         return self.values if self.sort_key is None else self.sort_key
 
     def text(self, i: int) -> str:
+        from kviewer.ui.format import display_text  # trace text: control and bidi characters shown, not obeyed
+
         if self.display is not None:
-            return self.display(i)
+            return display_text(self.display(i))
         v = self.values[i]
         if self.kind == "text":
-            return "" if v < 0 or self.categories is None else str(self.categories[v])
+            return "" if v < 0 or self.categories is None else display_text(self.categories[v])
         if self.missing_int and v == -1:
             return ""
         if self.kind == "time":

@@ -35,7 +35,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QMenu, QToolTip, QVBoxLayout, QWidget
 
 from kviewer.ui import colors
-from kviewer.ui.format import format_duration, format_time
+from kviewer.ui.format import display_text, format_duration, format_time
 from kviewer.ui.tracks import Group, Lane, TraceTracks
 from kviewer.ui.viewstate import Selection, ViewState
 
@@ -144,13 +144,13 @@ class LaneAxis(pg.AxisItem):
                 p.setFont(self.bold if row.depth == 0 else self.font)
                 p.setPen(QColor(30, 30, 30))
                 arrow = "▸ " if row.group is not None and row.group.collapsed else "▾ "
-                text = QFontMetricsF(p.font()).elidedText(arrow + row.label, Qt.TextElideMode.ElideRight, rect.width())
+                text = QFontMetricsF(p.font()).elidedText(arrow + display_text(row.label), Qt.TextElideMode.ElideRight, rect.width())
                 p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
             else:
                 p.setFont(self.font)
                 p.setPen(QColor(70, 70, 70))
                 rect.adjust(INDENT, 0, 0, 0)
-                text = QFontMetricsF(self.font).elidedText(row.label, Qt.TextElideMode.ElideRight, rect.width())
+                text = QFontMetricsF(self.font).elidedText(display_text(row.label), Qt.TextElideMode.ElideRight, rect.width())
                 p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
         p.setPen(QColor(190, 195, 200))
         p.drawLine(QPointF(width - 0.5, 0), QPointF(width - 0.5, height))
@@ -311,7 +311,7 @@ class TracksItem(pg.GraphicsObject):
                 w_vis = min(x + w, width) - x_vis
                 if w_vis < LABEL_MIN_PX:
                     continue
-                text = self.metrics.elidedText(row.tracks.name_of(lane.table, rid), Qt.TextElideMode.ElideRight, w_vis - 6)
+                text = self.metrics.elidedText(display_text(row.tracks.name_of(lane.table, rid)), Qt.TextElideMode.ElideRight, w_vis - 6)
                 if len(text) <= 1:
                     continue
                 fr.labels.append((QRectF(x_vis + 3, y, w_vis - 6, h), text, self.dark_text[c]))
@@ -788,4 +788,5 @@ def tooltip_text(tracks: TraceTracks, table: str, row: int) -> str:
 def _esc(s: str) -> str:
     import html
 
+    s = display_text(s)  # control and bidi characters shown, not obeyed
     return html.escape(s if len(s) < 200 else s[:199] + "…")

@@ -67,7 +67,8 @@ def test_sqlite_opened_read_only(tmp_path: Path) -> None:
     con.close()
     before = hashlib.sha256(p.read_bytes()).hexdigest()
     ro = connect_readonly(p)
-    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+    # refused twice over: the authorizer allows no writes, and the file is opened mode=ro
+    with pytest.raises(sqlite3.DatabaseError, match="readonly|not authorized"):
         ro.execute("insert into t values (1)")
     ro.close()
     assert hashlib.sha256(p.read_bytes()).hexdigest() == before
@@ -79,3 +80,38 @@ def test_not_sqlite_is_corrupt(tmp_path: Path) -> None:
     with pytest.raises(CorruptTrace) as err:
         connect_readonly(p)
     assert str(p.name) in str(err.value)
+
+
+def test_cut_zstd_stream_gives_prefix_and_flag(tmp_path: Path) -> None:
+    import zstandard
+
+    blob = zstandard.ZstdCompressor().compress(PAYLOAD)
+    p = tmp_path / "cut.zst"
+    p.write_bytes(blob[: len(blob) // 2])
+    content = read_content(p)
+    assert content.truncated
+    assert PAYLOAD.startswith(content.data)
+
+
+@pytest.mark.parametrize("comp", ["gzip", "xz", "zstd"])
+def test_concatenated_streams_are_read_whole(tmp_path: Path, comp: str) -> None:
+    import zstandard
+
+    pack = {"gzip": gzip.compress, "xz": lzma.compress, "zstd": zstandard.ZstdCompressor().compress}[comp]
+    p = tmp_path / "two"
+    p.write_bytes(pack(PAYLOAD[:1000]) + pack(PAYLOAD[1000:]))
+    content = read_content(p)
+    assert content.data == PAYLOAD and not content.truncated
+
+
+def test_one_decompression_path_has_both_caps(tmp_path: Path) -> None:
+    from kviewer.io.source import BOMB_FLOOR, DecompressStream
+
+    p = tmp_path / "bomb.gz"
+    p.write_bytes(gzip.compress(b" " * (BOMB_FLOOR + 8 * 1024 * 1024), 9))
+    with open(p, "rb") as f, pytest.raises(CorruptTrace, match="over 100x"):
+        for _ in DecompressStream(p, f, "gzip").chunks():
+            pass
+    with open(p, "rb") as f, pytest.raises(CorruptTrace, match="decompresses to more than"):
+        for _ in DecompressStream(p, f, "gzip", max_bytes=1024 * 1024).chunks():
+            pass

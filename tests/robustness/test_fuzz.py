@@ -300,7 +300,12 @@ def test_csv_export_round_trips_names(names: list[str], workdir: Path) -> None:
     p = _write(workdir, _kineto(names), "trace.json")
     os.environ["KVIEWER_NO_CACHE"] = "1"
     expected = [str(x) for x in load(p, use_cache=False).kernels["name"]]
-    rows = list(csv.DictReader(io.StringIO(_cli("kernels", str(p), "--format", "csv", "--no-cache"), newline="")))
+    # --raw-csv: exactly the names (by default a formula-like cell gets a leading ', see core.text)
+    rows = list(csv.DictReader(io.StringIO(_cli("kernels", str(p), "--format", "csv", "--no-cache", "--raw-csv"), newline="")))
     assert [r["name"] for r in rows] == expected
-    rows = list(csv.DictReader(io.StringIO(_cli("summary", str(p), "--format", "csv", "--no-cache"), newline="")))
+    rows = list(csv.DictReader(io.StringIO(_cli("summary", str(p), "--format", "csv", "--no-cache", "--raw-csv"), newline="")))
     assert sorted(r["name"] for r in rows) == sorted(set(expected))
+    guarded = list(csv.DictReader(io.StringIO(_cli("kernels", str(p), "--format", "csv", "--no-cache"), newline="")))
+    from kviewer.core.text import csv_cell
+
+    assert [r["name"] for r in guarded] == [csv_cell(n) for n in expected]

@@ -1,0 +1,134 @@
+"""This process's private temporary folder, removed on every exit path (signals included).
+
+Kept out of ``kviewer.io`` (whose package imports pandas) so that the command line can install
+its signal cleanup at start-up without loading anything heavy.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import stat
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+_private_dir: Path | None = None
+_private_lock = threading.Lock()
+_PRIVATE_PREFIX = "kviewer-"
+
+
+def private_tmpdir() -> Path:
+    """This process's private temporary folder (mode 0700, made on first use).
+
+    Every temporary file kviewer writes (decompressed exports, SQLite copies, spill files) goes
+    here. The folder is removed at exit, on SIGTERM/SIGHUP (:func:`install_signal_cleanup`)
+    and, should the process be killed outright, by the next kviewer that starts (folders of
+    processes that no longer run are swept).
+    """
+    global _private_dir
+    with _private_lock:
+        if _private_dir is None or not _private_dir.is_dir():
+            _sweep_stale()
+            _private_dir = Path(tempfile.mkdtemp(prefix=f"{_PRIVATE_PREFIX}{os.getpid()}-"))
+            os.chmod(_private_dir, 0o700)
+            atexit.register(remove_private_tmpdir)
+        return _private_dir
+
+
+_extra_dirs: set[str] = set()
+
+
+def track_temp_dir(path: str | os.PathLike[str]) -> None:
+    """Also remove ``path`` at exit and on SIGTERM/SIGHUP (a temporary folder kept elsewhere,
+    e.g. in /dev/shm for speed). :func:`untrack_temp_dir` when the owner removed it itself."""
+    _extra_dirs.add(os.fspath(path))
+    private_tmpdir()  # registers the exit hook
+
+
+def untrack_temp_dir(path: str | os.PathLike[str]) -> None:
+    _extra_dirs.discard(os.fspath(path))
+
+
+def remove_private_tmpdir() -> None:
+    """Remove the private temporary folder and everything in it, and the tracked folders (idempotent)."""
+    global _private_dir
+    folder, _private_dir = _private_dir, None
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+    for extra in list(_extra_dirs):
+        shutil.rmtree(extra, ignore_errors=True)
+        _extra_dirs.discard(extra)
+
+
+def remove_quietly(path: str | os.PathLike[str]) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _sweep_stale() -> None:
+    """Remove private folders left by kviewer processes of this user that no longer run."""
+    base = Path(tempfile.gettempdir())
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    for entry in entries[:100_000]:
+        name = entry.name
+        if not name.startswith(_PRIVATE_PREFIX):
+            continue
+        pid_text = name[len(_PRIVATE_PREFIX) :].split("-", 1)[0]
+        if not pid_text.isdigit():
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or (uid is not None and st.st_uid != uid):
+            continue
+        pid = int(pid_text)
+        if pid == os.getpid() or _alive(pid):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def install_signal_cleanup() -> None:
+    """On SIGTERM / SIGHUP remove the private temporary folder, then die of the signal as usual.
+
+    Call from the main thread (the CLI does); elsewhere it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is None:
+            continue
+        try:
+            previous = signal.getsignal(signum)
+        except (OSError, ValueError):
+            continue
+        if previous not in (signal.SIG_DFL, None):
+            continue  # someone else handles it
+
+        def handler(num: int, frame: Any) -> None:
+            remove_private_tmpdir()
+            signal.signal(num, signal.SIG_DFL)
+            os.kill(os.getpid(), num)
+
+        signal.signal(signum, handler)

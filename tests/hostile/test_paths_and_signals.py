@@ -1,0 +1,217 @@
+"""Odd paths give one clear line and exit 2; folders say what they skipped; Ctrl+C and SIGTERM
+stop a load promptly and leave nothing behind."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.hostile.build import nsys_export
+from tests.hostile.conftest import leftovers, one_error_line, run_cli
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_traces" / "h200_resnet18.pt.trace.json.gz"
+
+
+def test_fifo_does_not_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    line = one_error_line(run_cli(["summary", str(fifo)], tmp_path, timeout=30), fifo)
+    assert "FIFO" in line
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null", "/dev/urandom"])
+def test_devices_are_refused(tmp_path: Path, device: str) -> None:
+    if not os.path.exists(device):
+        pytest.skip(f"{device} does not exist here")
+    line = one_error_line(run_cli(["info", device], tmp_path, timeout=30), device)
+    assert "device" in line
+
+
+def test_file_the_os_refuses_to_read(tmp_path: Path) -> None:
+    """/proc/self/mem is a regular file that read() refuses (EIO): one line, no traceback."""
+    if not os.path.exists("/proc/self/mem"):
+        pytest.skip("no /proc here")
+    one_error_line(run_cli(["summary", "/proc/self/mem"], tmp_path, timeout=30), "/proc/self/mem")
+
+
+def test_file_in_an_unreadable_folder(tmp_path: Path, is_root: bool) -> None:
+    if is_root:
+        pytest.skip("root reads any folder; /proc/self/mem stands in for a file the OS refuses")
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    p = folder / "t.json"
+    p.write_text("{}")
+    folder.chmod(0)
+    try:
+        line = one_error_line(run_cli(["summary", str(p)], tmp_path), p)
+        assert "permission denied" in line
+    finally:
+        folder.chmod(0o700)
+
+
+@pytest.mark.parametrize("value", ["0:1e400", "nan:1", "-inf:5", "0:1e-300"])
+def test_range_that_no_timeline_can_show(tmp_path: Path, value: str) -> None:
+    r = run_cli(["screenshot", str(SAMPLE), "-o", str(tmp_path / "x.png"), f"--range={value}"], tmp_path, cap=None)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "--range" in r.stderr
+
+
+def _rank_folder(tmp_path: Path) -> Path:
+    d = tmp_path / "ranks"
+    d.mkdir()
+    for i in range(2):
+        shutil.copy(SAMPLE, d / f"rank-{i}.pt.trace.json.gz")
+    return d
+
+
+def test_rank_folder_with_a_self_symlink_loads_and_says_so(tmp_path: Path) -> None:
+    d = _rank_folder(tmp_path)
+    (d / "self").symlink_to("self")
+    (d / "loop").symlink_to(d)
+    r = run_cli(["info", str(d)], tmp_path, cap=None)
+    assert r.returncode == 0, r.stderr
+    assert "2 ranks" in r.stdout
+    assert "self (a symbolic link that loops)" in r.stderr and "loop (a folder" in r.stderr
+
+
+def test_unreadable_rank_file_is_reported_as_unreadable(tmp_path: Path) -> None:
+    if not os.path.exists("/proc/self/mem"):
+        pytest.skip("no /proc here")
+    d = _rank_folder(tmp_path)
+    (d / "rank-2.pt.trace.json").symlink_to("/proc/self/mem")
+    r = run_cli(["info", str(d)], tmp_path, cap=None)
+    assert r.returncode == 0, r.stderr
+    assert "rank-2.pt.trace.json: cannot be read" in r.stderr
+
+
+def test_rank_folder_of_only_bad_entries(tmp_path: Path) -> None:
+    d = tmp_path / "bad"
+    d.mkdir()
+    (d / "self").symlink_to("self")
+    os.mkfifo(d / "pipe")
+    line = one_error_line(run_cli(["info", str(d)], tmp_path, timeout=30), d)
+    assert "self (a symbolic link that loops)" in line and "pipe (a FIFO" in line
+
+
+def test_ten_thousand_files_are_counted_by_kind(tmp_path: Path) -> None:
+    d = tmp_path / "many"
+    d.mkdir()
+    for i in range(10_000):
+        (d / f"f{i}.txt").write_bytes(b"hello\n")
+    line = one_error_line(run_cli(["info", str(d)], tmp_path, timeout=120), d)
+    assert "10,000 files" in line and "10,000 not a trace kviewer reads" in line
+
+
+def _big_export(tmp_path: Path, kernels: int = 400_000) -> Path:
+    return nsys_export(tmp_path / "big.sqlite", [f"kernel_{i}" for i in range(100)], [i % 100 for i in range(kernels)])
+
+
+def _start(args: list[str], tmp_path: Path) -> subprocess.Popen[bytes]:
+    tmpdir = tmp_path / "TMPDIR"
+    tmpdir.mkdir(exist_ok=True)
+    env = dict(os.environ, TMPDIR=str(tmpdir), KVIEWER_NO_CACHE="1")
+    return subprocess.Popen([sys.executable, "-m", "kviewer", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+
+
+def _wait_for_private_folder(tmp_path: Path, proc: subprocess.Popen[bytes], limit: float = 60) -> bool:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit and proc.poll() is None:
+        if any(n.startswith("kviewer-") for n in leftovers(tmp_path)):
+            return True
+        time.sleep(0.005)
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_during_a_compressed_nsys_load_leaves_nothing(tmp_path: Path, sig: signal.Signals) -> None:
+    db = _big_export(tmp_path)
+    gz = tmp_path / "big.sqlite.gz"
+    with open(db, "rb") as f, gzip.open(gz, "wb", compresslevel=1) as out:
+        shutil.copyfileobj(f, out)
+    proc = _start(["summary", str(gz)], tmp_path)
+    caught = _wait_for_private_folder(tmp_path, proc)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)  # a guard against a hang, not a timing assertion
+    assert b"Traceback" not in err
+    if caught and sig == signal.SIGINT:
+        assert proc.returncode in (0, 130), err
+    assert leftovers(tmp_path) == []
+
+
+def test_ctrl_c_stops_an_nsys_load(tmp_path: Path) -> None:
+    db = _big_export(tmp_path, 1_000_000)
+    proc = _start(["summary", str(db)], tmp_path)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert b"Traceback" not in err
+    assert proc.returncode in (0, 130)
+    if proc.returncode == 130:
+        assert err.strip().endswith(b"interrupted")
+
+
+def test_cancel_token_interrupts_a_running_query(tmp_path: Path) -> None:
+    """Cancel from another thread stops the SQLite query in flight (the progress handler)."""
+    import threading
+
+    from kviewer.errors import LoadCancelled
+    from kviewer.io import load
+    from kviewer.io.registry import CancelToken
+
+    db = _big_export(tmp_path, 1_000_000)
+    token = CancelToken()
+    seen: list[str] = []
+
+    def progress(fraction: float, message: str) -> None:
+        seen.append(message)
+        if message == "kernels":
+            threading.Timer(0.05, token.cancel).start()
+
+    with pytest.raises(LoadCancelled):
+        load(db, progress=progress, cancel=token, use_cache=False)
+    assert "kernels" in seen
+
+
+def test_ctrl_c_ends_a_load_stuck_in_c_code(tmp_path: Path) -> None:
+    """A loader inside one long C call that releases the GIL (a pandas parse, a SQLite query
+    without a progress handler, a sort) runs no Python signal handler until it returns: the
+    wakeup-fd watcher cancels the token at once and ends the process after the grace period,
+    removing the temporary folder."""
+    code = (
+        "import os, signal, threading\n"
+        "from kviewer.cli import _ctrl_c_cancels\n"
+        "from kviewer.io.registry import CancelToken\n"
+        "from kviewer.tempdir import private_tmpdir\n"
+        "print(private_tmpdir(), flush=True)\n"
+        "threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+        "with _ctrl_c_cancels(CancelToken()):\n"
+        "    import sqlite3\n"
+        "    sqlite3.connect(':memory:').execute('WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r "
+        "WHERE x < 100000000000) SELECT count(*) FROM r').fetchone()  # minutes in C\n"
+    )
+    tmpdir = tmp_path / "TMPDIR"
+    tmpdir.mkdir()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, env=dict(os.environ, TMPDIR=str(tmpdir)))
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.strip().endswith(b"kviewer: interrupted")
+    assert os.listdir(tmpdir) == []
+
+
+@pytest.mark.parametrize("cache", ["", "1"])
+def test_symlink_loop_or_dangling_link_as_the_file(tmp_path: Path, cache: str) -> None:
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop.name)
+    dangling = tmp_path / "gone.json"
+    dangling.symlink_to(tmp_path / "nowhere")
+    env = {"KVIEWER_NO_CACHE": "", "KVIEWER_CACHE_DIR": str(tmp_path / "cache")} if cache else {}
+    for p in (loop, dangling):
+        line = one_error_line(run_cli(["summary", str(p)], tmp_path, **env), p)
+        assert "symbolic link" in line
