@@ -339,6 +339,9 @@ def open_readonly(path: str) -> sqlite3.Connection:
 
     conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
     conn.execute("PRAGMA query_only = ON")
+    # a database someone sent is untrusted: its views and triggers may not call functions with
+    # side effects (kviewer's own views use only innocuous built-ins)
+    conn.execute("PRAGMA trusted_schema = OFF")
     return conn
 
 
