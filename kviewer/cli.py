@@ -85,6 +85,44 @@ def load_trace(path: str, quiet: bool = False) -> "Trace":
     return trace
 
 
+def attach_report(trace: "Trace", args: argparse.Namespace) -> "Trace":
+    """``--ncu REPORT``: the report's counters on the trace's kernels; the match report goes to
+    stderr (stdout stays machine-readable)."""
+    path = getattr(args, "ncu", None)
+    if not path:
+        if getattr(args, "ncu_step", None) is not None or getattr(args, "ncu_start", None) is not None:
+            raise UserError("--ncu-step and --ncu-start choose where --ncu REPORT attaches: give --ncu too")
+        return trace
+    from kviewer.analysis.attach import attach_counters, describe, is_counter_report, is_timeline
+
+    report = load_trace(path, args.quiet)
+    if not is_counter_report(report):
+        raise UserError(f"{path}: --ncu expects a counter report (Nsight Compute .ncu-rep or ncu --csv, rocprof --pmc), "
+                        f"got {report.meta.format_label or report.meta.source_format}")
+    if not is_timeline(trace):
+        raise UserError(f"{trace.meta.path}: --ncu attaches a report to a timeline trace (PyTorch, Nsight Systems, rocprof), "
+                        f"got {trace.meta.format_label or trace.meta.source_format}")
+    if args.ncu_step is not None and args.ncu_start is not None:
+        raise UserError("give --ncu-step or --ncu-start, not both")
+    try:
+        result = attach_counters(trace, report, start=args.ncu_start, step=args.ncu_step)
+    except ValueError as exc:
+        raise UserError(f"--ncu-step: {exc}") from None
+    for line in describe(result):
+        print(f"kviewer: {line.strip() if not line.startswith('  ') else '  ' + line.strip()}", file=sys.stderr)
+    return result.trace
+
+
+def add_ncu_options(sp: argparse.ArgumentParser) -> None:
+    """``--ncu REPORT`` and the window choice, for subcommands that analyse one timeline."""
+    sp.add_argument("--ncu", metavar="REPORT", help="attach the counters of this Nsight Compute report (or rocprof --pmc run) "
+                    "to the matched kernels of FILE; the match report goes to stderr")
+    sp.add_argument("--ncu-step", metavar="STEP", default=None,
+                    help="when the report fits several steps equally well: attach it to this one (a step name or its position 0, 1, ...)")
+    sp.add_argument("--ncu-start", metavar="LAUNCH", type=int, default=None,
+                    help="attach the report's first kernel to this timeline launch (launch order, from 0)")
+
+
 # ---------------------------------------------------------------------------------------------
 # output
 
@@ -347,7 +385,7 @@ def kernels_frame(trace: "Trace") -> "pd.DataFrame":
 
 
 def cmd_kernels(args: argparse.Namespace) -> int:
-    trace = load_trace(args.file, args.quiet)
+    trace = attach_report(load_trace(args.file, args.quiet), args)
     df = kernels_frame(trace)
     if args.format == "table":
         cols = ["name", "start_ns", "dur_ns", "device", "stream", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
@@ -362,7 +400,7 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 
 def _sol_trace_and_device(args: argparse.Namespace) -> "Trace":
-    trace = load_trace(args.file, args.quiet)
+    trace = attach_report(load_trace(args.file, args.quiet), args)
     if not len(trace.kernels):
         raise UserError(f"{args.file}: the trace has no kernels")
     return trace
@@ -638,6 +676,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise UserError(f"--top: expected a positive number of rows, got {args.top}")
     traces = [load_trace(f, args.quiet) for f in args.file]
+    traces[0] = attach_report(traces[0], args)
     report = build_report(traces, device=args.device, top=args.top, pictures=not args.no_pictures)
     images: dict[str, bytes] = {}
     if not args.no_pictures:
@@ -683,6 +722,7 @@ def _add_export_parsers(sub: Any) -> None:
     rp.add_argument("--no-pictures", action="store_true", help="tables only (no timeline or roofline pictures, no Qt needed)")
     rp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     rp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+    add_ncu_options(rp)
     rp.set_defaults(func=cmd_report)
 
 
@@ -729,11 +769,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--short", action="store_true", help="group by short name (no arguments or templates)")
     s.add_argument("--by-rank", action="store_true", help="one summary per rank (a folder of per-rank traces)")
     s.add_argument("--steps", action="store_true", help="step times per rank: spread across ranks per step, and the straggler")
-    add("kernels", "one row per kernel in the unified schema", cmd_kernels, ("table", "csv", "json"))
+    kp = add("kernels", "one row per kernel in the unified schema", cmd_kernels, ("table", "csv", "json"))
+    add_ncu_options(kp)
     sol = add("sol", "per-kernel speed of light (FLOPs, bytes, T_SOL, SOL%, bound)", cmd_sol, ("table", "csv", "json"))
     sol.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say or to override it")
     fus = add("fusion", "fusion candidates with estimated savings", cmd_fusion, ("table", "csv", "json"))
     fus.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say or to override it")
+    add_ncu_options(sol)
+    add_ncu_options(fus)
     _add_compare_parser(sub)
     _add_export_parsers(sub)
     return p

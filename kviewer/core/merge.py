@@ -24,12 +24,19 @@ the first report kernel's; the best start is the one where the walk matches the 
 skips the fewest timeline kernels (a contiguous window skips none). When several starts tie —
 a program that repeats one step gives a perfect fit at every step — the one closest to the
 report's ``--launch-skip`` (kept by the ncu-rep loader in ``meta.extra["launch_skip"]``) wins,
-else the earliest; the report says how many starts fit equally well.
+else the earliest; the report says how many starts fit equally well and lists them
+(``MatchReport.starts``), so a caller can offer the choice (``start=`` picks one).
+
+A report taken with ``--kernel-name/-k`` (kept in ``meta.extra["kernel_filter"]``) counted only
+the launches the filter matched, ``--launch-skip`` included: the timeline kernels the filter does
+not match are left out of the search (and of the launch-skip tie-break), and the report says how
+many were left out.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -78,6 +85,26 @@ def kernel_keys(kernels: pd.DataFrame) -> list[tuple[str, int, int, int, int, in
     return [(b, *(int(c[i]) for c in cols)) for i, b in enumerate(bases)]  # type: ignore[misc]
 
 
+def filter_mask(names: Sequence[str], kernel_filter: str) -> np.ndarray:
+    """Which kernel names Nsight Compute's ``--kernel-name/-k FILTER`` selects.
+
+    ``regex:EXPR`` searches the expression in the demangled name and in its base name; a plain
+    filter must equal the base name, the short name or the full name (ncu compares the function
+    name by default). An unusable regex selects everything (the filter then says nothing).
+    """
+    names = [str(n) for n in names]
+    f = kernel_filter.strip()
+    if f.startswith("regex:"):
+        try:
+            rx = re.compile(f[len("regex:"):])
+        except re.error:
+            return np.ones(len(names), dtype=bool)
+        hit = {n: bool(rx.search(n) or rx.search(base_name(n))) for n in set(names)}
+    else:
+        hit = {n: f in (n, base_name(n), short_name(n)) for n in set(names)}
+    return np.fromiter((hit[n] for n in names), dtype=bool, count=len(names))
+
+
 def launch_order(kernels: pd.DataFrame) -> np.ndarray:
     """Row positions of a timeline's kernels in launch order."""
     corr = kernels["correlation"].to_numpy(dtype=np.int64)
@@ -105,6 +132,10 @@ class MatchReport:
     equal_starts: int = 0
     """how many window starts fit as well as the chosen one (>1: the program repeats itself)"""
     notes: list[str] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    """every window start that fits as well as the chosen one (timeline launch positions)"""
+    filtered_out: int = 0
+    """timeline kernels the report's ``-k`` filter does not select (never candidates)"""
 
     @property
     def matched(self) -> int:
@@ -152,6 +183,12 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
     """
     tk_df, nk_df = timeline.kernels, ncu.kernels
     order = launch_order(tk_df)
+    kfilter = ncu.meta.extra.get("kernel_filter")
+    filtered_out = 0
+    if isinstance(kfilter, str) and kfilter.strip() and len(order):
+        keep = filter_mask(tk_df["name"].astype(str).to_numpy()[order].tolist(), kfilter)
+        filtered_out = int((~keep).sum())
+        order = order[keep]
     tkeys_all = kernel_keys(tk_df)
     tkeys = [tkeys_all[i] for i in order]
     nkeys = kernel_keys(nk_df)
@@ -160,8 +197,11 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
         positions.setdefault(key, []).append(p)
     tl_pos = {k: np.asarray(v, dtype=np.int64) for k, v in positions.items()}
     notes: list[str] = []
+    if filtered_out:
+        notes.append(f"{filtered_out} timeline kernel(s) are not selected by the report's kernel filter ({kfilter!r}) and were not candidates")
 
     equal = 0
+    ties: list[int] = []
     source = "given"
     if start is None and nkeys:
         source = "search"
@@ -178,11 +218,12 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
             top = max(s[:2] for s in scored)
             ties = [s[2] for s in scored if s[:2] == top]
             equal = len(ties)
+            ties = [c - first for c in ties]
             if isinstance(hint, int) and len(ties) > 1:
-                start = min(ties, key=lambda c: (abs(c - first - hint), c)) - first
+                start = min(ties, key=lambda c: (abs(c - hint), c))
                 source = f"search, closest to --launch-skip {hint}"
             else:
-                start = ties[0] - first
+                start = ties[0]
             if equal > 1:
                 notes.append(
                     f"{equal} window starts fit equally well (the program repeats itself); "
@@ -216,6 +257,8 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
         start_source=source if start >= 0 else "",
         equal_starts=equal,
         notes=notes,
+        starts=ties if ties else ([start] if start is not None and start >= 0 else []),
+        filtered_out=filtered_out,
     )
 
 
@@ -243,6 +286,12 @@ def merge_ncu(timeline: Trace, ncu: Trace, start: int | None = None) -> tuple[Tr
             fill = (dst[t_rows] < 0) & (src >= 0)
             dst[t_rows[fill]] = src[fill]
             kernels[col] = dst
+        counters = kernels["counters"].astype(str).to_numpy(dtype=object).copy()
+        counters[t_rows] = "measured"
+        kernels["counters"] = pd.Categorical(counters)
+        source = kernels["counters_from"].to_numpy().copy()
+        source[t_rows] = t_rows
+        kernels["counters_from"] = source
     metrics = timeline.metrics
     if report.matched and len(ncu.metrics):
         to_tl = dict(zip(report.pairs["ncu_id"].to_numpy().tolist(), report.pairs["timeline_id"].to_numpy().tolist()))

@@ -118,6 +118,10 @@ KERNELS = Table(
         # modelled (from the framework op that launched the kernel); NaN when unknown
         Column("model_flops", FLOAT, "modelled FLOPs (from the launching op)"),
         Column("model_bytes", FLOAT, "modelled bytes read + written (from shapes and dtypes)"),
+        # where the measured columns came from when a counter report was merged onto a timeline
+        Column("counters", CAT, "'measured': a counter report profiled this launch; 'inherited': copied from a "
+               "profiled launch of the same kernel, launch size and shapes (another step); '' otherwise"),
+        Column("counters_from", INT, "kernels.id of the profiled launch whose counters this row holds, -1 when none"),
     ),
 )
 

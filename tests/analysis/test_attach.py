@@ -1,0 +1,124 @@
+"""A counter report attached to a timeline (kviewer.analysis.attach)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kviewer.analysis.attach import attach_counters, describe, inherit_counters, is_counter_report, is_timeline, model_gaps
+from kviewer.core import Trace, TraceMeta, make_table
+from kviewer.core.merge import filter_mask, match_kernels, merge_ncu
+
+
+def _trace(names: list[str], fmt: str, grid: list[int] | None = None, **extra) -> Trace:  # type: ignore[no-untyped-def]
+    n = len(names)
+    cols = {
+        "name": names,
+        "start": np.arange(n, dtype=np.int64) * 10_000,
+        "dur": np.full(n, 1000, dtype=np.int64),
+        "grid_x": grid or [1] * n, "grid_y": [1] * n, "grid_z": [1] * n,
+        "block_x": [128] * n, "block_y": [1] * n, "block_z": [1] * n,
+        "correlation": np.arange(n) + 100 if fmt == "timeline" else np.full(n, -1),
+    }  # fmt: skip
+    if fmt == "ncu":
+        cols["dram_bytes"] = np.arange(n, dtype=np.float64) * 1e6 + 1
+        cols["sm_throughput_pct"] = np.arange(n, dtype=np.float64) + 10
+        cols["serialised"] = np.ones(n, dtype=bool)
+    k = make_table("kernels", n, cols)
+    return Trace(meta=TraceMeta(path=f"{fmt}.x", source_format="ncu-rep" if fmt == "ncu" else "torch", extra=extra), kernels=k)
+
+
+def test_kinds_of_trace() -> None:
+    assert is_counter_report(_trace(list("AB"), "ncu")) and not is_timeline(_trace(list("AB"), "ncu"))
+    assert is_timeline(_trace(list("AB"), "timeline")) and not is_counter_report(_trace(list("AB"), "timeline"))
+
+
+def test_kernel_filter_restricts_the_candidates_and_the_launch_skip() -> None:
+    """ncu -k regex:B --launch-skip 1 -c 2: the 2nd and 3rd B launches, whatever runs between."""
+    tl = _trace(list("ABCBABCB"), "timeline")
+    nc = _trace(list("BB"), "ncu", kernel_filter="regex:^B$", launch_skip=1)
+    rep = match_kernels(tl, nc)
+    assert rep.filtered_out == 4
+    assert rep.pairs["timeline_id"].tolist() == [3, 5]
+    assert rep.starts == [0, 1, 2] and rep.start == 1
+    assert filter_mask(["void ns::B<1>(int)", "A"], "B").tolist() == [True, False]
+
+
+def test_measured_marked_and_inherited_by_the_other_launches() -> None:
+    tl = _trace(list("ABCABCABC"), "timeline")
+    nc = _trace(list("ABC"), "ncu", launch_skip=3)
+    res = attach_counters(tl, nc)
+    k = res.trace.kernels
+    assert res.matched == 3 and res.match.start == 3
+    assert k["counters"].astype(str).tolist() == ["inherited"] * 3 + ["measured"] * 3 + ["inherited"] * 3
+    assert k["counters_from"].tolist() == [3, 4, 5, 3, 4, 5, 3, 4, 5]
+    # the inherited launches carry the measured values of their profiled twin
+    assert k["dram_bytes"].tolist() == [1, 1e6 + 1, 2e6 + 1] * 3
+    assert res.inherited == 6
+    # three equally good windows, each offered
+    assert [c.start for c in res.choices] == [0, 3, 6] and res.ambiguous and res.choices[res.chosen].start == 3
+    assert attach_counters(tl, nc, start=6).trace.kernels["counters"].astype(str).tolist()[6:] == ["measured"] * 3
+    assert tl.kernels["counters"].astype(str).tolist() == [""] * 9  # the input is untouched
+
+
+def test_inherit_keeps_repeated_launches_apart() -> None:
+    """A kernel launched twice per step with the same key: the n-th launch takes the n-th profile."""
+    tl = _trace(list("AXAAXA"), "timeline")
+    nc = _trace(list("AXA"), "ncu")
+    merged, rep = merge_ncu(tl, nc)
+    assert rep.pairs["timeline_id"].tolist() == [0, 1, 2]
+    trace, n = inherit_counters(merged)
+    k = trace.kernels
+    # no steps: one sequence; launches 3 and 5 are the 3rd and 4th A, cycling over the two profiles
+    assert n == 3 and k["counters_from"].tolist() == [0, 1, 2, 0, 1, 2]
+
+
+def test_unmatched_reasons() -> None:
+    tl = _trace(list("ABC"), "timeline", grid=[1, 1, 1])
+    nc = _trace(list("ABZ") + ["C"], "ncu", grid=[1, 1, 1, 8])
+    res = attach_counters(tl, nc)
+    whys = {(u.name, u.why) for u in res.unmatched}
+    assert whys == {("Z", "name"), ("C", "launch")}
+    text = "\n".join(describe(res))
+    assert "2 of 4" in text and "other grid/block sizes" in text
+
+
+def test_model_gap_is_reported_and_a_missing_tensor_counter_is_not_a_gap() -> None:
+    tl = _trace(list("AB"), "timeline")
+    k = tl.kernels.copy()
+    k["flops_fp32"] = [100.0, 0.0]
+    k["model_flops"] = [50.0, 1e9]
+    k["tensor_pipe_pct"] = [0.0, 80.0]
+    g0 = model_gaps(k, 0)
+    assert len(g0) == 1 and g0[0].compared and g0[0].what == "FLOPs" and "+100 %" in g0[0].text
+    g1 = model_gaps(k, 1)
+    assert len(g1) == 1 and not g1[0].compared
+
+
+@pytest.mark.samples
+def test_real_pair_names_the_step_and_offers_the_others(samples: Path, sample_traces: Path) -> None:
+    from kviewer.io import load
+
+    tl = load(str(samples / "torch" / "h200_llm_block_eager.pt.trace.json.gz"))
+    nc = load(str(samples / "ncu" / "h200_llm_block_eager.ncu-rep"))
+    res = attach_counters(tl, nc)
+    assert res.matched == 30 and res.match.start == 35 and res.steps == ["step_0", "step_1"]
+    assert len(res.choices) == 9 and {c.step for c in res.choices} == {"step_0", "step_1", "step_2"}
+    k = res.trace.kernels
+    status = k["counters"].astype(str)
+    assert (status == "measured").sum() == 30 and (status == "inherited").sum() == 114
+    # merged values equal the report's, for every matched kernel
+    pairs = res.match.pairs
+    for col in ("dram_bytes", "sm_throughput_pct", "mem_throughput_pct", "achieved_occupancy_pct", "flops_fp32"):
+        a = k[col].to_numpy()[pairs["timeline_id"].to_numpy()]
+        b = nc.kernels[col].to_numpy()[pairs["ncu_id"].to_numpy()]
+        assert np.allclose(a, b, equal_nan=True), col
+    # the modelled work sits beside the measured one
+    assert k["model_flops"].notna().sum() > 100
+    last = attach_counters(tl, nc, step="step_2")
+    assert last.steps[0] == "step_2" and last.match.start == 107
+    with pytest.raises(ValueError):
+        attach_counters(tl, nc, step="nope")
+    res.trace.validate()
