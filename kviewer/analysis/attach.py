@@ -160,8 +160,10 @@ def attach_counters(
     """
     step_of, step_names = _steps_of(timeline)
     merged, match = merge_ncu(timeline, report, start)
+    # the equally good windows come from the search, also when the caller chose one of them
+    all_starts = match.starts if start is None else merge_match(timeline, report, None).starts
     choices: list[WindowChoice] = []
-    starts = match.starts if len(match.starts) <= MAX_CHOICES else []
+    starts = all_starts if len(all_starts) <= MAX_CHOICES else []
     for s in starts:
         rep = match if s == match.start else merge_match(timeline, report, s)
         first = int(rep.pairs["timeline_id"].iloc[0]) if rep.matched else -1
@@ -207,7 +209,7 @@ def attach_counters(
     return result
 
 
-def merge_match(timeline: Trace, report: Trace, start: int) -> MatchReport:
+def merge_match(timeline: Trace, report: Trace, start: int | None) -> MatchReport:
     from kviewer.core.merge import match_kernels
 
     return match_kernels(timeline, report, start)

@@ -1,0 +1,88 @@
+"""Counter reports in the window: attached to an open trace, and on their own (the Counters dock)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kviewer.ui.viewstate import Selection
+from tests.ui.conftest import drop_files, wait_idle
+
+
+def _wait_attached(qtbot: Any, window: Any) -> None:
+    wait_idle(qtbot, window)
+    qtbot.waitUntil(lambda: not window.runner.pending(), timeout=20_000)
+    qtbot.wait(50)
+
+
+@pytest.mark.samples
+def test_trace_then_report_attaches(qtbot: Any, window: Any, errors: Any, samples: Path) -> None:
+    """kviewer TRACE REPORT: one trace, whose matched kernels carry the report's counters."""
+    trace = samples / "torch" / "h200_llm_block_eager.pt.trace.json.gz"
+    report = samples / "ncu" / "h200_llm_block_eager.ncu-rep"
+    window.open_files([str(trace), str(report)])
+    _wait_attached(qtbot, window)
+    assert not errors.calls
+    assert len(window.state.traces) == 1 and not window.compare.active
+    tracks = window.state.traces[0]
+    result = tracks.counters
+    assert result is not None and result.matched == 30
+    k = tracks.trace.kernels
+    assert (k["counters"].astype(str) == "measured").sum() == 30
+    assert (k["counters"].astype(str) == "inherited").sum() == 114
+    # the SOL the roofline and the colours use is the measured one
+    sol = tracks.sol_info.sol
+    assert (sol["bytes_source"] == "measured").all()
+    # the match report is shown, with the choice of step (the program repeats itself)
+    panel = window.ncu_panel
+    assert "30 of 30" in panel.match_label.text()
+    assert panel.window_bar.isVisibleTo(panel) and panel.window_box.count() == 9
+    # a measured kernel's counters in the dock
+    measured = int(np.flatnonzero(k["counters"].astype(str) == "measured")[0])
+    window.state.set_selection(Selection(tracks.key, "kernels", measured))
+    text = panel.body.toPlainText()
+    assert "GPU Speed Of Light Throughput" in text and "measured" in text and "Occupancy" in text
+    # an inherited one says where its counters come from
+    inherited = int(np.flatnonzero(k["counters"].astype(str) == "inherited")[0])
+    window.state.set_selection(Selection(tracks.key, "kernels", inherited))
+    assert "inherited" in panel.body.toPlainText()
+    # choosing another step re-attaches there
+    last = panel.window_box.count() - 1
+    panel.window_box.activated.emit(last)
+    _wait_attached(qtbot, window)
+    assert tracks.counters.match.start == tracks.counters.choices[last].start
+    assert tracks.counters.steps[0] == "step_2"
+
+
+@pytest.mark.samples
+def test_report_dropped_on_open_trace_and_menu_attach(qtbot: Any, window: Any, errors: Any, samples: Path, sample_traces: Path) -> None:
+    trace = sample_traces / "h200_block2_eager.pt.trace.json.gz"
+    window.open_files([str(trace)])
+    wait_idle(qtbot, window)
+    assert drop_files(window, [samples / "ncu" / "h200_llm_block_eager.raw.csv"])
+    _wait_attached(qtbot, window)
+    assert not errors.calls
+    assert len(window.state.traces) == 1 and window.state.traces[0].counters.matched == 30
+    # File › Attach Counter Report… (the dialog's answer given directly)
+    window.attach_file(str(sample_traces / "h200_llm_block_eager_full.raw.csv.gz"))
+    _wait_attached(qtbot, window)
+    tracks = window.state.traces[0]
+    assert len(window.state.traces) == 1 and "full" in tracks.counters.report_path
+    assert (tracks.trace.kernels["counters"].astype(str) == "measured").sum() == 30
+
+
+@pytest.mark.samples
+def test_report_alone_shows_ncu_sections_and_rules(qtbot: Any, window: Any, errors: Any, samples: Path) -> None:
+    window.open_files([str(samples / "ncu" / "h200_llm_block_eager.ncu-rep")])
+    wait_idle(qtbot, window)
+    assert len(window.state.traces) == 1
+    text = window.ncu_panel.body.toPlainText()
+    # the longest kernel is shown without a selection: a GEMM limited by registers and shared memory
+    for part in ("GPU Speed Of Light Throughput", "Compute (SM)", "Memory", "Occupancy", "Theoretical", "Achieved",
+                 "Launch Statistics", "Memory Workload Analysis", "L2 Hit Rate", "Rule results", "OPT"):
+        assert part in text, part
+    assert "limited by registers" in text
+    assert window.counters_dock.isVisible()
