@@ -3,7 +3,9 @@
 x is arithmetic intensity (FLOP per DRAM byte), y achieved FLOP/s (FLOPs / measured duration).
 Each precision's roof is ``min(peak, bandwidth x intensity)``; a kernel's distance below the roof
 of its precision is its distance from the speed of light. Points are coloured by what bounds them
-(memory: orange, compute: green, unknown: blue); hollow points are modelled, filled ones measured.
+(memory: orange, compute: green, unknown: blue). Filled circles are measured (a counter report's
+FLOPs and bytes), pale circles modelled (from the launching op), filled squares measured on another
+launch of the same kernel and inherited; the legend names the styles shown.
 
 Usage::
 
@@ -76,14 +78,21 @@ class RooflineWidget(QWidget):
         self._ids = np.zeros(0, dtype=np.int64)
         self._xy = np.zeros((0, 2))
         self._selected: list[int] = []
+        self.style_items: list[pg.ScatterPlotItem] = []
 
     # -- data in
-    def set_data(self, sol: pd.DataFrame, spec: DeviceSpec | None) -> None:
-        """Show the kernels of ``sol`` (a :func:`~kviewer.analysis.sol.speed_of_light` frame)."""
-        for item in self.roofs:
-            self.plot.removeItem(item)
+    def set_data(self, sol: pd.DataFrame, spec: DeviceSpec | None, counters: Sequence[str] | np.ndarray | None = None) -> None:
+        """Show the kernels of ``sol`` (a :func:`~kviewer.analysis.sol.speed_of_light` frame).
+
+        ``counters`` (by kernel id, the kernels' ``counters`` column) marks the points whose
+        measured values were inherited from another launch.
+        """
+        for item in self.roofs + self.style_items:
+            if item in self.roofs:
+                self.plot.removeItem(item)
             self.legend.removeItem(item)
         self.roofs = []
+        self.style_items = []
         if spec is not None:
             self._draw_roofs(spec)
             self.plot.setTitle(spec.name)
@@ -109,10 +118,26 @@ class RooflineWidget(QWidget):
         )
         pens = pen_of[code]
         brushes = brush_of[code, measured.astype(np.int64)]
+        inherited = np.zeros(len(self._ids), dtype=bool)
+        if counters is not None and len(self._ids):
+            status = np.asarray(counters, dtype=object).astype(str)
+            inside = self._ids < len(status)
+            inherited[inside] = status[self._ids[inside]] == "inherited"
+        inherited &= measured
+        symbols = np.where(inherited, "s", "o").astype(object)
         # the scatter lives in the plot's log space: give it log10 coordinates
         self.points.setData(
-            x=self._xy[:, 0], y=self._xy[:, 1], data=self._ids, size=9, pen=pens, brush=brushes, symbol="o"
+            x=self._xy[:, 0], y=self._xy[:, 1], data=self._ids, size=9, pen=pens, brush=brushes, symbol=symbols
         )
+        for shown, label, symbol, alpha in (
+            ((measured & ~inherited).any(), "measured (counters)", "o", 220),
+            (inherited.any(), "measured on another launch (inherited)", "s", 220),
+            ((~measured).any(), "modelled (from the op)", "o", 60),
+        ):
+            if shown:
+                item = pg.ScatterPlotItem(size=8, symbol=symbol, pen=pg.mkPen(90, 90, 90, width=1.5), brush=pg.mkBrush(90, 90, 90, alpha))
+                self.legend.addItem(item, label)
+                self.style_items.append(item)
         self.set_selection(self._selected)
         if ok.any():
             self.plot.setXRange(np.log10(X_RANGE[0]), np.log10(X_RANGE[1]), padding=0)
@@ -157,6 +182,10 @@ class RooflineWidget(QWidget):
 
     def point_count(self) -> int:
         return int(len(self._ids))
+
+    def style_labels(self) -> list[str]:
+        """The point styles the legend explains (measured, inherited, modelled)."""
+        return [str(self.legend.getLabel(item).text) for item in self.style_items]
 
     def roof_labels(self) -> list[str]:
         return [str(item.name()) for item in self.roofs]

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 #: human headers for measured / modelled columns (shown only when some value is known)
 METRIC_HEADERS = {
     "bound": "bound",
+    "counters": "counters",
     "t_sol_ns": "SOL time",
     "sol_pct": "% of SOL",
     "model_flops": "model FLOPs",
@@ -186,7 +187,7 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
     for key, header in METRIC_HEADERS.items():
         if not all(key in k.columns for k in ks) or not ks:
             continue
-        if key == "bound":
+        if key in ("bound", "counters"):  # text columns: shown when some value is known
             codes, cats, rank = cat(key) if all(str(k[key].dtype) == "category" for k in ks) else _text_from_objects([k[key] for k in ks])
             if any(cats_i for cats_i in cats if cats_i):
                 cols.append(Col(key, header, "text", codes, cats, rank))

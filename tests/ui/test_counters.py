@@ -36,6 +36,17 @@ def test_trace_then_report_attaches(qtbot: Any, window: Any, errors: Any, sample
     # the SOL the roofline and the colours use is the measured one
     sol = tracks.sol_info.sol
     assert (sol["bytes_source"] == "measured").all()
+    # the roofline draws measured, inherited and modelled points differently, and its legend says so
+    roofline = window.analysis.roofline_panel.roofline
+    assert roofline is not None and window.analysis.roofline_panel.shown == (tracks.key, id(tracks.sol_info))
+    labels = roofline.style_labels()
+    assert "measured (counters)" in labels and "measured on another launch (inherited)" in labels
+    # the table has the counters column; the details say where the values came from
+    from kviewer.ui.table_data import instance_data
+
+    data = instance_data([tracks])
+    col = data.column("counters")
+    assert {col.text(i) for i in range(len(data))} == {"measured", "inherited"}
     # the match report is shown, with the choice of step (the program repeats itself)
     panel = window.ncu_panel
     assert "30 of 30" in panel.match_label.text()
@@ -49,6 +60,16 @@ def test_trace_then_report_attaches(qtbot: Any, window: Any, errors: Any, sample
     inherited = int(np.flatnonzero(k["counters"].astype(str) == "inherited")[0])
     window.state.set_selection(Selection(tracks.key, "kernels", inherited))
     assert "inherited" in panel.body.toPlainText()
+    details = window.details.toPlainText()
+    assert "inherited" in details and "#" in details
+    # a measured GEMM without tensor FLOP counters: the details say why FLOPs are not compared;
+    # an elementwise kernel whose FLOPs the model halves: the details flag the gap
+    gemm = [i for i in np.flatnonzero(k["counters"].astype(str) == "measured") if "nvjet" in str(k["name"].iloc[i])][0]
+    window.state.set_selection(Selection(tracks.key, "kernels", int(gemm)))
+    assert "no tensor FLOP counter" in window.details.toPlainText()
+    gaps = [i for i in np.flatnonzero(k["counters"].astype(str) == "measured") if "elementwise" in str(k["name"].iloc[i])]
+    window.state.set_selection(Selection(tracks.key, "kernels", int(gaps[0])))
+    assert "the model is off by more than 25 %" in window.details.toPlainText()
     # choosing another step re-attaches there
     last = panel.window_box.count() - 1
     panel.window_box.activated.emit(last)
