@@ -515,6 +515,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UserError(f"--fail-if-slower: expected a percentage >= 0, got {limit}")
     a = load_trace(args.a, args.quiet)
     b = load_trace(args.b, args.quiet)
+    base = _baseline(a, b, args.by == "metric")
+    if args.by == "metric":
+        return _print_baseline(base, args.format)
     result = compare(a, b, MatchOptions(strip_templates=args.strip_templates))
     if args.by == "op" and result.ops is None:
         raise UserError("--by op needs two traces that link kernels to framework ops (PyTorch profiler traces)")
@@ -522,10 +525,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format == "csv":
         write_frame(table, "csv")
     elif args.format == "json":
-        json.dump(compare_json(result, a, b), sys.stdout, default=_json_default, indent=1, ensure_ascii=False)
+        doc = compare_json(result, a, b)
+        if base is not None:
+            doc["baseline"] = {**base.summary(), "unmatched_a": base.unmatched_a, "unmatched_b": base.unmatched_b}
+        json.dump(doc, sys.stdout, default=_json_default, indent=1, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         _print_compare(result, args.by)
+        if base is not None:
+            print()
+            _baseline_summary(base)
     if limit is not None and result.slower_pct > limit:
         print(
             f"kviewer: B is {result.slower_pct:.2f}% slower than A in kernel time "
@@ -533,6 +542,45 @@ def cmd_compare(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_SLOWER
+    return EXIT_OK
+
+
+def _baseline(a: "Trace", b: "Trace", required: bool) -> Any:
+    """The per-metric baseline when both files are counter reports (None otherwise)."""
+    from kviewer.analysis.attach import is_counter_report
+
+    if not (is_counter_report(a) and is_counter_report(b) and len(a.metrics) and len(b.metrics)):
+        if required:
+            raise UserError("--by metric compares two counter reports (Nsight Compute, rocprof --pmc), metric by metric")
+        return None
+    from kviewer.analysis.ncu_baseline import baseline
+
+    return baseline(a, b)
+
+
+def _baseline_summary(base: Any) -> None:
+    s = base.summary()
+    print(f"per-kernel metrics (baseline): {s['matched']} of {s['kernels_a']} kernels of A matched "
+          f"({s['kernels_b']} in B); {s['metrics_compared']:,} metric values compared, {s['metrics_differing']:,} differ, "
+          f"{s['metrics_only_one_side']:,} in one report only")
+    if base.unmatched_a or base.unmatched_b:
+        print(f"unmatched kernels: {len(base.unmatched_a)} in A, {len(base.unmatched_b)} in B")
+
+
+def _print_baseline(base: Any, fmt: str) -> int:
+    """``compare --by metric``: every metric of every matched kernel pair, side by side."""
+    rows = base.rows
+    if fmt in ("csv", "json"):
+        write_frame(rows, fmt)
+        return EXIT_OK
+    _baseline_summary(base)
+    diff = rows[~rows["same"] & rows["a"].notna() & rows["b"].notna()]
+    if len(diff):
+        print()
+        order = diff["delta_pct"].abs().sort_values(ascending=False, na_position="last").index
+        print(human_table(diff.loc[order][["kernel_a", "kernel_b", "name", "metric", "unit", "a", "b", "delta", "delta_pct"]].head(50), float_digits=3))
+    else:
+        print("every metric of every matched kernel is the same in both (deltas zero)")
     return EXIT_OK
 
 
@@ -570,7 +618,9 @@ def _add_compare_parser(sub: Any) -> None:
     sp.add_argument("b", metavar="B", help="the report compared with it")
     sp.add_argument("--format", choices=["table", "csv", "json"], default="table",
                     help="table: totals, steps and the diff table; csv: the diff table only (with delta_ns); json: everything (default: %(default)s)")
-    sp.add_argument("--by", choices=["kernel", "op"], default="kernel", help="rows per kernel group or per launching op (PyTorch traces) (default: %(default)s)")
+    sp.add_argument("--by", choices=["kernel", "op", "metric"], default="kernel",
+                    help="rows per kernel group, per launching op (PyTorch traces), or per kernel and metric "
+                    "(two counter reports: every metric side by side, Nsight Compute's baseline) (default: %(default)s)")
     sp.add_argument("--strip-templates", action="store_true", help="also ignore template arguments when matching names")
     sp.add_argument("--fail-if-slower", type=float, metavar="PCT", default=None,
                     help="exit with status 1 when B's total kernel time is more than PCT percent above A's (for CI)")
