@@ -42,20 +42,26 @@ GAP_LIMIT = 0.25
 MAX_CHOICES = 64
 #: a tensor pipe busier than this (percent) did tensor work that the SASS FLOP counters miss
 TENSOR_ACTIVE_PCT = 5.0
+#: metrics sections that are not counters (launch attributes, NVTX ranges)
+NOT_COUNTERS = frozenset({"launch", "nvtx", ""})
 #: source formats of counter reports whose kernels are serialised replays, not a timeline
 COUNTER_FORMATS = ("ncu-rep", "ncu-csv")
 
 
 def is_counter_report(trace: Trace) -> bool:
-    """True for a report whose kernels carry counters but no real times (Nsight Compute, a
-    rocprof ``--pmc`` run without timestamps): the kind of file that is attached, not opened."""
+    """True for a counter report (Nsight Compute; a rocprof ``--pmc`` run or rocprofv3 counter
+    collection, with or without timestamps): the kind of file that is attached to a timeline."""
     fmt = trace.meta.source_format
     if fmt in COUNTER_FORMATS or fmt.startswith("ncu"):
         return True
     k = trace.kernels
-    if not len(k) or not bool(k["serialised"].all()):
+    if not len(k):
         return False
-    return any(bool(k[c].notna().any()) for c in MEASURED)
+    # a rocprof counter run (--pmc, rocprofv3 counter collection): counter values in metrics
+    sections = set(trace.metrics["section"].astype(str).unique().tolist()) if len(trace.metrics) else set()
+    if sections - NOT_COUNTERS:
+        return True
+    return bool(k["serialised"].all()) and any(bool(k[c].notna().any()) for c in MEASURED)
 
 
 def is_timeline(trace: Trace) -> bool:

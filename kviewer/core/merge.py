@@ -8,7 +8,7 @@ columns (and the metrics rows) onto the timeline's kernels.
 
 Matching
 --------
-A kernel's *key* is (base name, grid, block). The base name is the kernel's identifier without
+A kernel's *key* is (base name, grid, block), the grid and block as totals (blocks, threads). The base name is the kernel's identifier without
 namespaces, template arguments, argument list and return type
 (``void at::native::vectorized_elementwise_kernel<8, ...>(int, ...)`` ->
 ``vectorized_elementwise_kernel``): the profilers demangle differently (``at::native::`` vs
@@ -76,13 +76,23 @@ def base_name(name: str) -> str:
     return s[cut:] or s
 
 
-def kernel_keys(kernels: pd.DataFrame) -> list[tuple[str, int, int, int, int, int, int]]:
-    """(base name, grid x/y/z, block x/y/z) for every row of a kernels table."""
+def _total(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Blocks (threads) in a grid (block); -1 when unknown."""
+    return np.where(x >= 0, np.maximum(x, 1) * np.maximum(y, 1) * np.maximum(z, 1), -1)
+
+
+def kernel_keys(kernels: pd.DataFrame) -> list[tuple[str, int, int]]:
+    """(base name, blocks in the grid, threads in a block) for every row of a kernels table.
+
+    Totals rather than x/y/z: a rocprof kernel trace reports a 1024x1024 grid where its counter
+    collection of the same dispatch reports 1048576 work-items in one dimension.
+    """
     names = kernels["name"].astype(str).to_numpy()
     bases_of = {n: base_name(n) for n in set(names.tolist())}
     bases = [bases_of[n] for n in names]
-    cols = [kernels[c].to_numpy(dtype=np.int64) for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")]
-    return [(b, *(int(c[i]) for c in cols)) for i, b in enumerate(bases)]  # type: ignore[misc]
+    g = _total(*(kernels[c].to_numpy(dtype=np.int64) for c in ("grid_x", "grid_y", "grid_z")))
+    b = _total(*(kernels[c].to_numpy(dtype=np.int64) for c in ("block_x", "block_y", "block_z")))
+    return [(name, int(g[i]), int(b[i])) for i, name in enumerate(bases)]
 
 
 def filter_mask(names: Sequence[str], kernel_filter: str) -> np.ndarray:
@@ -296,6 +306,11 @@ def merge_ncu(timeline: Trace, ncu: Trace, start: int | None = None) -> tuple[Tr
     if report.matched and len(ncu.metrics):
         to_tl = dict(zip(report.pairs["ncu_id"].to_numpy().tolist(), report.pairs["timeline_id"].to_numpy().tolist()))
         m = ncu.metrics[ncu.metrics["kernel"].isin(list(to_tl))]
+        if len(timeline.metrics):
+            # what the timeline already says about a kernel (its launch attributes) stays once
+            have = set(zip(timeline.metrics["kernel"].tolist(), timeline.metrics["metric"].astype(str).tolist()))
+            keep = [(k, mm) not in have for k, mm in zip(m["kernel"].map(to_tl).tolist(), m["metric"].astype(str).tolist())]
+            m = m[np.asarray(keep, dtype=bool)]
         mapped = {
             "kernel": m["kernel"].map(to_tl).to_numpy(dtype=np.int64),
             "section": m["section"].astype(str).to_numpy(dtype=object),

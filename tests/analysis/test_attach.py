@@ -122,3 +122,45 @@ def test_real_pair_names_the_step_and_offers_the_others(samples: Path, sample_tr
     with pytest.raises(ValueError):
         attach_counters(tl, nc, step="nope")
     res.trace.validate()
+
+
+@pytest.mark.samples
+def test_rocprof_counter_collection_onto_its_kernel_trace(samples: Path) -> None:
+    """AMD: rocprofv3 --pmc SQ_WAVES counters onto the kernel trace of the same program; the
+    trace gives a 1024x1024 grid where the counter run gives 1048576 work-items in one dimension."""
+    from kviewer.io import load
+
+    folder = samples / "rocprof" / "rocprofv3_sdk_docs_2024"
+    tl = load(str(folder / "kernel_trace.csv"))
+    pmc = load(str(folder / "counter_collection.csv"))
+    assert is_counter_report(pmc) and is_timeline(tl) and not is_counter_report(tl)
+    res = attach_counters(tl, pmc)
+    assert res.matched == 7 and not res.unmatched
+    k = res.trace.kernels
+    assert (k["counters"].astype(str) == "measured").sum() == 7
+    m = res.trace.metrics
+    waves = m[m["metric"].astype(str) == "SQ_WAVES"]
+    assert sorted(waves["kernel"].tolist()) == list(range(7)) and (waves["value"] == 16384).all()
+    # the timeline's own launch attributes are not doubled
+    assert not m.duplicated(["kernel", "metric"]).any()
+    # the same names on each side, in launch order
+    names_tl = tl.kernels["name"].astype(str).to_numpy()[res.match.pairs["timeline_id"].to_numpy()]
+    names_pmc = pmc.kernels["name"].astype(str).to_numpy()[res.match.pairs["ncu_id"].to_numpy()]
+    assert names_tl.tolist() == names_pmc.tolist()
+
+
+@pytest.mark.samples
+def test_rocprof_v1_pmc_run_is_a_counter_report(samples: Path) -> None:
+    from kviewer.io import load
+
+    pmc = load(str(samples / "rocprof" / "hpctraining_seismic_pmc" / "data_movement.csv"))
+    assert is_counter_report(pmc)
+    # a timeline of the same program: the pmc run's own dispatches with real times stand in for it
+    k = pmc.kernels.copy()
+    k["serialised"] = False
+    for col in ("dram_bytes", "dram_read_bytes", "dram_write_bytes"):
+        k[col] = np.nan
+    tl = Trace(meta=TraceMeta(path="tl", source_format="rocprof-v1-csv"), kernels=k)
+    res = attach_counters(tl, pmc)
+    assert res.matched == len(pmc.kernels)
+    assert np.allclose(res.trace.kernels["dram_bytes"].to_numpy(), pmc.kernels["dram_bytes"].to_numpy(), equal_nan=True)

@@ -107,3 +107,15 @@ def test_report_alone_shows_ncu_sections_and_rules(qtbot: Any, window: Any, erro
         assert part in text, part
     assert "limited by registers" in text
     assert window.counters_dock.isVisible()
+
+
+@pytest.mark.samples
+def test_rocprof_counter_run_attaches_to_its_kernel_trace(qtbot: Any, window: Any, errors: Any, samples: Path) -> None:
+    folder = samples / "rocprof" / "rocprofv3_sdk_docs_2024"
+    window.open_files([str(folder / "kernel_trace.csv"), str(folder / "counter_collection.csv")])
+    _wait_attached(qtbot, window)
+    assert not errors.calls
+    assert len(window.state.traces) == 1
+    tracks = window.state.traces[0]
+    assert tracks.counters is not None and tracks.counters.matched == 7
+    assert "7 of 7" in window.ncu_panel.match_label.text()
