@@ -2,7 +2,8 @@
 
 How a report gets attached:
 
-- ``kviewer TRACE REPORT``, or dropping/opening a report while a timeline trace is open: a loaded
+- ``kviewer TRACE REPORT`` (or ``REPORT TRACE``: the report then waits for the timeline of the same
+  request), or dropping/opening a report while a timeline trace is open: a loaded
   file that is a counter report (:func:`kviewer.analysis.attach.is_counter_report`) goes onto the
   current timeline trace (else the last opened one) instead of opening as a trace of its own —
   unless a comparison was asked for (File › Compare With…) or compare mode is on;
@@ -75,6 +76,8 @@ class CounterAttach(QObject):
         """trace key -> the trace as loaded, before any report was attached"""
         self.reports: dict[int, Trace] = {}
         """trace key -> the attached report"""
+        self._alone: list[int] = []
+        """keys of counter reports of the current open request that opened as traces"""
         self._expect: dict[str, int | None] = {}
         """absolute path -> the trace key the user asked to attach it to"""
 
@@ -104,6 +107,29 @@ class CounterAttach(QObject):
             return False
         self.attach(target.key, tracks.trace)
         return True
+
+    def note_alone(self, tracks: TraceTracks) -> None:
+        """A counter report opened as a trace of its own (no timeline was open yet): a timeline
+        of the same open request that loads after it (``kviewer REPORT TRACE``) adopts it."""
+        self._alone.append(tracks.key)
+
+    def adopt(self, timeline: TraceTracks) -> None:
+        """A timeline has opened: attach the reports of this request that opened alone before it."""
+        from kviewer.analysis.attach import is_timeline
+
+        if self.blocked() or not is_timeline(timeline.trace):
+            self._alone = []
+            return
+        for key in self._alone:
+            report = self.state.trace(key)
+            if report is not None:
+                self.state.remove_trace(key)
+                self.attach(timeline.key, report.trace)
+        self._alone = []
+
+    def request_done(self) -> None:
+        """The open request ended: reports opened alone stay so."""
+        self._alone = []
 
     def _target(self) -> TraceTracks | None:
         from kviewer.analysis.attach import is_timeline

@@ -91,6 +91,7 @@ class MainWindow(QMainWindow):
                                       blocked=lambda: self.compare.wants_compare)
         self.counters.attached.connect(lambda _k: self._raise_counters())
         self.ncu_panel.windowChosen.connect(self.counters.choose_window)
+        self.loader.idle.connect(self.counters.request_done)
         self.pictures = PictureActions(self, self._picture_views, self.show_message)
         self.resizeDocks([self.table_dock], [340], Qt.Orientation.Vertical)
         self.resizeDocks([self.details_dock], [380], Qt.Orientation.Horizontal)
@@ -324,7 +325,10 @@ class MainWindow(QMainWindow):
         from kviewer.analysis.attach import is_counter_report
 
         if is_counter_report(tracks.trace):
+            self.counters.note_alone(tracks)
             self._raise_counters()
+        else:
+            self.counters.adopt(tracks)
 
     def _raise_counters(self) -> None:
         self.counters_dock.show()

@@ -119,3 +119,22 @@ def test_rocprof_counter_run_attaches_to_its_kernel_trace(qtbot: Any, window: An
     tracks = window.state.traces[0]
     assert tracks.counters is not None and tracks.counters.matched == 7
     assert "7 of 7" in window.ncu_panel.match_label.text()
+
+
+@pytest.mark.samples
+def test_report_before_trace_in_one_request_is_adopted(qtbot: Any, window: Any, errors: Any, samples: Path) -> None:
+    """kviewer REPORT TRACE: the report opens first, the timeline of the same request takes it."""
+    window.open_files([str(samples / "ncu" / "h200_llm_block_eager.ncu-rep"), str(samples / "torch" / "h200_llm_block_eager.pt.trace.json.gz")])
+    _wait_attached(qtbot, window)
+    assert not errors.calls
+    assert len(window.state.traces) == 1 and not window.compare.active and not window.compare.busy
+    assert window.state.traces[0].counters.matched == 30
+
+
+@pytest.mark.samples
+def test_two_reports_still_compare(qtbot: Any, window: Any, errors: Any, samples: Path) -> None:
+    """Two counter reports (no timeline): compare mode, as with any two reports."""
+    window.open_files([str(samples / "ncu" / "h200_llm_block_eager.ncu-rep"), str(samples / "ncu" / "h200_llm_block_eager.raw.csv")])
+    _wait_attached(qtbot, window)
+    qtbot.waitUntil(lambda: window.compare.active, timeout=20_000)
+    assert len(window.state.traces) == 2 and not errors.calls
