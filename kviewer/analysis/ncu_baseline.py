@@ -100,9 +100,11 @@ def pair_kernels(a: Trace, b: Trace) -> tuple[pd.DataFrame, list[int], list[int]
     return pairs, un_a, un_b
 
 
-def _wide(trace: Trace) -> pd.DataFrame:
+def _wide(trace: Trace, kernels: list[int] | None = None) -> pd.DataFrame:
     """Metrics of the trace, first value per (kernel, metric); rules and NVTX rows left out."""
     m = trace.metrics
+    if kernels is not None:
+        m = m[np.isin(m["kernel"].to_numpy(), kernels)]
     sec = m["section"].astype(str)
     m = m[~(sec.str.startswith("rule:") | (sec == "nvtx")).to_numpy()]
     df = pd.DataFrame(
@@ -138,10 +140,18 @@ def printed_precision(values: np.ndarray, texts: np.ndarray) -> np.ndarray:
     return out
 
 
-def baseline(a: Trace, b: Trace) -> Baseline:
-    """Every metric of every matched kernel pair side by side (see the module docstring)."""
-    pairs, un_a, un_b = pair_kernels(a, b)
-    wa, wb = _wide(a), _wide(b)
+def baseline(a: Trace, b: Trace, only: tuple[int, int] | None = None) -> Baseline:
+    """Every metric of every matched kernel pair side by side (see the module docstring).
+
+    ``only`` = (kernel of A, kernel of B): just that pair's rows (for a view of one kernel).
+    """
+    if only is None:
+        pairs, un_a, un_b = pair_kernels(a, b)
+    else:
+        pairs = pd.DataFrame({"kernel_a": [only[0]], "kernel_b": [only[1]],
+                              "name": [str(a.kernels["short_name"].iloc[only[0]])], "key": [""]})
+        un_a, un_b = [], []
+    wa, wb = _wide(a, pairs["kernel_a"].tolist() if only else None), _wide(b, pairs["kernel_b"].tolist() if only else None)
     pa = pairs[["kernel_a", "kernel_b", "name"]]
     left = pa.merge(wa.rename(columns={"kernel": "kernel_a"}), on="kernel_a", how="left")
     right = pa[["kernel_a", "kernel_b"]].merge(wb.rename(columns={"kernel": "kernel_b"}), on="kernel_b", how="left")

@@ -212,9 +212,14 @@ def kernel_counters(trace: Trace, kernel: int) -> KernelCounters:
     return out
 
 
+def section_metrics() -> list[str]:
+    """Every metric name the sections show (what a kernel view puts first)."""
+    return [metric for _k, _t, _p, items in _SECTIONS for _l, metrics, _u in items for metric in metrics]
+
+
 def sections_hint(sections: list[Section]) -> str:
     """The ncu options that would collect the missing sections."""
     return " ".join(f"--section {s.key}" for s in sections)
 
 
-__all__ = ["KernelCounters", "Row", "Rule", "Section", "kernel_counters", "kernel_metrics", "sections_hint"]
+__all__ = ["KernelCounters", "Row", "Rule", "Section", "kernel_counters", "kernel_metrics", "section_metrics", "sections_hint"]

@@ -92,6 +92,8 @@ class MainWindow(QMainWindow):
         self.counters.attached.connect(lambda _k: self._raise_counters())
         self.ncu_panel.windowChosen.connect(self.counters.choose_window)
         self.loader.idle.connect(self.counters.request_done)
+        self.ncu_panel.compare_pair = self._counter_pair
+        self.compare.changed.connect(self.ncu_panel.refresh)
         self.pictures = PictureActions(self, self._picture_views, self.show_message)
         self.resizeDocks([self.table_dock], [340], Qt.Orientation.Vertical)
         self.resizeDocks([self.details_dock], [380], Qt.Orientation.Horizontal)
@@ -329,6 +331,15 @@ class MainWindow(QMainWindow):
             self._raise_counters()
         else:
             self.counters.adopt(tracks)
+
+    def _counter_pair(self) -> Any:
+        """(A, B) while two counter reports are compared (the Counters dock shows the baseline)."""
+        from kviewer.analysis.attach import is_counter_report
+
+        a, b = self.compare.traces() if self.compare.active else (None, None)
+        if a is None or b is None or not (is_counter_report(a.trace) and is_counter_report(b.trace)):
+            return None
+        return a, b
 
     def _raise_counters(self) -> None:
         self.counters_dock.show()

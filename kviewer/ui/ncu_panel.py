@@ -120,6 +120,10 @@ def counters_html(kc: KernelCounters, extra: list[str] | None = None) -> str:
     return "".join(parts)
 
 
+def _num(v: float) -> str:
+    return "—" if v != v else f"{v:,.4g}"
+
+
 def _table(rows: list[Row]) -> str:
     cells = [f"<tr><td style='color:#555;padding-right:10px'>{html.escape(r.label)}</td><td>{_value(r)}</td></tr>" for r in rows]
     return "<table cellspacing='0' cellpadding='1'>" + "".join(cells) + "</table>"
@@ -191,6 +195,9 @@ class NcuPanel(QWidget):
         self.match_label.hide()
         self.window_bar.hide()
         self.shown_kernel: tuple[int, int] | None = None
+        self.compare_pair: Any = None
+        """callable -> (A tracks, B tracks) while two counter reports are compared, else None"""
+        self._pairs: dict[tuple[int, int], Any] = {}
         state.selectionChanged.connect(lambda _s: self.refresh())
         state.currentTraceChanged.connect(lambda _t: self.refresh())
         state.tracesChanged.connect(self.refresh)
@@ -264,7 +271,44 @@ class NcuPanel(QWidget):
                               "(the attached report did not profile it, and no profiled launch has the same kernel, launch size and shapes).</p>")
             return
         self.shown_kernel = (tracks.key, row)
-        self.body.setHtml(counters_html(kc, extra))
+        self.body.setHtml(counters_html(kc, extra) + self._baseline_html(tracks, row))
+
+    def _baseline_html(self, tracks: TraceTracks, row: int) -> str:
+        """While two counter reports are compared: the selected kernel beside its partner, metric
+        by metric (Nsight Compute's baseline)."""
+        pair = self.compare_pair() if self.compare_pair is not None else None
+        if pair is None or tracks.key not in (pair[0].key, pair[1].key):
+            return ""
+        from kviewer.analysis.ncu_baseline import baseline, pair_kernels
+        from kviewer.analysis.ncu_view import section_metrics
+
+        a, b = pair
+        key = (a.key, b.key)
+        if key not in self._pairs:
+            self._pairs = {key: pair_kernels(a.trace, b.trace)[0]}
+        pairs = self._pairs[key]
+        col, other = ("kernel_a", "kernel_b") if tracks.key == a.key else ("kernel_b", "kernel_a")
+        hit = pairs[pairs[col] == row]
+        if not len(hit):
+            return f"<p style='{_MUTED}'>Baseline: no launch of this kernel in the other report.</p>"
+        ka = int(hit["kernel_a"].iloc[0])
+        kb = int(hit["kernel_b"].iloc[0])
+        rows = baseline(a.trace, b.trace, only=(ka, kb)).rows
+        shown = section_metrics()
+        main = rows[rows["metric"].isin(shown)]
+        differ = rows[~rows["same"] & rows["a"].notna() & rows["b"].notna() & ~rows["metric"].isin(shown)]
+        both = rows["a"].notna() & rows["b"].notna()
+        n_diff = int((both & ~rows["same"]).sum())
+        parts = [f"<b>Baseline: A #{ka} vs B #{kb}</b> <span style='{_MUTED}'>({int(both.sum())} metrics compared, {n_diff} differ)</span>",
+                 "<table cellspacing='0' cellpadding='1'><tr><th align='left'>metric</th><th>A</th><th>B</th><th>delta</th></tr>"]
+        for r in list(main.itertuples()) + list(differ.itertuples())[:40]:
+            pct = "" if r.delta_pct != r.delta_pct else f" ({r.delta_pct:+.1f} %)"
+            colour = "#000" if r.same else "#9a4b00"
+            delta = "—" if r.delta != r.delta else f"{r.delta:,.4g}{pct}"
+            parts.append(f"<tr><td style='color:#555;padding-right:8px'>{html.escape(r.metric)}</td><td align='right'>{_num(r.a)}</td>"
+                         f"<td align='right'>{_num(r.b)}</td><td align='right' style='color:{colour}'>{delta}</td></tr>")
+        parts.append("</table>")
+        return "".join(parts)
 
     def _show_match(self, tracks: TraceTracks | None) -> None:
         result: Any = getattr(tracks, "counters", None) if tracks is not None else None

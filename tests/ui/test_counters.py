@@ -138,3 +138,8 @@ def test_two_reports_still_compare(qtbot: Any, window: Any, errors: Any, samples
     _wait_attached(qtbot, window)
     qtbot.waitUntil(lambda: window.compare.active, timeout=20_000)
     assert len(window.state.traces) == 2 and not errors.calls
+    # the Counters dock puts the selected kernel beside its partner, metric by metric
+    a = window.state.traces[0]
+    window.state.set_selection(Selection(a.key, "kernels", 2))
+    text = window.ncu_panel.body.toPlainText()
+    assert "Baseline: A #2 vs B #2" in text and ", 0 differ)" in text and "sm__throughput.avg.pct_of_peak_sustained_elapsed" in text
