@@ -50,7 +50,7 @@ from kviewer.core.trace import Trace
 #: kernels-table columns that a counter profiler measures and the merge copies
 MEASURED = (
     "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "dram_bytes", "dram_read_bytes",
-    "dram_write_bytes", "sm_throughput_pct", "mem_throughput_pct", "dram_throughput_pct",
+    "dram_write_bytes", "sm_throughput_pct", "mem_throughput_pct", "dram_throughput_pct", "l1_throughput_pct", "l2_throughput_pct",
     "tensor_pipe_pct", "achieved_occupancy_pct", "theoretical_occupancy_pct", "sm_clock_hz",
     "dram_clock_hz",
 )  # fmt: skip

@@ -110,6 +110,8 @@ KERNELS = Table(
         Column("sm_throughput_pct", FLOAT, "Nsight Compute compute (SM) throughput, % of peak"),
         Column("mem_throughput_pct", FLOAT, "Nsight Compute memory throughput, % of peak"),
         Column("dram_throughput_pct", FLOAT, "DRAM throughput, % of peak"),
+        Column("l1_throughput_pct", FLOAT, "Nsight Compute L1/TEX cache throughput, % of peak"),
+        Column("l2_throughput_pct", FLOAT, "Nsight Compute L2 cache throughput, % of peak"),
         Column("tensor_pipe_pct", FLOAT, "tensor pipe utilisation, % of peak"),
         Column("achieved_occupancy_pct", FLOAT, "achieved occupancy, %"),
         Column("theoretical_occupancy_pct", FLOAT, "theoretical occupancy, %"),

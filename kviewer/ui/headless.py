@@ -116,12 +116,14 @@ def _main_spec(sol: pd.DataFrame, specs: dict[int, DeviceSpec]) -> DeviceSpec | 
 
 
 def with_sol(trace: Trace, sol: pd.DataFrame | None) -> Trace:
-    """A copy of the trace whose kernels carry ``bound`` and ``t_sol_ns``, so the timeline colours
+    """A copy of the trace whose kernels carry ``bound``, ``t_sol_ns`` and ``sol_pct``, so the timeline colours
     kernels by what bounds them and draws the SOL floor inside each bar (the trace is not
     changed)."""
     if sol is None or not len(sol) or len(sol) != len(trace.kernels):
         return trace
-    kernels = trace.kernels.assign(bound=sol["bound"].astype(str).to_numpy(), t_sol_ns=sol["t_sol_ns"].to_numpy())
+    kernels = trace.kernels.assign(
+        bound=sol["bound"].astype(str).to_numpy(), t_sol_ns=sol["t_sol_ns"].to_numpy(), sol_pct=sol["sol_pct"].to_numpy(dtype="float64")
+    )
     return dataclasses.replace(trace, kernels=kernels)
 
 

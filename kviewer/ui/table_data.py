@@ -36,6 +36,8 @@ METRIC_HEADERS = {
     "sm_throughput_pct": "SM %",
     "mem_throughput_pct": "memory %",
     "dram_throughput_pct": "DRAM %",
+    "l1_throughput_pct": "L1 %",
+    "l2_throughput_pct": "L2 %",
     "tensor_pipe_pct": "tensor pipe %",
     "achieved_occupancy_pct": "achieved occ. %",
     "theoretical_occupancy_pct": "theor. occ. %",

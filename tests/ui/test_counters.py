@@ -47,6 +47,13 @@ def test_trace_then_report_attaches(qtbot: Any, window: Any, errors: Any, sample
     data = instance_data([tracks])
     col = data.column("counters")
     assert {col.text(i) for i in range(len(data))} == {"measured", "inherited"}
+    # ncu's throughput breakdown and the SOL % sit in the table, measured values equal the report's
+    keys = {c.key for c in data.columns}
+    assert {"sm_throughput_pct", "mem_throughput_pct", "l1_throughput_pct", "l2_throughput_pct", "dram_throughput_pct",
+            "achieved_occupancy_pct", "sol_pct", "dram_bytes"} <= keys
+    pairs = result.match.pairs
+    report_l2 = window.counters.reports[tracks.key].kernels["l2_throughput_pct"].to_numpy()[pairs["ncu_id"].to_numpy()]
+    assert np.allclose(k["l2_throughput_pct"].to_numpy()[pairs["timeline_id"].to_numpy()], report_l2)
     # the match report is shown, with the choice of step (the program repeats itself)
     panel = window.ncu_panel
     assert "30 of 30" in panel.match_label.text()
