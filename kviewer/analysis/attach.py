@@ -38,8 +38,8 @@ from kviewer.core.merge import MEASURED, MatchReport, base_name, kernel_keys, la
 
 #: measured and modelled differing by more than this share is reported (the model gets caught)
 GAP_LIMIT = 0.25
-#: how many equally good window starts are worth naming one by one
-MAX_CHOICES = 64
+#: how many equally good window starts the terminal lines name one by one
+MAX_CHOICES = 12
 #: a tensor pipe busier than this (percent) did tensor work that the SASS FLOP counters miss
 TENSOR_ACTIVE_PCT = 5.0
 #: metrics sections that are not counters (launch attributes, NVTX ranges)
@@ -121,6 +121,8 @@ class AttachResult:
     """timeline kernels inside the window that the report does not have (filtered, not profiled)"""
     gaps: int = 0
     """measured kernels whose FLOPs or bytes differ from the model by more than GAP_LIMIT"""
+    has_steps: bool = False
+    """the timeline has steps (``steps`` empty then means the window lies outside them)"""
 
     @property
     def matched(self) -> int:
@@ -167,13 +169,11 @@ def attach_counters(
     step_of, step_names = _steps_of(timeline)
     merged, match = merge_ncu(timeline, report, start)
     # the equally good windows come from the search, also when the caller chose one of them
-    all_starts = match.starts if start is None else merge_match(timeline, report, None).starts
-    choices: list[WindowChoice] = []
-    starts = all_starts if len(all_starts) <= MAX_CHOICES else []
-    for s in starts:
-        rep = match if s == match.start else merge_match(timeline, report, s)
-        first = int(rep.pairs["timeline_id"].iloc[0]) if rep.matched else -1
-        choices.append(WindowChoice(int(s), _step_name(step_of, step_names, first), first))
+    search = match if start is None else merge_match(timeline, report, None)
+    choices = [
+        WindowChoice(int(s), _step_name(step_of, step_names, int(first)), int(first))
+        for s, first in zip(search.starts, search.start_kernels)
+    ]
     if step is not None:
         want = _resolve_step(step, step_names)
         pick = next((c for c in choices if c.step == want), None)
@@ -205,6 +205,7 @@ def attach_counters(
         unmatched=unmatched_reasons(timeline, report, match),
         timeline_outside=outside,
         timeline_skipped=skipped,
+        has_steps=bool(step_names),
     )
     result.gaps = int(sum(1 for i in np.flatnonzero(trace.kernels["counters"].astype(str).to_numpy() == "measured")
                           if any(g.compared for g in model_gaps(trace.kernels, int(i)))))
@@ -417,14 +418,15 @@ def describe(result: AttachResult) -> list[str]:
     tool = "ncu" if result.report_format.startswith("ncu") else "counter run"
     lines = [f"{tool} kernels matched: {m.matched} of {m.ncu_total} ({result.report_path})"]
     if m.start >= 0:
-        where = f", in step {', '.join(result.steps)}" if result.steps else ""
+        where = f", in step {', '.join(result.steps)}" if result.steps else (", outside the trace's steps" if result.has_steps else "")
         lines.append(f"  window starts at timeline launch {m.start} ({m.start_source}){where}")
     if result.ambiguous:
-        alts = "; ".join(f"launch {c.start}" + (f" ({c.step})" if c.step else "") for c in result.choices)
+        shown = result.choices[:MAX_CHOICES]
+        alts = "; ".join(f"launch {c.start}" + (f" ({c.step})" if c.step else "") for c in shown)
+        if len(result.choices) > len(shown):
+            alts += f"; … ({len(result.choices) - len(shown)} more)"
         lines.append(f"  the program repeats itself: {len(result.choices)} windows fit equally well: {alts}")
         lines.append("  choose one with --ncu-step STEP or --ncu-start LAUNCH")
-    elif m.equal_starts > MAX_CHOICES:
-        lines.append(f"  {m.equal_starts} windows fit equally well (the program repeats itself); choose with --ncu-start LAUNCH")
     if result.inherited:
         lines.append(f"  {result.inherited} launches of the same kernels in other steps inherit the measured counters")
     for u in result.unmatched:

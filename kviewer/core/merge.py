@@ -144,6 +144,8 @@ class MatchReport:
     notes: list[str] = field(default_factory=list)
     starts: list[int] = field(default_factory=list)
     """every window start that fits as well as the chosen one (timeline launch positions)"""
+    start_kernels: list[int] = field(default_factory=list)
+    """for each of ``starts``, the timeline kernel id the report's first matched kernel lands on"""
     filtered_out: int = 0
     """timeline kernels the report's ``-k`` filter does not select (never candidates)"""
 
@@ -212,6 +214,7 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
 
     equal = 0
     ties: list[int] = []
+    tie_kernels: list[int] = []
     source = "given"
     if start is None and nkeys:
         source = "search"
@@ -228,6 +231,7 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
             top = max(s[:2] for s in scored)
             ties = [s[2] for s in scored if s[:2] == top]
             equal = len(ties)
+            tie_kernels = [int(tk_df["id"].iat[int(order[c])]) for c in ties]
             ties = [c - first for c in ties]
             if isinstance(hint, int) and len(ties) > 1:
                 start = min(ties, key=lambda c: (abs(c - hint), c))
@@ -267,7 +271,8 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
         start_source=source if start >= 0 else "",
         equal_starts=equal,
         notes=notes,
-        starts=ties if ties else ([start] if start is not None and start >= 0 else []),
+        starts=ties if ties else ([start] if start >= 0 and len(pair_df) else []),
+        start_kernels=tie_kernels if ties else ([int(pair_df["timeline_id"].iat[0])] if start >= 0 and len(pair_df) else []),
         filtered_out=filtered_out,
     )
 
