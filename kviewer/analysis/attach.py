@@ -174,6 +174,14 @@ def attach_counters(
         WindowChoice(int(s), _step_name(step_of, step_names, int(first)), int(first))
         for s, first in zip(search.starts, search.start_kernels)
     ]
+    if start is None and step is None and len({c.step for c in choices}) > 1:
+        # a report taken inside an NVTX range named like one of the timeline's steps
+        # (ncu --nvtx --nvtx-include "step_7/") belongs to that step
+        ranges = report_ranges(report)
+        named = [c for c in choices if c.step and c.step in ranges]
+        if named and named[0].start != match.start and all(c.step == named[0].step for c in named):
+            merged, match = merge_ncu(timeline, report, named[0].start)
+            match.start_source = f"the report's NVTX range {named[0].step}"
     if step is not None:
         want = _resolve_step(step, step_names)
         pick = next((c for c in choices if c.step == want), None)
@@ -214,6 +222,19 @@ def attach_counters(
     extra["ncu"] = f"{report.meta.path}: {match.matched} of {match.ncu_total} kernels matched{where}"
     result.trace = dataclasses.replace(trace, meta=dataclasses.replace(trace.meta, extra=extra, warnings=list(trace.meta.warnings)))
     return result
+
+
+def report_ranges(report: Trace) -> set[str]:
+    """Names of the NVTX ranges the report's kernels ran in (each level of each push/pop stack)."""
+    m = report.metrics
+    if not len(m):
+        return set()
+    texts = m["text"].to_numpy(dtype=object)[(m["section"].astype(str) == "nvtx").to_numpy()]
+    out: set[str] = set()
+    for t in set(str(x) for x in texts):
+        for part in t.split("; "):
+            out.update(p for p in part.split("/") if p)
+    return out
 
 
 def merge_match(timeline: Trace, report: Trace, start: int | None) -> MatchReport:

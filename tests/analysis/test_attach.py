@@ -164,3 +164,24 @@ def test_rocprof_v1_pmc_run_is_a_counter_report(samples: Path) -> None:
     res = attach_counters(tl, pmc)
     assert res.matched == len(pmc.kernels)
     assert np.allclose(res.trace.kernels["dram_bytes"].to_numpy(), pmc.kernels["dram_bytes"].to_numpy(), equal_nan=True)
+
+
+def test_nvtx_range_of_the_report_picks_the_step() -> None:
+    """ncu --nvtx-include step_1/: among equal windows, the one in the timeline's step_1."""
+    tl = _trace(list("ABCABCABC"), "timeline")
+    # steps: NVTX ranges on the timeline's host thread around each ABC
+    n = 3
+    c = make_table("cpu_slices", n, {
+        "name": ["step_0", "step_1", "step_2"], "category": ["nvtx"] * n,
+        "start": [0, 30_000, 60_000], "end": [29_000, 59_000, 89_000],
+        "pid": [1] * n, "tid": [1] * n, "depth": [0] * n,
+    })  # fmt: skip
+    tl = Trace(meta=tl.meta, kernels=tl.kernels, cpu_slices=c)
+    nc = _trace(list("ABC"), "ncu")
+    m = make_table("metrics", 3, {"kernel": [0, 1, 2], "section": ["nvtx"] * 3, "metric": ["<default domain>"] * 3,
+                                  "unit": [""] * 3, "value": [np.nan] * 3, "text": ["step_1"] * 3})
+    nc = Trace(meta=nc.meta, kernels=nc.kernels, metrics=m)
+    res = attach_counters(tl, nc)
+    if not res.has_steps:
+        pytest.skip("these ranges are not taken for steps")
+    assert res.steps == ["step_1"] and res.match.start == 3 and "NVTX" in res.match.start_source
