@@ -195,6 +195,8 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
     """
     tk_df, nk_df = timeline.kernels, ncu.kernels
     order = launch_order(tk_df)
+    full_pos = np.empty(len(order), dtype=np.int64)
+    full_pos[order] = np.arange(len(order))
     kfilter = ncu.meta.extra.get("kernel_filter")
     filtered_out = 0
     if isinstance(kfilter, str) and kfilter.strip() and len(order):
@@ -234,7 +236,12 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
             tie_kernels = [int(tk_df["id"].iat[int(order[c])]) for c in ties]
             ties = [c - first for c in ties]
             if isinstance(hint, int) and len(ties) > 1:
-                start = min(ties, key=lambda c: (abs(c - hint), c))
+                # --launch-skip counts the launches the -k filter selects, unless the report was
+                # taken with --launch-skip-before-match (then it counts every launch)
+                every = "--launch-skip-before-match" in str(ncu.meta.extra.get("command", ""))
+                rank = {c: (int(full_pos[order[c + first]]) - first if every else c) for c in ties}
+                # closest; at equal distance the later one (ncu profiles the first match at or after the skip)
+                start = min(ties, key=lambda c: (abs(rank[c] - hint), rank[c] < hint, c))
                 source = f"search, closest to --launch-skip {hint}"
             else:
                 start = ties[0]

@@ -185,3 +185,13 @@ def test_nvtx_range_of_the_report_picks_the_step() -> None:
     if not res.has_steps:
         pytest.skip("these ranges are not taken for steps")
     assert res.steps == ["step_1"] and res.match.start == 3 and "NVTX" in res.match.start_source
+
+
+def test_launch_skip_before_match_counts_every_launch() -> None:
+    """ncu -k regex:B --launch-skip 4 --launch-skip-before-match -c 1: the first B after 4 launches."""
+    tl = _trace(list("ABCBABCB"), "timeline")
+    nc = _trace(list("B"), "ncu", kernel_filter="regex:^B$", launch_skip=4,
+                command="ncu -k regex:^B$ --launch-skip 4 --launch-skip-before-match -c 1 app")
+    assert match_kernels(tl, nc).pairs["timeline_id"].tolist() == [5]
+    plain = _trace(list("B"), "ncu", kernel_filter="regex:^B$", launch_skip=2)
+    assert match_kernels(tl, plain).pairs["timeline_id"].tolist() == [5]
