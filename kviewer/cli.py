@@ -85,7 +85,7 @@ def load_trace(path: str, quiet: bool = False) -> "Trace":
     return trace
 
 
-def attach_report(trace: "Trace", args: argparse.Namespace) -> "Trace":
+def attach_report(trace: "Trace", args: argparse.Namespace, report: "Trace | None" = None) -> "Trace":
     """``--ncu REPORT``: the report's counters on the trace's kernels; the match report goes to
     stderr (stdout stays machine-readable)."""
     path = getattr(args, "ncu", None)
@@ -95,22 +95,34 @@ def attach_report(trace: "Trace", args: argparse.Namespace) -> "Trace":
         return trace
     from kviewer.analysis.attach import attach_counters, describe, is_counter_report, is_timeline
 
-    report = load_trace(path, args.quiet)
+    if report is None:
+        report = load_trace(path, args.quiet)
     if not is_counter_report(report):
         raise UserError(f"{path}: --ncu expects a counter report (Nsight Compute .ncu-rep or ncu --csv, rocprof --pmc), "
                         f"got {report.meta.format_label or report.meta.source_format}")
     if not is_timeline(trace):
         raise UserError(f"{trace.meta.path}: --ncu attaches a report to a timeline trace (PyTorch, Nsight Systems, rocprof), "
                         f"got {trace.meta.format_label or trace.meta.source_format}")
-    if args.ncu_step is not None and args.ncu_start is not None:
+    if getattr(args, "ncu_step", None) is not None and getattr(args, "ncu_start", None) is not None:
         raise UserError("give --ncu-step or --ncu-start, not both")
     try:
-        result = attach_counters(trace, report, start=args.ncu_start, step=args.ncu_step)
+        result = attach_counters(trace, report, start=getattr(args, "ncu_start", None), step=getattr(args, "ncu_step", None))
     except ValueError as exc:
         raise UserError(f"--ncu-step: {exc}") from None
     for line in describe(result):
         print(f"kviewer: {line.strip() if not line.startswith('  ') else '  ' + line.strip()}", file=sys.stderr)
     return result.trace
+
+
+def attach_pair(traces: "list[Trace]", args: argparse.Namespace) -> "list[Trace]":
+    """``screenshot|report TRACE REPORT``: a timeline and a counter report are one trace with the
+    report attached (as the desktop app opens them), not a comparison; ``--ncu`` attaches too."""
+    from kviewer.analysis.attach import is_counter_report, is_timeline
+
+    if len(traces) == 2 and not getattr(args, "ncu", None) and is_timeline(traces[0]) and is_counter_report(traces[1]):
+        args.ncu = traces[1].meta.path
+        return [attach_report(traces[0], args, report=traces[1])]
+    return [attach_report(traces[0], args)] + traces[1:]
 
 
 def add_ncu_options(sp: argparse.ArgumentParser) -> None:
@@ -699,7 +711,9 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
         raise UserError(f"--range applies to --view window or timeline, not {args.view}")
     if args.view == "compare" and len(args.file) != 2:
         raise UserError("--view compare needs two files: the reference A and the report B compared with it")
-    traces = [load_trace(f, args.quiet) for f in args.file]
+    traces = attach_pair([load_trace(f, args.quiet) for f in args.file], args)
+    if args.view == "compare" and len(traces) != 2:
+        raise UserError("--view compare needs two reports to compare; a timeline and a counter report are one trace (the report attached)")
     try:
         from kviewer.ui import headless
         from kviewer.ui.export import ExportError
@@ -725,8 +739,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     _output_dir_exists(args.output)
     if args.top < 1:
         raise UserError(f"--top: expected a positive number of rows, got {args.top}")
-    traces = [load_trace(f, args.quiet) for f in args.file]
-    traces[0] = attach_report(traces[0], args)
+    traces = attach_pair([load_trace(f, args.quiet) for f in args.file], args)
     report = build_report(traces, device=args.device, top=args.top, pictures=not args.no_pictures)
     images: dict[str, bytes] = {}
     if not args.no_pictures:
@@ -757,6 +770,7 @@ def _add_export_parsers(sub: Any) -> None:
     sp.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say")
     sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+    add_ncu_options(sp)
     sp.set_defaults(func=cmd_screenshot)
 
     rp = sub.add_parser(

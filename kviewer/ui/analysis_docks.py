@@ -162,8 +162,9 @@ class RooflinePanel(QWidget):
         if info.device is not None:
             self.message.setStyleSheet(_MUTED)
             self.message.setText("GPU chosen by you (the trace does not say which one ran it).")
-        k = tracks.trace.kernels
-        roofline.set_data(info.sol, info.spec, k["counters"].to_numpy() if "counters" in k.columns and (k["counters"] != "").any() else None)
+        from kviewer.ui.roofline import counter_marks
+
+        roofline.set_data(info.sol, info.spec, counter_marks(tracks.trace.kernels))
         label = html.escape(tracks.label if len(tracks.label) <= 48 else tracks.label[:47] + "…")
         gpu = f"<br><span style='color:#555'>{html.escape(info.spec.name)}</span>" if info.spec is not None else ""
         roofline.plot.setTitle(f"{label}{gpu}", size="8pt")

@@ -227,7 +227,7 @@ def build_view(
 
 def _rooflines(traces: Sequence[Trace], device: str | None) -> QWidget:
     """One roofline per trace, side by side, each titled with its GPU and file."""
-    from kviewer.ui.roofline import RooflineWidget
+    from kviewer.ui.roofline import RooflineWidget, counter_marks
 
     holder = QWidget()
     lay = QHBoxLayout(holder)
@@ -237,7 +237,7 @@ def _rooflines(traces: Sequence[Trace], device: str | None) -> QWidget:
         if sol is None:
             raise ViewError(why)
         roof = RooflineWidget()
-        roof.set_data(sol, spec)
+        roof.set_data(sol, spec, counter_marks(t.kernels))
         name = os.path.basename(t.meta.path) or t.meta.source_format
         roof.plot.setTitle(f"{spec.name} · {name}" if spec is not None else name)
         lay.addWidget(roof)

@@ -39,6 +39,15 @@ ROOFS: tuple[tuple[str, str, str, tuple[int, int, int]], ...] = (
 X_RANGE = (1e-2, 1e4)
 
 
+def counter_marks(kernels: pd.DataFrame) -> np.ndarray | None:
+    """The kernels' ``counters`` column for :meth:`RooflineWidget.set_data` (None when no counter
+    report was attached)."""
+    if "counters" not in kernels.columns:
+        return None
+    marks = kernels["counters"].astype(str).to_numpy()
+    return marks if (marks != "").any() else None
+
+
 class RooflineWidget(QWidget):
     """Roofline of one GPU with the kernels of a SOL frame as points.
 
@@ -125,6 +134,10 @@ class RooflineWidget(QWidget):
             inherited[inside] = status[self._ids[inside]] == "inherited"
         inherited &= measured
         symbols = np.where(inherited, "s", "o").astype(object)
+        # draw order: inherited squares, then modelled, then the profiled launches on top
+        draw = np.argsort(np.where(inherited, 0, np.where(measured, 2, 1)), kind="stable")
+        self._ids, self._xy = self._ids[draw], self._xy[draw]
+        pens, brushes, symbols, measured, inherited = pens[draw], brushes[draw], symbols[draw], measured[draw], inherited[draw]
         # the scatter lives in the plot's log space: give it log10 coordinates
         self.points.setData(
             x=self._xy[:, 0], y=self._xy[:, 1], data=self._ids, size=9, pen=pens, brush=brushes, symbol=symbols

@@ -58,3 +58,17 @@ def test_ncu_option_errors(capsys: pytest.CaptureFixture[str], pair: tuple[str, 
     assert code == 2 and "--ncu" in err
     code, _, err = run(capsys, "fusion", trace, "--ncu", report, "--format", "csv", "-q")
     assert code == 0 and "30 of 30" in err
+
+
+@pytest.mark.samples
+def test_report_and_screenshot_of_a_trace_and_its_report_attach(capsys: pytest.CaptureFixture[str], pair: tuple[str, str], tmp_path: Path) -> None:
+    trace, report = pair
+    out_md = tmp_path / "r.md"
+    code, out, err = run(capsys, "report", trace, report, "-o", str(out_md), "--no-pictures", "-q")
+    assert code == 0 and "30 of 30" in err
+    text = out_md.read_text()
+    assert "30 of 30 kernels matched" in text and "measured" in text
+    pytest.importorskip("PySide6")
+    png = tmp_path / "roof.png"
+    code, out, err = run(capsys, "screenshot", trace, report, "--view", "roofline", "-o", str(png), "--size", "400x300", "-q")
+    assert code == 0 and png.stat().st_size > 1000 and "30 of 30" in err
