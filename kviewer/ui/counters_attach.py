@@ -63,6 +63,7 @@ class CounterAttach(QObject):
         analysis: AnalysisDocks,
         status: Callable[[str], None],
         blocked: Callable[[], bool],
+        open_alone: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(window)
         self.window = window
@@ -71,11 +72,14 @@ class CounterAttach(QObject):
         self.analysis = analysis
         self.status = status
         self.blocked = blocked
+        self.open_alone = open_alone or (lambda _path: None)
         """True while a comparison was asked for (a report then opens as a trace of its own)"""
         self.bases: dict[int, Trace] = {}
         """trace key -> the trace as loaded, before any report was attached"""
         self.reports: dict[int, Trace] = {}
         """trace key -> the attached report"""
+        self._alone_paths: set[str] = set()
+        """reports that matched nothing: reopened as traces of their own"""
         self._alone: list[int] = []
         """keys of counter reports of the current open request that opened as traces"""
         self._expect: dict[str, int | None] = {}
@@ -90,6 +94,9 @@ class CounterAttach(QObject):
         from kviewer.analysis.attach import is_counter_report, is_timeline
 
         path = os.path.abspath(tracks.trace.meta.path)
+        if path in self._alone_paths:
+            self._alone_paths.discard(path)
+            return False
         explicit = path in self._expect
         want = self._expect.pop(path, None)
         if not is_counter_report(tracks.trace):
@@ -155,6 +162,13 @@ class CounterAttach(QObject):
             if self.state.trace(key) is not tracks:
                 return  # closed meanwhile
             result, info, trace = r
+            if not result.matched:
+                # an unrelated report: the trace stays as it was, the report opens on its own
+                self.status(f"None of the {result.match.ncu_total} kernels of {name} has a name, grid and block that "
+                            f"{tracks.label} runs: the report opened on its own")
+                self._alone_paths.add(os.path.abspath(report.meta.path))
+                self.open_alone(report.meta.path)
+                return
             self.bases[key] = base
             self.reports[key] = report
             tracks.counters = result

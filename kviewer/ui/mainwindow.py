@@ -88,7 +88,7 @@ class MainWindow(QMainWindow):
         self.compare = CompareMode(self, self.state, self.loader, self.runner, beside=self.table_dock, status=self.show_message)
         self.counters_dock = self._dock("Counters", "countersDock", self.ncu_panel, Qt.DockWidgetArea.RightDockWidgetArea)
         self.counters = CounterAttach(self, self.state, self.runner, self.analysis, self.show_message,
-                                      blocked=lambda: self.compare.wants_compare)
+                                      blocked=lambda: self.compare.wants_compare, open_alone=lambda p: self.loader.open([p]))
         self.counters.attached.connect(lambda _k: self._raise_counters())
         self.ncu_panel.windowChosen.connect(self.counters.choose_window)
         self.loader.idle.connect(self.counters.request_done)

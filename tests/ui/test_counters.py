@@ -150,3 +150,13 @@ def test_two_reports_still_compare(qtbot: Any, window: Any, errors: Any, samples
     window.state.set_selection(Selection(a.key, "kernels", 2))
     text = window.ncu_panel.body.toPlainText()
     assert "Baseline: A #2 vs B #2" in text and ", 0 differ)" in text and "sm__throughput.avg.pct_of_peak_sustained_elapsed" in text
+
+
+@pytest.mark.samples
+def test_unrelated_report_opens_on_its_own(qtbot: Any, window: Any, errors: Any, samples: Path) -> None:
+    window.open_files([str(samples / "torch" / "h200_llm_block_eager.pt.trace.json.gz")])
+    wait_idle(qtbot, window)
+    window.attach_file(str(samples / "ncu" / "manual_nvtx.ncu-rep"))
+    _wait_attached(qtbot, window)
+    qtbot.waitUntil(lambda: len(window.state.traces) == 2, timeout=20_000)
+    assert window.state.traces[0].counters is None and not errors.calls
