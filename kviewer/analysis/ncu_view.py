@@ -212,6 +212,29 @@ def kernel_counters(trace: Trace, kernel: int) -> KernelCounters:
     return out
 
 
+def all_sections(trace: Trace, kernel: int) -> tuple[list[tuple[str, list[Row]]], int]:
+    """Every section the report stored for the kernel with all its metrics (for browsing), and the
+    number of metrics outside any section."""
+    m = kernel_metrics(trace, kernel)
+    if not len(m):
+        return [], 0
+    sec = m["section"].astype(str).to_numpy()
+    keep = ~(pd.Series(sec).str.startswith("rule:").to_numpy() | (sec == "nvtx"))
+    out: dict[str, list[Row]] = {}
+    loose = 0
+    for s, metric, unit, value, text in zip(sec[keep], m["metric"].astype(str).to_numpy()[keep], m["unit"].astype(str).to_numpy()[keep],
+                                            m["value"].to_numpy(np.float64)[keep], m["text"].to_numpy(dtype=object)[keep]):
+        if s in ("", "launch"):
+            loose += 1
+            continue
+        label = metric.split(":", 1)[-1]
+        if math.isnan(value):
+            out.setdefault(s, []).append(Row(label, value, "text", str(text), metric))
+        else:
+            out.setdefault(s, []).append(Row(label, float(value), unit, "", metric))
+    return sorted(out.items()), loose
+
+
 def section_metrics() -> list[str]:
     """Every metric name the sections show (what a kernel view puts first)."""
     return [metric for _k, _t, _p, items in _SECTIONS for _l, metrics, _u in items for metric in metrics]
@@ -222,4 +245,4 @@ def sections_hint(sections: list[Section]) -> str:
     return " ".join(f"--section {s.key}" for s in sections)
 
 
-__all__ = ["KernelCounters", "Row", "Rule", "Section", "kernel_counters", "kernel_metrics", "section_metrics", "sections_hint"]
+__all__ = ["KernelCounters", "Row", "Rule", "Section", "all_sections", "kernel_counters", "kernel_metrics", "section_metrics", "sections_hint"]

@@ -52,7 +52,8 @@ def _value(row: Row) -> str:
         return f"{format_count(v)}B"
     if row.unit == "byte/s":
         return f"{format_count(v)}B/s"
-    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
+    text = f"{v:,.0f}" if float(v).is_integer() else f"{v:,.4g}"
+    return f"{text} {html.escape(row.unit)}" if row.unit else text
 
 
 def _bar(label: str, pct: float, colour: str) -> str:
@@ -117,6 +118,22 @@ def counters_html(kc: KernelCounters, extra: list[str] | None = None) -> str:
     if not kc.rules and any(s.collected for s in kc.sections):
         parts.append(f"<p style='{_MUTED}'>No rule results in this report (CSV raw pages hold none; the .ncu-rep or "
                      "<code>--page details</code> has them).</p>")
+    return "".join(parts)
+
+
+def sections_html(trace: Any, row: int) -> str:
+    """Every section the report stored for the kernel, all its metrics (ncu's details page)."""
+    from kviewer.analysis.ncu_view import all_sections
+
+    sections, loose = all_sections(trace, row)
+    if not sections and not loose:
+        return ""
+    parts = ["<hr><b>All sections of the report</b>"]
+    for title, rows in sections:
+        parts.append(f"<p style='margin:6px 0 0 0'><b>{html.escape(title)}</b> <span style='{_MUTED}'>({len(rows)} metrics)</span></p>")
+        parts.append(_table(rows))
+    if loose:
+        parts.append(f"<p style='{_MUTED}'>{loose} further metrics outside any section.</p>")
     return "".join(parts)
 
 
@@ -271,7 +288,7 @@ class NcuPanel(QWidget):
                               "(the attached report did not profile it, and no profiled launch has the same kernel, launch size and shapes).</p>")
             return
         self.shown_kernel = (tracks.key, row)
-        self.body.setHtml(counters_html(kc, extra) + self._baseline_html(tracks, row))
+        self.body.setHtml(counters_html(kc, extra) + self._baseline_html(tracks, row) + sections_html(tracks.trace, shown_row))
 
     def _baseline_html(self, tracks: TraceTracks, row: int) -> str:
         """While two counter reports are compared: the selected kernel beside its partner, metric

@@ -113,6 +113,8 @@ def test_report_alone_shows_ncu_sections_and_rules(qtbot: Any, window: Any, erro
                  "Launch Statistics", "Memory Workload Analysis", "L2 Hit Rate", "Rule results", "OPT"):
         assert part in text, part
     assert "limited by registers" in text
+    # every section the report stored is browsable
+    assert "All sections of the report" in text and "Compute Workload Analysis (51 metrics)" in text
     assert window.counters_dock.isVisible()
 
 
