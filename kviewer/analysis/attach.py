@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import Trace
-from kviewer.core.merge import MEASURED, MatchReport, base_name, kernel_keys, launch_order, merge_ncu
+from kviewer.core.merge import MEASURED, MatchReport, base_name, copy_values, kernel_keys, known, launch_order, merge_ncu
 
 #: measured and modelled differing by more than this share is reported (the model gets caught)
 GAP_LIMIT = 0.25
@@ -61,7 +61,7 @@ def is_counter_report(trace: Trace) -> bool:
     sections = set(trace.metrics["section"].astype(str).unique().tolist()) if len(trace.metrics) else set()
     if sections - NOT_COUNTERS:
         return True
-    return bool(k["serialised"].all()) and any(bool(k[c].notna().any()) for c in MEASURED)
+    return bool(k["serialised"].all()) and any(bool(known(c, k[c].to_numpy()).any()) for c in MEASURED)
 
 
 def is_timeline(trace: Trace) -> bool:
@@ -336,9 +336,7 @@ def inherit_counters(trace: Trace) -> tuple[Trace, int]:
     s = np.asarray(src, dtype=np.int64)
     kernels = k.copy()
     for col in MEASURED:
-        arr = kernels[col].to_numpy().copy()
-        arr[d] = arr[s]
-        kernels[col] = arr
+        copy_values(kernels, col, d, k[col].to_numpy()[s], np.ones(len(d), dtype=bool))
     st = status.astype(object)
     st[d] = "inherited"
     kernels["counters"] = pd.Categorical(st)

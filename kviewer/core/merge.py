@@ -47,13 +47,15 @@ from kviewer.core import schema
 from kviewer.core.names import short_name
 from kviewer.core.trace import Trace
 
+def _measured_block() -> tuple[str, ...]:
+    """The schema's measured block: every kernels column from ``flops_fp64`` up to the modelled
+    ones (``model_flops``), so a measured column added there is merged without a second list."""
+    names = schema.KERNELS.names
+    return tuple(names[names.index("flops_fp64") : names.index("model_flops")])
+
+
 #: kernels-table columns that a counter profiler measures and the merge copies
-MEASURED = (
-    "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "dram_bytes", "dram_read_bytes",
-    "dram_write_bytes", "sm_throughput_pct", "mem_throughput_pct", "dram_throughput_pct", "l1_throughput_pct", "l2_throughput_pct",
-    "tensor_pipe_pct", "achieved_occupancy_pct", "theoretical_occupancy_pct", "sm_clock_hz",
-    "dram_clock_hz",
-)  # fmt: skip
+MEASURED = _measured_block()
 #: launch attributes the timeline may lack (-1) and the report knows
 LAUNCH_FILL = ("registers", "shared_mem")
 #: how many report kernels score a candidate window start
@@ -284,6 +286,34 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
     )
 
 
+def known(col: str, values: np.ndarray) -> np.ndarray:
+    """Which values of a kernels column are known (not the schema's missing value)."""
+    spec = schema.KERNELS.column(col)
+    if spec.dtype == schema.FLOAT:
+        return ~np.isnan(values.astype(np.float64))
+    if spec.dtype in (schema.INT, schema.I32):
+        return values != (-1 if spec.missing is None else spec.missing)
+    if spec.dtype == schema.BOOL:
+        return values.astype(bool)
+    return np.asarray([str(v) != "" for v in values], dtype=bool)
+
+
+def copy_values(kernels: pd.DataFrame, col: str, rows: np.ndarray, values: np.ndarray, where: np.ndarray) -> None:
+    """``kernels[col][rows[where]] = values[where]`` for any column dtype (in place on ``kernels``,
+    a frame the caller owns)."""
+    if not where.any():
+        return
+    spec = schema.KERNELS.column(col)
+    if spec.dtype == schema.CAT:
+        arr = kernels[col].astype(str).to_numpy(dtype=object).copy()
+        arr[rows[where]] = np.asarray(values, dtype=object)[where]
+        kernels[col] = pd.Categorical(arr)
+        return
+    arr = kernels[col].to_numpy().copy()
+    arr[rows[where]] = values[where]
+    kernels[col] = arr
+
+
 def merge_ncu(timeline: Trace, ncu: Trace, start: int | None = None) -> tuple[Trace, MatchReport]:
     """A copy of ``timeline`` whose matched kernels carry the report's measured columns.
 
@@ -298,10 +328,7 @@ def merge_ncu(timeline: Trace, ncu: Trace, start: int | None = None) -> tuple[Tr
         n_rows = report.pairs["ncu_id"].to_numpy()
         for col in MEASURED:
             src = ncu.kernels[col].to_numpy()[n_rows]
-            dst = kernels[col].to_numpy().copy()
-            have = ~np.isnan(src)
-            dst[t_rows[have]] = src[have]
-            kernels[col] = dst
+            copy_values(kernels, col, t_rows, src, known(col, src))
         for col in LAUNCH_FILL:
             src = ncu.kernels[col].to_numpy()[n_rows]
             dst = kernels[col].to_numpy().copy()
@@ -355,4 +382,4 @@ def describe(report: MatchReport) -> list[str]:
     return lines
 
 
-__all__ = ["MEASURED", "MatchReport", "base_name", "describe", "kernel_keys", "launch_order", "match_kernels", "merge_ncu"]
+__all__ = ["MEASURED", "MatchReport", "copy_values", "known", "base_name", "describe", "kernel_keys", "launch_order", "match_kernels", "merge_ncu"]

@@ -195,3 +195,18 @@ def test_launch_skip_before_match_counts_every_launch() -> None:
     assert match_kernels(tl, nc).pairs["timeline_id"].tolist() == [5]
     plain = _trace(list("B"), "ncu", kernel_filter="regex:^B$", launch_skip=2)
     assert match_kernels(tl, plain).pairs["timeline_id"].tolist() == [5]
+
+
+def test_measured_block_and_copy_of_any_dtype() -> None:
+    """MEASURED is the schema's measured block (a measured column added there is merged too);
+    copy_values handles text (category) columns as well as numbers."""
+    from kviewer.core import schema
+    from kviewer.core.merge import MEASURED, copy_values, known
+
+    names = schema.KERNELS.names
+    assert MEASURED[0] == "flops_fp64" and names.index(MEASURED[-1]) + 1 == names.index("model_flops")
+    k = _trace(list("ABC"), "timeline").kernels.copy()
+    copy_values(k, "counters", np.array([0, 2]), np.array(["measured", ""], dtype=object), known("counters", np.array(["measured", ""], dtype=object)))
+    assert k["counters"].astype(str).tolist() == ["measured", "", ""] and str(k["counters"].dtype) == "category"
+    copy_values(k, "dram_bytes", np.array([1]), np.array([5.0]), np.array([True]))
+    assert k["dram_bytes"].tolist()[1] == 5.0
