@@ -34,12 +34,17 @@ if TYPE_CHECKING:
     from kviewer.ui.viewstate import ViewState
 
 
-def attach_work(base: Trace, report: Trace, start: int | None) -> tuple[Any, Any, Any]:
-    """Worker side (no Qt): the attach result, its SOL info and the coloured merged trace."""
+def attach_work(base: Trace, report: Trace, start: int | None, device: str | None = None) -> tuple[Any, Any, Any]:
+    """Worker side (no Qt): the attach result, its SOL info and the coloured merged trace
+    (on ``device`` when the user chose the GPU for this trace)."""
     from kviewer.analysis.attach import attach_counters
     from kviewer.ui.loading import speed_of_light_for_load
+    from kviewer.ui.sol_info import coloured, compute_sol
 
     result = attach_counters(base, report, start=start)
+    if device is not None:
+        info = compute_sol(result.trace, device)
+        return result, info, coloured(result.trace, info)
     trace, info = speed_of_light_for_load(result.trace)
     return result, info, trace
 
@@ -187,7 +192,8 @@ class CounterAttach(QObject):
             self.status("")
             dialogs.show_error(self.window, "Could not attach the report", f"{name} onto {tracks.label}: {message}")
 
-        self.runner.run(f"attach:{key}", lambda: attach_work(base, report, start), done, failed)
+        device = getattr(tracks.sol_info, "device", None)
+        self.runner.run(f"attach:{key}", lambda: attach_work(base, report, start, device), done, failed)
 
     def choose_window(self, key: int, start: int) -> None:
         """Re-attach the report of trace ``key`` at another window start (another step)."""
