@@ -233,10 +233,11 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def info_several(traces: "list[Trace]", fmt: str) -> int:
     """Each trace's info, then how the kernels of each Nsight Compute report match each timeline."""
+    from kviewer.analysis.attach import is_counter_report, is_timeline
     from kviewer.core.merge import describe, match_kernels
 
-    reports = [t for t in traces if t.meta.source_format.startswith("ncu")]
-    timelines = [t for t in traces if not t.meta.source_format.startswith("ncu")]
+    reports = [t for t in traces if is_counter_report(t)]
+    timelines = [t for t in traces if is_timeline(t)]
     matches = []
     for tl in timelines:
         for nc in reports:

@@ -434,8 +434,7 @@ def describe(result: AttachResult) -> list[str]:
     """The match report as terminal lines: counts, the window and its step, the choice when the
     program repeats itself, unmatched kernels on each side and why."""
     m = result.match
-    tool = "ncu" if result.report_format.startswith("ncu") else "counter run"
-    lines = [f"{tool} kernels matched: {m.matched} of {m.ncu_total} ({result.report_path})"]
+    lines = [f"{m.summary()} ({result.report_path})"]
     if m.start >= 0:
         where = f", in step {', '.join(result.steps)}" if result.steps else (", outside the trace's steps" if result.has_steps else "")
         lines.append(f"  window starts at timeline launch {m.start} ({m.start_source}){where}")

@@ -150,13 +150,15 @@ class MatchReport:
     """for each of ``starts``, the timeline kernel id the report's first matched kernel lands on"""
     filtered_out: int = 0
     """timeline kernels the report's ``-k`` filter does not select (never candidates)"""
+    tool: str = "ncu"
+    """who measured: "ncu" (Nsight Compute) or "counter run" (rocprof --pmc and the like)"""
 
     @property
     def matched(self) -> int:
         return len(self.pairs)
 
     def summary(self) -> str:
-        return f"ncu kernels matched: {self.matched} of {self.ncu_total}"
+        return f"{self.tool} kernels matched: {self.matched} of {self.ncu_total}"
 
 
 def _walk(
@@ -280,6 +282,7 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
         start_source=source if start >= 0 else "",
         equal_starts=equal,
         notes=notes,
+        tool="ncu" if ncu.meta.source_format.startswith("ncu") else "counter run",
         starts=ties if ties else ([start] if start >= 0 and len(pair_df) else []),
         start_kernels=tie_kernels if ties else ([int(pair_df["timeline_id"].iat[0])] if start >= 0 and len(pair_df) else []),
         filtered_out=filtered_out,
