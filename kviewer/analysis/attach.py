@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import Trace
-from kviewer.core.merge import MEASURED, MatchReport, base_name, copy_values, kernel_keys, known, launch_order, merge_ncu
+from kviewer.core.merge import MEASURED, MatchReport, copy_values, kernel_keys, known, launch_order, match_kernels, merge_ncu
 
 #: measured and modelled differing by more than this share is reported (the model gets caught)
 GAP_LIMIT = 0.25
@@ -169,7 +169,7 @@ def attach_counters(
     step_of, step_names = _steps_of(timeline)
     merged, match = merge_ncu(timeline, report, start)
     # the equally good windows come from the search, also when the caller chose one of them
-    search = match if start is None else merge_match(timeline, report, None)
+    search = match if start is None else match_kernels(timeline, report)
     choices = [
         WindowChoice(int(s), _step_name(step_of, step_names, int(first)), int(first))
         for s, first in zip(search.starts, search.start_kernels)
@@ -235,12 +235,6 @@ def report_ranges(report: Trace) -> set[str]:
         for part in t.split("; "):
             out.update(p for p in part.split("/") if p)
     return out
-
-
-def merge_match(timeline: Trace, report: Trace, start: int | None) -> MatchReport:
-    from kviewer.core.merge import match_kernels
-
-    return match_kernels(timeline, report, start)
 
 
 def _resolve_step(step: str | int, names: list[str]) -> str:
@@ -468,7 +462,6 @@ __all__ = [
     "Unmatched",
     "WindowChoice",
     "attach_counters",
-    "base_name",
     "describe",
     "inherit_counters",
     "is_counter_report",

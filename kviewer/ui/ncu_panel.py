@@ -356,4 +356,4 @@ class NcuPanel(QWidget):
             self.windowChosen.emit(int(data[0]), int(data[1]))
 
 
-__all__ = ["NcuPanel", "Selection", "counters_html", "match_html"]
+__all__ = ["NcuPanel", "counters_html", "match_html", "sections_html"]
