@@ -402,6 +402,8 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     df = kernels_frame(trace)
     if args.format == "table":
         cols = ["name", "start_ns", "dur_ns", "device", "stream", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+        if (df["counters"].astype(str) != "").any():  # a counter report attached (--ncu)
+            cols.append("counters")
         write_frame(df[cols], "table")
     else:
         write_frame(df, args.format)
