@@ -208,6 +208,56 @@ class _ctrl_c_cancels:
             signal.signal(signal.SIGINT, self.previous)
 
 
+def attach_report(trace: "Trace", args: argparse.Namespace, report: "Trace | None" = None) -> "Trace":
+    """``--ncu REPORT``: the report's counters on the trace's kernels; the match report goes to
+    stderr (stdout stays machine-readable)."""
+    path = getattr(args, "ncu", None)
+    if not path:
+        if getattr(args, "ncu_step", None) is not None or getattr(args, "ncu_start", None) is not None:
+            raise UserError("--ncu-step and --ncu-start choose where --ncu REPORT attaches: give --ncu too")
+        return trace
+    from kviewer.analysis.attach import attach_counters, describe, is_counter_report, is_timeline
+
+    if report is None:
+        report = load_trace(path, args.quiet)
+    if not is_counter_report(report):
+        raise UserError(f"{path}: --ncu expects a counter report (Nsight Compute .ncu-rep or ncu --csv, rocprof --pmc), "
+                        f"got {report.meta.format_label or report.meta.source_format}")
+    if not is_timeline(trace):
+        raise UserError(f"{trace.meta.path}: --ncu attaches a report to a timeline trace (PyTorch, Nsight Systems, rocprof), "
+                        f"got {trace.meta.format_label or trace.meta.source_format}")
+    if getattr(args, "ncu_step", None) is not None and getattr(args, "ncu_start", None) is not None:
+        raise UserError("give --ncu-step or --ncu-start, not both")
+    try:
+        result = attach_counters(trace, report, start=getattr(args, "ncu_start", None), step=getattr(args, "ncu_step", None))
+    except ValueError as exc:
+        raise UserError(f"--ncu-step: {exc}") from None
+    for line in describe(result):
+        print(f"kviewer: {line.strip() if not line.startswith('  ') else '  ' + line.strip()}", file=sys.stderr)
+    return result.trace
+
+
+def attach_pair(traces: "list[Trace]", args: argparse.Namespace) -> "list[Trace]":
+    """``screenshot|report TRACE REPORT``: a timeline and a counter report are one trace with the
+    report attached (as the desktop app opens them), not a comparison; ``--ncu`` attaches too."""
+    from kviewer.analysis.attach import is_counter_report, is_timeline
+
+    if len(traces) == 2 and not getattr(args, "ncu", None) and is_timeline(traces[0]) and is_counter_report(traces[1]):
+        args.ncu = traces[1].meta.path
+        return [attach_report(traces[0], args, report=traces[1])]
+    return [attach_report(traces[0], args)] + traces[1:]
+
+
+def add_ncu_options(sp: argparse.ArgumentParser) -> None:
+    """``--ncu REPORT`` and the window choice, for subcommands that analyse one timeline."""
+    sp.add_argument("--ncu", metavar="REPORT", help="attach the counters of this Nsight Compute report (or rocprof --pmc run) "
+                    "to the matched kernels of FILE; the match report goes to stderr")
+    sp.add_argument("--ncu-step", metavar="STEP", default=None,
+                    help="when the report fits several steps equally well: attach it to this one (a step name or its position 0, 1, ...)")
+    sp.add_argument("--ncu-start", metavar="LAUNCH", type=int, default=None,
+                    help="attach the report's first kernel to this timeline launch (launch order, from 0)")
+
+
 # ---------------------------------------------------------------------------------------------
 # output
 
@@ -318,10 +368,11 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def info_several(traces: "list[Trace]", fmt: str) -> int:
     """Each trace's info, then how the kernels of each Nsight Compute report match each timeline."""
+    from kviewer.analysis.attach import is_counter_report, is_timeline
     from kviewer.core.merge import describe, match_kernels
 
-    reports = [t for t in traces if t.meta.source_format.startswith("ncu")]
-    timelines = [t for t in traces if not t.meta.source_format.startswith("ncu")]
+    reports = [t for t in traces if is_counter_report(t)]
+    timelines = [t for t in traces if is_timeline(t)]
     matches = []
     for tl in timelines:
         for nc in reports:
@@ -482,10 +533,12 @@ def kernels_frame(trace: "Trace") -> "pd.DataFrame":
 
 
 def cmd_kernels(args: argparse.Namespace) -> int:
-    trace = load_trace(args.file, args.quiet)
+    trace = attach_report(load_trace(args.file, args.quiet), args)
     df = kernels_frame(trace)
     if args.format == "table":
         cols = ["name", "start_ns", "dur_ns", "device", "stream", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+        if (df["counters"].astype(str) != "").any():  # a counter report attached (--ncu)
+            cols.append("counters")
         write_frame(df[cols], "table")
     else:
         write_frame(df, args.format)
@@ -497,7 +550,7 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 
 def _sol_trace_and_device(args: argparse.Namespace) -> "Trace":
-    trace = load_trace(args.file, args.quiet)
+    trace = attach_report(load_trace(args.file, args.quiet), args)
     if not len(trace.kernels):
         raise UserError(f"{args.file}: the trace has no kernels")
     return trace
@@ -627,6 +680,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UserError(f"--fail-if-slower: expected a percentage >= 0, got {limit}")
     a = load_trace(args.a, args.quiet)
     b = load_trace(args.b, args.quiet)
+    base = _baseline(a, b, args.by == "metric")
+    if args.by == "metric":
+        return _print_baseline(base, args.format)
     result = compare(a, b, MatchOptions(strip_templates=args.strip_templates))
     if args.by == "op" and result.ops is None:
         raise UserError("--by op needs two traces that link kernels to framework ops (PyTorch profiler traces)")
@@ -634,10 +690,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format == "csv":
         write_frame(table, "csv")
     elif args.format == "json":
-        json.dump(compare_json(result, a, b), sys.stdout, default=_json_default, indent=1, ensure_ascii=False)
+        doc = compare_json(result, a, b)
+        if base is not None:
+            doc["baseline"] = {**base.summary(), "unmatched_a": base.unmatched_a, "unmatched_b": base.unmatched_b}
+        json.dump(doc, sys.stdout, default=_json_default, indent=1, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         _print_compare(result, args.by)
+        if base is not None:
+            print()
+            _baseline_summary(base)
     if limit is not None and result.slower_pct > limit:
         print(
             f"kviewer: B is {result.slower_pct:.2f}% slower than A in kernel time "
@@ -645,6 +707,45 @@ def cmd_compare(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_SLOWER
+    return EXIT_OK
+
+
+def _baseline(a: "Trace", b: "Trace", required: bool) -> Any:
+    """The per-metric baseline when both files are counter reports (None otherwise)."""
+    from kviewer.analysis.attach import is_counter_report
+
+    if not (is_counter_report(a) and is_counter_report(b) and len(a.metrics) and len(b.metrics)):
+        if required:
+            raise UserError("--by metric compares two counter reports (Nsight Compute, rocprof --pmc), metric by metric")
+        return None
+    from kviewer.analysis.ncu_baseline import baseline
+
+    return baseline(a, b)
+
+
+def _baseline_summary(base: Any) -> None:
+    s = base.summary()
+    print(f"per-kernel metrics (baseline): {s['matched']} of {s['kernels_a']} kernels of A matched "
+          f"({s['kernels_b']} in B); {s['metrics_compared']:,} metric values compared, {s['metrics_differing']:,} differ, "
+          f"{s['metrics_only_one_side']:,} in one report only")
+    if base.unmatched_a or base.unmatched_b:
+        print(f"unmatched kernels: {len(base.unmatched_a)} in A, {len(base.unmatched_b)} in B")
+
+
+def _print_baseline(base: Any, fmt: str) -> int:
+    """``compare --by metric``: every metric of every matched kernel pair, side by side."""
+    rows = base.rows
+    if fmt in ("csv", "json"):
+        write_frame(rows, fmt)
+        return EXIT_OK
+    _baseline_summary(base)
+    diff = rows[~rows["same"] & rows["a"].notna() & rows["b"].notna()]
+    if len(diff):
+        print()
+        order = diff["delta_pct"].abs().sort_values(ascending=False, na_position="last").index
+        print(human_table(diff.loc[order][["kernel_a", "kernel_b", "name", "metric", "unit", "a", "b", "delta", "delta_pct"]].head(50), float_digits=3))
+    else:
+        print("every metric of every matched kernel is the same in both (deltas zero)")
     return EXIT_OK
 
 
@@ -682,7 +783,9 @@ def _add_compare_parser(sub: Any) -> None:
     sp.add_argument("b", metavar="B", help="the report compared with it")
     sp.add_argument("--format", choices=["table", "csv", "json"], default="table",
                     help="table: totals, steps and the diff table; csv: the diff table only (with delta_ns); json: everything (default: %(default)s)")
-    sp.add_argument("--by", choices=["kernel", "op"], default="kernel", help="rows per kernel group or per launching op (PyTorch traces) (default: %(default)s)")
+    sp.add_argument("--by", choices=["kernel", "op", "metric"], default="kernel",
+                    help="rows per kernel group, per launching op (PyTorch traces), or per kernel and metric "
+                    "(two counter reports: every metric side by side, Nsight Compute's baseline) (default: %(default)s)")
     sp.add_argument("--strip-templates", action="store_true", help="also ignore template arguments when matching names")
     sp.add_argument("--fail-if-slower", type=float, metavar="PCT", default=None,
                     help="exit with status 1 when B's total kernel time is more than PCT percent above A's (for CI)")
@@ -770,7 +873,9 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
         raise UserError(f"--range applies to --view window or timeline, not {args.view}")
     if args.view == "compare" and len(args.file) != 2:
         raise UserError("--view compare needs two files: the reference A and the report B compared with it")
-    traces = [load_trace(f, args.quiet) for f in args.file]
+    traces = attach_pair([load_trace(f, args.quiet) for f in args.file], args)
+    if args.view == "compare" and len(traces) != 2:
+        raise UserError("--view compare needs two reports to compare; a timeline and a counter report are one trace (the report attached)")
     try:
         from kviewer.ui import headless
         from kviewer.ui.export import ExportError
@@ -796,7 +901,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     _output_dir_exists(args.output)
     if args.top < 1:
         raise UserError(f"--top: expected a positive number of rows, got {args.top}")
-    traces = [load_trace(f, args.quiet) for f in args.file]
+    traces = attach_pair([load_trace(f, args.quiet) for f in args.file], args)
     report = build_report(traces, device=args.device, top=args.top, pictures=not args.no_pictures)
     images: dict[str, bytes] = {}
     if not args.no_pictures:
@@ -827,6 +932,7 @@ def _add_export_parsers(sub: Any) -> None:
     sp.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say")
     sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+    add_ncu_options(sp)
     sp.set_defaults(func=cmd_screenshot)
 
     rp = sub.add_parser(
@@ -842,6 +948,7 @@ def _add_export_parsers(sub: Any) -> None:
     rp.add_argument("--no-pictures", action="store_true", help="tables only (no timeline or roofline pictures, no Qt needed)")
     rp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     rp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+    add_ncu_options(rp)
     rp.set_defaults(func=cmd_report)
 
 
@@ -959,11 +1066,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--short", action="store_true", help="group by short name (no arguments or templates)")
     s.add_argument("--by-rank", action="store_true", help="one summary per rank (a folder of per-rank traces)")
     s.add_argument("--steps", action="store_true", help="step times per rank: spread across ranks per step, and the straggler")
-    add("kernels", "one row per kernel in the unified schema", cmd_kernels, ("table", "csv", "json"))
+    kp = add("kernels", "one row per kernel in the unified schema", cmd_kernels, ("table", "csv", "json"))
+    add_ncu_options(kp)
     sol = add("sol", "per-kernel speed of light (FLOPs, bytes, T_SOL, SOL%, bound)", cmd_sol, ("table", "csv", "json"))
     sol.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say or to override it")
     fus = add("fusion", "fusion candidates with estimated savings", cmd_fusion, ("table", "csv", "json"))
     fus.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say or to override it")
+    add_ncu_options(sol)
+    add_ncu_options(fus)
     _add_compare_parser(sub)
     _add_export_parsers(sub)
     _add_sql_parsers(sub)

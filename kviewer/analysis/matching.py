@@ -12,7 +12,8 @@ the other report shares.
 Keys of a kernel
 ----------------
 ``norm``
-    :func:`normalise_name`: no return type, no argument list, canonical spacing and integer
+    :func:`normalise_name`: no return type, no argument list, no namespace qualifiers (the .ncu-rep
+    and the CSV export of one Nsight Compute report disagree on them), canonical spacing and integer
     literals, AMD ``.kd`` suffixes and compiler index/hash suffixes removed; template arguments
     kept (``vectorized_elementwise_kernel<8, CUDAFunctor_add<BFloat16>, ...>`` and ``<4, ...>``
     stay apart).
@@ -66,6 +67,7 @@ _PUNCT_SPACES = re.compile(r"\s*([<>,()*&\[\]])\s*")
 _INT_LITERAL = re.compile(r"(?<![\w.])(-?\d+)(?:ull|ul|ll|u|l)\b", re.IGNORECASE)
 #: Nsight Systems writes non-type template arguments with a cast: ``(unsigned int)2``, ``(bool)0``
 _CAST_BOOL = re.compile(r"\(bool\)\s*([01])\b")
+_BOOL_WORD = re.compile(r"(?<=[<,\s])(?:true|false)(?=\s*[,>])")
 _CAST_INT = re.compile(r"\((?:(?:un)?signed\s+)?(?:char|short|int|long|long\s+long|unsigned|size_t|std::size_t)\)\s*(-?\d+)")
 #: lambdas: ``{lambda(c10::BFloat16)#1}`` (cupti, c++filt) and ``[lambda(T1) (instance 1)]`` (nsys)
 _LAMBDA_GNU = re.compile(r"\{lambda\([^{}]*?\)#(\d+)\}")
@@ -77,7 +79,7 @@ _TRITON_SIGNATURE = re.compile(r"_(?:\d+(?:d|de|c))+$")
 #: long hexadecimal hashes appended by code generators (>= 16 hex digits after an underscore)
 _HEX_HASH = re.compile(r"_[0-9a-f]{16,}$")
 #: generic templates that wrap the kernel that actually identifies the work
-_WRAPPERS = ("cutlass::Kernel", "cutlass::Kernel2", "cutlass::device_kernel")
+_WRAPPERS = ("cutlass::Kernel", "cutlass::Kernel2", "cutlass::device_kernel", "Kernel", "Kernel2", "device_kernel")  # (qualified, unqualified)
 #: GEMM tile / workgroup geometry tokens (``256x128``, ``64x4``, ``MT16x16x128``, ``tilesize64x64x64``)
 _TILE_TOKEN = re.compile(r"^(?:[A-Za-z]*)\d+(?:x\d+)+[A-Za-z]*$")
 
@@ -122,7 +124,9 @@ def _identifier(name: str) -> str:
     s = strip_kd(" ".join(name.split()))
     s = s.replace("<unnamed>", "(anonymous namespace)")
     s = drop_args(s)
-    s = _CAST_BOOL.sub(lambda m: "true" if m.group(1) == "1" else "false", s)
+    # booleans as digits: cupti writes ``false``, the .ncu-rep ``(bool)0``, its CSV export ``0``
+    s = _CAST_BOOL.sub(r"\1", s)
+    s = _BOOL_WORD.sub(lambda m: "1" if m.group(0) == "true" else "0", s)
     s = _CAST_INT.sub(r"\1", s)
     s = _LAMBDA_GNU.sub(r"{lambda#\1}", s)
     s = _LAMBDA_NSYS.sub(r"{lambda#\1}", s)
@@ -138,6 +142,18 @@ def _identifier(name: str) -> str:
     return s
 
 
+#: a namespace or class qualifier (``at::``, ``native::``, ``(anonymous namespace)::``)
+_QUALIFIER = re.compile(r"(?:(?<![\w>)])[A-Za-z_]\w*|\(anonymous namespace\))::")
+
+
+def _unqualified(s: str) -> str:
+    """Drop namespace qualifiers everywhere, template arguments included: demanglers of one
+    toolchain disagree on them (Nsight Compute's report writes ``at::native::vectorized_elementwise_kernel<(int)4, at::native::…>``,
+    its CSV export ``at::vectorized_elementwise_kernel<4, at::…>``). A qualifier after ``>``
+    or ``)`` (a member of a template or of a function, ``f<T>::{lambda#1}``) stays."""
+    return _QUALIFIER.sub("", s)
+
+
 def normalise_name(name: str, strip_templates: bool = False) -> str:
     """The matching name of a kernel.
 
@@ -151,13 +167,13 @@ def normalise_name(name: str, strip_templates: bool = False) -> str:
     Examples
     --------
     >>> normalise_name("void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)")
-    'at::native::vectorized_elementwise_kernel<8,at::native::CUDAFunctor_add<c10::BFloat16>,std::array<char*,3>>'
+    'vectorized_elementwise_kernel<8,CUDAFunctor_add<BFloat16>,array<char*,3>>'
     >>> normalise_name("triton_poi_fused__unsafe_view_add_gelu_mul_2")
     'triton_poi_fused__unsafe_view_add_gelu_mul'
     >>> normalise_name("Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1 (.kd)")
     'Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1'
     """
-    s = _identifier(name)
+    s = _unqualified(_identifier(name))
     if strip_templates:
         s = drop_templates(s)
     # the suffix belongs to the last identifier, outside any template argument list

@@ -8,7 +8,7 @@ columns (and the metrics rows) onto the timeline's kernels.
 
 Matching
 --------
-A kernel's *key* is (base name, grid, block). The base name is the kernel's identifier without
+A kernel's *key* is (base name, grid, block), the grid and block as totals (blocks, threads). The base name is the kernel's identifier without
 namespaces, template arguments, argument list and return type
 (``void at::native::vectorized_elementwise_kernel<8, ...>(int, ...)`` ->
 ``vectorized_elementwise_kernel``): the profilers demangle differently (``at::native::`` vs
@@ -24,12 +24,19 @@ the first report kernel's; the best start is the one where the walk matches the 
 skips the fewest timeline kernels (a contiguous window skips none). When several starts tie —
 a program that repeats one step gives a perfect fit at every step — the one closest to the
 report's ``--launch-skip`` (kept by the ncu-rep loader in ``meta.extra["launch_skip"]``) wins,
-else the earliest; the report says how many starts fit equally well.
+else the earliest; the report says how many starts fit equally well and lists them
+(``MatchReport.starts``), so a caller can offer the choice (``start=`` picks one).
+
+A report taken with ``--kernel-name/-k`` (kept in ``meta.extra["kernel_filter"]``) counted only
+the launches the filter matched, ``--launch-skip`` included: the timeline kernels the filter does
+not match are left out of the search (and of the launch-skip tie-break), and the report says how
+many were left out.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -40,13 +47,15 @@ from kviewer.core import schema
 from kviewer.core.names import short_name
 from kviewer.core.trace import Trace
 
+def _measured_block() -> tuple[str, ...]:
+    """The schema's measured block: every kernels column from ``flops_fp64`` up to the modelled
+    ones (``model_flops``), so a measured column added there is merged without a second list."""
+    names = schema.KERNELS.names
+    return tuple(names[names.index("flops_fp64") : names.index("model_flops")])
+
+
 #: kernels-table columns that a counter profiler measures and the merge copies
-MEASURED = (
-    "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "dram_bytes", "dram_read_bytes",
-    "dram_write_bytes", "sm_throughput_pct", "mem_throughput_pct", "dram_throughput_pct",
-    "tensor_pipe_pct", "achieved_occupancy_pct", "theoretical_occupancy_pct", "sm_clock_hz",
-    "dram_clock_hz",
-)  # fmt: skip
+MEASURED = _measured_block()
 #: launch attributes the timeline may lack (-1) and the report knows
 LAUNCH_FILL = ("registers", "shared_mem")
 #: how many report kernels score a candidate window start
@@ -69,13 +78,43 @@ def base_name(name: str) -> str:
     return s[cut:] or s
 
 
-def kernel_keys(kernels: pd.DataFrame) -> list[tuple[str, int, int, int, int, int, int]]:
-    """(base name, grid x/y/z, block x/y/z) for every row of a kernels table."""
+def _total(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Blocks (threads) in a grid (block); -1 when unknown."""
+    return np.where(x >= 0, np.maximum(x, 1) * np.maximum(y, 1) * np.maximum(z, 1), -1)
+
+
+def kernel_keys(kernels: pd.DataFrame) -> list[tuple[str, int, int]]:
+    """(base name, blocks in the grid, threads in a block) for every row of a kernels table.
+
+    Totals rather than x/y/z: a rocprof kernel trace reports a 1024x1024 grid where its counter
+    collection of the same dispatch reports 1048576 work-items in one dimension.
+    """
     names = kernels["name"].astype(str).to_numpy()
     bases_of = {n: base_name(n) for n in set(names.tolist())}
     bases = [bases_of[n] for n in names]
-    cols = [kernels[c].to_numpy(dtype=np.int64) for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")]
-    return [(b, *(int(c[i]) for c in cols)) for i, b in enumerate(bases)]  # type: ignore[misc]
+    g = _total(*(kernels[c].to_numpy(dtype=np.int64) for c in ("grid_x", "grid_y", "grid_z")))
+    b = _total(*(kernels[c].to_numpy(dtype=np.int64) for c in ("block_x", "block_y", "block_z")))
+    return [(name, int(g[i]), int(b[i])) for i, name in enumerate(bases)]
+
+
+def filter_mask(names: Sequence[str], kernel_filter: str) -> np.ndarray:
+    """Which kernel names Nsight Compute's ``--kernel-name/-k FILTER`` selects.
+
+    ``regex:EXPR`` searches the expression in the demangled name and in its base name; a plain
+    filter must equal the base name, the short name or the full name (ncu compares the function
+    name by default). An unusable regex selects everything (the filter then says nothing).
+    """
+    names = [str(n) for n in names]
+    f = kernel_filter.strip()
+    if f.startswith("regex:"):
+        try:
+            rx = re.compile(f[len("regex:"):])
+        except re.error:
+            return np.ones(len(names), dtype=bool)
+        hit = {n: bool(rx.search(n) or rx.search(base_name(n))) for n in set(names)}
+    else:
+        hit = {n: f in (n, base_name(n), short_name(n)) for n in set(names)}
+    return np.fromiter((hit[n] for n in names), dtype=bool, count=len(names))
 
 
 def launch_order(kernels: pd.DataFrame) -> np.ndarray:
@@ -105,13 +144,21 @@ class MatchReport:
     equal_starts: int = 0
     """how many window starts fit as well as the chosen one (>1: the program repeats itself)"""
     notes: list[str] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    """every window start that fits as well as the chosen one (timeline launch positions)"""
+    start_kernels: list[int] = field(default_factory=list)
+    """for each of ``starts``, the timeline kernel id the report's first matched kernel lands on"""
+    filtered_out: int = 0
+    """timeline kernels the report's ``-k`` filter does not select (never candidates)"""
+    tool: str = "ncu"
+    """who measured: "ncu" (Nsight Compute) or "counter run" (rocprof --pmc and the like)"""
 
     @property
     def matched(self) -> int:
         return len(self.pairs)
 
     def summary(self) -> str:
-        return f"ncu kernels matched: {self.matched} of {self.ncu_total}"
+        return f"{self.tool} kernels matched: {self.matched} of {self.ncu_total}"
 
 
 def _walk(
@@ -152,6 +199,14 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
     """
     tk_df, nk_df = timeline.kernels, ncu.kernels
     order = launch_order(tk_df)
+    full_pos = np.empty(len(order), dtype=np.int64)
+    full_pos[order] = np.arange(len(order))
+    kfilter = ncu.meta.extra.get("kernel_filter")
+    filtered_out = 0
+    if isinstance(kfilter, str) and kfilter.strip() and len(order):
+        keep = filter_mask(tk_df["name"].astype(str).to_numpy()[order].tolist(), kfilter)
+        filtered_out = int((~keep).sum())
+        order = order[keep]
     tkeys_all = kernel_keys(tk_df)
     tkeys = [tkeys_all[i] for i in order]
     nkeys = kernel_keys(nk_df)
@@ -160,8 +215,12 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
         positions.setdefault(key, []).append(p)
     tl_pos = {k: np.asarray(v, dtype=np.int64) for k, v in positions.items()}
     notes: list[str] = []
+    if filtered_out:
+        notes.append(f"{filtered_out} timeline kernel(s) are not selected by the report's kernel filter ({kfilter!r}) and were not candidates")
 
     equal = 0
+    ties: list[int] = []
+    tie_kernels: list[int] = []
     source = "given"
     if start is None and nkeys:
         source = "search"
@@ -178,11 +237,18 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
             top = max(s[:2] for s in scored)
             ties = [s[2] for s in scored if s[:2] == top]
             equal = len(ties)
+            tie_kernels = [int(tk_df["id"].iat[int(order[c])]) for c in ties]
+            ties = [c - first for c in ties]
             if isinstance(hint, int) and len(ties) > 1:
-                start = min(ties, key=lambda c: (abs(c - first - hint), c)) - first
+                # --launch-skip counts the launches the -k filter selects, unless the report was
+                # taken with --launch-skip-before-match (then it counts every launch)
+                every = "--launch-skip-before-match" in str(ncu.meta.extra.get("command", ""))
+                rank = {c: (int(full_pos[order[c + first]]) - first if every else c) for c in ties}
+                # closest; at equal distance the later one (ncu profiles the first match at or after the skip)
+                start = min(ties, key=lambda c: (abs(rank[c] - hint), rank[c] < hint, c))
                 source = f"search, closest to --launch-skip {hint}"
             else:
-                start = ties[0] - first
+                start = ties[0]
             if equal > 1:
                 notes.append(
                     f"{equal} window starts fit equally well (the program repeats itself); "
@@ -216,7 +282,39 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
         start_source=source if start >= 0 else "",
         equal_starts=equal,
         notes=notes,
+        tool="ncu" if ncu.meta.source_format.startswith("ncu") else "counter run",
+        starts=ties if ties else ([start] if start >= 0 and len(pair_df) else []),
+        start_kernels=tie_kernels if ties else ([int(pair_df["timeline_id"].iat[0])] if start >= 0 and len(pair_df) else []),
+        filtered_out=filtered_out,
     )
+
+
+def known(col: str, values: np.ndarray) -> np.ndarray:
+    """Which values of a kernels column are known (not the schema's missing value)."""
+    spec = schema.KERNELS.column(col)
+    if spec.dtype == schema.FLOAT:
+        return ~np.isnan(values.astype(np.float64))
+    if spec.dtype in (schema.INT, schema.I32):
+        return values != (-1 if spec.missing is None else spec.missing)
+    if spec.dtype == schema.BOOL:
+        return values.astype(bool)
+    return np.asarray([str(v) != "" for v in values], dtype=bool)
+
+
+def copy_values(kernels: pd.DataFrame, col: str, rows: np.ndarray, values: np.ndarray, where: np.ndarray) -> None:
+    """``kernels[col][rows[where]] = values[where]`` for any column dtype (in place on ``kernels``,
+    a frame the caller owns)."""
+    if not where.any():
+        return
+    spec = schema.KERNELS.column(col)
+    if spec.dtype == schema.CAT:
+        arr = kernels[col].astype(str).to_numpy(dtype=object).copy()
+        arr[rows[where]] = np.asarray(values, dtype=object)[where]
+        kernels[col] = pd.Categorical(arr)
+        return
+    arr = kernels[col].to_numpy().copy()
+    arr[rows[where]] = values[where]
+    kernels[col] = arr
 
 
 def merge_ncu(timeline: Trace, ncu: Trace, start: int | None = None) -> tuple[Trace, MatchReport]:
@@ -233,20 +331,28 @@ def merge_ncu(timeline: Trace, ncu: Trace, start: int | None = None) -> tuple[Tr
         n_rows = report.pairs["ncu_id"].to_numpy()
         for col in MEASURED:
             src = ncu.kernels[col].to_numpy()[n_rows]
-            dst = kernels[col].to_numpy().copy()
-            have = ~np.isnan(src)
-            dst[t_rows[have]] = src[have]
-            kernels[col] = dst
+            copy_values(kernels, col, t_rows, src, known(col, src))
         for col in LAUNCH_FILL:
             src = ncu.kernels[col].to_numpy()[n_rows]
             dst = kernels[col].to_numpy().copy()
             fill = (dst[t_rows] < 0) & (src >= 0)
             dst[t_rows[fill]] = src[fill]
             kernels[col] = dst
+        counters = kernels["counters"].astype(str).to_numpy(dtype=object).copy()
+        counters[t_rows] = "measured"
+        kernels["counters"] = pd.Categorical(counters)
+        source = kernels["counters_from"].to_numpy().copy()
+        source[t_rows] = t_rows
+        kernels["counters_from"] = source
     metrics = timeline.metrics
     if report.matched and len(ncu.metrics):
         to_tl = dict(zip(report.pairs["ncu_id"].to_numpy().tolist(), report.pairs["timeline_id"].to_numpy().tolist()))
         m = ncu.metrics[ncu.metrics["kernel"].isin(list(to_tl))]
+        if len(timeline.metrics):
+            # what the timeline already says about a kernel (its launch attributes) stays once
+            have = set(zip(timeline.metrics["kernel"].tolist(), timeline.metrics["metric"].astype(str).tolist()))
+            keep = [(k, mm) not in have for k, mm in zip(m["kernel"].map(to_tl).tolist(), m["metric"].astype(str).tolist())]
+            m = m[np.asarray(keep, dtype=bool)]
         mapped = {
             "kernel": m["kernel"].map(to_tl).to_numpy(dtype=np.int64),
             "section": m["section"].astype(str).to_numpy(dtype=object),
@@ -279,4 +385,4 @@ def describe(report: MatchReport) -> list[str]:
     return lines
 
 
-__all__ = ["MEASURED", "MatchReport", "base_name", "describe", "kernel_keys", "launch_order", "match_kernels", "merge_ncu"]
+__all__ = ["MEASURED", "MatchReport", "copy_values", "known", "base_name", "describe", "kernel_keys", "launch_order", "match_kernels", "merge_ncu"]

@@ -111,6 +111,8 @@ KERNELS = Table(
         Column("sm_throughput_pct", FLOAT, "Nsight Compute compute (SM) throughput, % of peak"),
         Column("mem_throughput_pct", FLOAT, "Nsight Compute memory throughput, % of peak"),
         Column("dram_throughput_pct", FLOAT, "DRAM throughput, % of peak"),
+        Column("l1_throughput_pct", FLOAT, "Nsight Compute L1/TEX cache throughput, % of peak"),
+        Column("l2_throughput_pct", FLOAT, "Nsight Compute L2 cache throughput, % of peak"),
         Column("tensor_pipe_pct", FLOAT, "tensor pipe utilisation, % of peak"),
         Column("achieved_occupancy_pct", FLOAT, "achieved occupancy, %"),
         Column("theoretical_occupancy_pct", FLOAT, "theoretical occupancy, %"),
@@ -119,6 +121,10 @@ KERNELS = Table(
         # modelled (from the framework op that launched the kernel); NaN when unknown
         Column("model_flops", FLOAT, "modelled FLOPs (from the launching op)"),
         Column("model_bytes", FLOAT, "modelled bytes read + written (from shapes and dtypes)"),
+        # where the measured columns came from when a counter report was merged onto a timeline
+        Column("counters", CAT, "'measured': a counter report profiled this launch; 'inherited': copied from a "
+               "profiled launch of the same kernel, launch size and shapes (another step); '' otherwise"),
+        Column("counters_from", INT, "kernels.id of the profiled launch whose counters this row holds, -1 when none"),
     ),
 )
 

@@ -537,6 +537,8 @@ def measured_columns(wide: Mapping[str, np.ndarray], n: int) -> dict[str, np.nda
     cols["dram_throughput_pct"] = _first(
         wide, ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "dram__throughput.avg.pct_of_peak_sustained_elapsed"), n
     )
+    cols["l1_throughput_pct"] = _first(wide, ("l1tex__throughput.avg.pct_of_peak_sustained_active",), n)
+    cols["l2_throughput_pct"] = _first(wide, ("lts__throughput.avg.pct_of_peak_sustained_elapsed",), n)
     tensor_pct = _first(
         wide, ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
                "sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg.pct_of_peak_sustained_elapsed"), n

@@ -162,7 +162,9 @@ class RooflinePanel(QWidget):
         if info.device is not None:
             self.message.setStyleSheet(_MUTED)
             self.message.setText("GPU chosen by you (the trace does not say which one ran it).")
-        roofline.set_data(info.sol, info.spec)
+        from kviewer.ui.roofline import counter_marks
+
+        roofline.set_data(info.sol, info.spec, counter_marks(tracks.trace.kernels))
         from kviewer.analysis.sol import sol_warnings
 
         bad = sol_warnings(info.sol)

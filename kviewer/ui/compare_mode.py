@@ -101,6 +101,7 @@ class CompareMode(QObject):
         self._arm_a: int | None = None
         self._pending: tuple[int, int] | None = None
         self._restoring = False
+        self._explicit = False
         loader.traceLoaded.connect(self._on_loaded)
         loader.idle.connect(self._on_idle)
         state.tracesChanged.connect(self._on_traces)
@@ -147,6 +148,7 @@ class CompareMode(QObject):
             self.loader.open([path])
             return
         self._arm(current.key)
+        self._explicit = True
         self.loader.open([path])
 
     def compare_open(self) -> None:
@@ -155,18 +157,25 @@ class CompareMode(QObject):
             self.start(self.state.traces[0].key, self.state.traces[1].key)
 
     def _on_loaded(self, tracks: TraceTracks) -> None:
-        if not self._armed:
-            return
+        if not self._armed or self.state.trace(tracks.key) is None:
+            return  # not armed, or the file did not open as a trace (a report attached to one)
         if self._arm_a is None or self.state.trace(self._arm_a) is None:
             self._arm_a = tracks.key  # the first report of the request is A
             return
         a = self._arm_a
-        self._armed, self._arm_a = False, None
+        self._armed, self._arm_a, self._explicit = False, None, False
         self.start(a, tracks.key)
 
     def _on_idle(self) -> None:
         # the request ended without a second report (a load failed or was cancelled)
         self._armed, self._arm_a = False, None
+        self._explicit = False
+
+    @property
+    def wants_compare(self) -> bool:
+        """A comparison was asked for explicitly (File › Compare With…), or one is on: a counter
+        report loaded now opens as a trace to compare, not attached to the open one."""
+        return self.active or (self._armed and self._explicit)
 
     def start(self, a_key: int, b_key: int) -> None:
         """Compare trace ``b_key`` with ``a_key`` (in the background); show it when done."""

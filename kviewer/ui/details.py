@@ -45,6 +45,8 @@ class DetailsPanel(QTextBrowser):
             if text:
                 parts.append(f"<tr><td style='color:#555;padding-right:10px'>{html.escape(col)}</td><td>{html.escape(text)}</td></tr>")
         parts.append("</table>")
+        if sel.table == "kernels":
+            parts.extend(_counter_notes(tracks, sel.row))
         parts.extend(self._links(tracks, sel))
         parts.append(f"<p style='color:#777'>{html.escape(tracks.label)} · {sel.table} #{sel.row}</p>")
         self.setHtml("".join(parts))
@@ -102,3 +104,28 @@ def _value_text(col: str, value: Any, offset: int) -> str:
             return format_duration(v)
         return f"{v:,}" if col in ("shared_mem", "bytes") else str(v)
     return str(value)
+
+
+def _counter_notes(tracks: Any, row: int) -> list[str]:
+    """Where the kernel's measured columns came from, and where they disagree with the model."""
+    from kviewer.analysis.attach import GAP_LIMIT, model_gaps
+
+    k = tracks.trace.kernels
+    out: list[str] = []
+    status = str(k["counters"].iloc[row]) if "counters" in k.columns else ""
+    if status == "inherited":
+        src = int(k["counters_from"].iloc[row])
+        out.append(
+            f"<p style='color:#1f5fa8'>Measured values <b>inherited</b> from the profiled launch "
+            f"<a href='select:{tracks.key}:kernels:{src}'>#{src}</a> (same kernel, launch size and shapes).</p>"
+        )
+    elif status == "measured":
+        out.append("<p style='color:#3c9646'>Measured values from the attached counter report (this launch was profiled).</p>")
+    gaps = model_gaps(k, row)
+    for gap in gaps:
+        colour = "#9a4b00" if gap.compared else "#666"
+        mark = "⚠ " if gap.compared else ""
+        out.append(f"<p style='color:{colour}'>{mark}{html.escape(gap.text)}</p>")
+    if not gaps and status and not math.isnan(float(k["model_flops"].iloc[row])):
+        out.append(f"<p style='color:#666'>Measured and modelled work agree within {GAP_LIMIT * 100:.0f} %.</p>")
+    return out

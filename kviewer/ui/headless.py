@@ -116,7 +116,7 @@ def _main_spec(sol: pd.DataFrame, specs: dict[int, DeviceSpec]) -> DeviceSpec | 
 
 
 def with_sol(trace: Trace, sol: pd.DataFrame | None) -> Trace:
-    """A copy of the trace whose kernels carry ``bound`` and ``t_sol_ns``, so the timeline colours
+    """A copy of the trace whose kernels carry ``bound``, ``t_sol_ns`` and ``sol_pct``, so the timeline colours
     kernels by what bounds them and draws the SOL floor inside each bar (the trace is not
     changed)."""
     if sol is None or not len(sol) or len(sol) != len(trace.kernels):
@@ -232,7 +232,7 @@ def build_view(
 
 def _rooflines(traces: Sequence[Trace], device: str | None) -> QWidget:
     """One roofline per trace, side by side, each titled with its GPU and file."""
-    from kviewer.ui.roofline import RooflineWidget
+    from kviewer.ui.roofline import RooflineWidget, counter_marks
 
     holder = QWidget()
     lay = QHBoxLayout(holder)
@@ -242,7 +242,7 @@ def _rooflines(traces: Sequence[Trace], device: str | None) -> QWidget:
         if sol is None:
             raise ViewError(why)
         roof = RooflineWidget()
-        roof.set_data(sol, spec)
+        roof.set_data(sol, spec, counter_marks(t.kernels))
         name = os.path.basename(t.meta.path) or t.meta.source_format
         roof.plot.setTitle(f"{spec.name} · {name}" if spec is not None else name)
         lay.addWidget(roof)

@@ -21,12 +21,14 @@ from kviewer.ui import resources
 from kviewer.ui.analysis_docks import AnalysisDocks
 from kviewer.ui.background import BackgroundRunner
 from kviewer.ui.compare_mode import CompareMode
+from kviewer.ui.counters_attach import CounterAttach
 from kviewer.ui.details import DetailsPanel
 from kviewer.ui.findbar import FindBar
 from kviewer.ui.format import format_duration
 from kviewer.ui.kernel_table import KernelTable
 from kviewer.ui.loading import LoadController
 from kviewer.ui.query_dock import QueryPanel
+from kviewer.ui.ncu_panel import NcuPanel
 from kviewer.ui.picture_actions import (
     COMPARE,
     FUSION,
@@ -63,7 +65,8 @@ class MainWindow(QMainWindow):
         self.find_bar.hide()
         self.table = KernelTable(self.state)
         self.details = DetailsPanel(self.state)
-        self.loader = LoadController(self, self.state.add_trace)
+        self.ncu_panel = NcuPanel(self.state)
+        self.loader = LoadController(self, self._on_loaded)
         # drops land on the window, whichever child is under the cursor
         self.timeline.canvas.setAcceptDrops(False)
         self.table.view.setAcceptDrops(False)
@@ -86,6 +89,14 @@ class MainWindow(QMainWindow):
         self.compare = CompareMode(self, self.state, self.loader, self.runner, beside=self.table_dock, status=self.show_message)
         self.query = QueryPanel(self.state, self.runner)
         self.query_dock = self._dock("Query", "queryDock", self.query, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.counters_dock = self._dock("Counters", "countersDock", self.ncu_panel, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.counters = CounterAttach(self, self.state, self.runner, self.analysis, self.show_message,
+                                      blocked=lambda: self.compare.wants_compare, open_alone=lambda p: self.loader.open([p]))
+        self.counters.attached.connect(lambda _k: self._raise_counters())
+        self.ncu_panel.windowChosen.connect(self.counters.choose_window)
+        self.loader.idle.connect(self.counters.request_done)
+        self.ncu_panel.compare_pair = self._counter_pair
+        self.compare.changed.connect(self.ncu_panel.refresh)
         self.pictures = PictureActions(self, self._picture_views, self.show_message)
         self.resizeDocks([self.table_dock], [340], Qt.Orientation.Vertical)
         self.resizeDocks([self.details_dock], [380], Qt.Orientation.Horizontal)
@@ -104,6 +115,8 @@ class MainWindow(QMainWindow):
             self.compare.arrange_default()
             self.tabifyDockWidget(self.table_dock, self.query_dock)
             self.table_dock.raise_()
+            self.tabifyDockWidget(self.details_dock, self.counters_dock)
+            self.details_dock.raise_()
             self.resizeDocks([self.details_dock, self.analysis.roofline_dock], [240, 560], Qt.Orientation.Vertical)
         if not self.compare.active:
             self.compare.dock.hide()  # a restored layout must not show an empty Compare dock
@@ -144,6 +157,10 @@ class MainWindow(QMainWindow):
         for act in (self.compare_with_action, self.compare_open_action, self.stop_compare_action):
             file_menu.addAction(act)
         file_menu.addSeparator()
+        self.attach_action = self._action("Attach Counter &Report…", self.attach_dialog)
+        self.attach_action.setToolTip("Put the counters of an Nsight Compute report (or rocprof --pmc run) of the same program on this trace's kernels")
+        file_menu.addAction(self.attach_action)
+        file_menu.addSeparator()
         self.export_action = self._action("&Export Picture…", self.pictures.export, QKeySequence("Ctrl+Shift+S"))
         file_menu.addAction(self.export_action)
         file_menu.addSeparator()
@@ -176,6 +193,7 @@ class MainWindow(QMainWindow):
         view.addAction(self.analysis.fusion_dock.toggleViewAction())
         view.addAction(self.compare.dock.toggleViewAction())
         view.addAction(self.query_dock.toggleViewAction())
+        view.addAction(self.counters_dock.toggleViewAction())
 
         help_menu = mb.addMenu("&Help")
         help_menu.addAction(self._action("&Keys", self._show_keys))
@@ -248,6 +266,7 @@ class MainWindow(QMainWindow):
         self.range_label.setText(f"view {format_duration(t0)} – {format_duration(t1)}  ({format_duration(t1 - t0)})")
 
     def _on_traces(self) -> None:
+        self.counters.forget()
         self._update_status()
         self._update_actions()
 
@@ -255,6 +274,7 @@ class MainWindow(QMainWindow):
         n = len(self.state.traces)
         self.close_all_action.setEnabled(n > 0)
         self.compare_with_action.setEnabled(n > 0)
+        self.attach_action.setEnabled(n > 0)
         self.compare_open_action.setEnabled(n == 2 and not self.compare.active)
         self.stop_compare_action.setEnabled(self.compare.active)
 
@@ -287,6 +307,51 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getOpenFileName(self, "Compare with", start, FILE_FILTER)
         if path:
             self.compare.compare_with(path)
+
+    def attach_dialog(self) -> None:
+        """File › Attach Counter Report…: a report whose counters go onto the current trace."""
+        current = self.state.current
+        if current is None:
+            return
+        start = str(Path(self.recent_files()[0]).parent) if self.recent_files() else ""
+        path, _ = QFileDialog.getOpenFileName(self, "Attach a counter report", start,
+                                              "Counter reports (*.ncu-rep *.csv *.csv.gz *.txt);;All files (*)")
+        if path:
+            self.attach_file(path, current.key)
+
+    def attach_file(self, path: str, key: int | None = None) -> None:
+        """Load ``path`` and attach it to trace ``key`` (the current one when None)."""
+        if key is None and self.state.current is not None:
+            key = self.state.current.key
+        self.counters.expect(path, key)
+        self.loader.open([path])
+
+    def _on_loaded(self, tracks: Any) -> None:
+        """A file has loaded: a counter report goes onto the open timeline trace; anything else
+        opens as a trace."""
+        if self.counters.take(tracks):
+            return
+        self.state.add_trace(tracks)
+        from kviewer.analysis.attach import is_counter_report
+
+        if is_counter_report(tracks.trace):
+            self.counters.note_alone(tracks)
+            self._raise_counters()
+        else:
+            self.counters.adopt(tracks)
+
+    def _counter_pair(self) -> Any:
+        """(A, B) while two counter reports are compared (the Counters dock shows the baseline)."""
+        from kviewer.analysis.attach import is_counter_report
+
+        a, b = self.compare.traces() if self.compare.active else (None, None)
+        if a is None or b is None or not (is_counter_report(a.trace) and is_counter_report(b.trace)):
+            return None
+        return a, b
+
+    def _raise_counters(self) -> None:
+        self.counters_dock.show()
+        self.counters_dock.raise_()
 
     def open_dialog(self) -> None:
         start = str(Path(self.recent_files()[0]).parent) if self.recent_files() else ""

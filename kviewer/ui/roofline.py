@@ -3,7 +3,9 @@
 x is arithmetic intensity (FLOP per DRAM byte), y achieved FLOP/s (FLOPs / measured duration).
 Each precision's roof is ``min(peak, bandwidth x intensity)``; a kernel's distance below the roof
 of its precision is its distance from the speed of light. Points are coloured by what bounds them
-(memory: orange, compute: green, unknown: blue); hollow points are modelled, filled ones measured.
+(memory: orange, compute: green, unknown: blue). Filled circles are measured (a counter report's
+FLOPs and bytes), pale circles modelled (from the launching op), filled squares measured on another
+launch of the same kernel and inherited; the legend names the styles shown.
 
 Usage::
 
@@ -35,6 +37,15 @@ ROOFS: tuple[tuple[str, str, str, tuple[int, int, int]], ...] = (
     ("FP8 tensor", "fp8", "tensor", (200, 40, 60)),
 )
 X_RANGE = (1e-2, 1e4)
+
+
+def counter_marks(kernels: pd.DataFrame) -> np.ndarray | None:
+    """The kernels' ``counters`` column for :meth:`RooflineWidget.set_data` (None when no counter
+    report was attached)."""
+    if "counters" not in kernels.columns:
+        return None
+    marks = kernels["counters"].astype(str).to_numpy()
+    return marks if (marks != "").any() else None
 
 
 class RooflineWidget(QWidget):
@@ -80,14 +91,21 @@ class RooflineWidget(QWidget):
         """kernels of the last frame marked ``exceeds_peak`` (kept off the plot)"""
         self.off_roof = 0
         """kernels that would sit above their own roof (kept off the plot)"""
+        self.style_items: list[pg.ScatterPlotItem] = []
 
     # -- data in
-    def set_data(self, sol: pd.DataFrame, spec: DeviceSpec | None) -> None:
-        """Show the kernels of ``sol`` (a :func:`~kviewer.analysis.sol.speed_of_light` frame)."""
-        for item in self.roofs:
-            self.plot.removeItem(item)
+    def set_data(self, sol: pd.DataFrame, spec: DeviceSpec | None, counters: Sequence[str] | np.ndarray | None = None) -> None:
+        """Show the kernels of ``sol`` (a :func:`~kviewer.analysis.sol.speed_of_light` frame).
+
+        ``counters`` (by kernel id, the kernels' ``counters`` column) marks the points whose
+        measured values were inherited from another launch.
+        """
+        for item in self.roofs + self.style_items:
+            if item in self.roofs:
+                self.plot.removeItem(item)
             self.legend.removeItem(item)
         self.roofs = []
+        self.style_items = []
         if spec is not None:
             self._draw_roofs(spec)
             self.plot.setTitle(spec.name)
@@ -123,10 +141,30 @@ class RooflineWidget(QWidget):
         )
         pens = pen_of[code]
         brushes = brush_of[code, measured.astype(np.int64)]
+        inherited = np.zeros(len(self._ids), dtype=bool)
+        if counters is not None and len(self._ids):
+            status = np.asarray(counters, dtype=object).astype(str)
+            inside = self._ids < len(status)
+            inherited[inside] = status[self._ids[inside]] == "inherited"
+        inherited &= measured
+        symbols = np.where(inherited, "s", "o").astype(object)
+        # draw order: inherited squares, then modelled, then the profiled launches on top
+        draw = np.argsort(np.where(inherited, 0, np.where(measured, 2, 1)), kind="stable")
+        self._ids, self._xy = self._ids[draw], self._xy[draw]
+        pens, brushes, symbols, measured, inherited = pens[draw], brushes[draw], symbols[draw], measured[draw], inherited[draw]
         # the scatter lives in the plot's log space: give it log10 coordinates
         self.points.setData(
-            x=self._xy[:, 0], y=self._xy[:, 1], data=self._ids, size=9, pen=pens, brush=brushes, symbol="o"
+            x=self._xy[:, 0], y=self._xy[:, 1], data=self._ids, size=9, pen=pens, brush=brushes, symbol=symbols
         )
+        for shown, label, symbol, alpha in (
+            ((measured & ~inherited).any(), "measured (counters)", "o", 220),
+            (inherited.any(), "measured on another launch (inherited)", "s", 220),
+            ((~measured).any(), "modelled (from the op)", "o", 60),
+        ):
+            if shown:
+                item = pg.ScatterPlotItem(size=8, symbol=symbol, pen=pg.mkPen(90, 90, 90, width=1.5), brush=pg.mkBrush(90, 90, 90, alpha))
+                self.legend.addItem(item, label)
+                self.style_items.append(item)
         self.set_selection(self._selected)
         if ok.any():
             self.plot.setXRange(np.log10(X_RANGE[0]), np.log10(X_RANGE[1]), padding=0)
@@ -171,6 +209,10 @@ class RooflineWidget(QWidget):
 
     def point_count(self) -> int:
         return int(len(self._ids))
+
+    def style_labels(self) -> list[str]:
+        """The point styles the legend explains (measured, inherited, modelled)."""
+        return [str(self.legend.getLabel(item).text) for item in self.style_items]
 
     def roof_labels(self) -> list[str]:
         return [str(item.name()) for item in self.roofs]

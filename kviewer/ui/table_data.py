@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 #: human headers for measured / modelled columns (shown only when some value is known)
 METRIC_HEADERS = {
     "bound": "bound",
+    "counters": "counters",
     "t_sol_ns": "SOL time",
     "sol_pct": "% of SOL",
     "sol_status": "SOL status",
@@ -36,6 +37,8 @@ METRIC_HEADERS = {
     "sm_throughput_pct": "SM %",
     "mem_throughput_pct": "memory %",
     "dram_throughput_pct": "DRAM %",
+    "l1_throughput_pct": "L1 %",
+    "l2_throughput_pct": "L2 %",
     "tensor_pipe_pct": "tensor pipe %",
     "achieved_occupancy_pct": "achieved occ. %",
     "theoretical_occupancy_pct": "theor. occ. %",
@@ -189,7 +192,7 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
     for key, header in METRIC_HEADERS.items():
         if not all(key in k.columns for k in ks) or not ks:
             continue
-        if key in ("bound", "sol_status"):
+        if key in ("bound", "sol_status", "counters"):
             codes, cats, rank = cat(key) if all(str(k[key].dtype) == "category" for k in ks) else _text_from_objects([k[key] for k in ks])
             if any(cats_i for cats_i in cats if cats_i):
                 cols.append(Col(key, header, "text", codes, cats, rank))

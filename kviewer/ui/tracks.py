@@ -94,6 +94,8 @@ class TraceTracks:
     emphasis: np.ndarray | None = None
     sol_info: Any = None
     """:class:`~kviewer.ui.sol_info.SolInfo` of the load (None without kernels)"""
+    counters: Any = None
+    """:class:`~kviewer.analysis.attach.AttachResult` when a counter report is attached (None otherwise)"""
 
     # -----------------------------------------------------------------------------------------
     @classmethod

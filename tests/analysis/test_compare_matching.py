@@ -53,7 +53,7 @@ def test_template_arguments_kept_or_stripped() -> None:
     a = "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)"
     b = a.replace("<8,", "<4,")
     assert normalise_name(a) != normalise_name(b)
-    assert normalise_name(a, strip_templates=True) == normalise_name(b, strip_templates=True) == "at::native::vectorized_elementwise_kernel"
+    assert normalise_name(a, strip_templates=True) == normalise_name(b, strip_templates=True) == "vectorized_elementwise_kernel"
     assert variant_name(a) == variant_name(b)
 
 
@@ -184,3 +184,19 @@ def test_ladder_without_ops_has_no_op_levels() -> None:
     assert names == ["name+launch", "name", "variant", "kind"]
     assert all("op" not in n for n in names)
     assert [lv.name for lv in matching.ladder(use_ops=True, use_launch=False)] == ["name+op", "variant+op", "kind+op", "op"]
+
+
+@pytest.mark.parametrize(
+    "rep, csv",
+    [
+        # the .ncu-rep and its ncu --csv export name one kernel differently (same run, same tool)
+        ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char *, (unsigned long)3>>(int, T2, T3)",
+         "void at::vectorized_elementwise_kernel<8, at::CUDAFunctor_add<c10::BFloat16>, std::array<char *, 3>>(int, T2, T3)"),
+        ("void at::native::<unnamed>::vectorized_layer_norm_kernel<c10::BFloat16, float, (bool)0>(int, T2, const T1 *)",
+         "void at::<unnamed>::vectorized_layer_norm_kernel<c10::BFloat16, float, 0>(int, T2, const T1 *)"),
+    ],
+)
+def test_ncu_report_and_csv_spellings_normalise_to_one_name(rep: str, csv: str) -> None:
+    assert normalise_name(rep) == normalise_name(csv)
+    torch = "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float, false>(int, float)"
+    assert normalise_name(torch) == normalise_name(csv if "layer_norm" in csv else torch)

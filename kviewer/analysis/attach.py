@@ -1,0 +1,473 @@
+"""A counter report (Nsight Compute, rocprof ``--pmc``) attached to a timeline of the same program.
+
+:func:`attach_counters` is the one entry point the CLI (``--ncu REPORT``) and the desktop app
+(``kviewer TRACE REPORT``, a report dropped on an open trace, File › Attach Counter Report…) use:
+
+1. :func:`kviewer.core.merge.merge_ncu` pairs the report's kernels with the timeline's by launch
+   order within each (base name, grid, block) group and copies the measured columns and the
+   ``metrics`` rows onto the matched timeline kernels (``counters = "measured"``). Whatever the
+   speed-of-light analysis does with measured counters on a loaded report therefore applies to
+   the merged kernels unchanged.
+2. The step each matched kernel ran in is named (:mod:`kviewer.analysis.steps`). When the program
+   repeats itself, several window starts fit equally well; each is offered as a
+   :class:`WindowChoice` (its step) and ``start=`` or ``step=`` picks one.
+3. Every other launch of a measured kernel with the same (base name, grid, block, launching op's
+   input shapes) — the same work in another step — inherits the measured counters
+   (``counters = "inherited"``, ``counters_from`` = the profiled launch), so the efficiency that
+   was measured once shows on every step. The n-th such launch of a step takes the n-th profiled
+   launch of its group (cyclically), so a kernel run twice per step keeps its two profiles apart.
+4. The modelled FLOPs and bytes (:func:`kviewer.analysis.model.model_kernels`) fill the kernels'
+   ``model_flops``/``model_bytes`` columns, so measured and modelled sit side by side;
+   :func:`model_gaps` says where they differ by more than :data:`GAP_LIMIT`.
+
+Nothing here is presentation: :func:`describe` gives terminal lines, the GUI builds its own view
+from :class:`AttachResult`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from kviewer.core import Trace
+from kviewer.core.merge import MEASURED, MatchReport, copy_values, kernel_keys, known, launch_order, match_kernels, merge_ncu
+
+#: measured and modelled differing by more than this share is reported (the model gets caught)
+GAP_LIMIT = 0.25
+#: how many equally good window starts the terminal lines name one by one
+MAX_CHOICES = 12
+#: a tensor pipe busier than this (percent) did tensor work that the SASS FLOP counters miss
+TENSOR_ACTIVE_PCT = 5.0
+#: metrics sections that are not counters (launch attributes, NVTX ranges)
+NOT_COUNTERS = frozenset({"launch", "nvtx", ""})
+#: source formats of counter reports whose kernels are serialised replays, not a timeline
+COUNTER_FORMATS = ("ncu-rep", "ncu-csv")
+
+
+def is_counter_report(trace: Trace) -> bool:
+    """True for a counter report (Nsight Compute; a rocprof ``--pmc`` run or rocprofv3 counter
+    collection, with or without timestamps): the kind of file that is attached to a timeline."""
+    fmt = trace.meta.source_format
+    if fmt in COUNTER_FORMATS or fmt.startswith("ncu"):
+        return True
+    k = trace.kernels
+    if not len(k):
+        return False
+    # a rocprof counter run (--pmc, rocprofv3 counter collection): counter values in metrics
+    sections = set(trace.metrics["section"].astype(str).unique().tolist()) if len(trace.metrics) else set()
+    if sections - NOT_COUNTERS:
+        return True
+    return bool(k["serialised"].all()) and any(bool(known(c, k[c].to_numpy()).any()) for c in MEASURED)
+
+
+def is_timeline(trace: Trace) -> bool:
+    """A trace with real kernel times that counters can be attached to."""
+    return len(trace.kernels) > 0 and not is_counter_report(trace)
+
+
+@dataclass(frozen=True)
+class WindowChoice:
+    """One window start that fits the report as well as any other."""
+
+    start: int
+    """launch-order position of the report's first kernel in the timeline"""
+    step: str
+    """the step its first matched kernel ran in ("" when the timeline has no steps)"""
+    first_kernel: int
+    """kernels.id of that kernel (-1 when nothing matched)"""
+
+
+@dataclass
+class Unmatched:
+    """Report kernels without a partner, grouped by name and reason."""
+
+    name: str
+    count: int
+    why: str
+    """"name": no timeline kernel has this base name; "launch": the name is there but with
+    other grid/block sizes; "order": the timeline has no launch of it left after the window"""
+
+
+WHY_TEXT = {
+    "name": "no timeline kernel has this name",
+    "launch": "the timeline runs this kernel only with other grid/block sizes",
+    "order": "no launch of it is left in the timeline after the window start",
+}
+
+
+@dataclass
+class AttachResult:
+    trace: Trace
+    """the timeline with the report's counters on its kernels"""
+    match: MatchReport
+    report_path: str
+    report_format: str
+    steps: list[str] = field(default_factory=list)
+    """the steps the matched kernels ran in, in order"""
+    choices: list[WindowChoice] = field(default_factory=list)
+    """every window start that fits equally well (one when the match is unambiguous)"""
+    chosen: int = -1
+    """index into ``choices`` of the start used (-1 when nothing matched)"""
+    inherited: int = 0
+    """timeline launches that inherited counters from a profiled launch"""
+    unmatched: list[Unmatched] = field(default_factory=list)
+    timeline_outside: int = 0
+    """timeline kernels before or after the report's window"""
+    timeline_skipped: int = 0
+    """timeline kernels inside the window that the report does not have (filtered, not profiled)"""
+    gaps: int = 0
+    """measured kernels whose FLOPs or bytes differ from the model by more than GAP_LIMIT"""
+    has_steps: bool = False
+    """the timeline has steps (``steps`` empty then means the window lies outside them)"""
+
+    @property
+    def matched(self) -> int:
+        return self.match.matched
+
+    @property
+    def ambiguous(self) -> bool:
+        return len(self.choices) > 1
+
+
+def _steps_of(trace: Trace) -> tuple[np.ndarray, list[str]]:
+    """Step row per kernel (-1 none) and the step names."""
+    from kviewer.analysis.steps import find_steps, kernel_steps
+
+    try:
+        steps = find_steps(trace)
+    except Exception:  # noqa: BLE001  # a trace whose steps cannot be found simply has none
+        return np.full(len(trace.kernels), -1, dtype=np.int64), []
+    if not len(steps):
+        return np.full(len(trace.kernels), -1, dtype=np.int64), []
+    return kernel_steps(trace, steps), [str(s) for s in steps["name"].tolist()]
+
+
+def _step_name(step_of: np.ndarray, names: list[str], kernel: int) -> str:
+    if kernel < 0 or kernel >= len(step_of) or step_of[kernel] < 0:
+        return ""
+    return names[int(step_of[kernel])]
+
+
+def attach_counters(
+    timeline: Trace, report: Trace, start: int | None = None, step: str | int | None = None
+) -> AttachResult:
+    """Merge ``report``'s counters onto ``timeline`` (see the module docstring).
+
+    Parameters
+    ----------
+    start
+        The window start to use (a ``WindowChoice.start``); searched for when None.
+    step
+        Instead of ``start``: among the equally good window starts, the one whose first kernel ran
+        in this step (a step name such as ``ProfilerStep#3`` or ``step_7``, or its position
+        0, 1, ... in the trace's steps). Raises ``ValueError`` when no equal start lies there.
+    """
+    step_of, step_names = _steps_of(timeline)
+    merged, match = merge_ncu(timeline, report, start)
+    # the equally good windows come from the search, also when the caller chose one of them
+    search = match if start is None else match_kernels(timeline, report)
+    choices = [
+        WindowChoice(int(s), _step_name(step_of, step_names, int(first)), int(first))
+        for s, first in zip(search.starts, search.start_kernels)
+    ]
+    if start is None and step is None and len({c.step for c in choices}) > 1:
+        # a report taken inside an NVTX range named like one of the timeline's steps
+        # (ncu --nvtx --nvtx-include "step_7/") belongs to that step
+        ranges = report_ranges(report)
+        named = [c for c in choices if c.step and c.step in ranges]
+        if named and named[0].start != match.start and all(c.step == named[0].step for c in named):
+            merged, match = merge_ncu(timeline, report, named[0].start)
+            match.start_source = f"the report's NVTX range {named[0].step}"
+    if step is not None:
+        want = _resolve_step(step, step_names)
+        pick = next((c for c in choices if c.step == want), None)
+        if pick is None:
+            have = ", ".join(sorted({c.step for c in choices if c.step})) or "none"
+            raise ValueError(f"the report does not fit step {want!r} as well as the best window; equal fits in: {have}")
+        if pick.start != match.start:
+            merged, match = merge_ncu(timeline, report, pick.start)
+    chosen = next((i for i, c in enumerate(choices) if c.start == match.start), -1)
+    if chosen < 0 and match.matched:
+        first = int(match.pairs["timeline_id"].iloc[0])
+        choices.insert(0, WindowChoice(match.start, _step_name(step_of, step_names, first), first))
+        chosen = 0
+
+    tids = match.pairs["timeline_id"].to_numpy(np.int64)
+    steps_hit = sorted({int(step_of[t]) for t in tids if step_of[t] >= 0})
+    trace, inherited = inherit_counters(merged)
+    trace = with_model(trace)
+    outside, skipped = _timeline_unmatched(timeline, match)
+    result = AttachResult(
+        trace=trace,
+        match=match,
+        report_path=report.meta.path,
+        report_format=report.meta.source_format,
+        steps=[step_names[i] for i in steps_hit],
+        choices=choices,
+        chosen=chosen,
+        inherited=inherited,
+        unmatched=unmatched_reasons(timeline, report, match),
+        timeline_outside=outside,
+        timeline_skipped=skipped,
+        has_steps=bool(step_names),
+    )
+    result.gaps = int(sum(1 for i in np.flatnonzero(trace.kernels["counters"].astype(str).to_numpy() == "measured")
+                          if any(g.compared for g in model_gaps(trace.kernels, int(i)))))
+    extra = dict(trace.meta.extra)
+    where = f", step {', '.join(result.steps)}" if result.steps else ""
+    extra["ncu"] = f"{report.meta.path}: {match.matched} of {match.ncu_total} kernels matched{where}"
+    result.trace = dataclasses.replace(trace, meta=dataclasses.replace(trace.meta, extra=extra, warnings=list(trace.meta.warnings)))
+    return result
+
+
+def report_ranges(report: Trace) -> set[str]:
+    """Names of the NVTX ranges the report's kernels ran in (each level of each push/pop stack)."""
+    m = report.metrics
+    if not len(m):
+        return set()
+    texts = m["text"].to_numpy(dtype=object)[(m["section"].astype(str) == "nvtx").to_numpy()]
+    out: set[str] = set()
+    for t in set(str(x) for x in texts):
+        for part in t.split("; "):
+            out.update(p for p in part.split("/") if p)
+    return out
+
+
+def _resolve_step(step: str | int, names: list[str]) -> str:
+    if isinstance(step, int) or str(step).strip().lstrip("-").isdigit():
+        i = int(step)
+        if not names:
+            raise ValueError("the timeline has no steps (no ProfilerStep#N or step_N ranges)")
+        if not 0 <= i < len(names):
+            raise ValueError(f"step {i}: the timeline has steps 0 to {len(names) - 1}")
+        return names[i]
+    if str(step) not in names:
+        raise ValueError(f"no step named {step!r}; the timeline has: {', '.join(names) or 'none'}")
+    return str(step)
+
+
+def _timeline_unmatched(timeline: Trace, match: MatchReport) -> tuple[int, int]:
+    """Unmatched timeline kernels outside the report's window and inside it."""
+    n = len(timeline.kernels)
+    if not match.matched:
+        return n, 0
+    order = launch_order(timeline.kernels)
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    p = pos[match.pairs["timeline_id"].to_numpy(np.int64)]
+    lo, hi = int(p.min()), int(p.max())
+    un = pos[np.asarray(match.unmatched_timeline, dtype=np.int64)]
+    inside = int(((un > lo) & (un < hi)).sum())
+    return len(un) - inside, inside
+
+
+def unmatched_reasons(timeline: Trace, report: Trace, match: MatchReport) -> list[Unmatched]:
+    """Why each unmatched report kernel found no partner (grouped by name and reason)."""
+    if not len(match.unmatched_ncu):
+        return []
+    tkeys = set(kernel_keys(timeline.kernels))
+    tbases = {k[0] for k in tkeys}
+    nkeys = kernel_keys(report.kernels)
+    shorts = report.kernels["short_name"].astype(str).to_numpy()
+    names = np.where(shorts == "", report.kernels["name"].astype(str).to_numpy(), shorts)
+    counts: dict[tuple[str, str], int] = {}
+    for i in np.asarray(match.unmatched_ncu, dtype=np.int64):
+        key = nkeys[int(i)]
+        why = "order" if key in tkeys else "launch" if key[0] in tbases else "name"
+        counts[(str(names[int(i)]), why)] = counts.get((str(names[int(i)]), why), 0) + 1
+    return [Unmatched(name, c, why) for (name, why), c in sorted(counts.items(), key=lambda kv: -kv[1])]
+
+
+def _shape_keys(trace: Trace) -> np.ndarray:
+    """The launching op's input shapes per kernel ("" when unknown)."""
+    from kviewer.analysis.matching import kernel_op_info
+
+    return kernel_op_info(trace)[1]
+
+
+def inherit_counters(trace: Trace) -> tuple[Trace, int]:
+    """Copy measured counters to the unprofiled launches of the same (base name, grid, block,
+    shapes); returns the new trace and how many launches inherited."""
+    k = trace.kernels
+    status = k["counters"].astype(str).to_numpy()
+    measured = status == "measured"
+    if not measured.any() or measured.all():
+        return trace, 0
+    keys = kernel_keys(k)
+    shapes = _shape_keys(trace)
+    full = [(*key, str(s)) for key, s in zip(keys, shapes)]
+    order = launch_order(k)
+    step_of, _ = _steps_of(trace)
+    sources: dict[tuple, list[int]] = {}
+    for i in order:
+        if measured[i]:
+            sources.setdefault(full[i], []).append(int(i))
+    if not sources:
+        return trace, 0
+    seen: dict[tuple, int] = {}
+    dst: list[int] = []
+    src: list[int] = []
+    for i in order:
+        i = int(i)
+        key = full[i]
+        if key not in sources:
+            continue
+        occ_key = (key, int(step_of[i]))
+        j = seen.get(occ_key, 0)
+        seen[occ_key] = j + 1
+        if measured[i] or status[i]:
+            continue
+        group = sources[key]
+        dst.append(i)
+        src.append(group[j % len(group)])
+    if not dst:
+        return trace, 0
+    d = np.asarray(dst, dtype=np.int64)
+    s = np.asarray(src, dtype=np.int64)
+    kernels = k.copy()
+    for col in MEASURED:
+        copy_values(kernels, col, d, k[col].to_numpy()[s], np.ones(len(d), dtype=bool))
+    st = status.astype(object)
+    st[d] = "inherited"
+    kernels["counters"] = pd.Categorical(st)
+    cf = kernels["counters_from"].to_numpy().copy()
+    cf[d] = s
+    kernels["counters_from"] = cf
+    return dataclasses.replace(trace, kernels=kernels), len(d)
+
+
+def with_model(trace: Trace) -> Trace:
+    """The kernels' ``model_flops``/``model_bytes`` filled from the launching ops' model where
+    they are unknown (a trace without ops is returned unchanged)."""
+    from kviewer.analysis.model import model_kernels
+
+    k = trace.kernels
+    if not len(k):
+        return trace
+    try:
+        m = model_kernels(trace)
+    except Exception:  # noqa: BLE001  # no model is no model: the measured values stand alone
+        return trace
+    kernels = k.copy()
+    changed = False
+    for col in ("model_flops", "model_bytes"):
+        have = kernels[col].to_numpy(np.float64)
+        new = m[col].to_numpy(np.float64)
+        fill = np.isnan(have) & ~np.isnan(new)
+        if fill.any():
+            kernels[col] = np.where(fill, new, have)
+            changed = True
+    return dataclasses.replace(trace, kernels=kernels) if changed else trace
+
+
+def measured_flops(k: pd.DataFrame) -> np.ndarray:
+    """Per kernel the sum of the measured FLOP counters (NaN when none was collected)."""
+    cols = np.column_stack([k[c].to_numpy(np.float64) for c in ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor")])
+    anyv = ~np.isnan(cols).all(axis=1)
+    return np.where(anyv, np.nansum(np.nan_to_num(cols, nan=0.0), axis=1), np.nan)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Measured against modelled work of one kernel."""
+
+    what: str
+    """FLOPs or DRAM bytes"""
+    measured: float
+    modelled: float
+    compared: bool
+    """False when the two cannot be compared (``text`` says why)"""
+    text: str
+
+
+def model_gaps(k: pd.DataFrame, row: int, limit: float = GAP_LIMIT) -> list[Gap]:
+    """A kernel's measured FLOPs or bytes that differ from the modelled ones by more than
+    ``limit``, and the comparisons that could not be made (empty when all agree or a side is
+    unknown)."""
+    out: list[Gap] = []
+    r = k.iloc[row]
+    flops = float(measured_flops(k.iloc[[row]])[0])
+    pairs = (
+        ("FLOPs", flops, float(r["model_flops"])),
+        ("DRAM bytes", float(r["dram_bytes"]) if not math.isnan(float(r["dram_bytes"])) else float(r["dram_read_bytes"]) + float(r["dram_write_bytes"]),
+         float(r["model_bytes"])),
+    )
+    tensor_pct = float(r["tensor_pipe_pct"])
+    for what, meas, model in pairs:
+        if math.isnan(meas) or math.isnan(model) or model <= 0:
+            continue
+        if what == "FLOPs" and math.isnan(float(r["flops_tensor"])) and tensor_pct > TENSOR_ACTIVE_PCT:
+            out.append(Gap(what, meas, model, False,
+                f"FLOPs not compared with the model: the tensor pipe was {tensor_pct:.0f} % busy but no tensor FLOP "
+                "counter was collected (ncu --set full, or --section SpeedOfLight_HierarchicalTensorRooflineChart)"
+            ))
+            continue
+        diff = (meas - model) / model
+        if abs(diff) > limit:
+            hint = ""
+            if what == "DRAM bytes" and diff < 0:
+                hint = " (the L2 cache served part of the modelled traffic)"
+            out.append(Gap(what, meas, model, True,
+                           f"measured {what} {_si(meas)} vs modelled {_si(model)} ({diff * 100:+.0f} %): "
+                           f"the model is off by more than {limit * 100:.0f} %{hint}"))
+    return out
+
+
+def _si(v: float) -> str:
+    for div, p in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.3g} {p}"
+    return f"{v:.3g}"
+
+
+def describe(result: AttachResult) -> list[str]:
+    """The match report as terminal lines: counts, the window and its step, the choice when the
+    program repeats itself, unmatched kernels on each side and why."""
+    m = result.match
+    lines = [f"{m.summary()} ({result.report_path})"]
+    if m.start >= 0:
+        where = f", in step {', '.join(result.steps)}" if result.steps else (", outside the trace's steps" if result.has_steps else "")
+        lines.append(f"  window starts at timeline launch {m.start} ({m.start_source}){where}")
+    if result.ambiguous:
+        shown = result.choices[:MAX_CHOICES]
+        alts = "; ".join(f"launch {c.start}" + (f" ({c.step})" if c.step else "") for c in shown)
+        if len(result.choices) > len(shown):
+            alts += f"; … ({len(result.choices) - len(shown)} more)"
+        lines.append(f"  the program repeats itself: {len(result.choices)} windows fit equally well: {alts}")
+        lines.append("  choose one with --ncu-step STEP or --ncu-start LAUNCH")
+    if result.inherited:
+        lines.append(f"  {result.inherited} launches of the same kernels in other steps inherit the measured counters")
+    for u in result.unmatched:
+        lines.append(f"  unmatched in the report: {u.count} x {u.name}: {WHY_TEXT.get(u.why, u.why)}")
+    if result.timeline_outside or result.timeline_skipped:
+        lines.append(
+            f"  unmatched in the timeline: {result.timeline_outside} outside the report's window, "
+            f"{result.timeline_skipped} inside it that the report does not hold"
+        )
+    if m.filtered_out:
+        lines.append(f"  {m.filtered_out} timeline kernels are not selected by the report's kernel filter")
+    if result.gaps:
+        lines.append(f"  {result.gaps} measured kernels differ from the model by more than {GAP_LIMIT * 100:.0f} % in FLOPs or bytes")
+    return lines
+
+
+__all__ = [
+    "GAP_LIMIT",
+    "AttachResult",
+    "Gap",
+    "Unmatched",
+    "WindowChoice",
+    "attach_counters",
+    "describe",
+    "inherit_counters",
+    "is_counter_report",
+    "is_timeline",
+    "measured_flops",
+    "model_gaps",
+    "unmatched_reasons",
+    "with_model",
+]
