@@ -15,6 +15,12 @@ on a thread-safe queue. The GUI thread drains that queue from a timer owned by t
 :class:`Owner` (a window, a loader): once the owner is closed, what its tasks still report is
 dropped on the GUI thread, never delivered to a half-destroyed widget. The dispatcher holds every
 in-flight task until it has reported, so nothing is garbage-collected while work is in flight.
+
+Python's cyclic garbage collector runs in whichever thread happens to allocate when a threshold
+is crossed: in a worker, it would destroy the Qt wrappers of a closed window (a dock's model, a
+timer) off the GUI thread ("QBasicTimer::start: Timers cannot be started from another thread",
+or worse). While the dispatcher exists, automatic collection is off and pyqtgraph's
+``GarbageCollector`` collects from a timer on the GUI thread instead.
 """
 
 from __future__ import annotations
@@ -205,6 +211,9 @@ class Dispatcher:
 
 _DISPATCHER: Dispatcher | None = None
 _GUARD = threading.Lock()
+_COLLECTOR: Any = None
+#: how often the GUI thread runs the cyclic garbage collector (s)
+GC_INTERVAL_S = 0.5
 
 
 def dispatcher() -> Dispatcher:
@@ -212,6 +221,7 @@ def dispatcher() -> Dispatcher:
     global _DISPATCHER
     with _GUARD:
         if _DISPATCHER is None:
+            _confine_garbage_collection()
             _DISPATCHER = Dispatcher()
             from PySide6.QtCore import QCoreApplication
 
@@ -219,3 +229,12 @@ def dispatcher() -> Dispatcher:
             if app is not None:
                 app.aboutToQuit.connect(_DISPATCHER.shutdown)
         return _DISPATCHER
+
+
+def _confine_garbage_collection() -> None:
+    """Collect cyclic garbage on the GUI thread only (see the module docstring)."""
+    global _COLLECTOR
+    if _COLLECTOR is None:
+        from pyqtgraph.util.garbage_collector import GarbageCollector
+
+        _COLLECTOR = GarbageCollector(interval=GC_INTERVAL_S)
