@@ -117,8 +117,8 @@ def _run_sections(r: FleetResult, run: str, pictures: bool) -> list[Section]:
     groups = r.groups[r.groups["run"] == run]
     blocks: list = []
     run_row = r.runs[r.runs["run"] == run].iloc[0]
-    if not pd.isna(run_row["straggler"]):
-        top = sg.iloc[0]
+    top = sg.iloc[0] if len(sg) else None
+    if not pd.isna(run_row["straggler"]) and top is not None and float(top["excess_pct"]) > 0:
         why = f"{top['reason']} ({top['reason_kind']}, {_ns(top['reason_excess_ns'], True)} over the median rank)" if top["reason"] else "no single kernel group or idle gap stands out"
         blocks.append(Paragraph(f"Straggler: rank {int(top['rank'])}, {fmt_pct(top['excess_pct'], signed=True)} {top['basis']} over the median rank; "
                                 f"reason: {why}."))
