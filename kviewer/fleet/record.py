@@ -125,6 +125,11 @@ def _summarize(path: Path, out: FileSummary) -> None:
     out.rank_in_file = rank_in_trace(trace, read_head(path))
     out.warnings = list(trace.meta.warnings)
     st = step_times(trace)
+    if len(st) and st["rank"].nunique() > 1:
+        # one file is one rank of a fleet; a file holding several keeps its first rank's steps
+        first = int(st["rank"].min())
+        out.warnings.append(f"holds the steps of {st['rank'].nunique()} ranks; rank {first}'s are used")
+        st = st[st["rank"] == first]
     out.steps = st[STEP_FIELDS].reset_index(drop=True) if len(st) else empty_steps()
 
     k = trace.kernels
