@@ -203,6 +203,10 @@ def _run(client: Any, files: Sequence[FleetFile], progress: Progress | None, dis
             s = fut.result()
         else:
             exc = fut.exception()
+            if isinstance(exc, ImportError):
+                # the task itself could not start there: every file would fail the same way
+                client.cancel(list(getattr(ac, "futures", ())))
+                raise FleetError(f"the Dask workers cannot import {getattr(exc, 'name', None) or exc}: install kviewer (pip install 'kviewer[fleet]') on every worker")
             tries[i] += 1
             if tries[i] < 2:
                 again = client.submit(summarize_file, files[i].path, files[i].run, pure=False)
@@ -212,7 +216,8 @@ def _run(client: Any, files: Sequence[FleetFile], progress: Progress | None, dis
                 continue
             name = files[i].path.rstrip("/").rsplit("/", 1)[-1]
             s = FileSummary(path=files[i].path, run=files[i].run, name=name,
-                            error=f"{files[i].path}: its worker was lost twice ({type(exc).__name__}: {exc})", error_kind=WORKER_LOST)
+                            error=f"{files[i].path}: its task failed twice, the worker lost or broken ({type(exc).__name__}: {exc})",
+                            error_kind=WORKER_LOST)
         fut.release()
         results[i] = s
         done += 1

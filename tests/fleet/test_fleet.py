@@ -265,3 +265,16 @@ def test_default_local_cluster_of_processes(fleet_dir: Path, tmp_path: Path, cap
     _same(_tables(tmp_path / "here"), _tables(tmp_path / "local"))
     assert multiprocessing.active_children() == []
     assert _run(str(fleet_dir / "a"), "-o", str(tmp_path / "x"), "--workers", "2", "--scheduler", "tcp://127.0.0.1:1") == 2
+
+
+def test_workers_without_kviewer_are_a_user_error(fleet_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    distributed = pytest.importorskip("distributed")
+
+    def summarize(path: str, run: str = "") -> FileSummary:
+        raise ModuleNotFoundError("No module named 'kviewer'", name="kviewer")
+
+    monkeypatch.setattr(engine, "summarize_file", summarize)
+    files, _ = expand([str(fleet_dir / "a")])
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None) as cluster:
+        with pytest.raises(engine.FleetError, match="cannot import kviewer"):
+            engine.summarize_on_dask(files, scheduler=cluster.scheduler_address)
