@@ -278,3 +278,31 @@ def test_workers_without_kviewer_are_a_user_error(fleet_dir: Path, tmp_path: Pat
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None) as cluster:
         with pytest.raises(engine.FleetError, match="cannot import kviewer"):
             engine.summarize_on_dask(files, scheduler=cluster.scheduler_address)
+
+
+def die_once(path: str, run: str = "") -> FileSummary:
+    """Kill this worker process the first time rank-2 comes (a real lost worker)."""
+    import os
+
+    marker = Path(os.environ["KVIEWER_TEST_DIE_MARKER"])
+    if path.endswith("rank-2.pt.trace.json.gz") and not marker.exists():
+        marker.touch()
+        os._exit(1)
+    return summarize_file(path, run)
+
+
+def test_a_killed_worker_process_costs_a_retry(fleet_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    marker = tmp_path / "died"
+    monkeypatch.setenv("KVIEWER_TEST_DIE_MARKER", str(marker))
+    monkeypatch.setattr(engine, "summarize_file", die_once)
+    files, runs = expand([str(fleet_dir / "a")])
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+            out = engine.summarize_on_dask(files, scheduler=cluster.scheduler_address)
+    assert marker.exists()  # a worker did die
+    assert all(s.ok for s in out) and len(out) == 4
+    here = analyze(summarize_here(files), runs)
+    pd.testing.assert_frame_equal(analyze(out, runs).rank_steps, here.rank_steps)
