@@ -191,7 +191,7 @@ def _one_run(run: str, summaries: list[FileSummary], warnings: list[str]) -> dic
     ranks["steps"] = pd.array([int(v) if math.isfinite(v) else None for v in col("steps")], dtype="Int64")
     ranks["mean_step_ns"], ranks["median_step_ns"], ranks["max_step_ns"] = col("mean_ns"), col("median_ns"), col("max_ns")
     ranks["excess_pct"] = col("excess_pct")
-    ranks["times_slowest"] = col("times_slowest")
+    ranks["times_slowest"] = pd.array([int(v) if math.isfinite(v) else None for v in col("times_slowest")], dtype="Int64")
     for c in ("reason_kind", "reason", "reason_excess_ns"):
         ranks[c] = [reasons[r][c] for r in rank_list]
     out["ranks"] = ranks[RANK_COLUMNS] if len(ranks) else pd.DataFrame(columns=RANK_COLUMNS)
