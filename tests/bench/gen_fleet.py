@@ -67,9 +67,14 @@ def rank_doc(base: dict[str, Any], rank: int, world: int, jitter: float, slow_us
             e = dict(e)
             ts = e["ts"]
             new_ts = t0 + (ts - t0) * scale + shift(ts)
-            if "dur" in e:
+            if "dur" in e and e.get("cat") == "kernel":
+                # a kernel starts later, and only the slowed ones run longer
+                slowed = slow_us and SLOW_GROUP in e.get("name", "")
+                e["dur"] = round(e["dur"] * scale + (slow_us if slowed else 0.0), 3)
+            elif "dur" in e:
+                # a host range (a step, an op) ends when the work it waits for ends
                 end = ts + e["dur"]
-                e["dur"] = round(t0 + (end - t0) * scale + shift(end) + (slow_us if e["ts"] in slow_starts and e.get("cat") == "kernel" else 0.0) - new_ts, 3)
+                e["dur"] = round(t0 + (end - t0) * scale + shift(end) - new_ts, 3)
             e["ts"] = round(new_ts, 3)
         out_ev.append(e)
     doc = {k: v for k, v in base.items() if k != "traceEvents"}
