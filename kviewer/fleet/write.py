@@ -19,6 +19,8 @@ KEYS = {"runs": ["run"], "files": ["run", "rank"], "ranks": ["run", "rank"], "st
         "groups": ["run", "group"], "rank_groups": ["run", "rank"], "stragglers": ["run", "position"], "series": ["run", "group"]}
 TABLE_PREFIX = "fleet_"
 TOP = 20
+#: the heatmap draws at most this many rank columns (bins of ranks beyond)
+MAX_COLUMNS = 512
 
 
 def _plain(df: pd.DataFrame) -> pd.DataFrame:
@@ -219,7 +221,19 @@ def heatmap_svg(rank_groups: pd.DataFrame, groups: list[str], ranks: list[int], 
     med = np.median(m, axis=1, keepdims=True) if m.size else m
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.where(med > 0, m / med - 1.0, 0.0)
-    n = len(ranks)
+    labels = list(ranks)
+    if len(ranks) > MAX_COLUMNS:
+        # one column per bin of ranks, coloured by its rank furthest from the median (a
+        # straggler stays visible), labelled by the bin's first rank
+        edges = np.linspace(0, len(ranks), MAX_COLUMNS + 1).astype(int)
+        cols = []
+        for a, b in zip(edges[:-1], edges[1:]):
+            block = rel[:, a:b]
+            pick = np.argmax(np.abs(block), axis=1)
+            cols.append(block[np.arange(block.shape[0]), pick])
+        rel = np.stack(cols, axis=1) if cols else rel
+        labels = [ranks[a] for a in edges[:-1]]
+    n = len(labels)
     cw = (w - left - 10) / max(n, 1)
     body = []
     for gi, g in enumerate(groups):
@@ -230,7 +244,7 @@ def heatmap_svg(rank_groups: pd.DataFrame, groups: list[str], ranks: list[int], 
             body.append(f'<rect x="{left + ri * cw:.2f}" y="{yy}" width="{max(cw, 0.5):.2f}" height="{row_h - 2}" fill="{_colour(rel[gi, ri])}"/>')
     every = max(1, n // 16)
     for ri in range(0, n, every):
-        body.append(f'<text x="{left + (ri + 0.5) * cw:.1f}" y="{h - 18}" text-anchor="middle">{int(ranks[ri])}</text>')
+        body.append(f'<text x="{left + (ri + 0.5) * cw:.1f}" y="{h - 18}" text-anchor="middle">{int(labels[ri])}</text>')
     body.append(f'<text x="{left + (w - left) / 2:.0f}" y="{h - 3}" text-anchor="middle">rank (colour: -20% blue … +20% red against the median rank)</text>')
     return _svg(w, h, body)
 
