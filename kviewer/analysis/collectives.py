@@ -1,7 +1,9 @@
 """Which kernels are communication (NCCL / RCCL collectives and point-to-point transfers).
 
 One predicate in one place: ``kviewer fleet`` splits GPU time into communication and compute
-with it. When the kernel taxonomy (``analysis/kinds.py``) lands, this becomes a call to it.
+with it. The kernel taxonomy (``analysis/kinds.py``) reached main after this branch began; when
+the two meet, this body becomes ``kinds.kernel_kind(name) == "communication"`` per distinct name
+(its rule also knows MSCCL and the collective words) and callers stay as they are.
 """
 
 from __future__ import annotations
