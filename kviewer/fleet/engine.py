@@ -75,6 +75,8 @@ def _expand_local(p: str) -> list[FleetFile]:
     matches = sorted(glob.glob(p), key=_natural_key) if _has_magic(p) else ([p] if os.path.exists(p) else [])
     out: list[FleetFile] = []
     for m in matches:
+        # absolute: workers of an existing cluster do not share the client's working folder
+        m = os.path.abspath(m)
         if os.path.isdir(m):
             out += _folder(Path(m))
         elif os.path.isfile(m) and not os.path.basename(m).startswith("."):

@@ -1,7 +1,8 @@
 """Benchmark of ``kviewer fleet``: N generated rank files (default 1,024) on a local Dask cluster
 of 1 and of 2 worker processes, against one process without Dask.
 
-Each configuration runs in a fresh client process, which reports its wall time, throughput and
+Each configuration runs in a fresh client process (best of two, each preceded by a measure of
+the cores the shared machine really gives: ``bench_ranks.effective_cores``), which reports its wall time, throughput and
 peak resident memory (the client never holds a trace: only per-file summaries reach it). The
 files are one sample trace (sample_traces/h200_block2_eager, two steps) per rank with per-rank
 jitter, an all-reduce kernel per step and one planted straggler (slow layer-norm kernels).
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 STRAGGLER_AT = 0.7  # the straggler's rank, as a fraction of N
+REPEAT = 2  # each configuration's best of this many runs
 
 
 def one(folder: str, mode: str) -> dict[str, object]:
@@ -70,18 +72,27 @@ def main() -> None:
         t0 = time.perf_counter()
         write_ranks(tmp / "run", n, straggler=planted, slow_us=200.0, seed=7)
         print(f"generated {n} rank files in {time.perf_counter() - t0:.1f} s (planted straggler: rank {planted})")
+        from tests.bench.bench_ranks import effective_cores
+
         rows = []
         for mode in ("here", "dask:1", "dask:2"):
-            out = subprocess.run([sys.executable, "-c", f"import json, tests.bench.bench_fleet as b; print(json.dumps(b.one({str(tmp / 'run')!r}, {mode!r})))"],
-                                 capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2])
-            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-            print(json.dumps(rows[-1]))
+            best = None
+            for _ in range(REPEAT):
+                cores = effective_cores()  # the machine is shared: how many cores this run had
+                out = subprocess.run([sys.executable, "-c", f"import json, tests.bench.bench_fleet as b; print(json.dumps(b.one({str(tmp / 'run')!r}, {mode!r})))"],
+                                     capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2])
+                row = json.loads(out.stdout.strip().splitlines()[-1])
+                row["effective_cores"] = round(cores, 2)
+                print(json.dumps(row))
+                if best is None or row["files_per_s"] > best["files_per_s"]:
+                    best = row
+            rows.append(best)
         base = rows[0]["files_per_s"]
         print(f"\nmachine: {os.cpu_count()} cores")
-        print("| configuration | files | summarise (s) | files/s | vs one process | analyse (s) | client peak RSS (MB) | straggler found | reason |")
-        print("|---|---:|---:|---:|---:|---:|---:|---|---|")
+        print("| configuration | files | effective cores | summarise (s) | files/s | vs one process | analyse (s) | client peak RSS (MB) | straggler found | reason |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
         for r in rows:
-            print(f"| {r['mode']} | {r['files']} | {r['summarise_s']} | {r['files_per_s']} | {r['files_per_s'] / base:.2f}x | {r['analyse_s']} | "
+            print(f"| {r['mode']} | {r['files']} | {r['effective_cores']} | {r['summarise_s']} | {r['files_per_s']} | {r['files_per_s'] / base:.2f}x | {r['analyse_s']} | "
                   f"{r['client_peak_rss_mb']} | rank {r['straggler']} {'(planted)' if r['straggler'] == planted else '(WRONG)'} | {r['reason']} ({r['reason_kind']}) |")
         print(f"\nper file: {rows[0]['file_bytes']} bytes on disk (gzip), summary {rows[0]['summary_bytes_per_file']} bytes pickled")
     finally:

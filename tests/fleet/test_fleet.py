@@ -306,3 +306,10 @@ def test_a_killed_worker_process_costs_a_retry(fleet_dir: Path, tmp_path: Path, 
     assert all(s.ok for s in out) and len(out) == 4
     here = analyze(summarize_here(files), runs)
     pd.testing.assert_frame_equal(analyze(out, runs).rank_steps, here.rank_steps)
+
+
+def test_relative_paths_reach_workers_absolute(fleet_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(fleet_dir)
+    files, runs = expand(["a", "c/rank-*.pt.trace.json.gz"])
+    assert runs == [str(fleet_dir / "a"), str(fleet_dir / "c")]
+    assert all(Path(f.path).is_absolute() for f in files) and len(files) == 8
