@@ -190,43 +190,67 @@ def summarize_on_dask(files: Sequence[FleetFile], scheduler: str | None = None, 
             cluster.close()
 
 
+#: at most this many files per task: small files cost less per file in batches (Dask spends a
+#: few ms per task), and each worker still gets at least 8 tasks to balance the load
+MAX_BATCH = 16
+
+
+def summarize_batch(fn: Callable[[str, str], FileSummary], paths: Sequence[str], runs: Sequence[str]) -> list[FileSummary]:
+    """One task: several files, one after the other (``fn`` is :func:`summarize_file`)."""
+    return [fn(p, r) for p, r in zip(paths, runs)]
+
+
+def batch_size(n_files: int, n_workers: int) -> int:
+    return max(1, min(MAX_BATCH, n_files // (max(n_workers, 1) * 8)))
+
+
 def _run(client: Any, files: Sequence[FleetFile], progress: Progress | None, distributed: Any) -> list[FileSummary]:
     n = len(files)
-    futures = client.map(summarize_file, [f.path for f in files], [f.run for f in files], pure=False)
-    index = {fut.key: i for i, fut in enumerate(futures)}
+    workers = len(client.scheduler_info().get("workers", {})) or 1
+    k = batch_size(n, workers)
     results: list[FileSummary | None] = [None] * n
-    tries = [0] * n
+    tasks: dict[str, tuple[list[int], int]] = {}  # key -> (file indices, failures so far)
+    fn = summarize_file  # looked up now, so that a test's stand-in travels to the workers
+
+    def submit(indices: list[int], failures: int) -> Any:
+        fut = client.submit(summarize_batch, fn, [files[i].path for i in indices], [files[i].run for i in indices], pure=False)
+        tasks[fut.key] = (indices, failures)
+        return fut
+
+    ac = distributed.as_completed([submit(list(range(a, min(a + k, n))), 0) for a in range(0, n, k)])
     failed = done = 0
-    ac = distributed.as_completed(futures)
-    del futures  # as_completed holds them; each is dropped once its result is here
     for fut in ac:
-        i = index.pop(fut.key)
+        indices, failures = tasks.pop(fut.key)
         if fut.status == "finished":
-            s = fut.result()
+            summaries = fut.result()
         else:
             exc = fut.exception()
+            fut.release()
             if isinstance(exc, ImportError):
                 # the task itself could not start there: every file would fail the same way
                 client.cancel(list(getattr(ac, "futures", ())))
                 raise FleetError(f"the Dask workers cannot import {getattr(exc, 'name', None) or exc}: install kviewer (pip install 'kviewer[fleet]') on every worker")
-            tries[i] += 1
-            if tries[i] < 2:
-                again = client.submit(summarize_file, files[i].path, files[i].run, pure=False)
-                index[again.key] = i
-                ac.add(again)
-                fut.release()
+            if failures == 0:
+                # once more, each file a task of its own: a file that kills its worker takes
+                # only itself down the second time
+                for i in indices:
+                    ac.add(submit([i], 1))
                 continue
-            name = files[i].path.rstrip("/").rsplit("/", 1)[-1]
-            s = FileSummary(path=files[i].path, run=files[i].run, name=name,
-                            error=f"{files[i].path}: its task failed twice, the worker lost or broken ({type(exc).__name__}: {exc})",
-                            error_kind=WORKER_LOST)
+            summaries = [_lost(files[i], exc) for i in indices]
         fut.release()
-        results[i] = s
-        done += 1
-        failed += not s.ok
+        for i, s in zip(indices, summaries):
+            results[i] = s
+            done += 1
+            failed += not s.ok
         if progress:
             progress(done, n, failed)
     return [r for r in results if r is not None]
+
+
+def _lost(f: FleetFile, exc: BaseException | None) -> FileSummary:
+    name = f.path.rstrip("/").rsplit("/", 1)[-1]
+    return FileSummary(path=f.path, run=f.run, name=name, error_kind=WORKER_LOST,
+                       error=f"{f.path}: its task failed twice, the worker lost or broken ({type(exc).__name__}: {exc})")
 
 
 class TerminalFleetProgress:

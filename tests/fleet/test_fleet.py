@@ -291,13 +291,16 @@ def die_once(path: str, run: str = "") -> FileSummary:
     return summarize_file(path, run)
 
 
-def test_a_killed_worker_process_costs_a_retry(fleet_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_killed_worker_process_costs_a_retry(fleet_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int) -> None:
+    """Tasks of one file, or of two (the failed batch is retried file by file)."""
     distributed = pytest.importorskip("distributed")
     import dask
 
     marker = tmp_path / "died"
     monkeypatch.setenv("KVIEWER_TEST_DIE_MARKER", str(marker))
     monkeypatch.setattr(engine, "summarize_file", die_once)
+    monkeypatch.setattr(engine, "batch_size", lambda n, w: batch)
     files, runs = expand([str(fleet_dir / "a")])
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
@@ -313,3 +316,9 @@ def test_relative_paths_reach_workers_absolute(fleet_dir: Path, monkeypatch: pyt
     files, runs = expand(["a", "c/rank-*.pt.trace.json.gz"])
     assert runs == [str(fleet_dir / "a"), str(fleet_dir / "c")]
     assert all(Path(f.path).is_absolute() for f in files) and len(files) == 8
+
+
+def test_batches() -> None:
+    assert engine.batch_size(4, 2) == 1
+    assert engine.batch_size(1024, 2) == engine.MAX_BATCH
+    assert engine.batch_size(100, 2) == 6
