@@ -214,7 +214,7 @@ def steps_svg(steps: pd.DataFrame, w: int = 1000, h: int = 300) -> str:
 
 def heatmap_svg(rank_groups: pd.DataFrame, groups: list[str], ranks: list[int], w: int = 1000) -> str:
     """Rows: kernel groups; columns: ranks; colour: the rank's time in the group over the median rank."""
-    left, top, row_h = 260, 10, 18
+    left, top, row_h = 300, 10, 18
     h = top + row_h * len(groups) + 40
     pivot = rank_groups.pivot_table(index="group", columns="rank", values="total_ns", aggfunc="sum", fill_value=0).reindex(index=groups, columns=ranks, fill_value=0)
     m = pivot.to_numpy(dtype=np.float64)
@@ -238,7 +238,7 @@ def heatmap_svg(rank_groups: pd.DataFrame, groups: list[str], ranks: list[int], 
     body = []
     for gi, g in enumerate(groups):
         yy = top + gi * row_h
-        label = g if len(g) <= 40 else g[:39] + "…"
+        label = g if len(g) <= 44 else g[:20] + "…" + g[-23:]  # both ends: templates share their starts
         body.append(f'<text x="{left - 6}" y="{yy + 13}" text-anchor="end">{html_escape(label)}</text>')
         for ri in range(n):
             body.append(f'<rect x="{left + ri * cw:.2f}" y="{yy}" width="{max(cw, 0.5):.2f}" height="{row_h - 2}" fill="{_colour(rel[gi, ri])}"/>')
