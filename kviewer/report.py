@@ -84,7 +84,19 @@ class Picture:
     height: int = 600
 
 
-Block = Paragraph | Facts | Table | Picture
+@dataclass
+class Svg:
+    """A picture drawn from numbers without Qt (``kviewer fleet``): a complete SVG document whose
+    text was escaped when it was made."""
+
+    key: str
+    """file-name-safe identifier (Markdown writes ``<key>.svg``)"""
+    svg: str
+    caption: str
+    width: int = 1000
+
+
+Block = Paragraph | Facts | Table | Picture | Svg
 
 
 @dataclass
@@ -590,6 +602,10 @@ def render_html(report: Report, images: Mapping[str, bytes]) -> str:
                     f'<figure><img src="{uri}" width="{b.width}" alt="{e(b.caption)}">'
                     f"<figcaption>{e(b.caption)}</figcaption></figure>"
                 )
+            elif isinstance(b, Svg):
+                # an <img> (not inline SVG): the document's policy runs no script, and an image runs none either
+                uri = "data:image/svg+xml;base64," + base64.b64encode(b.svg.encode("utf-8")).decode("ascii")
+                out.append(f'<figure><img src="{uri}" width="{b.width}" alt="{e(b.caption)}"><figcaption>{e(b.caption)}</figcaption></figure>')
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
@@ -621,7 +637,7 @@ def render_markdown(report: Report, image_paths: Mapping[str, str]) -> str:
                 out += [f"- {m(k)}: {m(v)}" for k, v in b.items] + [""]
             elif isinstance(b, Table):
                 out += _md_table(b) + [""]
-            elif isinstance(b, Picture):
+            elif isinstance(b, (Picture, Svg)):
                 path = image_paths.get(b.key)
                 if path is None:
                     continue
@@ -659,6 +675,12 @@ def write_report(report: Report, out: str | os.PathLike[str], images: Mapping[st
             p.write_bytes(data)
             written.append(p)
             paths[key] = f"{folder.name}/{p.name}"
+        for svg in (b for sec in report.sections for b in sec.blocks if isinstance(b, Svg)):
+            folder.mkdir(parents=True, exist_ok=True)
+            p = folder / f"{svg.key}.svg"
+            p.write_text(svg.svg, encoding="utf-8")
+            written.append(p)
+            paths[svg.key] = f"{folder.name}/{p.name}"
         text = render_markdown(report, paths)
     out.write_text(text, encoding="utf-8")
     written.insert(0, out)

@@ -116,7 +116,7 @@ FROM steps ORDER BY trace_id, step
 
 
 def _sql_value(v: Any) -> Any:
-    if v is None:
+    if v is None or v is pd.NA:
         return None
     if isinstance(v, (np.integer,)):
         return int(v)
@@ -314,6 +314,34 @@ def in_memory(traces: Sequence[Trace], analysis: bool = True) -> sqlite3.Connect
     conn.commit()
     conn.execute("PRAGMA query_only = ON")
     return conn
+
+
+def write_tables(tables: dict[str, pd.DataFrame], out: str, kind: str, keys: dict[str, list[str]] | None = None) -> None:
+    """Write analysis tables (``kviewer fleet``'s) as a new database ``out`` in this module's
+    style: sqlite-utils, unknown values NULL, one ``kviewer_schema`` row (with ``kind``), and an
+    index on each table's ``keys``. Replaced when it exists."""
+    import os
+
+    import sqlite_utils
+
+    from kviewer import __version__
+
+    tmp = f"{out}.partial"
+    if os.path.exists(tmp):
+        os.remove(tmp)
+    db = sqlite_utils.Database(tmp)
+    try:
+        db["kviewer_schema"].insert({"version": SCHEMA_VERSION, "kviewer_version": __version__, "kind": kind})  # type: ignore[union-attr]
+        for name, df in tables.items():
+            db.create_table(name, {c: _column_type(df[c].dropna()) if df[c].dtype == object else _column_type(df[c]) for c in df.columns})  # type: ignore[attr-defined]
+            if len(df):
+                db[name].insert_all(_records(df), batch_size=5000)  # type: ignore[union-attr]
+            cols = [c for c in (keys or {}).get(name, []) if c in df.columns]
+            if cols:
+                db[name].create_index(cols, if_not_exists=True)  # type: ignore[union-attr]
+    finally:
+        db.close()
+    os.replace(tmp, out)
 
 
 def is_export(path: str) -> bool:

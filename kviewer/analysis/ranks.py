@@ -71,9 +71,19 @@ def kernels_across_ranks(trace: Trace, by: str = "name") -> pd.DataFrame:
     """
     k = trace.kernels
     if not len(k):
-        return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else "int64") for c in ACROSS_COLUMNS})
+        return across_ranks(pd.DataFrame({"name": pd.Series(dtype=object), "rank": pd.Series(dtype="int64"), "sum": pd.Series(dtype="int64"), "size": pd.Series(dtype="int64")}))
     df = pd.DataFrame({"name": k[by].astype(str).to_numpy(), "rank": k["rank"].to_numpy(), "dur": k["dur"].to_numpy()})
     per = df.groupby(["name", "rank"], sort=True)["dur"].agg(["sum", "size"]).reset_index()
+    return across_ranks(per)
+
+
+def across_ranks(per: pd.DataFrame) -> pd.DataFrame:
+    """:func:`kernels_across_ranks` from per-rank totals: ``per`` has one row per (name, rank) with
+    ``sum`` (the rank's kernel time of that name) and ``size`` (its kernel count). ``kviewer fleet``
+    builds it from per-file summaries."""
+    if not len(per):
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else "float64" if c == "mean_rank_ns" else "int64") for c in ACROSS_COLUMNS})
+    per = per.sort_values(["name", "rank"], kind="stable").reset_index(drop=True)
     g = per.groupby("name", sort=False)
     out = pd.DataFrame(
         {
@@ -196,14 +206,15 @@ def step_times(trace: Trace) -> pd.DataFrame:
     return out.sort_values(["step", "rank"], kind="stable").reset_index(drop=True)
 
 
-def step_spread(trace: Trace, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+def step_spread(trace: Trace | None, steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per step, how far apart the ranks' durations are.
 
     Columns: step, ranks (how many ranks have it), min/median/max_ns, spread_ns (max - min),
     spread_pct (spread as a percentage of min), fastest_rank, slowest_rank (the straggler of that
     step). Sorted by step.
     """
-    st = step_times(trace) if steps is None else steps
+    st = step_times(trace) if steps is None and trace is not None else steps
+    assert st is not None, "steps or a trace"
     if not len(st):
         return pd.DataFrame({c: pd.Series(dtype="float64" if c in ("median_ns", "spread_pct") else "int64") for c in SPREAD_COLUMNS})
     g = st.groupby("step", sort=True)["dur"]
@@ -222,12 +233,13 @@ def step_spread(trace: Trace, steps: pd.DataFrame | None = None) -> pd.DataFrame
     return out.reset_index()[SPREAD_COLUMNS]
 
 
-def rank_step_stats(trace: Trace, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+def rank_step_stats(trace: Trace | None, steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per rank: steps, mean/median/max step time (host range), mean_busy_ns (GPU busy time of the
     work launched in a step), excess_pct (mean step time over the median of the ranks' means,
     percent) and times_slowest (in how many steps it was the slowest rank).
     Sorted by mean_ns descending: the first row is the straggler."""
-    st = step_times(trace) if steps is None else steps
+    st = step_times(trace) if steps is None and trace is not None else steps
+    assert st is not None, "steps or a trace"
     if not len(st):
         return pd.DataFrame({c: pd.Series(dtype="float64" if c in ("mean_ns", "median_ns", "mean_busy_ns", "excess_pct") else "int64") for c in STRAGGLER_COLUMNS})
     g = st.groupby("rank", sort=True)["dur"]

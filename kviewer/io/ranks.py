@@ -414,8 +414,22 @@ def _gather(parts: list[Any], perm: np.ndarray, scratch: dict[np.dtype[Any], np.
 
 def _assign_ranks(paths: Sequence[Path], traces: Sequence[Trace], heads: Sequence[bytes]) -> tuple[list[int], list[str]]:
     """One distinct rank per file, and warnings about how it was decided."""
+    return decide_ranks([rank_in_trace(t, h) for t, h in zip(traces, heads)], [p.name for p in paths])
+
+
+def rank_in_trace(trace: Trace, head: bytes) -> int | None:
+    """The rank a loaded file says it is: ``meta.ranks`` when it names one, else ``distributedInfo``
+    in the file's head."""
+    return trace.meta.ranks[0] if len(trace.meta.ranks) == 1 else rank_from_head(head)
+
+
+def decide_ranks(from_trace: Sequence[int | None], names: Sequence[str]) -> tuple[list[int], list[str]]:
+    """One distinct rank per file of a run, from what each file says (:func:`rank_in_trace`), else
+    from the file names, else the files' order; and warnings about how it was decided.
+
+    (The one rule for the app's folder loading and ``kviewer fleet``.)
+    """
     warnings: list[str] = []
-    from_trace = [t.meta.ranks[0] if len(t.meta.ranks) == 1 else rank_from_head(h) for t, h in zip(traces, heads)]
     if all(r is not None for r in from_trace) and len(set(from_trace)) == len(from_trace):
         return [int(r) for r in from_trace if r is not None], warnings
     if any(r is not None for r in from_trace):
@@ -423,11 +437,11 @@ def _assign_ranks(paths: Sequence[Path], traces: Sequence[Trace], heads: Sequenc
             warnings.append("several files claim the same rank in distributedInfo; ranks are taken from the file names")
         else:
             warnings.append("not every file has a rank in distributedInfo; ranks are taken from the file names")
-    from_name = [rank_from_name(p.name) for p in paths]
+    from_name = [rank_from_name(n) for n in names]
     if all(r is not None for r in from_name) and len(set(from_name)) == len(from_name):
         return [int(r) for r in from_name if r is not None], warnings
     warnings.append("ranks could not be told from the files or their names; they are numbered in file-name order")
-    return list(range(len(paths))), warnings
+    return list(range(len(names))), warnings
 
 
 def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ranks: Sequence[int], label: str) -> Trace:

@@ -64,10 +64,33 @@ def run(files: Sequence[str]) -> int:
     shot = os.environ.get(ENV_SCREENSHOT, "")
     if shot:
         _screenshot_mode(app, window, shot, status, bool(files))
+    files = _open_fleets(window, list(files))
     if files:
         QTimer.singleShot(0, lambda: window.open_files(list(files)))
     code = int(app.exec())  # type: ignore[attr-defined]
     return code or status["code"]
+
+
+def _open_fleets(window: Any, files: list[str]) -> list[str]:
+    """Show the per-rank table of each ``kviewer fleet`` output among ``files`` (a double-click
+    opens that rank's trace in ``window``); return the other files."""
+    if not any(os.path.basename(os.path.normpath(f)) == "fleet.sqlite" or os.path.isfile(os.path.join(f, "fleet.sqlite")) for f in files):
+        return files
+    from kviewer.fleet.read import fleet_db
+    from kviewer.ui.fleet_window import FleetWindow
+
+    rest = []
+    shown = getattr(window, "fleet_windows", [])
+    for f in files:
+        db = fleet_db(f)
+        if db is None:
+            rest.append(f)
+            continue
+        fw = FleetWindow(db, lambda path: window.open_files([path]))
+        fw.show()
+        shown.append(fw)  # kept alive with the main window
+    window.fleet_windows = shown
+    return rest
 
 
 def _screenshot_mode(app: Any, window: Any, out: str, status: dict[str, int], has_files: bool) -> None:

@@ -1,0 +1,180 @@
+"""One file's summary: what a worker sends back instead of the trace.
+
+:func:`summarize_file` runs on a worker: it reads one trace (a local path or an fsspec URL),
+and reduces it to a :class:`FileSummary` of a few kilobytes -- the steps as
+:func:`kviewer.analysis.ranks.step_times` finds them, the kernel groups (short names) with their
+count, total, sum of squares, min and max (enough to pool means and variances exactly across
+ranks), and the GPU time split into communication, compute, their overlap and idle time.
+
+A file that cannot be read comes back as a summary with ``error`` set (and ``error_kind``, the
+error's class name, to decide on): one bad rank never fails a fleet.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+#: the step columns a summary keeps (those of :data:`kviewer.analysis.ranks.STEP_COLUMNS` less rank)
+STEP_FIELDS = ["step", "name", "start", "end", "dur", "kernel_ns", "busy_ns", "kernel_count"]
+GROUP_FIELDS = ["group", "comm", "count", "total_ns", "sumsq_ns2", "min_ns", "max_ns"]
+#: GPU time of a file, ns (NaN where unknown: a file without kernels has no GPU time to split)
+TIME_FIELDS = ["kernel_ns", "busy_ns", "comm_ns", "compute_ns", "overlap_ns", "exposed_comm_ns", "idle_ns", "span_ns"]
+
+
+@dataclass
+class FileSummary:
+    """What one rank file contributes to a fleet (small: a few tables of numbers)."""
+
+    path: str
+    run: str
+    name: str
+    """the file name (rank numbers are read from it)"""
+    format: str = ""
+    rank_in_file: int | None = None
+    """the rank the file itself says (``distributedInfo``), None when it does not"""
+    kernels: int = 0
+    times: dict[str, float] = field(default_factory=dict)
+    """:data:`TIME_FIELDS` -> ns (NaN: unknown)"""
+    steps: pd.DataFrame = field(default_factory=lambda: empty_steps())
+    groups: pd.DataFrame = field(default_factory=lambda: empty_groups())
+    warnings: list[str] = field(default_factory=list)
+    error: str = ""
+    error_kind: str = ""
+    """class name of the error (``UnsupportedFormat``, ``CorruptTrace``, ``WorkerLost`` …)"""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+def empty_steps() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else "int64") for c in STEP_FIELDS})
+
+
+def empty_groups() -> pd.DataFrame:
+    return pd.DataFrame(
+        {c: pd.Series(dtype=object if c == "group" else bool if c == "comm" else "float64" if c == "sumsq_ns2" else "int64") for c in GROUP_FIELDS}
+    )
+
+
+def is_url(path: str) -> bool:
+    """``s3://…``, ``gs://…``; not a local path (``file://`` counts as local)."""
+    return "://" in path and not path.startswith("file://")
+
+
+def summarize_file(path: str, run: str = "") -> FileSummary:
+    """Read one trace and reduce it to its :class:`FileSummary` (runs on a worker)."""
+    from kviewer.errors import KViewerError
+
+    t0 = time.perf_counter()
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    out = FileSummary(path=path, run=run, name=name)
+    tmpdir = ""
+    try:
+        local = path
+        if is_url(path):
+            tmpdir = tempfile.mkdtemp(prefix="kviewer-fleet-")
+            local = _fetch(path, os.path.join(tmpdir, name))
+        elif path.startswith("file://"):
+            local = path[len("file://"):]
+        _summarize(Path(local), out)
+    except KViewerError as exc:
+        out.error, out.error_kind = str(exc), type(exc).__name__
+    except ImportError as exc:  # the fsspec protocol's package is missing on this worker
+        out.error, out.error_kind = f"{path}: {exc}", "MissingDependency"
+    except OSError as exc:
+        out.error, out.error_kind = f"{path}: {exc.strerror or exc}", "OSError"
+    except Exception as exc:  # noqa: BLE001 - a loader bug costs this file only
+        out.error, out.error_kind = f"{path}: {type(exc).__name__}: {exc}", type(exc).__name__
+    finally:
+        if tmpdir:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def _fetch(url: str, dest: str) -> str:
+    import fsspec
+
+    with fsspec.open(url, "rb") as src, open(dest, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    return dest
+
+
+def _summarize(path: Path, out: FileSummary) -> None:
+    from kviewer.analysis.collectives import is_communication
+    from kviewer.analysis.ranks import step_times
+    from kviewer.analysis.steps import busy_ns
+    from kviewer.io.ranks import rank_in_trace
+    from kviewer.io.registry import load
+    from kviewer.io.source import read_head
+
+    # no trace cache: a fleet reads each rank once, and a cache of thousands of ranks would
+    # fill the workers' disks
+    trace = load(path, use_cache=False)
+    out.format = trace.meta.source_format
+    out.rank_in_file = rank_in_trace(trace, read_head(path))
+    out.warnings = list(trace.meta.warnings)
+    st = step_times(trace)
+    if len(st) and st["rank"].nunique() > 1:
+        # one file is one rank of a fleet; a file holding several keeps its first rank's steps
+        first = int(st["rank"].min())
+        out.warnings.append(f"holds the steps of {st['rank'].nunique()} ranks; rank {first}'s are used")
+        st = st[st["rank"] == first]
+    out.steps = st[STEP_FIELDS].reset_index(drop=True) if len(st) else empty_steps()
+
+    k = trace.kernels
+    out.kernels = len(k)
+    nan = float("nan")
+    if not len(k):
+        out.times = {f: nan for f in TIME_FIELDS}
+        out.times["kernel_ns"] = 0.0
+        return
+    group = k["short_name"].astype(str).to_numpy()
+    comm = is_communication(k["name"])
+    dur = k["dur"].to_numpy(dtype=np.int64)
+    df = pd.DataFrame({"group": group, "comm": comm, "dur": dur, "sq": dur.astype(np.float64) ** 2})
+    g = df.groupby("group", sort=True)
+    out.groups = pd.DataFrame(
+        {
+            "comm": g["comm"].any(),
+            "count": g.size().astype(np.int64),
+            "total_ns": g["dur"].sum().astype(np.int64),
+            "sumsq_ns2": g["sq"].sum().astype(np.float64),
+            "min_ns": g["dur"].min().astype(np.int64),
+            "max_ns": g["dur"].max().astype(np.int64),
+        }
+    ).reset_index()[GROUP_FIELDS]
+
+    ks, ke, kd = k["start"].to_numpy(dtype=np.int64), k["end"].to_numpy(dtype=np.int64), k["device"].to_numpy(dtype=np.int64)
+    ops = trace.gpu_ops
+    os_, oe, od = ops["start"].to_numpy(dtype=np.int64), ops["end"].to_numpy(dtype=np.int64), ops["device"].to_numpy(dtype=np.int64)
+    all_s, all_e, all_d = np.concatenate([ks, os_]), np.concatenate([ke, oe]), np.concatenate([kd, od])
+    busy = busy_ns(all_s, all_e, all_d)
+    comm_ns = busy_ns(ks[comm], ke[comm], kd[comm])
+    compute_ns = busy_ns(ks[~comm], ke[~comm], kd[~comm])
+    overlap = comm_ns + compute_ns - busy_ns(ks, ke, kd)
+    # idle: per device, the time between its first and last GPU activity when nothing ran
+    span = 0
+    for d in np.unique(all_d):
+        sel = all_d == d
+        span += int(all_e[sel].max() - all_s[sel].min())
+    out.times = {
+        "kernel_ns": float(dur.sum()),
+        "busy_ns": float(busy),
+        "comm_ns": float(comm_ns),
+        "compute_ns": float(compute_ns),
+        "overlap_ns": float(overlap),
+        "exposed_comm_ns": float(comm_ns - overlap),
+        "idle_ns": float(span - busy),
+        "span_ns": float(span),
+    }

@@ -1,0 +1,45 @@
+"""The per-rank table of a ``kviewer fleet`` output: slowest first, unknown as "—", and a
+double-click opens that rank's trace in the main window."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+
+from kviewer.cli import main
+from tests.bench.gen_fleet import write_ranks
+from tests.ui.conftest import wait_idle
+
+
+def _fleet(tmp_path: Path) -> Path:
+    write_ranks(tmp_path / "run", 3, straggler=1, slow_us=300.0, seed=4)
+    (tmp_path / "run" / "rank-3.pt.trace.json.gz").write_bytes(b"")  # empty: skipped
+    out = tmp_path / "out"
+    assert main(["fleet", str(tmp_path / "run"), "-o", str(out), "--scheduler", "none", "--report", "none", "-q"]) == 0
+    return out
+
+
+def test_fleet_table_and_double_click(qtbot: Any, qtmodeltester: Any, window: Any, tmp_path: Path, errors: Any, capsys: Any) -> None:
+    from kviewer.ui.app import _open_fleets
+
+    out = _fleet(tmp_path)
+    capsys.readouterr()
+    rest = _open_fleets(window, [str(out), str(tmp_path / "other.json")])
+    assert rest == [str(tmp_path / "other.json")]
+    (fw,) = window.fleet_windows
+    qtbot.addWidget(fw)
+    qtmodeltester.check(fw.model, force_py=True)
+    view = fw.view
+    assert fw.proxy.rowCount() == 3
+    rank_col = [fw.model.headerData(c, Qt.Orientation.Horizontal) for c in range(fw.model.columnCount())].index("rank")
+    assert fw.proxy.index(0, rank_col).data() == "1"  # the planted straggler first
+    reason_col = [fw.model.headerData(c, Qt.Orientation.Horizontal) for c in range(fw.model.columnCount())].index("kernel group / idle")
+    assert "layer_norm" in fw.proxy.index(0, reason_col).data()
+    view.doubleClicked.emit(fw.proxy.index(0, 0))
+    wait_idle(qtbot, window)
+    assert len(window.state.traces) == 1
+    assert Path(window.state.traces[0].trace.meta.path).name == "rank-1.pt.trace.json.gz"
+    assert errors.calls == []
+    fw.close()
