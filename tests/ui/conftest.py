@@ -18,17 +18,6 @@ from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
-# the offscreen platform says this on every top-level show; it is not a problem of ours
-OFFSCREEN_NOISE = "This plugin does not support propagateSizeHints"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if Path(str(item.fspath)).is_relative_to(here):
-            item.add_marker(pytest.mark.qt_log_ignore(OFFSCREEN_NOISE))
-
-
 @pytest.fixture(autouse=True)
 def tmp_settings(tmp_path_factory: pytest.TempPathFactory, qapp: QApplication) -> Iterator[Path]:
     """Every test gets its own QSettings folder (never the user's real settings)."""
