@@ -42,6 +42,9 @@ from kviewer.ui.timeline import TimelineView
 from kviewer.ui.viewstate import ViewState
 
 MAX_RECENT = 10
+#: the docks the saved layout knows; a layout saved with another set (an older kviewer, before
+#: the Query and Counters docks) would leave the new docks loose beside the others
+LAYOUT_DOCKS = "kernels,details,roofline,fusion,compare,query,counters"
 FILE_FILTER = (
     "Profiler traces (*.json *.json.gz *.json.xz *.json.zst *.sqlite *.sqlite.gz *.nsys-rep *.ncu-rep *.csv *.db *.txt *.log);;"
     "All files (*)"
@@ -413,12 +416,15 @@ class MainWindow(QMainWindow):
         if geometry is not None:
             self.restoreGeometry(geometry)
         state = s.value("window/state")
-        return state is not None and bool(self.restoreState(state))
+        if state is None or str(s.value("window/docks", "")) != LAYOUT_DOCKS:
+            return False  # no layout, or one made for other docks: the default arrangement
+        return bool(self.restoreState(state))
 
     def save_settings(self) -> None:
         s = self._settings()
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState())
+        s.setValue("window/docks", LAYOUT_DOCKS)
         s.sync()
 
     def closeEvent(self, event: Any) -> None:

@@ -116,3 +116,31 @@ def test_keys_help_and_menus(window: Any, monkeypatch: pytest.MonkeyPatch) -> No
     assert window.find_action.shortcut().toString() == "Ctrl+F"
     assert window.status_label.text().startswith("Drop trace files here")
     assert window.testAttribute(Qt.WidgetAttribute.WA_AcceptDrops)
+
+
+def test_a_layout_saved_for_other_docks_gives_the_default_arrangement(qtbot: Any) -> None:
+    """A layout saved by a kviewer without the Query and Counters docks must not leave them
+    loose beside the kernel table and details: the default arrangement tabs them."""
+    from PySide6.QtCore import QSettings
+
+    from kviewer.ui.mainwindow import MainWindow
+
+    old = MainWindow()
+    qtbot.addWidget(old)
+    # as an older kviewer, which had neither dock, saved it: the layout names no such docks
+    old.query_dock.setObjectName("notYetQuery")
+    old.counters_dock.setObjectName("notYetCounters")
+    old.save_settings()
+    QSettings().remove("window/docks")
+    w = MainWindow()
+    qtbot.addWidget(w)
+    assert w.query_dock in w.tabifiedDockWidgets(w.table_dock)
+    assert w.counters_dock in w.tabifiedDockWidgets(w.details_dock)
+    # and a layout saved by this one is restored as saved
+    w.removeDockWidget(w.query_dock)
+    w.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, w.query_dock)
+    w.query_dock.show()
+    w.save_settings()
+    again = MainWindow()
+    qtbot.addWidget(again)
+    assert again.dockWidgetArea(again.query_dock) == Qt.DockWidgetArea.LeftDockWidgetArea
