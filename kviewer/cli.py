@@ -979,9 +979,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
     if len(args.items) < 2:
         raise UserError("sql needs at least one FILE and a QUERY (kviewer sql FILE [FILE ...] \"SELECT ...\")")
     *files, sql = args.items
-    if len(files) == 1 and sqldb.is_export(files[0]):
-        conn = sqldb.open_readonly(files[0])  # a database written by kviewer export
-    else:
+    conn = sqldb.open_export(files[0]) if len(files) == 1 else None  # a database written by kviewer export
+    if conn is None:
         traces = [load_trace(f, args.quiet) for f in files]
         conn = sqldb.in_memory(traces, analysis=not args.no_analysis)
     try:

@@ -256,9 +256,7 @@ def add_trace(db: sqlite_utils.Database, trace: Trace, trace_id: int, analysis: 
 
 def _finish(db: sqlite_utils.Database) -> None:
     """Keys, indexes, full-text search and views, once every trace is in."""
-    from kviewer import __version__
-
-    db["kviewer_schema"].insert({"version": SCHEMA_VERSION, "kviewer_version": __version__})  # type: ignore[union-attr]
+    _schema_row(db)
     names = set(db.table_names())
     fks = [(t, "trace_id", "traces", "trace_id") for t in names if t not in ("traces", "kviewer_schema")]
     fks += [("flows", "src_pk", "cpu_slices", "pk"), ("flows", "kernel_pk", "kernels", "pk"), ("flows", "op_pk", "gpu_ops", "pk"),
@@ -286,8 +284,9 @@ def build(db: sqlite_utils.Database, traces: Sequence[Trace], analysis: bool = T
     _finish(db)
 
 
-def export(traces: Sequence[Trace], out: str, analysis: bool = True) -> None:
-    """Write a new database file ``out`` (replaced when it exists) from ``traces``."""
+def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> None:
+    """Write a new database file ``out`` with ``fill`` (beside it as ``OUT.partial`` first, so an
+    interrupted write never leaves a half database under the final name; replaced when it exists)."""
     import os
 
     import sqlite_utils
@@ -297,11 +296,22 @@ def export(traces: Sequence[Trace], out: str, analysis: bool = True) -> None:
         os.remove(tmp)
     db = sqlite_utils.Database(tmp)
     try:
-        build(db, traces, analysis)
+        fill(db)
         db.conn.commit()
     finally:
         db.close()
     os.replace(tmp, out)
+
+
+def _schema_row(db: sqlite_utils.Database, **extra: Any) -> None:
+    from kviewer import __version__
+
+    db["kviewer_schema"].insert({"version": SCHEMA_VERSION, "kviewer_version": __version__, **extra})  # type: ignore[union-attr]
+
+
+def export(traces: Sequence[Trace], out: str, analysis: bool = True) -> None:
+    """Write a new database file ``out`` (replaced when it exists) from ``traces``."""
+    _new_database(out, lambda db: build(db, traces, analysis))
 
 
 def in_memory(traces: Sequence[Trace], analysis: bool = True) -> sqlite3.Connection:
@@ -320,18 +330,9 @@ def write_tables(tables: dict[str, pd.DataFrame], out: str, kind: str, keys: dic
     """Write analysis tables (``kviewer fleet``'s) as a new database ``out`` in this module's
     style: sqlite-utils, unknown values NULL, one ``kviewer_schema`` row (with ``kind``), and an
     index on each table's ``keys``. Replaced when it exists."""
-    import os
 
-    import sqlite_utils
-
-    from kviewer import __version__
-
-    tmp = f"{out}.partial"
-    if os.path.exists(tmp):
-        os.remove(tmp)
-    db = sqlite_utils.Database(tmp)
-    try:
-        db["kviewer_schema"].insert({"version": SCHEMA_VERSION, "kviewer_version": __version__, "kind": kind})  # type: ignore[union-attr]
+    def fill(db: sqlite_utils.Database) -> None:
+        _schema_row(db, kind=kind)
         for name, df in tables.items():
             db.create_table(name, {c: _column_type(df[c].dropna()) if df[c].dtype == object else _column_type(df[c]) for c in df.columns})  # type: ignore[attr-defined]
             if len(df):
@@ -339,26 +340,26 @@ def write_tables(tables: dict[str, pd.DataFrame], out: str, kind: str, keys: dic
             cols = [c for c in (keys or {}).get(name, []) if c in df.columns]
             if cols:
                 db[name].create_index(cols, if_not_exists=True)  # type: ignore[union-attr]
-    finally:
-        db.close()
-    os.replace(tmp, out)
+
+    _new_database(out, fill)
 
 
-def is_export(path: str) -> bool:
-    """Whether ``path`` is a database written by :func:`export`."""
+def open_export(path: str) -> sqlite3.Connection | None:
+    """A database written by :func:`export`, opened read-only; None when ``path`` is not one."""
     try:
         with open(path, "rb") as f:
             if f.read(16) != b"SQLite format 3\x00":
-                return False
+                return None
         conn = open_readonly(path)
     except (OSError, sqlite3.Error):
-        return False
+        return None
     try:
-        return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kviewer_schema'").fetchone() is not None
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kviewer_schema'").fetchone() is not None:
+            return conn
     except sqlite3.Error:
-        return False
-    finally:
-        conn.close()
+        pass
+    conn.close()
+    return None
 
 
 def open_readonly(path: str) -> sqlite3.Connection:
@@ -400,4 +401,4 @@ def query(conn: sqlite3.Connection, sql: str, timeout_s: float | None = None) ->
     return pd.DataFrame.from_records(rows, columns=cols)
 
 
-__all__ = ["PK_STRIDE", "SCHEMA_VERSION", "VIEWS", "QueryError", "add_trace", "build", "export", "in_memory", "is_export", "open_readonly", "query"]
+__all__ = ["PK_STRIDE", "SCHEMA_VERSION", "VIEWS", "QueryError", "add_trace", "build", "export", "in_memory", "open_export", "open_readonly", "query"]

@@ -149,12 +149,6 @@ class Dispatcher:
         if not self._tasks and self._timer is not None:
             self._timer.stop()
 
-    def forget(self, owner: Owner) -> None:
-        """Drop every task of ``owner`` (its results will never be delivered)."""
-        for task in self._tasks.values():
-            if task.owner is owner:
-                task.drop()
-
     def shutdown(self, timeout: float = 10.0) -> None:
         """At application exit: drop every result, wait for the workers, end the pools (a later
         :meth:`submit` starts new ones)."""
@@ -166,10 +160,6 @@ class Dispatcher:
         self._pools.clear()
         if self._timer is not None:
             self._timer.stop()
-
-    def threads(self) -> int:
-        """Worker threads alive (for leak checks)."""
-        return sum(1 for t in threading.enumerate() if t.name.startswith("kviewer-"))
 
     def _pool(self, name: str) -> ThreadPoolExecutor:
         pool = self._pools.get(name)
