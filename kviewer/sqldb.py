@@ -189,8 +189,10 @@ def _column_type(col: pd.Series) -> type:
     return str
 
 
-def add_trace(db: sqlite_utils.Database, trace: Trace, trace_id: int, analysis: bool = True) -> None:
-    """Write one trace (and, with ``analysis``, its SOL and fusion candidates) as ``trace_id``."""
+def add_trace(db: sqlite_utils.Database, trace: Trace, trace_id: int, analysis: bool = True, sol: pd.DataFrame | None = None) -> None:
+    """Write one trace (and, with ``analysis``, its SOL and fusion candidates) as ``trace_id``;
+    ``sol`` is its speed-of-light frame when the caller already has it (the app computed it on
+    load, possibly on a GPU the user chose)."""
     meta = trace.meta
     base = trace_id * PK_STRIDE
     sol_device, sol_note = None, None
@@ -226,7 +228,8 @@ def add_trace(db: sqlite_utils.Database, trace: Trace, trace_id: int, analysis: 
         from kviewer.errors import AnalysisError
 
         try:
-            sol = speed_of_light(trace)
+            if sol is None:
+                sol = speed_of_light(trace)
         except AnalysisError as exc:
             sol_note = str(exc)
         else:
@@ -275,12 +278,16 @@ def _finish(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
-def build(db: sqlite_utils.Database, traces: Sequence[Trace], analysis: bool = True, progress: Callable[[str], None] | None = None) -> None:
-    """Write ``traces`` (trace_id 1, 2, ...) into the empty database ``db``."""
+def build(
+    db: sqlite_utils.Database, traces: Sequence[Trace], analysis: bool = True,
+    progress: Callable[[str], None] | None = None, sols: Sequence[pd.DataFrame | None] | None = None,
+) -> None:
+    """Write ``traces`` (trace_id 1, 2, ...) into the empty database ``db`` (``sols``: their
+    speed-of-light frames where already computed)."""
     for i, trace in enumerate(traces, start=1):
         if progress is not None:
             progress(trace.meta.path)
-        add_trace(db, trace, i, analysis)
+        add_trace(db, trace, i, analysis, sol=sols[i - 1] if sols is not None else None)
     _finish(db)
 
 
@@ -314,13 +321,13 @@ def export(traces: Sequence[Trace], out: str, analysis: bool = True) -> None:
     _new_database(out, lambda db: build(db, traces, analysis))
 
 
-def in_memory(traces: Sequence[Trace], analysis: bool = True) -> sqlite3.Connection:
+def in_memory(traces: Sequence[Trace], analysis: bool = True, sols: Sequence[pd.DataFrame | None] | None = None) -> sqlite3.Connection:
     """The schema for ``traces`` in an in-memory database, read-only from then on."""
     import sqlite_utils
 
     conn = sqlite3.connect(":memory:", check_same_thread=False)
     db = sqlite_utils.Database(conn)
-    build(db, traces, analysis)
+    build(db, traces, analysis, sols=sols)
     conn.commit()
     conn.execute("PRAGMA query_only = ON")
     return conn

@@ -170,6 +170,8 @@ class QueryPanel(QWidget):
         signature = tuple(id(t.trace) for t in traces)
         keys = [t.key for t in traces]
         plain = [t.trace for t in traces]
+        # the speed of light the window already computed (on the GPU the user chose, if any)
+        sols = [t.sol_info.sol if t.sol_info is not None and t.sol_info.ok else None for t in traces]
         holder = self._db
         self.status.setText("Running…" if holder.signature == signature else "Building the database of the open traces…")
 
@@ -179,7 +181,7 @@ class QueryPanel(QWidget):
                 if holder.conn is not None:
                     holder.conn.close()
                 holder.conn = None
-                holder.conn = sqldb.in_memory(plain)
+                holder.conn = sqldb.in_memory(plain, sols=sols)
                 holder.signature, holder.keys = signature, keys
             return sqldb.query(holder.conn, sql, timeout_s=60.0), list(holder.keys)
 
