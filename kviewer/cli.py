@@ -828,7 +828,7 @@ MAX_RANGE_NS = 1e18
 
 def parse_time_range(text: str) -> tuple[float | None, float | None]:
     """``1.5ms:3ms`` -> (1.5e6, 3e6) ns; an empty side is open (the start or end of the trace)."""
-    from kviewer.ui.filterexpr import FilterError, parse_number
+    from kviewer.session.filterexpr import FilterError, parse_number
 
     parts = text.split(":")
     if len(parts) != 2 or not (parts[0].strip() or parts[1].strip()):

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from kviewer.ui.fusion_panel import FusionPanel
     from kviewer.ui.roofline import RooflineWidget
     from kviewer.ui.sol_info import SolInfo
-    from kviewer.ui.tracks import TraceTracks
+    from kviewer.session.tracks import TraceTracks
 
 #: rings drawn in the roofline for a highlight (a broad filter would otherwise ring everything)
 MAX_RINGS = 5000

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from kviewer.ui.background import BackgroundRunner
     from kviewer.ui.compare_view import CompareSelection, CompareView
     from kviewer.ui.loading import LoadController
-    from kviewer.ui.tracks import TraceTracks
+    from kviewer.session.tracks import TraceTracks
 
 PLACEHOLDER = (
     "Drop a second report on the window to compare it with the open one, "

@@ -52,7 +52,7 @@ from kviewer.analysis.compare import (
     compare,
 )
 from kviewer.core import Trace
-from kviewer.ui.format import format_count, format_duration
+from kviewer.session.format import format_count, format_duration
 
 Index = QModelIndex | QPersistentModelIndex
 

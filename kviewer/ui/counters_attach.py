@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from kviewer.core import Trace
     from kviewer.ui.analysis_docks import AnalysisDocks
     from kviewer.ui.background import BackgroundRunner
-    from kviewer.ui.tracks import TraceTracks
+    from kviewer.session.tracks import TraceTracks
     from kviewer.ui.viewstate import ViewState
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtCore import QUrl
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from kviewer.ui.format import format_count, format_duration
+from kviewer.session.format import format_count, format_duration
 from kviewer.ui.viewstate import Selection, ViewState
 
 _TIME_COLS = {"start", "end", "dur", "t_sol_ns"}

@@ -49,7 +49,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from kviewer.ui.format import xml_text
+from kviewer.session.format import xml_text
 
 #: picture formats by file suffix
 SUFFIXES = {".png": "png", ".svg": "svg"}

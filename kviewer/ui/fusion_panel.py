@@ -18,7 +18,7 @@ import pandas as pd
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
 
-from kviewer.ui.format import UNKNOWN
+from kviewer.session.format import UNKNOWN
 
 Index = QModelIndex | QPersistentModelIndex
 

@@ -190,7 +190,7 @@ def build_view(
     if view == "roofline":
         return _show(_rooflines(traces, device), size)
 
-    from kviewer.ui.tracks import TraceTracks
+    from kviewer.session.tracks import TraceTracks
 
     coloured = [with_sol(t, speed_of_light(t, device)[0]) for t in traces]
     tracks = [TraceTracks.build(t) for t in coloured]

@@ -1,7 +1,7 @@
 """The kernel table: a QAbstractTableModel over numpy columns, and its widget.
 
 Sorting and filtering are numpy index arrays (``order``) into the columns of
-:class:`~kviewer.ui.table_data.TableData`: no ``lessThan`` in Python, no QSortFilterProxyModel,
+:class:`~kviewer.session.table_data.TableData`: no ``lessThan`` in Python, no QSortFilterProxyModel,
 so a million rows sort in a fraction of a second. The widget observes the shared
 :class:`~kviewer.ui.viewstate.ViewState`: selecting a kernel row selects and reveals it on the
 timeline; selecting a group highlights all its instances there; a selection made elsewhere
@@ -35,8 +35,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from kviewer.ui.filterexpr import FilterError, apply_filter
-from kviewer.ui.table_data import (
+from kviewer.session.filterexpr import FilterError, apply_filter
+from kviewer.session.table_data import (
     ALIASES,
     TableData,
     grouped_data,

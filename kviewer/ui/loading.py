@@ -2,7 +2,7 @@
 
 :func:`load_file` runs on the application's one-thread load pool (loads run one after the other):
 it detects and parses each file (:func:`kviewer.io.load`) and builds its timeline tracks and
-level-of-detail, so the GUI thread only receives ready-made :class:`~kviewer.ui.tracks.TraceTracks`. Every failure, including
+level-of-detail, so the GUI thread only receives ready-made :class:`~kviewer.session.tracks.TraceTracks`. Every failure, including
 an unexpected exception in a loader, comes back as a message naming the file; traces that are
 already open are never touched by a failed load.
 """
@@ -50,9 +50,9 @@ def speed_of_light_for_load(trace: Any) -> tuple[Any, Any]:
 
 def load_file(path: str, token: CancelToken, progress: Callable[[float, str], None]) -> Any:
     """Detect, parse and lay out one file (worker thread; no Qt): the ready-made
-    :class:`~kviewer.ui.tracks.TraceTracks`. Raises LoadError, LoadCancelled or any bug."""
+    :class:`~kviewer.session.tracks.TraceTracks`. Raises LoadError, LoadCancelled or any bug."""
     from kviewer.io import load
-    from kviewer.ui.tracks import TraceTracks
+    from kviewer.session.tracks import TraceTracks
 
     name = os.path.basename(path) or path
     last = [0.0]

@@ -24,7 +24,7 @@ from kviewer.ui.compare_mode import CompareMode
 from kviewer.ui.counters_attach import CounterAttach
 from kviewer.ui.details import DetailsPanel
 from kviewer.ui.findbar import FindBar
-from kviewer.ui.format import format_duration
+from kviewer.session.format import format_duration
 from kviewer.ui.kernel_table import KernelTable
 from kviewer.ui.loading import LoadController
 from kviewer.ui.query_dock import QueryPanel

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
-from kviewer.ui.format import format_count, format_duration
+from kviewer.session.format import format_count, format_duration
 from kviewer.ui.viewstate import Selection, ViewState
 
 if TYPE_CHECKING:
     from kviewer.analysis.attach import AttachResult
     from kviewer.analysis.ncu_view import KernelCounters, Row
-    from kviewer.ui.tracks import TraceTracks
+    from kviewer.session.tracks import TraceTracks
 
 _MUTED = "color:#666"
 _COMPUTE = "#3c9646"

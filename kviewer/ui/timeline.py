@@ -1,7 +1,7 @@
 """The unified timeline: every open trace as a collapsible group of lanes, drawn with pyqtgraph.
 
 One :class:`TracksItem` (a custom GraphicsObject) draws every lane. A frame asks each visible
-lane's mipmap for the bars in view at pixel resolution (:mod:`kviewer.ui.lod`), groups the
+lane's mipmap for the bars in view at pixel resolution (:mod:`kviewer.session.lod`), groups the
 rectangles by colour and hands each colour's rectangles to ``QPainter.drawRects`` straight from a
 numpy array (one call per colour, no Python object per bar). The frame is cached and recomputed
 only when the view range, the size, the layout or the colours change; hovering or selecting just
@@ -34,9 +34,10 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QMenu, QToolTip, QVBoxLayout, QWidget
 
-from kviewer.ui import colors
-from kviewer.ui.format import display_text, format_duration, format_time
-from kviewer.ui.tracks import Group, Lane, TraceTracks
+from kviewer.session import colors
+from kviewer.ui.colors import qbrushes
+from kviewer.session.format import display_text, format_duration, format_time
+from kviewer.session.tracks import Group, Lane, TraceTracks
 from kviewer.ui.viewstate import Selection, ViewState
 
 if TYPE_CHECKING:
@@ -211,7 +212,7 @@ class TracksItem(pg.GraphicsObject):
     def __init__(self, timeline: TimelineView) -> None:
         super().__init__()
         self.timeline = timeline
-        self.brushes = colors.qbrushes()
+        self.brushes = qbrushes()
         rgb = colors.palette_rgb()
         self.dark_text = [colors.text_colour_is_dark(c) for c in rgb]
         self.font = QFont()

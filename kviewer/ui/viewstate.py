@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, Signal
 if TYPE_CHECKING:
     import numpy as np
 
-    from kviewer.ui.tracks import TraceTracks
+    from kviewer.session.tracks import TraceTracks
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,7 @@ from PySide6.QtWidgets import QApplication
 from kviewer.io import load
 from kviewer.ui.kernel_table import KernelTableModel
 from kviewer.ui.timeline import TimelineView
-from kviewer.ui.tracks import TraceTracks
+from kviewer.session.tracks import TraceTracks
 from kviewer.ui.viewstate import ViewState
 
 app = QApplication.instance() or QApplication(sys.argv[:1])

@@ -95,7 +95,7 @@ def main() -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     from kviewer.ui.kernel_table import KernelTableModel
     from kviewer.ui.timeline import TimelineView
-    from kviewer.ui.tracks import TraceTracks
+    from kviewer.session.tracks import TraceTracks
     from kviewer.ui.viewstate import ViewState
 
     t0 = time.perf_counter()

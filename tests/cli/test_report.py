@@ -347,7 +347,7 @@ def test_chromium_screenshot_shows_tables_and_pictures(sample_traces: Path, tmp_
     img = QImage(str(shot))
     assert (img.width(), img.height()) == (1400, 2000)
     # the timeline picture is drawn: the kernel bars' colour families are on the page
-    from kviewer.ui import colors
+    from kviewer.session import colors
 
     pal = colors.palette_rgb()
     memory = [pal[colors.FAMILY_INDEX["kernel_memory"] * colors.SHADES + s] for s in range(colors.SHADES)]

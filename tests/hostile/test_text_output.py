@@ -110,7 +110,7 @@ def test_svg_screenshot_is_well_formed(evil: Path, tmp_path: Path) -> None:
 def test_qt_table_display_role_escapes() -> None:
     import numpy as np
 
-    from kviewer.ui.table_data import Col
+    from kviewer.session.table_data import Col
 
     col = Col("name", "kernel", "text", np.arange(len(EVIL_NAMES)), categories=EVIL_NAMES)
     for i in range(len(EVIL_NAMES)):

@@ -5,7 +5,7 @@
 * Each file loader, called directly (not through the registry's safety net), on arbitrary bytes
   and on mutated real content (cut, flipped, spliced, duplicated, deleted), returns a Trace or
   raises a :class:`~kviewer.errors.LoadError` naming the file -- nothing else.
-* The table filter (``kviewer.ui.filterexpr``) parses any string or raises its
+* The table filter (``kviewer.session.filterexpr``) parses any string or raises its
   :class:`FilterError`, and never runs code: an audit hook watches for exec/compile/import/
   process/file events while it parses and applies the filter.
 * ``kviewer kernels --format csv`` and ``kviewer summary --format csv`` escape trace text: names
@@ -217,7 +217,7 @@ class _NoCode:
 
 
 def _columns():  # type: ignore[no-untyped-def]
-    from kviewer.ui.filterexpr import FilterColumn
+    from kviewer.session.filterexpr import FilterColumn
 
     names = ["gemm_kernel", "void at::native::elementwise<float, 3>(int)", "__import__('os')", "", "ampere_sgemm"]
     return {
@@ -238,7 +238,7 @@ TOKENS = ["gemm", "name", "dur", "grid_x", "regs", "dram_bytes", ">", ">=", "<",
 @FAST
 @given(text=st.one_of(st.text(max_size=80), st.lists(st.sampled_from(TOKENS), max_size=8).map(" ".join)))
 def test_filter_parses_or_raises_its_error(text: str) -> None:
-    from kviewer.ui.filterexpr import FilterError, apply_filter
+    from kviewer.session.filterexpr import FilterError, apply_filter
 
     cols = _columns()
     marker = Path("KVFUZZ")
@@ -257,7 +257,7 @@ def test_filter_language_has_no_evaluator() -> None:
     """The module holds no call that evaluates text as code (eval, exec, compile, pandas query/eval)."""
     import ast
 
-    import kviewer.ui.filterexpr as fx
+    import kviewer.session.filterexpr as fx
 
     tree = ast.parse(Path(fx.__file__).read_text())
     for n in ast.walk(tree):

@@ -176,7 +176,7 @@ def make_trace(
 @pytest.fixture
 def synthetic_window(window: Any) -> Any:
     """The main window with one synthetic trace open (added as the loader would)."""
-    from kviewer.ui.tracks import TraceTracks
+    from kviewer.session.tracks import TraceTracks
 
     window.state.add_trace(TraceTracks.build(make_trace()))
     return window

@@ -42,7 +42,7 @@ def test_trace_then_report_attaches(qtbot: Any, window: Any, errors: Any, sample
     labels = roofline.style_labels()
     assert "measured (counters)" in labels and "measured on another launch (inherited)" in labels
     # the table has the counters column; the details say where the values came from
-    from kviewer.ui.table_data import instance_data
+    from kviewer.session.table_data import instance_data
 
     data = instance_data([tracks])
     col = data.column("counters")

@@ -15,7 +15,8 @@ from PySide6.QtWidgets import QWidget
 
 from kviewer.core import Trace
 from kviewer.io import load
-from kviewer.ui import colors, headless
+from kviewer.session import colors
+from kviewer.ui import headless
 from kviewer.ui.export import (
     SVG_MIME,
     ExportDialog,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kviewer.ui.filterexpr import FilterColumn, FilterError, apply_filter, parse_number
+from kviewer.session.filterexpr import FilterColumn, FilterError, apply_filter, parse_number
 
 NAMES = ["ampere_sgemm_128x64", "triton_poi_fused_add_gelu_2", "vectorized_elementwise_kernel", "flash attn fwd"]
 

@@ -16,7 +16,7 @@ from kviewer.analysis.fusion import fusion_candidates
 from kviewer.analysis.sol import speed_of_light
 from kviewer.core import Trace, make_table
 from kviewer.io import load
-from kviewer.ui import colors
+from kviewer.session import colors
 from kviewer.ui.viewstate import Selection
 from tests.ui.conftest import drop_files, wait_idle
 
@@ -189,7 +189,7 @@ def _unknown_gpu(trace: Trace) -> Trace:
 
 def test_unknown_gpu_offers_the_device_picker(qtbot: Any, window: Any, eager: Trace) -> None:
     from kviewer.ui.loading import speed_of_light_for_load
-    from kviewer.ui.tracks import TraceTracks
+    from kviewer.session.tracks import TraceTracks
 
     trace, info = speed_of_light_for_load(_unknown_gpu(eager))
     assert info is not None and not info.ok

@@ -127,7 +127,7 @@ def test_export_preselects_the_view_focused_in_this_window_while_another_is_acti
     from PySide6.QtWidgets import QWidget
 
     from tests.ui.conftest import make_trace
-    from kviewer.ui.tracks import TraceTracks
+    from kviewer.session.tracks import TraceTracks
 
     window.state.add_trace(TraceTracks.build(make_trace()))
     window.table.view.setFocus()

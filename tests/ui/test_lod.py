@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kviewer.ui.lod import LaneLOD, merge_runs
+from kviewer.session.lod import LaneLOD, merge_runs
 
 
 def _lane(n: int, seed: int, dense: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -109,8 +109,8 @@ def test_gui_and_cli_show_the_same_numbers(capsys, sample_traces: Path) -> None:
 
 def test_kernel_table_marks_exceeding_kernels_and_never_shows_above_100(sample_traces: Path) -> None:
     from kviewer.ui.headless import with_sol
-    from kviewer.ui.table_data import instance_data
-    from kviewer.ui.tracks import TraceTracks
+    from kviewer.session.table_data import instance_data
+    from kviewer.session.tracks import TraceTracks
 
     trace: Trace = load_with("kviewer.io.torch", sample_traces / "h200_llm_block_eager.pt.trace.json.gz")
     sol = speed_of_light(trace, device="h100_pcie")

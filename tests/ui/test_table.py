@@ -11,7 +11,7 @@ from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtWidgets import QApplication
 
 from kviewer.ui.kernel_table import GROUPS, INSTANCES, KernelTableModel
-from kviewer.ui.tracks import TraceTracks
+from kviewer.session.tracks import TraceTracks
 from kviewer.ui.viewstate import Selection
 from tests.ui.conftest import make_trace
 
@@ -187,7 +187,7 @@ def test_group_selection_highlights_all_instances(qtbot: Any, synthetic_window: 
     assert mask.sum() == len(members) and mask[members].all()
     # the timeline dims every other kernel
     tracks = state.traces[0]
-    from kviewer.ui import colors
+    from kviewer.session import colors
 
     for lane in tracks.lanes:
         if lane.table == "kernels":

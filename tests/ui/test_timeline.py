@@ -11,9 +11,9 @@ import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QColor, QImage
 
-from kviewer.ui import colors
+from kviewer.session import colors
 from kviewer.ui.timeline import TimelineView, tooltip_text
-from kviewer.ui.tracks import TraceTracks
+from kviewer.session.tracks import TraceTracks
 from kviewer.ui.viewstate import Selection, ViewState
 from tests.ui.conftest import make_trace
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kviewer.ui.tracks import Group, TraceTracks, nesting_depth
+from kviewer.session.tracks import Group, TraceTracks, nesting_depth
 
 
 def test_nesting_depth() -> None:
@@ -45,7 +45,7 @@ def test_cpu_lanes_never_overlap_and_python_is_its_own_group(eager: Any) -> None
 
 def test_loading_colours_kernels_by_sol_bound(eager: Any) -> None:
     from kviewer.analysis.sol import speed_of_light
-    from kviewer.ui import colors
+    from kviewer.session import colors
     from kviewer.ui.loading import with_speed_of_light
 
     coloured = with_speed_of_light(eager)

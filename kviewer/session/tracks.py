@@ -7,7 +7,7 @@ Built once per opened trace, in the loading thread. The tree is
                                    -> runtime calls and framework ops, one lane per depth
                                    -> python stack (a group of its own, collapsed: dozens deep)
 
-Every lane holds the row ids of its bars (sorted by start) and a :class:`~kviewer.ui.lod.LaneLOD`.
+Every lane holds the row ids of its bars (sorted by start) and a :class:`~kviewer.session.lod.LaneLOD`.
 Per table, ``lane_of[id]`` / ``pos_of[id]`` locate a row's bar, so selecting a row anywhere can
 find, reveal and outline it.
 """
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kviewer.ui import colors
-from kviewer.ui.lod import LaneLOD
+from kviewer.session import colors
+from kviewer.session.lod import LaneLOD
 
 if TYPE_CHECKING:
     import pandas as pd

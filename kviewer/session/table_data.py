@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kviewer.ui.filterexpr import FilterColumn
-from kviewer.ui.format import UNKNOWN, format_count, format_duration
+from kviewer.session.filterexpr import FilterColumn
+from kviewer.session.format import UNKNOWN, format_count, format_duration
 
 if TYPE_CHECKING:
-    from kviewer.ui.tracks import TraceTracks
+    from kviewer.session.tracks import TraceTracks
 
 #: human headers for measured / modelled columns (shown only when some value is known)
 METRIC_HEADERS = {
@@ -73,7 +73,7 @@ class Col:
         return self.values if self.sort_key is None else self.sort_key
 
     def text(self, i: int) -> str:
-        from kviewer.ui.format import display_text  # trace text: control and bidi characters shown, not obeyed
+        from kviewer.session.format import display_text  # trace text: control and bidi characters shown, not obeyed
 
         if self.display is not None:
             return display_text(self.display(i))
