@@ -114,11 +114,20 @@ def _big_export(tmp_path: Path, kernels: int = 400_000) -> Path:
     return nsys_export(tmp_path / "big.sqlite", [f"kernel_{i}" for i in range(100)], [i % 100 for i in range(kernels)])
 
 
+#: Ctrl+C comes from a terminal, where SIGINT is delivered. A process started from a background
+#: job of a non-interactive shell (``pytest ... &`` in a script, some CI runners) inherits SIGINT
+#: *ignored*, and so do its children: kviewer then rightly ignores it too (see
+#: test_an_ignored_sigint_is_left_ignored). The Ctrl+C tests therefore start their child as a
+#: terminal would, with SIGINT at its default, whatever this test process inherited.
+AS_FROM_A_TERMINAL = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+
+
 def _start(args: list[str], tmp_path: Path) -> subprocess.Popen[bytes]:
     tmpdir = tmp_path / "TMPDIR"
     tmpdir.mkdir(exist_ok=True)
     env = dict(os.environ, TMPDIR=str(tmpdir), KVIEWER_NO_CACHE="1")
-    return subprocess.Popen([sys.executable, "-m", "kviewer", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    argv = [sys.executable, "-c", AS_FROM_A_TERMINAL, "-m", "kviewer", *args]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
 
 
 def _wait_for_private_folder(tmp_path: Path, proc: subprocess.Popen[bytes], limit: float = 60) -> bool:
@@ -199,10 +208,32 @@ def test_ctrl_c_ends_a_load_stuck_in_c_code(tmp_path: Path) -> None:
     )
     tmpdir = tmp_path / "TMPDIR"
     tmpdir.mkdir()
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, env=dict(os.environ, TMPDIR=str(tmpdir)))
+    argv = [sys.executable, "-c", AS_FROM_A_TERMINAL, "-c", code]
+    r = subprocess.run(argv, capture_output=True, timeout=60, env=dict(os.environ, TMPDIR=str(tmpdir)))
     assert r.returncode == 130, r.stderr
     assert r.stderr.strip().endswith(b"kviewer: interrupted")
     assert os.listdir(tmpdir) == []
+
+
+def test_an_ignored_sigint_is_left_ignored(tmp_path: Path) -> None:
+    """A background job of a shell script inherits SIGINT ignored (the shell's way of keeping
+    Ctrl+C for the foreground): a load there is not cancelled by SIGINT and finishes."""
+    code = (
+        "import os, signal, threading\n"
+        "from kviewer.cli import _ctrl_c_cancels\n"
+        "from kviewer.io.registry import CancelToken\n"
+        "token = CancelToken()\n"
+        "with _ctrl_c_cancels(token):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    import sqlite3\n"
+        "    n = sqlite3.connect(':memory:').execute('WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r "
+        "WHERE x < 200000) SELECT count(*) FROM r').fetchone()[0]\n"
+        "print(n, token.cancelled)\n"
+    )
+    ignoring = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+    r = subprocess.run([sys.executable, "-c", ignoring, "-c", code], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [b"200000", b"False"]
 
 
 @pytest.mark.parametrize("cache", ["", "1"])
