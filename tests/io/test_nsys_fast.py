@@ -1,0 +1,105 @@
+"""The fast paths of the Nsight Systems loader give what the row-by-row reads give.
+
+``_Db.ints`` reads integer columns as ``group_concat`` text parsed by numpy; ``_Db.query`` is
+the row-by-row read whose rules (unknown values, counted as damaged) every odd value must keep.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kviewer.io import nsys
+from kviewer.io.source import connect_readonly
+from tests.hostile.build import nsys_export
+
+K = nsys.KERNEL_TABLE
+
+
+def _both(path: Path, table: str, spec: list[tuple[str, str]]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], nsys._Db, nsys._Db]:
+    fast_db = nsys._Db(connect_readonly(path))
+    slow_db = nsys._Db(connect_readonly(path))
+    fast = fast_db.ints(table, "k", spec)
+    exprs = ", ".join(e for _, e in spec)
+    slow = slow_db.query(f'select {exprs} from "{table}" as k', [(n, "i") for n, _ in spec], table=table)
+    return fast, slow, fast_db, slow_db
+
+
+def _spec(db_path: Path) -> list[tuple[str, str]]:
+    db = nsys._Db(connect_readonly(db_path))
+    return [("start", "k.start"), ("end", "k.end"), ("stream", db.col(K, "k", "streamId")),
+            ("gpid", db.col(K, "k", "globalPid")), ("name", db.string_id(K, "k", "demangledName"))]  # fmt: skip
+
+
+@pytest.mark.parametrize("chunk", [3, 65536])
+def test_ints_equal_the_row_by_row_read_on_damaged_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    monkeypatch.setattr(nsys, "_INT_CHUNK", chunk)
+    p = nsys_export(tmp_path / "odd.sqlite", ["a", "b"], [0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1])
+    con = sqlite3.connect(p)
+    # a NULL start (skipped by group_concat), text with a comma in the same chunk, a fraction, a
+    # number beyond 64 bits, text that SQLite turned into an integer, a string id as text
+    con.execute(f"update {K} set start = NULL where rowid = 2")
+    con.execute(f"update {K} set streamId = '1,2' where rowid = 3")
+    con.execute(f"update {K} set globalPid = 1.5 where rowid = 5")
+    con.execute(f"update {K} set \"end\" = 99999999999999999999 where rowid = 7")
+    con.execute(f"update {K} set streamId = '42' where rowid = 9")
+    con.execute(f"update {K} set demangledName = 'x' where rowid = 10")
+    con.commit()
+    con.close()
+    fast, slow, fast_db, slow_db = _both(p, K, _spec(p))
+    for name in slow:
+        assert fast[name].dtype == np.int64
+        assert fast[name].tolist() == slow[name].tolist(), name
+    assert fast_db.bad_values == slow_db.bad_values and fast_db.bad_values  # the damage is still counted
+    assert fast["stream"][8] == 42  # stored as an integer by the column's affinity
+
+
+def test_ints_check_types_in_sql_where_a_column_has_no_integer_affinity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without INTEGER affinity text stays text: '12' is not 12 to SQLite, and 20 digits do not fit."""
+    monkeypatch.setattr(nsys, "_INT_CHUNK", 4)
+    p = tmp_path / "typeless.sqlite"
+    con = sqlite3.connect(p)
+    con.execute(f"create table {K} (start, end, streamId, globalPid, demangledName)")
+    rows = [(i * 10, i * 10 + 5, i, 7, 0) for i in range(10)]
+    rows[1] = (10, 15, "12", 7, 0)
+    rows[6] = (60, "99999999999999999999", 6, 7, 0)
+    con.executemany(f"insert into {K} values (?, ?, ?, ?, ?)", rows)
+    con.commit()
+    con.close()
+    fast, slow, fast_db, slow_db = _both(p, K, [("start", "k.start"), ("end", "k.end"), ("stream", "coalesce(k.streamId, -1)")])
+    for name in slow:
+        assert fast[name].tolist() == slow[name].tolist(), name
+    assert fast_db.bad_values == slow_db.bad_values == {"end": 1}
+
+
+def test_ints_read_a_table_without_rowid_or_with_a_rowid_column(tmp_path: Path) -> None:
+    for i, ddl in enumerate((f"create table {K} (start integer primary key, end integer) without rowid",
+                             f"create table {K} (rowid integer, start integer, end integer)")):  # fmt: skip
+        p = tmp_path / f"t{i}.sqlite"
+        con = sqlite3.connect(p)
+        con.execute(ddl)
+        cols = "start, end" if i == 0 else "rowid, start, end"
+        con.executemany(f"insert into {K} ({cols}) values ({', '.join('?' * len(cols.split(',')))})",
+                        [((s, s + 5) if i == 0 else (99 - s, s, s + 5)) for s in range(0, 100, 10)])  # fmt: skip
+        con.commit()
+        con.close()
+        fast, slow, _, _ = _both(p, K, [("start", "k.start"), ("end", "k.end")])
+        assert fast["start"].tolist() == slow["start"].tolist() == list(range(0, 100, 10))
+
+
+@pytest.mark.samples
+def test_ints_equal_the_row_by_row_read_on_a_real_export(samples: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nsys, "_INT_CHUNK", 1000)  # many chunks
+    p = samples / "nsys" / "h200_llm_train_nvtx.sqlite"
+    db = nsys._Db(connect_readonly(p))
+    spec = [("start", "k.start"), ("end", "k.end"), ("device", db.col(K, "k", "deviceId")),
+            ("corr", db.col(K, "k", "correlationId")), ("gpid", db.col(K, "k", "globalPid")),
+            ("name", db.string_id(K, "k", "demangledName")), ("grid", db.col(K, "k", "gridX"))]  # fmt: skip
+    fast, slow, fast_db, _ = _both(p, K, spec)
+    assert len(fast["start"]) == 13_579
+    for name in slow:
+        assert np.array_equal(fast[name], slow[name]), name
+    assert not fast_db.bad_values
