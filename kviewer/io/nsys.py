@@ -27,7 +27,7 @@ import sqlite3
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,7 @@ from pandas.api.types import union_categoricals
 from kviewer.core import Trace, TraceMeta, make_table
 from kviewer.core.names import strip_api_version
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
-from kviewer.io.registry import CancelToken, LoaderSpec
+from kviewer.io.registry import CancelToken, LoaderSpec, Wanted
 from kviewer.io.source import (
     SQLITE_MAGIC,
     Progress,
@@ -127,11 +127,25 @@ def sniff(head: bytes, path: Path) -> bool:
 
 def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     """Load an nsys SQLite export (optionally compressed) into a :class:`Trace`."""
-    path = Path(path)
+    return _load(Path(path), progress, cancel, None)
+
+
+def load_part(path: Path, progress: Progress, cancel: CancelToken, tables: Wanted) -> Trace:
+    """Read only ``tables`` (table -> columns) of an nsys export; see :func:`kviewer.io.registry.load`.
+
+    The kernels alone (without their launching thread, ``tid``) read the kernel table and the
+    names they use, nothing else: no API calls, memory operations or NVTX ranges. Of the kernel
+    table only the columns asked for are read (start and end always: the table's order). Any
+    other request reads the whole export.
+    """
+    return _load(Path(path), progress, cancel, tables)
+
+
+def _load(path: Path, progress: Progress, cancel: CancelToken, wanted: Wanted | None) -> Trace:
     with open(path, "rb") as f:
         comp = compression_of(f.read(8))
     if comp is None:
-        return _load_db(path, path, progress, cancel, warnings=[])
+        return _load_db(path, path, progress, cancel, warnings=[], wanted=wanted)
 
     # SQLite needs a file: decompress, streaming, into the private temporary folder; the file is
     # removed whatever happens (signals included: see source.private_tmpdir)
@@ -142,7 +156,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         if truncated:
             warnings.append(f"the {comp} stream is cut short; the export may be incomplete")
         try:
-            return _load_db(tmp_path, path, progress, cancel, warnings)
+            return _load_db(tmp_path, path, progress, cancel, warnings, wanted)
         except CorruptTrace as exc:
             if truncated:
                 raise TruncatedTrace(path, f"the {comp} stream is cut short; {exc.problem}", LABEL) from exc
@@ -151,7 +165,9 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         remove_quietly(tmp_path)
 
 
-def _load_db(db_path: Path, shown_path: Path, progress: Progress, cancel: CancelToken, warnings: list[str]) -> Trace:
+def _load_db(
+    db_path: Path, shown_path: Path, progress: Progress, cancel: CancelToken, warnings: list[str], wanted: Wanted | None = None
+) -> Trace:
     """Read an uncompressed export at ``db_path``; errors name ``shown_path`` (the user's file)."""
     beat = _Heartbeat(progress, cancel)
     try:
@@ -171,7 +187,7 @@ def _load_db(db_path: Path, shown_path: Path, progress: Progress, cancel: Cancel
                 f"no {KERNEL_TABLE} table: no CUDA kernels were recorded "
                 "(profile with CUDA tracing, e.g. 'nsys profile -t cuda', to see them)"
             )
-        trace = _read_tables(db, meta, progress, cancel)
+        trace = _read_tables(db, meta, progress, cancel, wanted)
         for name, bad in db.bad_values.items():
             trace.meta.warnings.append(
                 f"{bad:,} values of {name} are not integers (the export looks damaged); they are shown as unknown"
@@ -221,6 +237,7 @@ class _Db:
         """output column -> how many values were not integers (text or blobs in a damaged export)"""
         self._string_ids: np.ndarray | None = None
         self._string_values: np.ndarray | None = None
+        self._dense: bool | None = None
 
     def check(self) -> None:
         if self.beat is not None:
@@ -284,6 +301,10 @@ class _Db:
         assert ids is not None and values is not None
         if not len(ids) or not len(refs):
             return np.full(len(refs), -1, dtype=np.int64)
+        if self._dense is None:
+            self._dense = bool(np.array_equal(ids, np.arange(len(ids))))
+        if self._dense:  # ids 0..n-1, as nsys numbers them: the id is the position
+            return np.where((refs >= 0) & (refs < len(ids)), refs, -1)
         pos = np.minimum(np.searchsorted(ids, refs), len(ids) - 1)
         found = ids[pos] == refs
         return np.where(found, pos, -1)
@@ -292,7 +313,7 @@ class _Db:
         """The strings at ``positions`` (-1 and text-less values: ""), as a categorical: each
         distinct string once, whatever the number of rows."""
         values = self._string_values if self._string_values is not None else np.empty(0, dtype=object)
-        used, inverse = np.unique(positions, return_inverse=True)
+        used, inverse = _unique_positions(positions, len(values))
         cats: dict[str, int] = {}
         remap = np.empty(len(used), dtype=np.int64)
         for i, u in enumerate(used.tolist()):
@@ -422,6 +443,20 @@ class _Db:
         return [(str(k), "" if v is None else str(v)) for k, v in self.con.execute(f'select name, value from "{table}"')]
 
 
+def _unique_positions(positions: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(positions, return_inverse=True)`` for positions in [-1, m), in O(len + m):
+    a table over the string positions instead of a sort of every row."""
+    positions = np.asarray(positions, dtype=np.int64)
+    if not len(positions):
+        return np.unique(positions, return_inverse=True)
+    present = np.zeros(m + 1, dtype=bool)
+    present[positions + 1] = True
+    used = np.flatnonzero(present) - 1
+    lookup = np.empty(m + 1, dtype=np.int64)
+    lookup[used + 1] = np.arange(len(used), dtype=np.int64)
+    return used, lookup[positions + 1]
+
+
 def _parse_ints(texts: Sequence[Any], k: int) -> list[np.ndarray] | None:
     """``group_concat`` texts of one chunk as int64 arrays of ``k`` values each, or None when
     one is not exactly ``k`` comma-separated integers (numpy parses them in C)."""
@@ -538,10 +573,22 @@ def _command(capture: Iterable[tuple[str, str]]) -> str:
 # the tables
 
 
-def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelToken) -> Trace:
+def _kernels_only(wanted: Wanted | None) -> Collection[str] | None:
+    """The kernel columns to read when ``wanted`` needs the kernel table alone, else None."""
+    if wanted is None or set(wanted) - {"kernels", "devices"}:
+        return None
+    columns = set(wanted.get("kernels", ()))
+    return None if "tid" in columns else columns  # the launching thread comes from the API calls
+
+
+def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelToken, wanted: Wanted | None = None) -> Trace:
     gpus = _Gpus.read(db)
     progress(0.35, "kernels")
     cancel.check()
+    only = _kernels_only(wanted)
+    if wanted is not None and only is not None:
+        kernels = _kernels(db, gpus, only) if "kernels" in wanted else make_table("kernels", 0)
+        return Trace(meta=meta, kernels=kernels, devices=gpus.devices)
     kernels = _kernels(db, gpus)
     progress(0.5, "memory operations")
     cancel.check()
@@ -575,7 +622,13 @@ def _tid(global_id: np.ndarray) -> np.ndarray:
     return np.where(global_id < 0, -1, global_id & _ID_MASK)
 
 
-def _kernels(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
+#: kernel table columns -> the select outputs (of :func:`_kernels`) they are made from
+_KERNEL_NEEDS = {"name": ("name", "short_name"), "short_name": ("name", "short_name"), "dur": (),
+                 "device": ("device", "gpid"), "pid": ("gpid",)}  # fmt: skip
+
+
+def _kernels(db: _Db, gpus: "_Gpus", columns: Collection[str] | None = None) -> pd.DataFrame:
+    """The kernel table; ``columns``: only these schema columns (the others unknown), else all."""
     t = KERNEL_TABLE
     if t not in db.tables:
         return make_table("kernels", 0)
@@ -591,19 +644,25 @@ def _kernels(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
         ("block_x", db.col(t, "k", "blockX")), ("block_y", db.col(t, "k", "blockY")), ("block_z", db.col(t, "k", "blockZ")),
         ("registers", db.col(t, "k", "registersPerThread")), ("shared_mem", shared),
     ]  # fmt: skip
+    if columns is not None:
+        keep = {"start", "end"} | {x for col in columns for x in _KERNEL_NEEDS.get(col, (col,))}
+        spec = [(out, expr) for out, expr in spec if out in keep]
     c = db.ints(t, "k", spec)
-    gpid = c.pop("gpid")
-    c["pid"] = _pid(gpid)
-    c["device"] = gpus.map(c["pid"], c["device"])
-    # as coalesce(name, short name, '') and coalesce(short name, name, '') did in SQL
-    name_pos = db.string_positions(c["name"])
-    short_pos = db.string_positions(c["short_name"])
-    both = db.strings_at(np.concatenate([np.where(name_pos >= 0, name_pos, short_pos), np.where(short_pos >= 0, short_pos, name_pos)]))
-    n = len(name_pos)
-    codes = both.codes
-    cats = both.categories
-    c["name"] = _compact(pd.Categorical.from_codes(codes[:n], categories=cats))
-    c["short_name"] = _compact(pd.Categorical.from_codes(codes[n:], categories=cats))
+    if "gpid" in c:
+        gpid = c.pop("gpid")
+        c["pid"] = _pid(gpid)
+        if "device" in c:
+            c["device"] = gpus.map(c["pid"], c["device"])
+    if "name" in c:
+        # as coalesce(name, short name, '') and coalesce(short name, name, '') did in SQL
+        name_pos = db.string_positions(c["name"])
+        short_pos = db.string_positions(c["short_name"])
+        both = db.strings_at(np.concatenate([np.where(name_pos >= 0, name_pos, short_pos), np.where(short_pos >= 0, short_pos, name_pos)]))
+        n = len(name_pos)
+        codes = both.codes
+        cats = both.categories
+        c["name"] = _compact(pd.Categorical.from_codes(codes[:n], categories=cats))
+        c["short_name"] = _compact(pd.Categorical.from_codes(codes[n:], categories=cats))
     return make_table("kernels", len(c["start"]), c)
 
 
@@ -683,12 +742,14 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
         stripped = [strip_api_version(u) for u in uniq]
         index: dict[str, int] = {}
         remap = np.array([index.setdefault(u, len(index)) for u in stripped], dtype=np.int64)
-        cats = np.array(["runtime" if u.startswith("cuda") or not u.startswith("cu") else "driver" for u in stripped], dtype=object)
+        is_driver = np.array([not (u.startswith("cuda") or not u.startswith("cu")) for u in stripped], dtype=np.int8)
         c["name"] = pd.Categorical.from_codes(remap[inverse] if len(uniq) else inverse, categories=list(index))
-        c["category"] = cats[inverse] if len(uniq) else np.full(n, "runtime", dtype=object)
+        # codes, not a string per row: 0 driver, 1 runtime (as pd.Categorical would sort them)
+        kind = (1 - is_driver)[inverse] if len(uniq) else np.ones(n, dtype=np.int8)
+        c["category"] = pd.Categorical.from_codes(kind, categories=["driver", "runtime"])
     else:
         c["name"] = pd.Categorical.from_codes(inverse, categories=uniq)
-        c["category"] = np.full(n, category, dtype=object)
+        c["category"] = _constant(category, n)
         c["correlation"] = np.full(n, -1, dtype=np.int64)
     gtid = c.pop("gtid")
     c["pid"] = _pid(gtid)
@@ -761,14 +822,14 @@ def _nvtx(db: _Db, meta: TraceMeta) -> dict[str, np.ndarray]:
         "end": c["end"][keep],
         "correlation": np.full(n, -1, dtype=np.int64),
         "name": names,
-        "category": np.full(n, "nvtx", dtype=object),
+        "category": _constant("nvtx", n),
         "pid": pid[keep],
         "tid": _tid(gtid)[keep],
     }
 
 
 def _cpu_slices(parts: list[dict[str, Any]]) -> pd.DataFrame:
-    keys = ("start", "end", "correlation", "category", "pid", "tid")
+    keys = ("start", "end", "correlation", "pid", "tid")
     cols: dict[str, Any] = {k: np.concatenate([p[k] for p in parts]) for k in keys}
     n = len(cols["start"])
     cols["depth"] = _depths(cols["pid"], cols["tid"], cols["start"], cols["end"])
@@ -777,7 +838,10 @@ def _cpu_slices(parts: list[dict[str, Any]]) -> pd.DataFrame:
     names = [p["name"] if isinstance(p["name"], pd.Categorical) else _categorical(p["name"]) for p in parts if len(p["name"])]
     names = [pd.Categorical.from_codes(c.codes, categories=pd.Index(list(c.categories), dtype=object)) for c in names]
     cols["name"] = union_categoricals(names, sort_categories=True) if names else _categorical(np.empty(0, dtype=object))
-    cols["category"] = _categorical(cols["category"])
+    # each part's categories are its own few labels: unite them (as pd.Categorical of the
+    # concatenated labels would, sorted), never hash a label per row
+    kinds = [p["category"] for p in parts if len(p["category"])]
+    cols["category"] = _compact(union_categoricals(kinds)) if kinds else _categorical(np.empty(0, dtype=object))
     return make_table("cpu_slices", n, cols)
 
 
@@ -853,6 +917,11 @@ def _process_name(db: _Db, kernels: pd.DataFrame) -> str:
     return str(row[0]) if row and row[0] else ""
 
 
+def _constant(label: str, n: int) -> pd.Categorical:
+    """``n`` times ``label``, as a categorical."""
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[label])
+
+
 def _categorical(values: np.ndarray) -> pd.Categorical:
     return pd.Categorical(values.astype(object, copy=False))
 
@@ -888,10 +957,16 @@ class _Gpus:
     def map(self, pid: np.ndarray, device: np.ndarray) -> np.ndarray:
         if not len(device) or (not self.by_pid_cuda and all(k == v for k, v in self.by_cuda.items())):
             return device
-        pairs, inverse = np.unique(np.stack([pid, device], axis=1), axis=0, return_inverse=True)
+        # each distinct (pid, device) pair once: factorize each column, then their joint code
+        # (np.unique over rows of a 2-column array sorts row views, several times slower)
+        pids, pid_code = np.unique(pid, return_inverse=True)
+        devs, dev_code = np.unique(device, return_inverse=True)
+        pairs, inverse = np.unique(pid_code.reshape(-1) * len(devs) + dev_code.reshape(-1), return_inverse=True)
         mapped = np.array(
-            [self.by_pid_cuda.get((int(p), int(d)), self.by_cuda.get(int(d), int(d))) for p, d in pairs], dtype=np.int64
-        )
+            [self.by_pid_cuda.get((int(p), int(d)), self.by_cuda.get(int(d), int(d)))
+             for p, d in zip(pids[pairs // len(devs)], devs[pairs % len(devs)])],
+            dtype=np.int64,
+        )  # fmt: skip
         return mapped[inverse.reshape(-1)]
 
     @classmethod
@@ -970,4 +1045,4 @@ def _hz(value: Any) -> float:
     return v * 1e3 if v < 1e7 else v
 
 
-LOADER = LoaderSpec(name="nsys", label=LABEL, priority=50, sniff=sniff, load=load)
+LOADER = LoaderSpec(name="nsys", label=LABEL, priority=50, sniff=sniff, load=load, load_part=load_part)

@@ -103,3 +103,42 @@ def test_ints_equal_the_row_by_row_read_on_a_real_export(samples: Path, monkeypa
     for name in slow:
         assert np.array_equal(fast[name], slow[name]), name
     assert not fast_db.bad_values
+
+
+@pytest.mark.samples
+def test_a_summary_reads_the_kernels_alone(samples: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the cache, ``tables`` = what the summary reads: no API calls, memory operations or
+    NVTX ranges are read, and the kernels it uses are those of the whole load."""
+    from kviewer.analysis.summary import SUMMARY_READS, kernel_summary
+    from kviewer.io import load
+
+    p = samples / "nsys" / "h200_llm_train_nvtx.sqlite"
+    full = load(p, use_cache=False)
+
+    def not_read(*args: object, **kwargs: object) -> None:
+        raise AssertionError("read a table the summary does not use")
+
+    for name in ("_api_calls", "_nvtx", "_gpu_ops", "_cpu_slices", "_flows"):
+        monkeypatch.setattr(nsys, name, not_read)
+    part = load(p, use_cache=False, tables=SUMMARY_READS)
+    part.validate()
+    assert part.sizes()["kernels"] == 13_579 and part.sizes()["cpu_slices"] == part.sizes()["gpu_ops"] == 0
+    for col in ("id", "name", "short_name", "start", "end", "dur"):
+        assert part.kernels[col].equals(full.kernels[col]), col
+    assert (part.kernels["grid_x"] == -1).all()  # not read: unknown, never a made-up value
+    for by in ("name", "short_name"):
+        assert kernel_summary(part, by).equals(kernel_summary(full, by))
+
+
+@pytest.mark.samples
+def test_with_the_cache_the_whole_trace_is_loaded_and_stored(samples: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kviewer.analysis.summary import SUMMARY_READS
+    from kviewer.io import load
+
+    monkeypatch.setenv("KVIEWER_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("KVIEWER_NO_CACHE", raising=False)
+    p = samples / "nsys" / "h200_llm_train_nvtx.sqlite"
+    first = load(p, tables=SUMMARY_READS)
+    assert first.sizes()["cpu_slices"] > 0 and (first.kernels["grid_x"] > 0).all()
+    monkeypatch.setattr(nsys, "_kernels", lambda *a, **k: pytest.fail("not served from the cache"))
+    assert load(p, tables=SUMMARY_READS).sizes() == first.sizes()
