@@ -850,28 +850,62 @@ def _depths(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray
 
     Intervals that overlap without nesting (NVTX start/end ranges may) are put one level deeper
     than what is still open, so no two intervals on one level overlap.
+
+    The rule is a stack walk in (track, start, longest first) order: pop what ended by this
+    start, the depth is what is left open. It runs level by level in numpy: on one level the
+    intervals fall into runs that start on an empty stack (the start is at or past every end
+    before it); a run whose first interval outlasts the rest is that interval (at this level)
+    and, one level down, a problem of the same kind (its first interval never pops there). Only
+    runs with an interval outlasting the first (a partial overlap) walk the stack in Python.
     """
     n = len(start)
     depth = np.zeros(n, dtype=np.int32)
     if not n:
         return depth
     order = np.lexsort((-end, start, tid, pid))
-    p_s, t_s, s_s, e_s = (a[order].tolist() for a in (pid, tid, start, end))
-    d_s = [0] * n
-    stack: list[int] = []
-    prev = (None, None)
-    for i in range(n):
-        track = (p_s[i], t_s[i])
-        if track != prev:
-            stack.clear()
-            prev = track
-        s = s_s[i]
-        while stack and stack[-1] <= s:
-            stack.pop()
-        d_s[i] = len(stack)
-        stack.append(e_s[i])
+    s_all, e_all = start[order], end[order]
+    p_s, t_s = pid[order], tid[order]
+    group = np.cumsum(np.concatenate([[True], (p_s[1:] != p_s[:-1]) | (t_s[1:] != t_s[:-1])]))
+    d_s = np.zeros(n, dtype=np.int32)
+    idx = np.arange(n)
+    level = 0
+    while len(idx):
+        s, e = s_all[idx], e_all[idx]
+        first = np.ones(len(idx), dtype=bool)
+        first[1:] = group[1:] != group[:-1]
+        # the latest end so far in the group, before each interval
+        latest = pd.Series(e).groupby(group, sort=False).cummax().to_numpy()
+        run_start = first.copy()
+        run_start[1:] |= s[1:] >= latest[:-1]
+        heads = np.flatnonzero(run_start)
+        run = np.cumsum(run_start) - 1
+        nested = np.maximum.reduceat(e, heads) <= e[heads]
+        d_s[idx[heads]] = level
+        inside = nested[run] & ~run_start
+        if not nested.all():
+            _walk(idx[~nested[run]], run[~nested[run]], s_all, e_all, d_s, level)
+        idx, group = idx[inside], run[inside]
+        level += 1
     depth[order] = d_s
     return depth
+
+
+def _walk(members: np.ndarray, run: np.ndarray, s_all: np.ndarray, e_all: np.ndarray, d_s: np.ndarray, level: int) -> None:
+    """The stack walk over runs of intervals (consecutive in ``members``, ``run`` numbering them)
+    that each start on a stack of ``level`` enclosing intervals that do not end inside them."""
+    s_l, e_l, r_l = s_all[members].tolist(), e_all[members].tolist(), run.tolist()
+    out = [0] * len(s_l)
+    stack: list[int] = []
+    prev = None
+    for i, (s, e, r) in enumerate(zip(s_l, e_l, r_l)):
+        if r != prev:
+            stack.clear()
+            prev = r
+        while stack and stack[-1] <= s:
+            stack.pop()
+        out[i] = level + len(stack)
+        stack.append(e)
+    d_s[members] = out
 
 
 def _flows(cpu: pd.DataFrame, kernels: pd.DataFrame, gpu_ops: pd.DataFrame) -> pd.DataFrame:

@@ -142,3 +142,40 @@ def test_with_the_cache_the_whole_trace_is_loaded_and_stored(samples: Path, tmp_
     assert first.sizes()["cpu_slices"] > 0 and (first.kernels["grid_x"] > 0).all()
     monkeypatch.setattr(nsys, "_kernels", lambda *a, **k: pytest.fail("not served from the cache"))
     assert load(p, tables=SUMMARY_READS).sizes() == first.sizes()
+
+
+def _walk_reference(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The nesting rule, one interval at a time: per (pid, tid) track in (start, longest first)
+    order, pop what ended by this start; the depth is what is left open."""
+    order = np.lexsort((-end, start, tid, pid))
+    depth = np.zeros(len(start), dtype=np.int32)
+    stack: list[int] = []
+    track = None
+    for i in order.tolist():
+        if (pid[i], tid[i]) != track:
+            stack, track = [], (pid[i], tid[i])
+        while stack and stack[-1] <= start[i]:
+            stack.pop()
+        depth[i] = len(stack)
+        stack.append(int(end[i]))
+    return depth
+
+
+def test_depths_follow_the_stack_rule_on_random_intervals() -> None:
+    """Nested, overlapping, equal, zero-length and backwards intervals on a few tracks."""
+    rng = np.random.default_rng(7)
+    for trial in range(1500):
+        n = int(rng.integers(0, 40))
+        pid, tid = rng.integers(0, 2, n), rng.integers(0, 3, n)
+        start = rng.integers(0, 30, n)
+        end = start + rng.integers(-3 if trial % 5 == 0 else 0, 15, n)
+        got = nsys._depths(pid, tid, start, end)
+        assert got.tolist() == _walk_reference(pid, tid, start, end).tolist(), (pid, tid, start, end)
+
+
+def test_depths_of_deep_nesting() -> None:
+    n = 200  # 200 intervals, each inside the one before, then one overlapping the outermost
+    start = np.concatenate([np.arange(n), [5]])
+    end = np.concatenate([1000 - np.arange(n), [2000]])
+    pid = tid = np.zeros(n + 1, dtype=np.int64)
+    assert nsys._depths(pid, tid, start, end).tolist() == _walk_reference(pid, tid, start, end).tolist()
