@@ -48,7 +48,7 @@ class Column:
             return np.zeros(n, dtype=bool)
         if self.dtype == CAT:
             # from codes: the same categorical as pd.Categorical([""] * n) without hashing n strings
-            return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[""]) if n else pd.Categorical([])
+            return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([""])) if n else pd.Categorical([])
         return np.full(n, "", dtype=object)
 
 

@@ -746,7 +746,7 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
         c["name"] = pd.Categorical.from_codes(remap[inverse] if len(uniq) else inverse, categories=list(index))
         # codes, not a string per row: 0 driver, 1 runtime (as pd.Categorical would sort them)
         kind = (1 - is_driver)[inverse] if len(uniq) else np.ones(n, dtype=np.int8)
-        c["category"] = pd.Categorical.from_codes(kind, categories=["driver", "runtime"])
+        c["category"] = pd.Categorical.from_codes(kind, categories=pd.Index(["driver", "runtime"]))
     else:
         c["name"] = pd.Categorical.from_codes(inverse, categories=uniq)
         c["category"] = _constant(category, n)
@@ -953,7 +953,7 @@ def _process_name(db: _Db, kernels: pd.DataFrame) -> str:
 
 def _constant(label: str, n: int) -> pd.Categorical:
     """``n`` times ``label``, as a categorical."""
-    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[label])
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([label]))
 
 
 def _categorical(values: np.ndarray) -> pd.Categorical:
