@@ -400,7 +400,7 @@ class _Db:
         bounds = None if shadowed or self._without_rowid(table) else self.con.execute(f'select min(rowid), max(rowid) from "{table}"').fetchone()
         if bounds is None or bounds[0] is None or bounds[1] - bounds[0] + 1 > 2 * n + _INT_CHUNK:
             # no usable rowid (shadowed, WITHOUT ROWID) or ids spread far apart: row by row
-            return self.query(whole, kinds, table=table) if n else {k: np.empty(0, dtype=np.int64) for k in names}
+            return self.query(whole, kinds, table=table)
         strict = [e for e in exprs if any(not self.integer_affinity(table, c) for c in re.findall(rf"\b{alias}\.(\w+)", e))]
         check = "sum(" + " and ".join(f"typeof({e}) = 'integer'" for e in strict) + ")" if strict else "count(*)"
         # group_concat skips NULLs, which would shift the column: a bare column prints '' for NULL
