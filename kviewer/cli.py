@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # heavy imports stay out of start-up
     import pandas as pd
 
     from kviewer.core import Trace
+    from kviewer.io.registry import Wanted
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 2
@@ -81,7 +82,8 @@ class TerminalProgress:
             self.stream.flush()
 
 
-def load_trace(path: str, quiet: bool = False) -> "Trace":
+def load_trace(path: str, quiet: bool = False, tables: "Wanted | None" = None) -> "Trace":
+    """Load ``path`` for a command; ``tables``: what the command reads (see kviewer.io.load)."""
     from kviewer.errors import LoadCancelled, LoadError
     from kviewer.io import load
     from kviewer.io.registry import CancelToken
@@ -90,7 +92,7 @@ def load_trace(path: str, quiet: bool = False) -> "Trace":
     token = CancelToken()
     try:
         with _ctrl_c_cancels(token):
-            trace = load(path, progress=progress, cancel=token)
+            trace = load(path, progress=progress, cancel=token, tables=tables)
     except LoadError as exc:
         raise UserError(str(exc)) from exc
     except LoadCancelled:
@@ -474,9 +476,12 @@ def format_ns(ns: float) -> str:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from kviewer.analysis.summary import kernel_summary
+    from kviewer.analysis.summary import SUMMARY_READS, kernel_summary
 
-    trace = load_trace(args.file, args.quiet)
+    plain = not (args.steps or args.by_rank)
+    # a plain summary reads the kernels' names and durations alone (without the cache, an nsys
+    # export is read only that far)
+    trace = load_trace(args.file, args.quiet, tables=SUMMARY_READS if plain else None)
     by = "short_name" if args.short else "name"
     if args.steps:
         return summary_steps(trace, args.format)

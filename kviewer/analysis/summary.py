@@ -8,6 +8,8 @@ import pandas as pd
 from kviewer.core import Trace
 
 SUMMARY_COLUMNS = ["name", "count", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns", "time_pct"]
+#: what :func:`kernel_summary` reads of a trace (a loader may read only this: kviewer.io.load's ``tables``)
+SUMMARY_READS = {"kernels": ("name", "short_name", "dur")}
 
 
 def kernel_summary(trace: Trace, by: str = "name") -> pd.DataFrame:

@@ -46,7 +46,10 @@ class Column:
             return np.full(n, np.nan, dtype=np.float64)
         if self.dtype == BOOL:
             return np.zeros(n, dtype=bool)
-        return pd.Categorical([""] * n) if self.dtype == CAT else np.full(n, "", dtype=object)
+        if self.dtype == CAT:
+            # from codes: the same categorical as pd.Categorical([""] * n) without hashing n strings
+            return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([""])) if n else pd.Categorical([])
+        return np.full(n, "", dtype=object)
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -35,7 +36,7 @@ from pandas.api.types import union_categoricals
 from kviewer.core import Trace, TraceMeta, make_table
 from kviewer.core.names import strip_api_version
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
-from kviewer.io.registry import CancelToken, LoaderSpec
+from kviewer.io.registry import CancelToken, LoaderSpec, Wanted
 from kviewer.io.source import (
     SQLITE_MAGIC,
     Progress,
@@ -126,11 +127,25 @@ def sniff(head: bytes, path: Path) -> bool:
 
 def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     """Load an nsys SQLite export (optionally compressed) into a :class:`Trace`."""
-    path = Path(path)
+    return _load(Path(path), progress, cancel, None)
+
+
+def load_part(path: Path, progress: Progress, cancel: CancelToken, tables: Wanted) -> Trace:
+    """Read only ``tables`` (table -> columns) of an nsys export; see :func:`kviewer.io.registry.load`.
+
+    The kernels alone (without their launching thread, ``tid``) read the kernel table and the
+    names they use, nothing else: no API calls, memory operations or NVTX ranges. Of the kernel
+    table only the columns asked for are read (start and end always: the table's order). Any
+    other request reads the whole export.
+    """
+    return _load(Path(path), progress, cancel, tables)
+
+
+def _load(path: Path, progress: Progress, cancel: CancelToken, wanted: Wanted | None) -> Trace:
     with open(path, "rb") as f:
         comp = compression_of(f.read(8))
     if comp is None:
-        return _load_db(path, path, progress, cancel, warnings=[])
+        return _load_db(path, path, progress, cancel, warnings=[], wanted=wanted)
 
     # SQLite needs a file: decompress, streaming, into the private temporary folder; the file is
     # removed whatever happens (signals included: see source.private_tmpdir)
@@ -141,7 +156,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         if truncated:
             warnings.append(f"the {comp} stream is cut short; the export may be incomplete")
         try:
-            return _load_db(tmp_path, path, progress, cancel, warnings)
+            return _load_db(tmp_path, path, progress, cancel, warnings, wanted)
         except CorruptTrace as exc:
             if truncated:
                 raise TruncatedTrace(path, f"the {comp} stream is cut short; {exc.problem}", LABEL) from exc
@@ -150,7 +165,9 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         remove_quietly(tmp_path)
 
 
-def _load_db(db_path: Path, shown_path: Path, progress: Progress, cancel: CancelToken, warnings: list[str]) -> Trace:
+def _load_db(
+    db_path: Path, shown_path: Path, progress: Progress, cancel: CancelToken, warnings: list[str], wanted: Wanted | None = None
+) -> Trace:
     """Read an uncompressed export at ``db_path``; errors name ``shown_path`` (the user's file)."""
     beat = _Heartbeat(progress, cancel)
     try:
@@ -170,7 +187,7 @@ def _load_db(db_path: Path, shown_path: Path, progress: Progress, cancel: Cancel
                 f"no {KERNEL_TABLE} table: no CUDA kernels were recorded "
                 "(profile with CUDA tracing, e.g. 'nsys profile -t cuda', to see them)"
             )
-        trace = _read_tables(db, meta, progress, cancel)
+        trace = _read_tables(db, meta, progress, cancel, wanted)
         for name, bad in db.bad_values.items():
             trace.meta.warnings.append(
                 f"{bad:,} values of {name} are not integers (the export looks damaged); they are shown as unknown"
@@ -202,6 +219,8 @@ class _Heartbeat:
 #: rows fetched at a time: bounds what a query holds as Python objects, and how long a load goes
 #: between cancel checks
 _CHUNK = 65536
+#: rows per ``group_concat`` chunk of :meth:`_Db.ints` (about 1.3 MB of text per column)
+_INT_CHUNK = 65536
 
 
 class _Db:
@@ -213,10 +232,12 @@ class _Db:
         # tables only: a view (or anything else) named like an nsys table is not read
         self.tables = tables_only(con)
         self._columns: dict[str, set[str]] = {}
+        self._types: dict[str, dict[str, str]] = {}
         self.bad_values: dict[str, int] = {}
         """output column -> how many values were not integers (text or blobs in a damaged export)"""
         self._string_ids: np.ndarray | None = None
         self._string_values: np.ndarray | None = None
+        self._dense: bool | None = None
 
     def check(self) -> None:
         if self.beat is not None:
@@ -228,9 +249,21 @@ class _Db:
                 # table names come from sqlite_master, not from the user; quoting keeps odd ones safe
                 rows = self.con.execute(f'pragma table_info("{table}")').fetchall()
                 self._columns[table] = {r[1] for r in rows}
+                self._types[table] = {r[1]: str(r[2] or "") for r in rows}
             else:
                 self._columns[table] = set()
+                self._types[table] = {}
         return self._columns[table]
+
+    def integer_affinity(self, table: str, column: str) -> bool:
+        """Whether ``column`` is declared with INTEGER affinity (SQLite's rule: the type names "INT").
+
+        SQLite stores what such a column receives as an integer whenever that is lossless (text
+        "12", real 12.0), so anything else left in it (a fraction, a number beyond 64 bits, other
+        text, a blob, NULL) does not print as one plain integer.
+        """
+        self.columns(table)
+        return "INT" in self._types.get(table, {}).get(column, "").upper()
 
     def col(self, table: str, alias: str, column: str, default: str = "-1") -> str:
         """``coalesce(alias.column, default)`` when the column exists, else the default."""
@@ -268,6 +301,10 @@ class _Db:
         assert ids is not None and values is not None
         if not len(ids) or not len(refs):
             return np.full(len(refs), -1, dtype=np.int64)
+        if self._dense is None:
+            self._dense = bool(np.array_equal(ids, np.arange(len(ids))))
+        if self._dense:  # ids 0..n-1, as nsys numbers them: the id is the position
+            return np.where((refs >= 0) & (refs < len(ids)), refs, -1)
         pos = np.minimum(np.searchsorted(ids, refs), len(ids) - 1)
         found = ids[pos] == refs
         return np.where(found, pos, -1)
@@ -276,7 +313,7 @@ class _Db:
         """The strings at ``positions`` (-1 and text-less values: ""), as a categorical: each
         distinct string once, whatever the number of rows."""
         values = self._string_values if self._string_values is not None else np.empty(0, dtype=object)
-        used, inverse = np.unique(positions, return_inverse=True)
+        used, inverse = _unique_positions(positions, len(values))
         cats: dict[str, int] = {}
         remap = np.empty(len(used), dtype=np.int64)
         for i, u in enumerate(used.tolist()):
@@ -339,10 +376,104 @@ class _Db:
             out[name] = arr
         return out
 
+    def ints(self, table: str, alias: str, spec: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
+        """Integer columns of a whole table as int64 arrays, in the order ``select`` returns the rows.
+
+        ``spec`` is (output name, select expression over ``alias``) per column. SQLite prints each
+        chunk of :data:`_INT_CHUNK` rows as one comma-separated text per column (``group_concat``,
+        in C) and numpy parses it (in C): no Python object per value, which is most of what a
+        row-by-row fetch costs (3-4x). All the aggregates of one query see the rows in one scan,
+        so the columns stay aligned; chunks are rowid ranges, in rowid order (a plain scan's).
+
+        A chunk whose text is not exactly one integer per row (a NULL, a fraction, text, a blob
+        with a comma: a damaged export) is read again through :meth:`query`, whose rules for such
+        values apply (the same values as before this fast path). Columns without INTEGER affinity
+        (:meth:`integer_affinity`) can hold text that parses as a number but is not one to
+        SQLite; for those the chunk also counts non-integers in SQL.
+        """
+        names = [n for n, _ in spec]
+        exprs = [e for _, e in spec]
+        kinds = [(n, "i") for n in names]
+        whole = f"select {', '.join(exprs)} from \"{table}\" as {alias}"
+        n = self.count(table)
+        shadowed = "rowid" in {c.lower() for c in self.columns(table)}
+        bounds = None if shadowed or self._without_rowid(table) else self.con.execute(f'select min(rowid), max(rowid) from "{table}"').fetchone()
+        if bounds is None or bounds[0] is None or bounds[1] - bounds[0] + 1 > 2 * n + _INT_CHUNK:
+            # no usable rowid (shadowed, WITHOUT ROWID) or ids spread far apart: row by row
+            return self.query(whole, kinds, table=table)
+        strict = [e for e in exprs if any(not self.integer_affinity(table, c) for c in re.findall(rf"\b{alias}\.(\w+)", e))]
+        check = "sum(" + " and ".join(f"typeof({e}) = 'integer'" for e in strict) + ")" if strict else "count(*)"
+        # group_concat skips NULLs, which would shift the column: a bare column prints '' for NULL
+        # (",," does not parse, so the chunk goes row by row); col() and string_id() are never NULL
+        shown = [f"coalesce({e}, '')" if re.fullmatch(rf"{alias}\.\w+", e) else e for e in exprs]
+        sql = (
+            f"select count(*), {check}, " + ", ".join(f"group_concat({e})" for e in shown)
+            + f' from "{table}" as {alias} where {alias}.rowid between ? and ?'
+        )
+        out = {k: np.empty(n, dtype=np.int64) for k in names}
+        pos = 0
+        lo, hi = int(bounds[0]), int(bounds[1])
+        for first in range(lo, hi + 1, _INT_CHUNK):
+            self.check()
+            last = min(first + _INT_CHUNK - 1, hi)
+            row = self.con.execute(sql, (first, last)).fetchone()
+            k = int(row[0])
+            if not k:
+                continue
+            cols = _parse_ints(row[2:], k) if row[1] == k else None
+            if cols is None:  # a damaged chunk: row by row, with the usual rules for odd values
+                part = self.query(whole + f" where {alias}.rowid between ? and ?", kinds, (first, last))
+                cols = [part[name] for name in names]
+                k = len(cols[0])
+            if pos + k > len(out[names[0]]):
+                for name in names:
+                    out[name] = np.concatenate([out[name][:pos], np.empty(max(pos + k, 2 * pos) - pos, dtype=np.int64)])
+            for name, values in zip(names, cols):
+                out[name][pos : pos + k] = values
+            pos += k
+        return {name: (a[:pos] if len(a) != pos else a) for name, a in out.items()}
+
+    def _without_rowid(self, table: str) -> bool:
+        row = self.con.execute("select sql from sqlite_master where type = 'table' and name = ?", (table,)).fetchone()
+        return bool(row and isinstance(row[0], str) and re.search(r"without\s+rowid", row[0], re.IGNORECASE))
+
     def key_values(self, table: str) -> list[tuple[str, str]]:
         if not {"name", "value"} <= self.columns(table):
             return []
         return [(str(k), "" if v is None else str(v)) for k, v in self.con.execute(f'select name, value from "{table}"')]
+
+
+def _unique_positions(positions: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(positions, return_inverse=True)`` for positions in [-1, m), in O(len + m):
+    a table over the string positions instead of a sort of every row."""
+    positions = np.asarray(positions, dtype=np.int64)
+    if not len(positions):
+        return np.unique(positions, return_inverse=True)
+    present = np.zeros(m + 1, dtype=bool)
+    present[positions + 1] = True
+    used = np.flatnonzero(present) - 1
+    lookup = np.empty(m + 1, dtype=np.int64)
+    lookup[used + 1] = np.arange(len(used), dtype=np.int64)
+    return used, lookup[positions + 1]
+
+
+def _parse_ints(texts: Sequence[Any], k: int) -> list[np.ndarray] | None:
+    """``group_concat`` texts of one chunk as int64 arrays of ``k`` values each, or None when
+    one is not exactly ``k`` comma-separated integers (numpy parses them in C)."""
+    cols = []
+    for text in texts:
+        if not isinstance(text, str):
+            return None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # older numpy only warns about text it cannot read
+                values = np.fromstring(text, dtype=np.int64, sep=",")
+        except (ValueError, DeprecationWarning):
+            return None
+        if len(values) != k:
+            return None
+        cols.append(values)
+    return cols
 
 
 def _as_text(value: Any) -> str:
@@ -442,10 +573,22 @@ def _command(capture: Iterable[tuple[str, str]]) -> str:
 # the tables
 
 
-def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelToken) -> Trace:
+def _kernels_only(wanted: Wanted | None) -> Collection[str] | None:
+    """The kernel columns to read when ``wanted`` needs the kernel table alone, else None."""
+    if wanted is None or set(wanted) - {"kernels", "devices"}:
+        return None
+    columns = set(wanted.get("kernels", ()))
+    return None if "tid" in columns else columns  # the launching thread comes from the API calls
+
+
+def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelToken, wanted: Wanted | None = None) -> Trace:
     gpus = _Gpus.read(db)
     progress(0.35, "kernels")
     cancel.check()
+    only = _kernels_only(wanted)
+    if wanted is not None and only is not None:
+        kernels = _kernels(db, gpus, only) if "kernels" in wanted else make_table("kernels", 0)
+        return Trace(meta=meta, kernels=kernels, devices=gpus.devices)
     kernels = _kernels(db, gpus)
     progress(0.5, "memory operations")
     cancel.check()
@@ -479,7 +622,13 @@ def _tid(global_id: np.ndarray) -> np.ndarray:
     return np.where(global_id < 0, -1, global_id & _ID_MASK)
 
 
-def _kernels(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
+#: kernel table columns -> the select outputs (of :func:`_kernels`) they are made from
+_KERNEL_NEEDS = {"name": ("name", "short_name"), "short_name": ("name", "short_name"), "dur": (),
+                 "device": ("device", "gpid"), "pid": ("gpid",)}  # fmt: skip
+
+
+def _kernels(db: _Db, gpus: "_Gpus", columns: Collection[str] | None = None) -> pd.DataFrame:
+    """The kernel table; ``columns``: only these schema columns (the others unknown), else all."""
     t = KERNEL_TABLE
     if t not in db.tables:
         return make_table("kernels", 0)
@@ -487,32 +636,33 @@ def _kernels(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
     short = db.string_id(t, "k", "shortName")
     cols = db.columns(t)
     shared = " + ".join(f"coalesce(k.{c}, 0)" for c in ("staticSharedMemory", "dynamicSharedMemory") if c in cols) or "-1"
-    sql = (
-        f"select k.start, k.end, {db.col(t, 'k', 'deviceId')}, {db.col(t, 'k', 'streamId')}, "
-        f"{db.col(t, 'k', 'correlationId')}, {db.col(t, 'k', 'globalPid')}, "
-        f"{name}, {short}, "
-        + ", ".join(db.col(t, "k", c) for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread"))
-        + f", {shared} from {t} as k"
-    )
     spec = [
-        ("start", "i"), ("end", "i"), ("device", "i"), ("stream", "i"), ("correlation", "i"), ("gpid", "i"),
-        ("name", "i"), ("short_name", "i"),
-        ("grid_x", "i"), ("grid_y", "i"), ("grid_z", "i"), ("block_x", "i"), ("block_y", "i"), ("block_z", "i"),
-        ("registers", "i"), ("shared_mem", "i"),
+        ("start", "k.start"), ("end", "k.end"), ("device", db.col(t, "k", "deviceId")), ("stream", db.col(t, "k", "streamId")),
+        ("correlation", db.col(t, "k", "correlationId")), ("gpid", db.col(t, "k", "globalPid")),
+        ("name", name), ("short_name", short),
+        ("grid_x", db.col(t, "k", "gridX")), ("grid_y", db.col(t, "k", "gridY")), ("grid_z", db.col(t, "k", "gridZ")),
+        ("block_x", db.col(t, "k", "blockX")), ("block_y", db.col(t, "k", "blockY")), ("block_z", db.col(t, "k", "blockZ")),
+        ("registers", db.col(t, "k", "registersPerThread")), ("shared_mem", shared),
     ]  # fmt: skip
-    c = db.query(sql, spec, table=t)
-    gpid = c.pop("gpid")
-    c["pid"] = _pid(gpid)
-    c["device"] = gpus.map(c["pid"], c["device"])
-    # as coalesce(name, short name, '') and coalesce(short name, name, '') did in SQL
-    name_pos = db.string_positions(c["name"])
-    short_pos = db.string_positions(c["short_name"])
-    both = db.strings_at(np.concatenate([np.where(name_pos >= 0, name_pos, short_pos), np.where(short_pos >= 0, short_pos, name_pos)]))
-    n = len(name_pos)
-    codes = both.codes
-    cats = both.categories
-    c["name"] = _compact(pd.Categorical.from_codes(codes[:n], categories=cats))
-    c["short_name"] = _compact(pd.Categorical.from_codes(codes[n:], categories=cats))
+    if columns is not None:
+        keep = {"start", "end"} | {x for col in columns for x in _KERNEL_NEEDS.get(col, (col,))}
+        spec = [(out, expr) for out, expr in spec if out in keep]
+    c = db.ints(t, "k", spec)
+    if "gpid" in c:
+        gpid = c.pop("gpid")
+        c["pid"] = _pid(gpid)
+        if "device" in c:
+            c["device"] = gpus.map(c["pid"], c["device"])
+    if "name" in c:
+        # as coalesce(name, short name, '') and coalesce(short name, name, '') did in SQL
+        name_pos = db.string_positions(c["name"])
+        short_pos = db.string_positions(c["short_name"])
+        both = db.strings_at(np.concatenate([np.where(name_pos >= 0, name_pos, short_pos), np.where(short_pos >= 0, short_pos, name_pos)]))
+        n = len(name_pos)
+        codes = both.codes
+        cats = both.categories
+        c["name"] = _compact(pd.Categorical.from_codes(codes[:n], categories=cats))
+        c["short_name"] = _compact(pd.Categorical.from_codes(codes[n:], categories=cats))
     return make_table("kernels", len(c["start"]), c)
 
 
@@ -520,14 +670,7 @@ def _gpu_ops(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
     parts: list[dict[str, np.ndarray]] = []
     t = MEMCPY_TABLE
     if t in db.tables:
-        c = db.query(
-            f"select m.start, m.end, {db.col(t, 'm', 'deviceId')}, {db.col(t, 'm', 'streamId')}, "
-            f"{db.col(t, 'm', 'correlationId')}, {db.col(t, 'm', 'globalPid')}, {db.col(t, 'm', 'bytes')}, "
-            f"{db.col(t, 'm', 'copyKind')} from {t} as m",
-            [("start", "i"), ("end", "i"), ("device", "i"), ("stream", "i"), ("correlation", "i"), ("gpid", "i"),
-             ("bytes", "i"), ("copy_kind", "i")],
-            table=t,
-        )  # fmt: skip
+        c = db.ints(t, "m", _op_spec(db, t) + [("copy_kind", db.col(t, "m", "copyKind"))])
         kinds = {**MEMCPY_KINDS, **_memcpy_kinds(db)}
         uniq, inverse = np.unique(c.pop("copy_kind"), return_inverse=True)
         known = [kinds.get(int(u), ("", f"kind {int(u)}")) for u in uniq]
@@ -539,14 +682,7 @@ def _gpu_ops(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
         parts.append(c)
     t = MEMSET_TABLE
     if t in db.tables:
-        c = db.query(
-            f"select m.start, m.end, {db.col(t, 'm', 'deviceId')}, {db.col(t, 'm', 'streamId')}, "
-            f"{db.col(t, 'm', 'correlationId')}, {db.col(t, 'm', 'globalPid')}, {db.col(t, 'm', 'bytes')}, "
-            f"{db.col(t, 'm', 'value')} from {t} as m",
-            [("start", "i"), ("end", "i"), ("device", "i"), ("stream", "i"), ("correlation", "i"), ("gpid", "i"),
-             ("bytes", "i"), ("value", "i")],
-            table=t,
-        )  # fmt: skip
+        c = db.ints(t, "m", _op_spec(db, t) + [("value", db.col(t, "m", "value"))])
         n = len(c["start"])
         c["direction"] = np.full(n, "", dtype=object)
         c["name"] = np.full(n, "[CUDA memset]", dtype=object)
@@ -561,6 +697,15 @@ def _gpu_ops(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
     for k in ("name", "kind", "direction"):
         cols[k] = _categorical(cols[k])
     return make_table("gpu_ops", len(cols["start"]), cols)
+
+
+def _op_spec(db: _Db, t: str) -> list[tuple[str, str]]:
+    """The columns memcpy and memset records share, as (output name, select expression)."""
+    return [("start", "m.start"), ("end", "m.end")] + [
+        (out, db.col(t, "m", col))
+        for out, col in (("device", "deviceId"), ("stream", "streamId"), ("correlation", "correlationId"),
+                         ("gpid", "globalPid"), ("bytes", "bytes"))
+    ]  # fmt: skip
 
 
 def _memcpy_kinds(db: _Db) -> dict[int, tuple[str, str]]:
@@ -580,12 +725,12 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
     if table not in db.tables:
         return _empty_slices()
     name = db.string_id(table, "r", "nameId")
-    c = db.query(
-        f"select r.start, r.end, {db.col(table, 'r', 'globalTid')}, {db.col(table, 'r', 'correlationId')}, "
-        f"{name} from {table} as r",
-        [("start", "i"), ("end", "i"), ("gtid", "i"), ("correlation", "i"), ("name", "i")],
-        table=table,
-    )
+    c = db.ints(
+        table,
+        "r",
+        [("start", "r.start"), ("end", "r.end"), ("gtid", db.col(table, "r", "globalTid")),
+         ("correlation", db.col(table, "r", "correlationId")), ("name", name)],
+    )  # fmt: skip
     # each distinct name once: a categorical (codes), never a string per row
     by_name = db.strings_at(db.string_positions(c["name"]))
     uniq = [str(u) for u in by_name.categories]
@@ -597,12 +742,14 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
         stripped = [strip_api_version(u) for u in uniq]
         index: dict[str, int] = {}
         remap = np.array([index.setdefault(u, len(index)) for u in stripped], dtype=np.int64)
-        cats = np.array(["runtime" if u.startswith("cuda") or not u.startswith("cu") else "driver" for u in stripped], dtype=object)
+        is_driver = np.array([not (u.startswith("cuda") or not u.startswith("cu")) for u in stripped], dtype=np.int8)
         c["name"] = pd.Categorical.from_codes(remap[inverse] if len(uniq) else inverse, categories=list(index))
-        c["category"] = cats[inverse] if len(uniq) else np.full(n, "runtime", dtype=object)
+        # codes, not a string per row: 0 driver, 1 runtime (as pd.Categorical would sort them)
+        kind = (1 - is_driver)[inverse] if len(uniq) else np.ones(n, dtype=np.int8)
+        c["category"] = pd.Categorical.from_codes(kind, categories=pd.Index(["driver", "runtime"]))
     else:
         c["name"] = pd.Categorical.from_codes(inverse, categories=uniq)
-        c["category"] = np.full(n, category, dtype=object)
+        c["category"] = _constant(category, n)
         c["correlation"] = np.full(n, -1, dtype=np.int64)
     gtid = c.pop("gtid")
     c["pid"] = _pid(gtid)
@@ -675,14 +822,14 @@ def _nvtx(db: _Db, meta: TraceMeta) -> dict[str, np.ndarray]:
         "end": c["end"][keep],
         "correlation": np.full(n, -1, dtype=np.int64),
         "name": names,
-        "category": np.full(n, "nvtx", dtype=object),
+        "category": _constant("nvtx", n),
         "pid": pid[keep],
         "tid": _tid(gtid)[keep],
     }
 
 
 def _cpu_slices(parts: list[dict[str, Any]]) -> pd.DataFrame:
-    keys = ("start", "end", "correlation", "category", "pid", "tid")
+    keys = ("start", "end", "correlation", "pid", "tid")
     cols: dict[str, Any] = {k: np.concatenate([p[k] for p in parts]) for k in keys}
     n = len(cols["start"])
     cols["depth"] = _depths(cols["pid"], cols["tid"], cols["start"], cols["end"])
@@ -691,7 +838,10 @@ def _cpu_slices(parts: list[dict[str, Any]]) -> pd.DataFrame:
     names = [p["name"] if isinstance(p["name"], pd.Categorical) else _categorical(p["name"]) for p in parts if len(p["name"])]
     names = [pd.Categorical.from_codes(c.codes, categories=pd.Index(list(c.categories), dtype=object)) for c in names]
     cols["name"] = union_categoricals(names, sort_categories=True) if names else _categorical(np.empty(0, dtype=object))
-    cols["category"] = _categorical(cols["category"])
+    # each part's categories are its own few labels: unite them (as pd.Categorical of the
+    # concatenated labels would, sorted), never hash a label per row
+    kinds = [p["category"] for p in parts if len(p["category"])]
+    cols["category"] = _compact(union_categoricals(kinds)) if kinds else _categorical(np.empty(0, dtype=object))
     return make_table("cpu_slices", n, cols)
 
 
@@ -700,28 +850,62 @@ def _depths(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray
 
     Intervals that overlap without nesting (NVTX start/end ranges may) are put one level deeper
     than what is still open, so no two intervals on one level overlap.
+
+    The rule is a stack walk in (track, start, longest first) order: pop what ended by this
+    start, the depth is what is left open. It runs level by level in numpy: on one level the
+    intervals fall into runs that start on an empty stack (the start is at or past every end
+    before it); a run whose first interval outlasts the rest is that interval (at this level)
+    and, one level down, a problem of the same kind (its first interval never pops there). Only
+    runs with an interval outlasting the first (a partial overlap) walk the stack in Python.
     """
     n = len(start)
     depth = np.zeros(n, dtype=np.int32)
     if not n:
         return depth
     order = np.lexsort((-end, start, tid, pid))
-    p_s, t_s, s_s, e_s = (a[order].tolist() for a in (pid, tid, start, end))
-    d_s = [0] * n
-    stack: list[int] = []
-    prev = (None, None)
-    for i in range(n):
-        track = (p_s[i], t_s[i])
-        if track != prev:
-            stack.clear()
-            prev = track
-        s = s_s[i]
-        while stack and stack[-1] <= s:
-            stack.pop()
-        d_s[i] = len(stack)
-        stack.append(e_s[i])
+    s_all, e_all = start[order], end[order]
+    p_s, t_s = pid[order], tid[order]
+    group = np.cumsum(np.concatenate([[True], (p_s[1:] != p_s[:-1]) | (t_s[1:] != t_s[:-1])]))
+    d_s = np.zeros(n, dtype=np.int32)
+    idx = np.arange(n)
+    level = 0
+    while len(idx):
+        s, e = s_all[idx], e_all[idx]
+        first = np.ones(len(idx), dtype=bool)
+        first[1:] = group[1:] != group[:-1]
+        # the latest end so far in the group, before each interval
+        latest = pd.Series(e).groupby(group, sort=False).cummax().to_numpy()
+        run_start = first.copy()
+        run_start[1:] |= s[1:] >= latest[:-1]
+        heads = np.flatnonzero(run_start)
+        run = np.cumsum(run_start) - 1
+        nested = np.maximum.reduceat(e, heads) <= e[heads]
+        d_s[idx[heads]] = level
+        inside = nested[run] & ~run_start
+        if not nested.all():
+            _walk(idx[~nested[run]], run[~nested[run]], s_all, e_all, d_s, level)
+        idx, group = idx[inside], run[inside]
+        level += 1
     depth[order] = d_s
     return depth
+
+
+def _walk(members: np.ndarray, run: np.ndarray, s_all: np.ndarray, e_all: np.ndarray, d_s: np.ndarray, level: int) -> None:
+    """The stack walk over runs of intervals (consecutive in ``members``, ``run`` numbering them)
+    that each start on a stack of ``level`` enclosing intervals that do not end inside them."""
+    s_l, e_l, r_l = s_all[members].tolist(), e_all[members].tolist(), run.tolist()
+    out = [0] * len(s_l)
+    stack: list[int] = []
+    prev = None
+    for i, (s, e, r) in enumerate(zip(s_l, e_l, r_l)):
+        if r != prev:
+            stack.clear()
+            prev = r
+        while stack and stack[-1] <= s:
+            stack.pop()
+        out[i] = level + len(stack)
+        stack.append(e)
+    d_s[members] = out
 
 
 def _flows(cpu: pd.DataFrame, kernels: pd.DataFrame, gpu_ops: pd.DataFrame) -> pd.DataFrame:
@@ -767,6 +951,11 @@ def _process_name(db: _Db, kernels: pd.DataFrame) -> str:
     return str(row[0]) if row and row[0] else ""
 
 
+def _constant(label: str, n: int) -> pd.Categorical:
+    """``n`` times ``label``, as a categorical."""
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([label]))
+
+
 def _categorical(values: np.ndarray) -> pd.Categorical:
     return pd.Categorical(values.astype(object, copy=False))
 
@@ -802,10 +991,16 @@ class _Gpus:
     def map(self, pid: np.ndarray, device: np.ndarray) -> np.ndarray:
         if not len(device) or (not self.by_pid_cuda and all(k == v for k, v in self.by_cuda.items())):
             return device
-        pairs, inverse = np.unique(np.stack([pid, device], axis=1), axis=0, return_inverse=True)
+        # each distinct (pid, device) pair once: factorize each column, then their joint code
+        # (np.unique over rows of a 2-column array sorts row views, several times slower)
+        pids, pid_code = np.unique(pid, return_inverse=True)
+        devs, dev_code = np.unique(device, return_inverse=True)
+        pairs, inverse = np.unique(pid_code.reshape(-1) * len(devs) + dev_code.reshape(-1), return_inverse=True)
         mapped = np.array(
-            [self.by_pid_cuda.get((int(p), int(d)), self.by_cuda.get(int(d), int(d))) for p, d in pairs], dtype=np.int64
-        )
+            [self.by_pid_cuda.get((int(p), int(d)), self.by_cuda.get(int(d), int(d)))
+             for p, d in zip(pids[pairs // len(devs)], devs[pairs % len(devs)])],
+            dtype=np.int64,
+        )  # fmt: skip
         return mapped[inverse.reshape(-1)]
 
     @classmethod
@@ -884,4 +1079,4 @@ def _hz(value: Any) -> float:
     return v * 1e3 if v < 1e7 else v
 
 
-LOADER = LoaderSpec(name="nsys", label=LABEL, priority=50, sniff=sniff, load=load)
+LOADER = LoaderSpec(name="nsys", label=LABEL, priority=50, sniff=sniff, load=load, load_part=load_part)

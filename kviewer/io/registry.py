@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, Collection, Mapping, Protocol
 
 from kviewer.core import Trace
 from kviewer.errors import LoadCancelled, LoadError, MemoryLimitExceeded, UnsupportedFormat
@@ -97,6 +97,14 @@ class LoadFn(Protocol):
     def __call__(self, path: Path, progress: Progress, cancel: CancelToken) -> Trace: ...
 
 
+#: table name -> the columns a caller reads (see :func:`load`'s ``tables``)
+Wanted = Mapping[str, Collection[str]]
+
+
+class LoadPartFn(Protocol):
+    def __call__(self, path: Path, progress: Progress, cancel: CancelToken, tables: Wanted) -> Trace: ...
+
+
 @dataclass(frozen=True)
 class LoaderSpec:
     name: str
@@ -108,6 +116,8 @@ class LoaderSpec:
     load: LoadFn
     directories: bool = False
     """True when the loader also accepts a folder (sniff then gets head=b"")"""
+    load_part: LoadPartFn | None = None
+    """reads only some tables and columns (:func:`load`'s ``tables``), when the format allows it"""
 
 
 _loaders: list[LoaderSpec] | None = None
@@ -169,10 +179,17 @@ def load(
     progress: Progress | None = None,
     cancel: CancelToken | None = None,
     use_cache: bool | None = None,
+    tables: Wanted | None = None,
 ) -> Trace:
     """Detect the format of ``path`` and load it, through the trace cache (:mod:`kviewer.io.cache`).
 
     ``use_cache=None`` uses the cache unless ``KVIEWER_NO_CACHE`` is set; ``False`` bypasses it.
+
+    ``tables`` (table -> columns) says what the caller reads. Without the cache, a loader that
+    can read part of a file (``LoaderSpec.load_part``) then reads only that: the other tables are
+    empty and the other columns unknown, so only the caller that asked may use the trace (a
+    summary of a big Nsight Systems export never pays for its API calls). With the cache the
+    whole trace is loaded and stored, as without ``tables``.
 
     Raises
     ------
@@ -205,7 +222,10 @@ def load(
     t0 = time.perf_counter()
     try:
         with MemoryWatch(p, token, spec.label, tick=beat.tick):
-            trace = spec.load(p, beat, token)
+            if tables is not None and store is None and spec.load_part is not None:
+                trace = spec.load_part(p, beat, token, tables)
+            else:
+                trace = spec.load(p, beat, token)
         if token.failure is not None:
             raise token.failure
     except LoadCancelled:

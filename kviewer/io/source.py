@@ -455,7 +455,7 @@ SIDECARS = ("-wal", "-journal", "-shm")
 #: arithmetic, ...) is refused by the authorizer
 _ALLOWED_FUNCTIONS = frozenset(
     {"coalesce", "ifnull", "count", "max", "min", "sum", "total", "avg", "typeof", "length", "abs", "nullif", "round",
-     "lower", "upper", "substr", "instr", "cast", "like", "glob", "iif"}
+     "lower", "upper", "substr", "instr", "cast", "like", "glob", "iif", "group_concat"}
 )  # fmt: skip
 #: the longest string or blob a query may produce (a real name is far shorter; SQLITE_LIMIT_LENGTH)
 MAX_SQL_VALUE = 256 * 1024**2

@@ -12,6 +12,7 @@ full load (joins, numpy columns, nesting depth, flows, devices) to that floor.
 from __future__ import annotations
 
 import gzip
+import os
 import sqlite3
 import sys
 import tempfile
@@ -22,7 +23,7 @@ from kviewer.io.registry import CancelToken
 from _timing import best_of  # noqa: E402  (tests/bench is sys.path[0] when run as a script)
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "samples" / "nsys"
+SHARED = Path(os.environ.get("KVIEWER_SAMPLES", REPO.parent / "shared" / "samples")) / "nsys"
 TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
           "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API", "StringIds")  # fmt: skip
 
