@@ -39,7 +39,7 @@ from kviewer.io.registry import CancelToken, LoaderSpec
 from kviewer.io.source import (
     SQLITE_MAGIC,
     Progress,
-    compression_of,
+    compression_of_file,
     connect_readonly,
     decompress_to_file,
     remove_quietly,
@@ -105,9 +105,8 @@ def sniff(head: bytes, path: Path) -> bool:
     if _HEAD_TABLES.search(head):
         return True
     try:
-        with open(path, "rb") as f:
-            if compression_of(f.read(8)) is not None:
-                return False  # the head is all we can cheaply see of a compressed file
+        if compression_of_file(path) is not None:
+            return False  # the head is all we can cheaply see of a compressed file
         con = connect_readonly(path)
     except (OSError, LoadError):
         return False
@@ -127,8 +126,7 @@ def sniff(head: bytes, path: Path) -> bool:
 def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     """Load an nsys SQLite export (optionally compressed) into a :class:`Trace`."""
     path = Path(path)
-    with open(path, "rb") as f:
-        comp = compression_of(f.read(8))
+    comp = compression_of_file(path, LABEL)
     if comp is None:
         return _load_db(path, path, progress, cancel, warnings=[])
 

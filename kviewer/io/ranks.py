@@ -13,7 +13,7 @@ not help), and merges them into one trace:
 * devices are renumbered to be unique in the merged trace (``devices.rank`` says whose they are);
 * ids are renumbered after sorting, and flows / metrics follow their rows.
 
-Workers send back their trace as compact column blobs (:func:`kviewer.io.cache.encode_trace`,
+Workers send back their trace as compact column blobs (:func:`kviewer.io.cache.codec.encode_trace`,
 uncompressed): numpy bytes and category lists pickle far faster than DataFrames of objects.
 """
 
@@ -162,7 +162,7 @@ def rank_from_head(head: bytes) -> int | None:
 class MemberResult:
     path: str
     encoded: Any = None
-    """:class:`kviewer.io.cache.EncodedTrace` from a worker, the Trace itself from this process"""
+    """:class:`kviewer.io.cache.codec.EncodedTrace` from a worker, the Trace itself from this process"""
     error: str = ""
     cancelled: bool = False
     spill: str = ""
@@ -180,7 +180,7 @@ def load_member(path: str, encode: bool = True, cancel: CancelToken | None = Non
 
     Errors come back as text: a LoadError's custom ``__init__`` does not survive pickling.
     """
-    from kviewer.io.cache import encode_trace
+    from kviewer.io.cache.codec import encode_trace
     from kviewer.io.registry import load
 
     try:
@@ -622,7 +622,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     if any(r.cancelled for r in results):
         raise LoadCancelled("load cancelled")
 
-    from kviewer.io.cache import CacheDamaged, decode_trace
+    from kviewer.io.cache.codec import CacheDamaged, decode_trace
 
     traces: list[Trace] = []
     good_paths: list[Path] = []

@@ -63,6 +63,16 @@ def compression_of(raw_head: bytes) -> str | None:
     return None
 
 
+def compression_of_file(path: str | os.PathLike[str], recognised: str | None = None) -> str | None:
+    """The compression of a file by its magic bytes (None: not compressed); a typed
+    :class:`LoadError` when it cannot be opened as a regular file."""
+    with open_input(path, recognised) as f:
+        try:
+            return compression_of(f.read(8))
+        except OSError as exc:
+            raise LoadError(Path(path), _os_problem(exc), recognised) from exc
+
+
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISCHR, "a character device"),

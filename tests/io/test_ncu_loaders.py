@@ -10,8 +10,9 @@ import pytest
 
 from kviewer.core.merge import base_name
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
-from kviewer.io import ncu_csv, ncu_rep
-from kviewer.io.ncu_common import parse_number, parse_unit, render_rule_message
+from kviewer.io.ncu import csv_export as ncu_csv
+from kviewer.io.ncu import report as ncu_rep
+from kviewer.io.ncu.common import parse_number, parse_unit, render_rule_message
 from kviewer.io.registry import CancelToken, detect
 
 

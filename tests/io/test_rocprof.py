@@ -23,7 +23,7 @@ from kviewer.cli import main
 from kviewer.core.names import strip_kd
 from kviewer.errors import CorruptTrace, LoadCancelled, LoadError
 from kviewer.io import load, registry
-from kviewer.io.rocprof_common import parse_rocminfo, parse_stats
+from kviewer.io.rocprof.common import parse_rocminfo, parse_stats
 from kviewer.io.source import read_head
 
 pytestmark = pytest.mark.samples
@@ -345,7 +345,7 @@ def test_sniffers_refuse_other_formats(samples: Path) -> None:
             pass
         assert spec is None or spec.name not in ROCPROF_LOADERS, p
     head = read_head(samples / "ncu" / "metrics.csv")
-    from kviewer.io import rocprof_csv, rocprof_json, rocprofv2_csv, rocprofv3_csv
+    from kviewer.io.rocprof import v1_csv as rocprof_csv, v2_csv as rocprofv2_csv, v3_csv as rocprofv3_csv, v3_json as rocprof_json
 
     for mod in (rocprof_csv, rocprofv2_csv, rocprofv3_csv, rocprof_json):
         assert not mod.sniff(head, Path("x.csv"))

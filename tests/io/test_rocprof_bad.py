@@ -14,7 +14,7 @@ import pytest
 
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace, UnsupportedFormat
 from kviewer.io import load, registry
-from kviewer.io.rocprof_common import nesting_depth
+from kviewer.io.rocprof.common import nesting_depth
 
 pytestmark = pytest.mark.samples
 

@@ -32,6 +32,7 @@ from kviewer.errors import (
 from kviewer.io import CancelToken, detect, load
 from kviewer.io import torch as kineto
 from kviewer.io.source import HEAD_SIZE, read_head
+from kviewer.io.torch.columns import _depth
 
 # every PyTorch profiler trace in ../shared/samples/torch (the big one has its own test)
 SHARED = [
@@ -248,7 +249,7 @@ def test_depth_with_ties_and_zero_length_slices(presorted: bool, ties: bool) -> 
     if presorted:
         spans.sort(key=lambda x: x[1])
     track, start, end = (np.array(v, dtype=np.int64) for v in zip(*spans))
-    got = kineto._depth(track, start, end)
+    got = _depth(track, start, end)
     assert got.tolist() == brute_depth(track.tolist(), start.tolist(), end.tolist())
 
 

@@ -9,14 +9,14 @@ Details page (``--page details``, the default; also ``--metrics ...`` output)
     Description","Estimated Speedup Type","Estimated Speedup"``); metric rows then end after 16
     fields and rule rows have 20 (ragged rows), and rule rows name the section by its identifier
     (``SpeedOfLight``) where metric rows use its display name. The details page prints section
-    metrics by their label ("Duration"); :data:`kviewer.io.ncu_common.LABEL_TO_METRIC` turns the
+    metrics by their label ("Duration"); :data:`kviewer.io.ncu.common.LABEL_TO_METRIC` turns the
     known labels back into metric names, unknown labels stay as printed.
 
 The CSV may come after ``==PROF==`` lines and the application's own output (``ncu --csv ... >
 log``): lines before the header and lines after it that are not CSV records are skipped (a CSV
 record from ncu always starts with a quote). Values are auto-scaled (``usecond``, ``Mbyte/s``,
 ``Ghz``) or in base units (``--print-units base``), with thousands separators; they are
-normalised to base units (:func:`kviewer.io.ncu_common.parse_unit`). Columns that are neither
+normalised to base units (:func:`kviewer.io.ncu.common.parse_unit`). Columns that are neither
 identity columns nor metric names (e.g. NVTX columns) are kept as text in the metrics table.
 """
 
@@ -32,7 +32,7 @@ import pandas as pd
 
 from kviewer.core import Trace, TraceMeta
 from kviewer.errors import CorruptTrace
-from kviewer.io import ncu_common as nc
+from kviewer.io.ncu import common as nc
 from kviewer.io.registry import CancelToken, LoaderSpec
 from kviewer.io.source import Progress, read_content
 

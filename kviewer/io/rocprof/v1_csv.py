@@ -1,6 +1,6 @@
 """rocprof v1 ``results.csv`` (and the counter-mode CSVs it writes), plus rocprof statistics files.
 
-Header forms read (column names compared after :func:`~kviewer.io.rocprof_common.norm`, so quoted
+Header forms read (column names compared after :func:`~kviewer.io.rocprof.common.norm`, so quoted
 or not and any letter case):
 
 * ROCm 5/6: ``Index,KernelName,gpu-id,queue-id,queue-index,pid,tid,grd,wgr,lds,scr,arch_vgpr,
@@ -29,7 +29,7 @@ import pandas as pd
 
 from kviewer.core import Trace, TraceMeta, schema
 from kviewer.errors import CorruptTrace, LoadError
-from kviewer.io import rocprof_common as rc
+from kviewer.io.rocprof import common as rc
 from kviewer.io.registry import CancelToken, LoaderSpec
 from kviewer.io.source import Progress, read_content
 

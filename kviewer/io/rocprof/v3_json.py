@@ -29,7 +29,7 @@ import pandas as pd
 
 from kviewer.core import Trace, TraceMeta, schema
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
-from kviewer.io import rocprof_common as rc
+from kviewer.io.rocprof import common as rc
 from kviewer.io.registry import CancelToken, LoaderSpec
 from kviewer.io.source import Progress, read_content
 

@@ -1,8 +1,8 @@
 """Pieces shared by the ROCm profiler loaders (rocprof v1, rocprofv2, rocprofv3).
 
-Nothing here opens a trace by itself: the loader modules (:mod:`kviewer.io.rocprof_csv`,
-:mod:`kviewer.io.rocprofv2_csv`, :mod:`kviewer.io.rocprofv3_csv`, :mod:`kviewer.io.rocprof_db`,
-:mod:`kviewer.io.rocprof_json`) call these helpers.
+Nothing here opens a trace by itself: the loader modules (:mod:`kviewer.io.rocprof.v1_csv`,
+:mod:`kviewer.io.rocprof.v2_csv`, :mod:`kviewer.io.rocprof.v3_csv`, :mod:`kviewer.io.rocprof.v1_db`,
+:mod:`kviewer.io.rocprof.v3_json`) call these helpers.
 
 Conventions every ROCm loader follows
 -------------------------------------

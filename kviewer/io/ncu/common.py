@@ -1,7 +1,7 @@
 """What the Nsight Compute loaders share: units, section labels, speed-of-light fields, rules.
 
-Both :mod:`kviewer.io.ncu_rep` (``.ncu-rep`` through NVIDIA's ``ncu_report`` module) and
-:mod:`kviewer.io.ncu_csv` (``ncu --csv`` raw and details pages) collect, per kernel, a set of
+Both :mod:`kviewer.io.ncu.report` (``.ncu-rep`` through NVIDIA's ``ncu_report`` module) and
+:mod:`kviewer.io.ncu.csv_export` (``ncu --csv`` raw and details pages) collect, per kernel, a set of
 metrics in *base units* and turn them into the same kernels/metrics/devices tables here, so that
 one report exported three ways loads to the same numbers.
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from kviewer.core import Trace, TraceMeta, schema
 from kviewer.errors import LoadError
-from kviewer.io import rocprof_common as rc
+from kviewer.io.rocprof import common as rc
 from kviewer.io.registry import CancelToken, LoaderSpec
 from kviewer.io.source import Progress, read_content
 

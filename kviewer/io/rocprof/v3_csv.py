@@ -39,9 +39,9 @@ import pandas as pd
 
 from kviewer.core import Trace, TraceMeta, schema
 from kviewer.errors import LoadError, UnsupportedFormat
-from kviewer.io import rocprof_common as rc
+from kviewer.io.rocprof import common as rc
 from kviewer.io.registry import CancelToken, LoaderSpec
-from kviewer.io.source import Progress, read_content
+from kviewer.io.source import Progress, read_content, read_head
 
 RECOGNISED = "rocprofv3 CSV"
 KERNEL, COUNTER, API, MEMCPY, AGENTS, STATS = "kernel trace", "counter collection", "API trace", "memory copy trace", "agent info", "statistics"
@@ -118,9 +118,8 @@ def _read_file(path: Path, kind: str) -> V3File:
 
 def _head_kind(path: Path) -> str | None:
     try:
-        with open(path, "rb") as f:
-            head = f.read(8192)
-    except OSError:
+        head = read_head(path, 8192)
+    except (OSError, LoadError):
         return None
     return classify(rc.header_fields(head))
 
@@ -476,7 +475,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
             raise UnsupportedFormat(path, "has no rocprofv3 trace CSVs (kernel, counter, API or memory copy traces)")
         skipped = [p for p, k in found if k == STATS]
     else:
-        kind = _head_kind(path) if not _compressed(path) else classify(rc.header_fields(_head(path)))
+        kind = _head_kind(path)
         if kind is None:
             raise UnsupportedFormat(path, "not a rocprofv3 CSV header", RECOGNISED)
         if kind == AGENTS:
@@ -493,20 +492,6 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         progress(0.7 * i / max(1, len(usable)), f"reading {p.name}")
         files.append(_read_file(p, k))
     return assemble(path, files, skipped, progress, cancel)
-
-
-def _compressed(path: Path) -> bool:
-    with open(path, "rb") as f:
-        magic = f.read(8)
-    from kviewer.io.source import compression_of
-
-    return compression_of(magic) is not None
-
-
-def _head(path: Path) -> bytes:
-    from kviewer.io.source import read_head
-
-    return read_head(path, 8192)
 
 
 def assemble(path: Path, files: list[V3File], skipped: list[Path], progress: Progress, cancel: CancelToken) -> Trace:

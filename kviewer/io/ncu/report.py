@@ -3,7 +3,7 @@
 Every profiled kernel (an *action* of a *range*) becomes a kernels row; ncu serialises and
 replays kernels, so there are no real start times: the kernels are laid end to end in launch
 order and marked ``serialised``. Every metric goes into the ``metrics`` table in base units, rule
-results and NVTX ranges too (layout in :mod:`kviewer.io.ncu_common`).
+results and NVTX ranges too (layout in :mod:`kviewer.io.ncu.common`).
 
 Values are read at the metric level (``IMetric.as_double``/``as_uint64``/``as_string``), which
 is what ``ncu --csv`` prints: for an instanced metric that is ncu's own aggregate (e.g. the sum
@@ -19,19 +19,17 @@ with the kernels that happen to be complete.
 from __future__ import annotations
 
 import math
-import os
 import re
 import shlex
 import struct
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from kviewer.core import Trace, TraceMeta
-from kviewer.errors import CorruptTrace, MissingDependency, TruncatedTrace
-from kviewer.io import ncu_common as nc
+from kviewer.errors import CorruptTrace, LoadError, MissingDependency, TruncatedTrace
+from kviewer.io.ncu import common as nc
 from kviewer.io.registry import CancelToken, LoaderSpec
-from kviewer.io.source import Progress, compression_of, private_tmpdir, read_content
+from kviewer.io.source import Progress, compression_of_file, decompress_to_file, open_input, remove_quietly
 
 MAGIC = b"NVR\x00"
 LABEL = "Nsight Compute report (.ncu-rep)"
@@ -172,23 +170,18 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     except ImportError as exc:
         raise MissingDependency(path, "reading .ncu-rep needs the 'ncu-report' package (pip install ncu-report)", LABEL) from exc
 
-    with open(path, "rb") as f:
-        raw_head = f.read(8)
-    tmp: str | None = None
+    tmp: Path | None = None
     try:
-        if compression_of(raw_head):
+        if compression_of_file(path, LABEL):
             # ncu_report reads a file by name: decompress a gzip/xz/zstd copy to a temporary file
-            content = read_content(path)
-            if content.truncated:
+            # (streamed through the one decompression path, with its caps)
+            tmp, _, truncated = decompress_to_file(path, ".ncu-rep", progress, cancel.check, LABEL)
+            if truncated:
                 raise TruncatedTrace(path, "the compressed stream is cut short", LABEL)
-            data = content.data
-            fd, tmp = tempfile.mkstemp(suffix=".ncu-rep", dir=private_tmpdir())  # 0700, removed on exit and signals
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            report_path = tmp
+            report_path = str(tmp)
         else:
-            data = path.read_bytes()
             report_path = str(path)
+        data = _read_all(Path(report_path), path)
         _check_framing(path, data)
         header = header_fields(data)
         del data
@@ -200,7 +193,16 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         return _build(path, ctx, header, progress, cancel, ncu_report)
     finally:
         if tmp is not None:
-            os.unlink(tmp)
+            remove_quietly(tmp)
+
+
+def _read_all(report: Path, path: Path) -> bytes:
+    """The (uncompressed) report's bytes, opened as a regular file only."""
+    with open_input(report, LABEL) as f:
+        try:
+            return f.read()
+        except OSError as exc:
+            raise LoadError(path, f"cannot be read ({exc.strerror or exc})", LABEL) from exc
 
 
 def _build(path: Path, ctx: Any, header: dict[str, Any], progress: Progress, cancel: CancelToken, nr: Any) -> Trace:
