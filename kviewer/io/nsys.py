@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from kviewer.core import Trace, TraceMeta, make_table
+from kviewer.core import Diagnostic, Trace, TraceMeta, make_table
 from kviewer.core.names import strip_api_version
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
 from kviewer.io.registry import CancelToken, LoaderSpec
@@ -135,9 +135,9 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     tmp_path, _, truncated = decompress_to_file(path, ".sqlite", progress, cancel.check, LABEL)
     try:
         cancel.check()
-        warnings: list[str] = []
+        warnings: list[Diagnostic] = []
         if truncated:
-            warnings.append(f"the {comp} stream is cut short; the export may be incomplete")
+            warnings.append(Diagnostic.warning("truncated", path, f"the {comp} stream is cut short; the export may be incomplete"))
         try:
             return _load_db(tmp_path, path, progress, cancel, warnings)
         except CorruptTrace as exc:
@@ -148,7 +148,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         remove_quietly(tmp_path)
 
 
-def _load_db(db_path: Path, shown_path: Path, progress: Progress, cancel: CancelToken, warnings: list[str]) -> Trace:
+def _load_db(db_path: Path, shown_path: Path, progress: Progress, cancel: CancelToken, warnings: list[Diagnostic]) -> Trace:
     """Read an uncompressed export at ``db_path``; errors name ``shown_path`` (the user's file)."""
     beat = _Heartbeat(progress, cancel)
     try:
@@ -161,22 +161,28 @@ def _load_db(db_path: Path, shown_path: Path, progress: Progress, cancel: Cancel
         meta = _read_meta(db, shown_path)
         recognised = meta.format_label
         meta.warnings.extend(warnings)
-        meta.warnings.extend(getattr(con, "warnings", []))
+        meta.warnings.extend(Diagnostic.warning("ignored", shown_path, w) for w in getattr(con, "warnings", []))
         if KERNEL_TABLE not in db.tables:
             # a lazy export leaves out empty tables: a run without kernels is still a trace
             meta.warnings.append(
-                f"no {KERNEL_TABLE} table: no CUDA kernels were recorded "
-                "(profile with CUDA tracing, e.g. 'nsys profile -t cuda', to see them)"
+                Diagnostic.warning(
+                    "empty",
+                    shown_path,
+                    f"no {KERNEL_TABLE} table: no CUDA kernels were recorded "
+                    "(profile with CUDA tracing, e.g. 'nsys profile -t cuda', to see them)",
+                )
             )
         trace = _read_tables(db, meta, progress, cancel)
         for name, bad in db.bad_values.items():
             trace.meta.warnings.append(
-                f"{bad:,} values of {name} are not integers (the export looks damaged); they are shown as unknown"
+                Diagnostic.warning(
+                    "damaged", shown_path, f"{bad:,} values of {name} are not integers (the export looks damaged); they are shown as unknown"
+                )
             )
         return trace
     except sqlite3.DatabaseError as exc:
         cancel.check()  # a query stopped by the progress handler: cancelled, or over the memory budget
-        if "not authorized" in str(exc).lower() or "prohibited" in str(exc).lower():
+        if "not authorized" in str(exc).lower() or "prohibited" in str(exc).lower():  # foreign message: SQLite's
             raise CorruptTrace(shown_path, "the export asks SQLite to run its own code (a generated column or "
                                f"virtual table); kviewer runs only its own queries ({exc})", recognised) from exc
         raise CorruptTrace(shown_path, f"the database is damaged ({exc})", recognised) from exc
@@ -654,7 +660,7 @@ def _nvtx(db: _Db, meta: TraceMeta) -> dict[str, np.ndarray]:
     ranges = ~is_domain
     open_ended = ranges & (c["end"] < c["start"])
     if open_ended.any():
-        meta.warnings.append(f"{int(open_ended.sum())} NVTX ranges never ended and are left out")
+        meta.warnings.append(Diagnostic.warning("skipped", meta.path, f"{int(open_ended.sum())} NVTX ranges never ended and are left out"))
     keep = ranges & ~open_ended
     names: Any = c["name"][keep]
     if not domains and missing.all():

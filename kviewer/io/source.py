@@ -73,6 +73,23 @@ def compression_of_file(path: str | os.PathLike[str], recognised: str | None = N
             raise LoadError(Path(path), _os_problem(exc), recognised) from exc
 
 
+def json_ends_early(exc: BaseException) -> bool:
+    """True when a JSON decoder's error says the document ended before it was complete.
+
+    msgspec raises one ``DecodeError`` type for every malformed document; only its message tells
+    a cut file ("Input data was truncated") from a malformed one. This is the one place that reads
+    it (a foreign message): loaders turn the answer into :class:`~kviewer.errors.TruncatedTrace`
+    or a ``truncated`` diagnostic, and decide on those.
+    """
+    text = str(exc).lower()  # foreign message: msgspec's
+    return "truncated" in text or "unexpected end" in text
+
+
+def json_bad_utf8(exc: BaseException) -> bool:
+    """True when a JSON decoder's error is about invalid UTF-8 (msgspec: only its message says)."""
+    return "UTF-8" in str(exc)  # foreign message: msgspec's
+
+
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISCHR, "a character device"),

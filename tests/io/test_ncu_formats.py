@@ -268,6 +268,7 @@ def test_meta(traces: dict) -> None:  # type: ignore[type-arg]
     rep = traces["rep"].meta
     assert (rep.source_format, rep.tool, rep.tool_version) == ("ncu-rep", "Nsight Compute", "2025.3.1.0")
     assert rep.extra["launch_skip"] == 40 and rep.extra["launch_count"] == 30
+    assert rep.ncu_capture is not None and (rep.ncu_capture.launch_skip, rep.ncu_capture.launch_count) == (40, 30)
     assert "--launch-skip 40" in rep.extra["command"]
     assert traces["raw"].meta.source_format == traces["details"].meta.source_format == "ncu-csv"
     assert "raw page" in traces["raw"].meta.format_label

@@ -13,16 +13,17 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import Trace, TraceMeta, schema
+from kviewer.errors import CacheProblem
 
 #: zstd level: level 1 compresses trace columns 3-10x at several hundred MB/s
 ZSTD_LEVEL = 1
 
 
-class CacheDamaged(Exception):
+class CacheDamaged(CacheProblem):
     """A cached entry or the cache database could not be read back."""
 
 
-class NotCacheable(Exception):
+class NotCacheable(CacheProblem):
     """The trace holds something the columnar codec cannot store faithfully."""
 
 

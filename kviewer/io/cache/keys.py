@@ -20,7 +20,7 @@ from kviewer.io.memory import parse_size
 log = logging.getLogger(__name__)
 
 #: bump when the stored layout changes; part of every key
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: meta.warnings are typed diagnostics (kind, severity, file, message); meta.ncu_capture
 DEFAULT_MAX_BYTES = 2 * 1024**3
 
 ENV_DIR = "KVIEWER_CACHE_DIR"

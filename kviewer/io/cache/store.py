@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import sqlite3
 import stat
 import threading
@@ -14,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kviewer.core import Trace
+from kviewer.core import Diagnostic, Trace
+from kviewer.errors import CacheProblem
 from kviewer.io.cache import keys
 from kviewer.io.cache.codec import CacheDamaged, ColumnBlob, EncodedTrace, NotCacheable, decode_trace, encode_trace
 from kviewer.io.cache.keys import SourceId, cache_dir, max_bytes_from_env, source_id
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 DB_NAME = "traces.sqlite"
 
 
-class UnsafeCache(Exception):
+class UnsafeCache(CacheProblem):
     """The cache folder or database could be read or written by someone else: it is not used."""
 
 
@@ -83,17 +83,11 @@ def secure_cache_files(directory: Path, db_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # which loads may be cached
 
-#: warnings that say a load saw only part of the file; such loads are never cached
-_PARTIAL_WORDS = re.compile(r"truncat|partial|\bcut\b|ends early|incomplete|damaged", re.IGNORECASE)
-
-
 def load_was_complete(trace: Trace) -> bool:
-    """False when the loader says (``meta.extra['partial']``/``['truncated']`` or a warning)
-    that it read only part of the input: a cut file may be a file still being written."""
-    extra = trace.meta.extra
-    if extra.get("partial") or extra.get("truncated"):
-        return False
-    return not any(_PARTIAL_WORDS.search(w) for w in trace.meta.warnings)
+    """False when the loader says, by a diagnostic of a partial kind (``truncated``, ``damaged``:
+    :data:`kviewer.core.diagnostics.PARTIAL_KINDS`), that it read only part of the input: a cut
+    file may be a file still being written."""
+    return not any(d.partial for d in trace.meta.warnings)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,7 +98,7 @@ def _is_corruption(exc: sqlite3.Error) -> bool:
     name = getattr(exc, "sqlite_errorname", "") or ""
     if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
         return True
-    text = str(exc).lower()
+    text = str(exc).lower()  # foreign message: SQLite's, for Pythons without sqlite_errorname
     return "not a database" in text or "malformed" in text or "corrupt" in text
 
 
@@ -134,7 +128,7 @@ class TraceCache:
         self.path = self.directory / DB_NAME
         self.max_bytes = max_bytes_from_env() if max_bytes is None else int(max_bytes)
         self.compress = compress
-        self.warnings: list[str] = []
+        self.warnings: list[Diagnostic] = []
         """problems met (damaged cache rebuilt, ...), for the caller to show"""
         self._lock = threading.Lock()
         self._complained = False
@@ -197,8 +191,7 @@ class TraceCache:
 
     def _rebuild(self, exc: BaseException) -> None:
         msg = f"the trace cache {self.path} was damaged ({exc}); it has been rebuilt"
-        log.info(msg)  # the user sees it in the trace's warnings
-        self.warnings.append(msg)
+        self._say(msg)
         for suffix in ("", "-wal", "-shm", "-journal"):
             try:
                 os.unlink(str(self.path) + suffix)
@@ -212,8 +205,7 @@ class TraceCache:
         if not self._refused:
             self._refused = True
             msg = f"{exc}; the trace cache is not used (set KVIEWER_CACHE_DIR to a private folder)"
-            log.info(msg)  # the user sees it in the trace's warnings
-            self.warnings.append(msg)
+            self._say(msg)
 
     def _complain(self, what: str, exc: BaseException) -> None:
         """Say once that the cache does not work (e.g. a read-only home), then stay quiet."""
@@ -252,7 +244,11 @@ class TraceCache:
 
     # -- public API ----------------------------------------------------------------------------
 
-    def take_warnings(self) -> list[str]:
+    def _say(self, msg: str) -> None:
+        log.info(msg)  # the user sees it in the trace's warnings
+        self.warnings.append(Diagnostic.warning("cache", self.path, msg))
+
+    def take_warnings(self) -> list[Diagnostic]:
         """The problems met since the last call (and forget them)."""
         with self._lock:
             out, self.warnings = self.warnings, []
@@ -282,8 +278,7 @@ class TraceCache:
                 trace = decode_trace(EncodedTrace(row[0], blobs))
             except (CacheDamaged, ValueError, TypeError, KeyError) as exc:
                 msg = f"a cached trace of {sid.path} was damaged ({exc}); it was loaded from the file again"
-                log.info(msg)  # the user sees it in the trace's warnings
-                self.warnings.append(msg)
+                self._say(msg)
                 self._delete(db, key)
                 return None
             if row[1]:

@@ -52,12 +52,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from kviewer.core import make_table
+from kviewer.core import Diagnostic, make_table
 from kviewer.core.names import short_name
 
 TOOL = "Nsight Compute"
@@ -565,16 +566,16 @@ def _int_or(arr: np.ndarray | None, fallback: Sequence[int]) -> np.ndarray:
     return np.where(np.isnan(arr), fb, arr)
 
 
-def kernels_table(c: Collected, wide: Mapping[str, np.ndarray]) -> tuple[pd.DataFrame, list[str]]:
+def kernels_table(path: Path, c: Collected, wide: Mapping[str, np.ndarray]) -> tuple[pd.DataFrame, list[Diagnostic]]:
     """The kernels table, laid end to end in launch order; returns (table, warnings)."""
     n = len(c.launches)
-    warnings: list[str] = []
+    warnings: list[Diagnostic] = []
     cols = measured_columns(wide, n)
     dur = cols.pop("dur")
     missing = np.isnan(dur)
     if missing.any():
         warnings.append(
-            f"{int(missing.sum())} of {n} kernels have no gpu__time_duration; they are drawn with zero length"
+            Diagnostic.warning("missing_values", path, f"{int(missing.sum())} of {n} kernels have no gpu__time_duration; they are drawn with zero length")
         )
     dur_ns = np.where(missing, 0, np.rint(dur)).astype(np.int64)
     # ncu serialises (and replays) kernels: there are no real start times, lay them end to end

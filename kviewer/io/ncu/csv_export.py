@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kviewer.core import Trace, TraceMeta
+from kviewer.core import Diagnostic, Trace, TraceMeta
 from kviewer.errors import CorruptTrace
 from kviewer.io.ncu import common as nc
 from kviewer.io.registry import CancelToken, LoaderSpec
@@ -110,16 +110,16 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         raise CorruptTrace(path, "the CSV has a header but no kernel rows", LABEL)
     progress(0.8, "building tables")
     wide = c.wide()
-    kernels, warnings = nc.kernels_table(c, wide)
+    kernels, warnings = nc.kernels_table(path, c, wide)
     devices = nc.devices_table(c, wide)
     if content.truncated:
-        warnings.append("the compressed file is cut short; the kernels before the cut were loaded")
+        warnings.append(Diagnostic.warning("truncated", path, "the compressed file is cut short; the kernels before the cut were loaded"))
     elif not text.rstrip(" \t").endswith("\n"):
         # ncu ends every row with a line break: without one the last row was cut (a raw-page
         # kernel loses metrics, a details page loses the rest of its kernels)
-        warnings.append("the file does not end with a line break (cut short?): its last row may be incomplete")
+        warnings.append(Diagnostic.warning("truncated", path, "the file does not end with a line break (cut short?): its last row may be incomplete"))
     if skipped:
-        warnings.append(f"{skipped} line(s) after the CSV header that are not CSV records were skipped")
+        warnings.append(Diagnostic.warning("skipped", path, f"{skipped} line(s) after the CSV header that are not CSV records were skipped"))
     extra: dict[str, object] = {"kernels profiled": len(c.launches)}
     procs = sorted({(r["Process Name"], r["Process ID"]) for r in _first_rows(df)} - {("", "")})
     if procs:

@@ -25,7 +25,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from kviewer.core import Trace, TraceMeta
+from kviewer.core import Diagnostic, NcuCapture, Trace, TraceMeta
 from kviewer.errors import CorruptTrace, LoadError, MissingDependency, TruncatedTrace
 from kviewer.io.ncu import common as nc
 from kviewer.io.registry import CancelToken, LoaderSpec
@@ -139,9 +139,24 @@ def _launch_options(cmd: str) -> dict[str, Any]:
         if key in names and (value or i + 1 < len(argv)):
             val = value or argv[i + 1]
             opts[names[key]] = int(val) if names[key] != "kernel_filter" and val.isdigit() else val
+        if key == "--launch-skip-before-match":
+            opts["skip_before_match"] = True
         if not arg.startswith("-") and i > 0 and not argv[i - 1].startswith("-"):
             break  # the application's own arguments begin
     return opts
+
+
+def _capture(header: dict[str, Any]) -> NcuCapture | None:
+    """How the report chose its kernels, typed (what :mod:`kviewer.core.merge` decides on)."""
+    if not any(k in header for k in ("launch_skip", "launch_count", "kernel_filter", "skip_before_match")):
+        return None
+    skip, count, kfilter = header.get("launch_skip"), header.get("launch_count"), header.get("kernel_filter")
+    return NcuCapture(
+        launch_skip=skip if isinstance(skip, int) else None,
+        launch_count=count if isinstance(count, int) else None,
+        kernel_filter=kfilter if isinstance(kfilter, str) else None,
+        skip_before_match=bool(header.get("skip_before_match")),
+    )
 
 
 def _check_framing(path: Path, data: bytes) -> None:
@@ -277,9 +292,9 @@ def _build(path: Path, ctx: Any, header: dict[str, Any], progress: Progress, can
 
     progress(0.96, "building tables")
     wide = c.wide()
-    kernels, warnings = nc.kernels_table(c, wide)
+    kernels, warnings = nc.kernels_table(path, c, wide)
     if unreadable:
-        warnings.append(f"{unreadable} kernel or metric names could not be read (the report looks damaged)")
+        warnings.append(Diagnostic.warning("damaged", path, f"{unreadable} kernel or metric names could not be read (the report looks damaged)"))
     devices = nc.devices_table(c, wide)
     extra: dict[str, Any] = {"kernels profiled": len(actions)}
     if header.get("command"):
@@ -296,6 +311,7 @@ def _build(path: Path, ctx: Any, header: dict[str, Any], progress: Progress, can
         tool_version=str(header.get("tool_version", "")),
         warnings=warnings,
         extra=extra,
+        ncu_capture=_capture(header),
     )
     return Trace(meta=meta, kernels=kernels, devices=devices, metrics=nc.metrics_table(c))
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from msgspec import Raw
 
-from kviewer.core import Trace, TraceMeta, make_table
+from kviewer.core import Diagnostic, Trace, TraceMeta, make_table
 from kviewer.core.names import short_name
 from kviewer.errors import CorruptTrace
 from kviewer.io.registry import CancelToken
@@ -238,7 +238,7 @@ def _in_range(ns: np.ndarray, what: str) -> np.ndarray:
 class _Times:
     """ts (µs) -> int64 ns relative to the origin, exactly as ``round(us * 1000)``."""
 
-    def __init__(self, ts: np.ndarray, base: int | None, warnings: list[str]) -> None:
+    def __init__(self, path: Path, ts: np.ndarray, base: int | None, warnings: list[Diagnostic]) -> None:
         if len(ts) and float(ts.min()) >= _ABSOLUTE_US:
             # absolute epoch µs: subtract an integer origin before scaling, so 1.7e15 µs keeps
             # every digit the file has (integers below 2**53 are exact in float64)
@@ -254,7 +254,9 @@ class _Times:
             self.origin_ns = None if base is None else base + self.shift_ns
             self.note = "µs relative to baseTimeNanoseconds" if base is not None else "µs from an unknown origin"
             if base is None and len(ts):
-                warnings.append("relative timestamps without baseTimeNanoseconds: the wall-clock time of the trace is unknown")
+                warnings.append(
+                    Diagnostic.warning("time_origin", path, "relative timestamps without baseTimeNanoseconds: the wall-clock time of the trace is unknown")
+                )
 
     shift_ns = 0
 
@@ -392,7 +394,7 @@ class _Columns:
             return np.concatenate(parts)
         return np.zeros((0, width) if width else 0, dtype=dtype)
 
-    def finish(self, path: Path, header: _Doc, warnings: list[str], cancel: CancelToken) -> Trace:
+    def finish(self, path: Path, header: _Doc, warnings: list[Diagnostic], cancel: CancelToken) -> Trace:
         """Sort, link and wrap the columns into a Trace."""
         col = self._col
         kind, ccat = col("kind", np.int16), col("ccat", np.int16)
@@ -401,7 +403,7 @@ class _Columns:
         ts = col("ts", np.float64)
         base = header.baseTimeNanoseconds
         base = base if isinstance(base, int) and not isinstance(base, bool) else None
-        times = _Times(ts, base, warnings)
+        times = _Times(path, ts, base, warnings)
         try:
             start = times.start(ts)
             dur = np.rint(_in_range(col("dur", np.float64) * 1000.0, "durations")).astype(np.int64)
@@ -560,9 +562,9 @@ class _Columns:
         )
 
         amd = _is_amd(header)
-        devices = _devices(header, rank, amd, kernels, gpu_ops, warnings)
+        devices = _devices(path, header, rank, amd, kernels, gpu_ops, warnings)
         if not self.n_rows:
-            warnings.append("the trace has no complete events")
+            warnings.append(Diagnostic.warning("empty", path, "the trace has no complete events"))
         meta = TraceMeta(
             path=str(path),
             source_format=NAME,

@@ -10,10 +10,10 @@ from typing import Any
 import msgspec
 from msgspec import Raw
 
-from kviewer.core import Trace
+from kviewer.core import Diagnostic, Trace
 from kviewer.errors import CorruptTrace, TruncatedTrace
 from kviewer.io.registry import CancelToken
-from kviewer.io.source import Progress
+from kviewer.io.source import Progress, json_bad_utf8, json_ends_early
 from kviewer.io.torch.columns import _Columns
 from kviewer.io.torch.events import (
     _BOM,
@@ -37,7 +37,7 @@ from kviewer.io.torch.reader import _Reader
 def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     """Load a Kineto trace; see the module docstring for what goes where."""
     path = Path(path)
-    warnings: list[str] = []
+    warnings: list[Diagnostic] = []
     acc = _Columns()
     # The load allocates millions of short-lived, acyclic objects (structs, strings, lists): the
     # cyclic collector would rescan them over and over for nothing.
@@ -47,14 +47,18 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     try:
         header, salvaged = _read(path, reader, acc, progress, cancel)
         if acc.bad:
-            warnings.append(f"skipped {acc.bad:,} trace events whose fields have unexpected types")
+            warnings.append(Diagnostic.warning("skipped", path, f"skipped {acc.bad:,} trace events whose fields have unexpected types"))
         if acc.utf8:
-            warnings.append(_UTF8_NOTE)
+            warnings.append(Diagnostic.warning("encoding", path, _UTF8_NOTE))
         if salvaged or reader.truncated:
             how = f"the {reader.compression} stream is cut or damaged" if reader.truncated else "the file ends early"
             warnings.append(
-                f"the trace is truncated ({how}, after {reader.produced:,} bytes of JSON); "
-                f"loaded the {acc.n_events:,} complete events before the cut"
+                Diagnostic.warning(
+                    "truncated",
+                    path,
+                    f"the trace is truncated ({how}, after {reader.produced:,} bytes of JSON); "
+                    f"loaded the {acc.n_events:,} complete events before the cut",
+                )
             )
         progress(0.9, "building tables")
         cancel.check()
@@ -211,7 +215,7 @@ def _decode_events(piece: bytes | memoryview, acc: _Columns) -> list[_Event]:
     except msgspec.ValidationError:
         return _lenient_events(_EVENTS_RAW.decode(piece), acc)
     except msgspec.DecodeError as exc:
-        if "UTF-8" not in str(exc):
+        if not json_bad_utf8(exc):
             raise
     acc.utf8 = True
     return _decode_events(_valid_utf8(piece), acc)
@@ -244,7 +248,7 @@ def _decode(path: Path, data: bytes | bytearray, cut: bool, cancel: CancelToken,
     try:
         doc, salvaged = _decode_doc(path, data, acc), False
     except msgspec.DecodeError as exc:
-        if "UTF-8" in str(exc):
+        if json_bad_utf8(exc):
             acc.utf8 = True
             return _decode(path, _valid_utf8(data), cut, cancel, acc)
         doc, salvaged = _salvage(path, data, exc, cut, cancel, acc), True
@@ -354,8 +358,9 @@ def _salvage(
     recognised = LABEL
     key = data.find(b'"traceEvents"')
     if key < 0:
-        problem = "the file ends before its trace events" if "truncated" in str(exc) or cut else f"malformed JSON ({exc})"
-        raise (TruncatedTrace if "truncated" in str(exc) or cut else CorruptTrace)(path, problem, recognised) from exc
+        ended = json_ends_early(exc) or cut
+        problem = "the file ends before its trace events" if ended else f"malformed JSON ({exc})"
+        raise (TruncatedTrace if ended else CorruptTrace)(path, problem, recognised) from exc
     start = data.find(b"[", key)
     if start < 0:
         raise TruncatedTrace(path, "the file ends before its trace events", recognised) from exc
@@ -386,6 +391,6 @@ def _salvage(
         except RecursionError as deep:
             raise CorruptTrace(path, _NESTED, recognised) from deep
         return _decode_doc(path, candidate, acc)
-    if "truncated" in str(exc) or cut:
+    if json_ends_early(exc) or cut:
         raise TruncatedTrace(path, "the file is cut before its first complete trace event", recognised) from exc
     raise CorruptTrace(path, f"malformed JSON ({exc})", recognised) from exc

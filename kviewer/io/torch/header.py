@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from kviewer.core import make_table
+from kviewer.core import Diagnostic, make_table
 from kviewer.io.torch.events import LABEL, _Doc
 
 
@@ -50,7 +51,7 @@ def _int_field(d: dict[str, Any], key: str, limit: int = 2**31) -> int:
 
 
 def _devices(
-    doc: _Doc, rank: int, amd: bool, kernels: pd.DataFrame, gpu_ops: pd.DataFrame, warnings: list[str]
+    path: Path, doc: _Doc, rank: int, amd: bool, kernels: pd.DataFrame, gpu_ops: pd.DataFrame, warnings: list[Diagnostic]
 ) -> pd.DataFrame:
     """``deviceProperties``, plus a row for each device a GPU event uses that no entry describes
     (so every ``device`` in kernels/gpu_ops has a row).
@@ -94,7 +95,11 @@ def _devices(
     if undescribed and template is not None and template["name"]:
         ids = ", ".join(str(u) for u in undescribed)
         warnings.append(
-            f"device {ids} has no deviceProperties entry; assumed to be the same model as every described device ({template['name']})"
+            Diagnostic.warning(
+                "device_assumed",
+                path,
+                f"device {ids} has no deviceProperties entry; assumed to be the same model as every described device ({template['name']})",
+            )
         )
     recs = [rows[k] for k in sorted(rows)]
     keys = ("id", "name", "vendor", "architecture", "compute_capability", "sm_count", "memory_bytes")
