@@ -368,7 +368,7 @@ def find_device(query: str, devices: Mapping[str, DeviceSpec] | None = None) -> 
     raise AnalysisError(f"unknown device {query!r}", advice=device_hint(table))
 
 
-def _row_value(row: Mapping[str, Any], key: str) -> Any:
+def _row_value(row: Mapping[Any, Any], key: str) -> Any:
     value = row.get(key)
     if isinstance(value, float) and math.isnan(value):
         return None

@@ -238,7 +238,8 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
             top = max(s[:2] for s in scored)
             ties = [s[2] for s in scored if s[:2] == top]
             equal = len(ties)
-            tie_kernels = [int(tk_df["id"].iat[int(order[c])]) for c in ties]
+            ids = tk_df["id"].to_numpy()
+            tie_kernels = [int(ids[int(order[c])]) for c in ties]
             ties = [c - first for c in ties]
             if isinstance(hint, int) and len(ties) > 1:
                 # --launch-skip counts the launches the -k filter selects, unless the report was
@@ -285,7 +286,7 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
         notes=notes,
         tool="ncu" if ncu.meta.source_format.startswith("ncu") else "counter run",
         starts=ties if ties else ([start] if start >= 0 and len(pair_df) else []),
-        start_kernels=tie_kernels if ties else ([int(pair_df["timeline_id"].iat[0])] if start >= 0 and len(pair_df) else []),
+        start_kernels=tie_kernels if ties else ([int(pair_df["timeline_id"].to_numpy()[0])] if start >= 0 and len(pair_df) else []),
         filtered_out=filtered_out,
     )
 

@@ -276,7 +276,7 @@ class _Db:
         found = ids[pos] == refs
         return np.where(found, pos, -1)
 
-    def strings_at(self, positions: np.ndarray) -> pd.Categorical:
+    def strings_at(self, positions: np.ndarray) -> pd.Categorical[Any]:
         """The strings at ``positions`` (-1 and text-less values: ""), as a categorical: each
         distinct string once, whatever the number of rows."""
         values = self._string_values if self._string_values is not None else np.empty(0, dtype=object)
@@ -287,7 +287,7 @@ class _Db:
             text = _as_text(values[u]) if u >= 0 else ""
             remap[i] = cats.setdefault(text, len(cats))
         codes = remap[inverse.reshape(-1)] if len(used) else np.empty(0, dtype=np.int64)
-        return pd.Categorical.from_codes(codes, categories=list(cats))
+        return pd.Categorical.from_codes(codes, categories=pd.Index(list(cats)))
 
     def count(self, table: str) -> int:
         try:
@@ -504,7 +504,7 @@ def _kernels(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
         ("grid_x", "i"), ("grid_y", "i"), ("grid_z", "i"), ("block_x", "i"), ("block_y", "i"), ("block_z", "i"),
         ("registers", "i"), ("shared_mem", "i"),
     ]  # fmt: skip
-    c = db.query(sql, spec, table=t)
+    c: dict[str, Any] = db.query(sql, spec, table=t)
     gpid = c.pop("gpid")
     c["pid"] = _pid(gpid)
     c["device"] = gpus.map(c["pid"], c["device"])
@@ -558,7 +558,7 @@ def _gpu_ops(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
         parts.append(c)
     if not parts:
         return make_table("gpu_ops", 0)
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    cols: dict[str, Any] = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     gpid = cols.pop("gpid")
     cols["pid"] = _pid(gpid)
     cols["device"] = gpus.map(cols["pid"], cols["device"])
@@ -584,7 +584,7 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
     if table not in db.tables:
         return _empty_slices()
     name = db.string_id(table, "r", "nameId")
-    c = db.query(
+    c: dict[str, Any] = db.query(
         f"select r.start, r.end, {db.col(table, 'r', 'globalTid')}, {db.col(table, 'r', 'correlationId')}, "
         f"{name} from {table} as r",
         [("start", "i"), ("end", "i"), ("gtid", "i"), ("correlation", "i"), ("name", "i")],
@@ -602,10 +602,10 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
         index: dict[str, int] = {}
         remap = np.array([index.setdefault(u, len(index)) for u in stripped], dtype=np.int64)
         cats = np.array(["runtime" if u.startswith("cuda") or not u.startswith("cu") else "driver" for u in stripped], dtype=object)
-        c["name"] = pd.Categorical.from_codes(remap[inverse] if len(uniq) else inverse, categories=list(index))
+        c["name"] = pd.Categorical.from_codes(remap[inverse] if len(uniq) else inverse, categories=pd.Index(list(index)))
         c["category"] = cats[inverse] if len(uniq) else np.full(n, "runtime", dtype=object)
     else:
-        c["name"] = pd.Categorical.from_codes(inverse, categories=uniq)
+        c["name"] = pd.Categorical.from_codes(inverse, categories=pd.Index(uniq))
         c["category"] = np.full(n, category, dtype=object)
         c["correlation"] = np.full(n, -1, dtype=np.int64)
     gtid = c.pop("gtid")

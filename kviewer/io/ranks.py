@@ -216,6 +216,7 @@ def _unspill(result: MemberResult) -> Any:
         # MAP_POPULATE maps every page in one call: touching them one by one during the merge
         # costs a page fault each (on a VM, as much as the copy the mapping avoids)
         populate = getattr(mmap, "MAP_POPULATE", 0)
+        mm: mmap.mmap | None
         if size and populate:
             mm = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
         else:
@@ -483,8 +484,8 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
         device_maps.append(mapping)
         d = t.devices.copy()
         if len(d):
-            d["id"] = np.array([mapping[i] for i in ids], dtype=d["id"].dtype)
-            d["rank"] = np.asarray(r, dtype=d["rank"].dtype)
+            d["id"] = np.array([mapping[i] for i in ids], dtype=d["id"].to_numpy().dtype)
+            d["rank"] = np.asarray(r, dtype=d["rank"].to_numpy().dtype)
         dev_frames.append(d)
 
     def remap_devices(values: np.ndarray, mapping: dict[int, int]) -> np.ndarray:

@@ -240,7 +240,7 @@ def decode_frame(name: str, blobs: Iterable[ColumnBlob], zero_copy: bool = False
                 items = msgspec.json.decode(_bytes_from(b))
                 if not isinstance(items, list) or len(items) != b.nrows:
                     raise CacheDamaged(f"{name}.{b.column}: not a list of {b.nrows} strings")
-                dtype = pd.api.types.pandas_dtype(b.dtype)
+                dtype: Any = pd.api.types.pandas_dtype(b.dtype)
                 if dtype == object:
                     arr = np.empty(len(items), dtype=object)
                     arr[:] = items

@@ -136,7 +136,7 @@ class TraceCache:
 
     # -- connection ----------------------------------------------------------------------------
 
-    def _open(self):  # type: ignore[no-untyped-def]
+    def _open(self) -> Any:  # a sqlite_utils.Database (imported on first use)
         import sqlite_utils
 
         secure_cache_files(self.directory, self.path)

@@ -593,8 +593,10 @@ def kernels_table(path: Path, c: Collected, wide: Mapping[str, np.ndarray]) -> t
     static, dynamic = get("launch__shared_mem_per_block_static"), get("launch__shared_mem_per_block_dynamic")
     if static is not None and dynamic is not None:
         shared = static + dynamic
-    elif static is not None or dynamic is not None:
-        shared = static if static is not None else dynamic
+    elif static is not None:
+        shared = static
+    elif dynamic is not None:
+        shared = dynamic
     columns: dict[str, Any] = {
         "name": pd.Categorical(names),
         "short_name": pd.Categorical([shorts[x] for x in names]),

@@ -26,6 +26,7 @@ import io
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -183,7 +184,7 @@ def _add_identity_metrics(c: nc.Collected, k: int, row: dict[str, str], present:
 
 
 def _collect_raw(path: Path, df: pd.DataFrame) -> nc.Collected:
-    units: dict[str, str] = {}
+    units: dict[Any, Any] = {}
     if len(df) and df["ID"].iloc[0] == "":
         units = df.iloc[0].to_dict()
         df = df.iloc[1:]
@@ -220,7 +221,7 @@ def _collect_raw(path: Path, df: pd.DataFrame) -> nc.Collected:
     return c
 
 
-def _identity_rows(df: pd.DataFrame) -> dict[str, dict[str, str]]:
+def _identity_rows(df: pd.DataFrame) -> dict[str, dict[Any, Any]]:
     """Result ID -> its identity columns (from the first row of that ID)."""
     cols = [col for col in IDENTITY if col in df.columns]
     rows = df[cols].drop_duplicates("ID").to_dict(orient="records")

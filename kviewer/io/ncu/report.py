@@ -278,8 +278,8 @@ def _build(path: Path, ctx: Any, header: dict[str, Any], progress: Progress, can
                 value *= u[2]
             c.add(k, sections.get(name, ""), name, u[1], value, text)
         for rule in action.rule_results():
-            msg = rule.rule_message() if rule.has_rule_message() else {"message": "", "type": 0}
-            sp = rule.speedup_estimation() if rule.has_speedup_estimation() else {"type": 0, "speedup": math.nan}
+            msg: dict[str, Any] = rule.rule_message() if rule.has_rule_message() else {"message": "", "type": 0}
+            sp: dict[str, Any] = rule.speedup_estimation() if rule.has_speedup_estimation() else {"type": 0, "speedup": math.nan}
             row = nc.rule_row(
                 rule.rule_identifier() or "",
                 nc.RULE_TYPES.get(int(msg["type"]), ""),

@@ -398,7 +398,7 @@ def metrics_from_wide(
         n * k,
         {
             "kernel": np.repeat(np.asarray(kernel_ids, dtype=np.int64)[order], k),
-            "section": pd.Categorical.from_codes(np.zeros(n * k, dtype=np.int64), categories=[section]),
+            "section": pd.Categorical.from_codes(np.zeros(n * k, dtype=np.int64), categories=pd.Index([section])),
             "metric": pd.Categorical.from_codes(np.tile(np.arange(k), n), categories=pd.Index(names, dtype=object)),
             "unit": pd.Categorical.from_codes(np.tile(unit_codes, n), categories=pd.Index(unit_names, dtype=object)),
             "value": value,

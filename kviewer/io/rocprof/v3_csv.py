@@ -401,13 +401,13 @@ def _api_part(f: V3File, warnings: list[Diagnostic]) -> Part:
     t = f.table
     rc.require(t, ["domain", "function", "starttimestamp", "endtimestamp"], f.path, f"rocprofv3 {f.kind} CSV", SPELLED)
     start, end = _times(f, warnings)
-    codes, domains = pd.factorize(t.text("domain"), use_na_sentinel=False)
-    domains = [str(d).strip().upper() for d in domains]
+    codes, uniques = pd.factorize(t.text("domain"), use_na_sentinel=False)
+    domains = [str(d).strip().upper() for d in uniques]
     cat_names = sorted({_category(d) for d in domains})
     cat_codes = np.array([cat_names.index(_category(d)) for d in domains], dtype=np.int64)
     cols: dict[str, Any] = {
         "name": pd.Categorical(t.text("function")),
-        "category": pd.Categorical.from_codes(cat_codes[codes], categories=cat_names),
+        "category": pd.Categorical.from_codes(cat_codes[codes], categories=pd.Index(cat_names)),
         "start": start,
         "end": end,
         "correlation": _corr(f),

@@ -476,7 +476,7 @@ def _version(meta: dict[str, Any]) -> str:
     return ""
 
 
-def _counters(path: Path, entry: ToolEntry, warnings: list[Diagnostic]):  # type: ignore[no-untyped-def]
+def _counters(path: Path, entry: ToolEntry, warnings: list[Diagnostic]) -> tuple[pd.DataFrame | None, tuple[Any, ...] | None]:
     """Long rows (dispatch, metric, value, text) from callback counter records, and the kernel
     columns those records describe (used when there is no kernel trace)."""
     recs = entry.callback_records.counter_collection

@@ -434,7 +434,7 @@ class _Columns:
             n_cpu,
             {
                 "name": names_of(ci),
-                "category": pd.Categorical.from_codes(c_cat, categories=_CPU_CATEGORIES),
+                "category": pd.Categorical.from_codes(c_cat, categories=pd.Index(_CPU_CATEGORIES)),
                 "start": c_start,
                 "dur": c_dur,
                 "rank": np.full(n_cpu, rank),
