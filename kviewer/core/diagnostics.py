@@ -92,13 +92,4 @@ class Diagnostic:
         return Diagnostic(self.kind, self.severity, os.fspath(file), f"{prefix}: {self.message}")
 
 
-def messages(diagnostics: list[Diagnostic]) -> list[str]:
-    """The texts, in order (what the CLI's JSON and the report print)."""
-    return [d.message for d in diagnostics]
-
-
-def any_partial(diagnostics: list[Diagnostic]) -> bool:
-    return any(d.partial for d in diagnostics)
-
-
-__all__ = ["KINDS", "PARTIAL_KINDS", "Diagnostic", "DiagnosticKind", "Severity", "any_partial", "messages"]
+__all__ = ["KINDS", "PARTIAL_KINDS", "Diagnostic", "DiagnosticKind", "Severity"]

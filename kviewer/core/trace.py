@@ -69,10 +69,6 @@ class TraceMeta:
         """The warnings' messages, in order (what the CLI, its JSON and the report print)."""
         return [d.message for d in self.warnings]
 
-    def warnings_of(self, *kinds: str) -> list[Diagnostic]:
-        return [d for d in self.warnings if d.kind in kinds]
-
-
 @dataclass
 class Trace:
     """A loaded trace: metadata and the tables declared in :mod:`kviewer.core.schema`."""

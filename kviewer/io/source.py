@@ -19,9 +19,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 from kviewer.errors import CorruptTrace, LoadError, MissingDependency
 from kviewer.tempdir import (  # noqa: F401 - re-exported: the loaders' one place for temporary files
-    install_signal_cleanup,
     private_tmpdir,
-    remove_private_tmpdir,
     remove_quietly,
     track_temp_dir,
     untrack_temp_dir,
@@ -135,9 +133,6 @@ def check_file(path: str | os.PathLike[str]) -> os.stat_result:
     if not os.access(p, os.R_OK):
         raise LoadError(p, "permission denied")
     return st
-
-
-_check_file = check_file
 
 
 def open_input(path: str | os.PathLike[str], recognised: str | None = None) -> BinaryIO:

@@ -30,7 +30,6 @@ def test_meta_with_diagnostics_survives_json_as_the_cache_stores_it() -> None:
     back = msgspec.json.decode(msgspec.json.encode(meta), type=TraceMeta)
     assert back == meta and isinstance(back.warnings[0], Diagnostic)
     assert back.warning_texts() == ["2 names could not be read", "rebuilt"]
-    assert [d.kind for d in back.warnings_of("damaged")] == ["damaged"]
 
 
 def test_every_kviewer_error_derives_from_one_base() -> None:

@@ -63,14 +63,13 @@ from kviewer.io.cache.keys import (
     max_bytes_from_env,
     source_id,
 )
-from kviewer.io.cache.store import DB_NAME, CacheStats, TraceCache, UnsafeCache, default_cache, load_was_complete, secure_cache_files
+from kviewer.io.cache.store import DB_NAME, TraceCache, UnsafeCache, default_cache, load_was_complete, secure_cache_files
 
 __all__ = [
     "CACHE_FORMAT",
     "DB_NAME",
     "DEFAULT_MAX_BYTES",
     "CacheDamaged",
-    "CacheStats",
     "ColumnBlob",
     "EncodedTrace",
     "NotCacheable",

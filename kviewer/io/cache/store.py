@@ -9,7 +9,6 @@ import sqlite3
 import stat
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,14 +99,6 @@ def _is_corruption(exc: sqlite3.Error) -> bool:
         return True
     text = str(exc).lower()  # foreign message: SQLite's, for Pythons without sqlite_errorname
     return "not a database" in text or "malformed" in text or "corrupt" in text
-
-
-@dataclass
-class CacheStats:
-    entries: int
-    bytes: int
-    max_bytes: int
-    path: str
 
 
 class TraceCache:
@@ -411,19 +402,6 @@ class TraceCache:
         with self._lock:
             result: list[dict[str, Any]] = self._run("list", fetch, [])
         return result
-
-    def stats(self) -> CacheStats:
-        items = self.entries()
-        return CacheStats(len(items), sum(e["nbytes"] for e in items), self.max_bytes, str(self.path))
-
-    def clear(self) -> None:
-        """Delete the cache database."""
-        with self._lock:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                try:
-                    os.unlink(str(self.path) + suffix)
-                except FileNotFoundError:
-                    pass
 
 
 _default: TraceCache | None = None
