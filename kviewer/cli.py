@@ -15,6 +15,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from kviewer.errors import UserError
+
 if TYPE_CHECKING:  # heavy imports stay out of start-up
     import pandas as pd
 
@@ -27,10 +29,6 @@ EXIT_USER_ERROR = 2
 EXIT_SLOWER = 1
 
 SUBCOMMANDS = ("info", "summary", "kernels", "sol", "fusion", "compare", "screenshot", "report", "export", "sql", "fleet")
-
-
-class UserError(Exception):
-    """A problem the user can fix (bad option, bad file): one line, exit 2."""
 
 
 #: ``--raw-csv``: CSV cells exactly as in the trace (no spreadsheet-formula guard); set by main()
@@ -101,7 +99,7 @@ def load_trace(path: str, quiet: bool = False, tables: "Wanted | None" = None) -
         if progress is not None:
             progress.close()
     for warning in trace.meta.warnings:
-        print(_say(f"kviewer: warning: {path}: {warning}"), file=sys.stderr)
+        print(_say(f"kviewer: warning: {path}: {warning.message}"), file=sys.stderr)
     return trace
 
 
@@ -443,7 +441,7 @@ def print_info(trace: "Trace", fmt: str) -> int:
     for name, n in trace.sizes().items():
         print(_say(f"  {name:<11} {n:>10,}"))
     for w in m.warnings:
-        print(_say(f"warning:  {w}"))
+        print(_say(f"warning:  {w.message}"))
     return EXIT_OK
 
 
@@ -464,7 +462,7 @@ def trace_info(trace: "Trace") -> dict[str, Any]:
         "ranks": m.ranks,
         "devices": devices,
         "tables": trace.sizes(),
-        "warnings": m.warnings,
+        "warnings": m.warning_texts(),
         "extra": m.extra,
     }
 

@@ -1,7 +1,9 @@
-"""Typed errors.
+"""Typed errors: every error kviewer raises on purpose derives from :class:`KViewerError`.
 
 Every error a user can cause names the file and the problem in one line, so the CLI can print
-``str(err)`` and the GUI can show it in a dialog without a traceback.
+``str(err)`` and the GUI can show it in a dialog without a traceback. The parts of that line are
+fields too (``path``, ``problem``, ``advice``): a view that shows the file elsewhere, or that offers
+its own remedy instead of the command line's, takes the part it needs and never cuts the text.
 """
 
 from __future__ import annotations
@@ -60,7 +62,36 @@ class LoadCancelled(KViewerError):
 
 
 class AnalysisError(KViewerError):
-    """An analysis could not run on the given trace (e.g. unknown device)."""
+    """An analysis could not run on the given trace (e.g. unknown device).
+
+    Parameters
+    ----------
+    problem
+        What was wrong, in words a user understands (without the file or the advice).
+    path
+        The trace's file, when the problem is about one.
+    advice
+        What to do about it on the command line (e.g. "pass --device with one of: ..."); a window
+        that offers a device picker shows ``problem`` alone.
+
+    ``str(err)`` is ``"{path}: {problem}; {advice}"`` (the parts that are there).
+    """
+
+    def __init__(self, problem: str, *, path: str | os.PathLike[str] | None = None, advice: str | None = None):
+        self.problem = problem
+        self.path = os.fspath(path) if path is not None else None
+        self.advice = advice
+        text = f"{self.path}: {problem}" if self.path else problem
+        super().__init__(f"{text}; {advice}" if advice else text)
+
+
+class UserError(KViewerError):
+    """A problem the user can fix (bad option, bad file): one line, exit 2 from the CLI."""
+
+
+class CacheProblem(KViewerError):
+    """The trace cache could not read, store or trust something. Never fails a load: the cache
+    is bypassed and, where the user should know, a ``cache`` diagnostic says so."""
 
 
 class QueryError(KViewerError):

@@ -290,7 +290,7 @@ def _trace_facts(t: Trace, specs: dict[int, DeviceSpec], sol_problem: str) -> li
     items.append(("memory ops", f"{len(t.gpu_ops):,}"))
     items.append(("host slices", f"{len(t.cpu_slices):,}"))
     for w in m.warnings:
-        items.append(("warning", w))
+        items.append(("warning", w.message))
     return items
 
 

@@ -364,11 +364,11 @@ def find_device(query: str, devices: Mapping[str, DeviceSpec] | None = None) -> 
     if len(hits) == 1:
         return hits[0]
     if len(hits) > 1:
-        raise AnalysisError(f"--device {query!r} fits several devices: {', '.join(s.id for s in hits)}; pass one of these ids")
-    raise AnalysisError(f"unknown device {query!r}; pass --device with one of: {', '.join(sorted(table))}")
+        raise AnalysisError(f"--device {query!r} fits several devices: {', '.join(s.id for s in hits)}", advice="pass one of these ids")
+    raise AnalysisError(f"unknown device {query!r}", advice=device_hint(table))
 
 
-def _row_value(row: Mapping[str, Any], key: str) -> Any:
+def _row_value(row: Mapping[Any, Any], key: str) -> Any:
     value = row.get(key)
     if isinstance(value, float) and math.isnan(value):
         return None
@@ -419,7 +419,7 @@ def devices_for_trace(
         return {d: spec for d in (used or [0])}
     recs = recognise_trace(trace, table)
     if not recs:
-        raise AnalysisError(f"{trace.meta.path}: the trace does not say which GPU ran it; {device_hint(table)}")
+        raise AnalysisError("the trace does not say which GPU ran it", path=trace.meta.path, advice=device_hint(table))
     result: dict[int, DeviceSpec] = {}
     problems = []
     for dev_id, rec in recs.items():
@@ -433,7 +433,7 @@ def devices_for_trace(
             else:
                 problems.append(f"device {dev_id} ({rec.reported}) is not in the device table")
     if problems:
-        raise AnalysisError(f"{trace.meta.path}: {'; '.join(problems)}; {device_hint(table)}")
+        raise AnalysisError("; ".join(problems), path=trace.meta.path, advice=device_hint(table))
     distinct = {s.id for s in result.values()}
     for d in used:
         if d not in result:
@@ -441,7 +441,8 @@ def devices_for_trace(
                 result[d] = next(iter(result.values()))
             else:
                 raise AnalysisError(
-                    f"{trace.meta.path}: kernels on device {d} have no device row and the trace has "
-                    f"several GPUs; {device_hint(table)}"
+                    f"kernels on device {d} have no device row and the trace has several GPUs",
+                    path=trace.meta.path,
+                    advice=device_hint(table),
                 )
     return result

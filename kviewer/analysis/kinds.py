@@ -369,8 +369,8 @@ def classify(trace: Trace, ops: np.ndarray | None = None) -> pd.DataFrame:
     helper = np.zeros(n, dtype=bool)
     # ops whose matrix arithmetic is recognisably done by some of their kernels: the others are helpers
     has_main: set[int] = set()
-    for i in np.flatnonzero((ops >= 0) & (np.isin(nkind, list(MATRIX_KINDS)) | fired)):
-        has_main.add(int(ops[i]))
+    for j in np.flatnonzero((ops >= 0) & (np.isin(nkind, list(MATRIX_KINDS)) | fired)):
+        has_main.add(int(ops[j]))
     for i in range(n):
         nk, ok = nkind[i], okind[i]
         if ok and ok != "other":

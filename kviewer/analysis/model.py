@@ -446,10 +446,11 @@ def _conv_geometry(base: str, x: _Tensor, w: _Tensor, conc: list[Any]) -> tuple[
     at = (lambda i: conc[i] if pos is not None and 0 <= i < len(conc) else None)
     stride = _ints(at(pos[0]), nsp, 1) if pos else None
     pad_v = at(pos[1]) if pos else None
+    padding: tuple[int, ...] | None
     if isinstance(pad_v, str) and pad_v.strip("'\"") in ("same", "valid"):
         # padding="same" keeps the size at stride 1 (the only stride it allows); "valid" pads nothing
         k_sp = w.dims[2:]
-        dil = _ints(at(pos[2]), nsp, 1) or (1,) * nsp
+        dil = (_ints(at(pos[2]), nsp, 1) if pos else None) or (1,) * nsp
         padding = tuple((d * (k - 1)) // 2 for d, k in zip(dil, k_sp)) if pad_v.strip("'\"") == "same" else (0,) * nsp
         if pad_v.strip("'\"") == "same":
             return tuple(x.dims[2:]), False, ""
@@ -762,9 +763,9 @@ def _enclosing_flops(trace: Trace, rows: np.ndarray) -> dict[int, tuple[float, s
     depth = c["depth"].to_numpy(np.int64)
     key = list(zip(c["rank"].to_numpy(np.int64), c["pid"].to_numpy(np.int64), c["tid"].to_numpy(np.int64)))
     names = c["name"].astype(str).to_numpy()
-    by_thread: dict[tuple[int, int, int], np.ndarray] = {}
+    by_thread: dict[tuple[int, int, int], list[int]] = {}
     for j in has:
-        by_thread.setdefault(key[j], []).append(j)  # type: ignore[attr-defined]
+        by_thread.setdefault(key[j], []).append(int(j))
     sorted_rows = {k: np.asarray(sorted(v, key=lambda j: start[j]), dtype=np.int64) for k, v in by_thread.items()}
     out: dict[int, tuple[float, str]] = {}
     for r in rows:

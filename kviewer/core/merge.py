@@ -23,11 +23,11 @@ reports filtered by kernel name). Candidate starts are the timeline positions wh
 the first report kernel's; the best start is the one where the walk matches the most kernels and
 skips the fewest timeline kernels (a contiguous window skips none). When several starts tie —
 a program that repeats one step gives a perfect fit at every step — the one closest to the
-report's ``--launch-skip`` (kept by the ncu-rep loader in ``meta.extra["launch_skip"]``) wins,
+report's ``--launch-skip`` (kept by the ncu-rep loader in ``meta.ncu_capture.launch_skip``) wins,
 else the earliest; the report says how many starts fit equally well and lists them
 (``MatchReport.starts``), so a caller can offer the choice (``start=`` picks one).
 
-A report taken with ``--kernel-name/-k`` (kept in ``meta.extra["kernel_filter"]``) counted only
+A report taken with ``--kernel-name/-k`` (kept in ``meta.ncu_capture.kernel_filter``) counted only
 the launches the filter matched, ``--launch-skip`` included: the timeline kernels the filter does
 not match are left out of the search (and of the launch-skip tie-break), and the report says how
 many were left out.
@@ -201,7 +201,8 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
     order = launch_order(tk_df)
     full_pos = np.empty(len(order), dtype=np.int64)
     full_pos[order] = np.arange(len(order))
-    kfilter = ncu.meta.extra.get("kernel_filter")
+    capture = ncu.meta.ncu_capture
+    kfilter = capture.kernel_filter if capture is not None else None
     filtered_out = 0
     if isinstance(kfilter, str) and kfilter.strip() and len(order):
         keep = filter_mask(tk_df["name"].astype(str).to_numpy()[order].tolist(), kfilter)
@@ -229,7 +230,7 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
             start = -1
             notes.append("no report kernel has a (name, grid, block) that the timeline has")
         else:
-            hint = ncu.meta.extra.get("launch_skip")
+            hint = capture.launch_skip if capture is not None else None
             scored: list[tuple] = []
             for cand in tl_pos[nkeys[first]]:
                 pairs, skipped = _walk(tl_pos, nkeys[first:], int(cand), SCORE_WINDOW)
@@ -237,12 +238,13 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
             top = max(s[:2] for s in scored)
             ties = [s[2] for s in scored if s[:2] == top]
             equal = len(ties)
-            tie_kernels = [int(tk_df["id"].iat[int(order[c])]) for c in ties]
+            ids = tk_df["id"].to_numpy()
+            tie_kernels = [int(ids[int(order[c])]) for c in ties]
             ties = [c - first for c in ties]
             if isinstance(hint, int) and len(ties) > 1:
                 # --launch-skip counts the launches the -k filter selects, unless the report was
                 # taken with --launch-skip-before-match (then it counts every launch)
-                every = "--launch-skip-before-match" in str(ncu.meta.extra.get("command", ""))
+                every = capture is not None and capture.skip_before_match
                 rank = {c: (int(full_pos[order[c + first]]) - first if every else c) for c in ties}
                 # closest; at equal distance the later one (ncu profiles the first match at or after the skip)
                 start = min(ties, key=lambda c: (abs(rank[c] - hint), rank[c] < hint, c))
@@ -284,7 +286,7 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
         notes=notes,
         tool="ncu" if ncu.meta.source_format.startswith("ncu") else "counter run",
         starts=ties if ties else ([start] if start >= 0 and len(pair_df) else []),
-        start_kernels=tie_kernels if ties else ([int(pair_df["timeline_id"].iat[0])] if start >= 0 and len(pair_df) else []),
+        start_kernels=tie_kernels if ties else ([int(pair_df["timeline_id"].to_numpy()[0])] if start >= 0 and len(pair_df) else []),
         filtered_out=filtered_out,
     )
 

@@ -260,10 +260,10 @@ def make_table(table: Table | str, n: int, columns: Mapping[str, Any] | None = N
     # blocks, which doubled the peak memory of a 10-million-event load)
     df = pd.DataFrame(data, columns=names, copy=False)
     if spec.sort_by and n > 1:
-        key = df[spec.sort_by].to_numpy()
+        sort_key = df[spec.sort_by].to_numpy()
         # loaders usually hand rows over in order already: an O(n) check saves the argsort
-        if not bool(np.all(key[1:] >= key[:-1])):
-            order = np.argsort(key, kind="stable")
+        if not bool(np.all(sort_key[1:] >= sort_key[:-1])):
+            order = np.argsort(sort_key, kind="stable")
             df = df.take(order).reset_index(drop=True)
             if "id" in names:
                 df["id"] = np.arange(n, dtype=np.int64)

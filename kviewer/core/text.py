@@ -27,7 +27,6 @@ __all__ = [
     "CSV_FORMULA_START",
     "csv_cell",
     "display_text",
-    "needs_escape",
     "xml_text",
 ]
 
@@ -53,11 +52,6 @@ def _escape(m: re.Match[str]) -> str:
     if code <= 0x9F:
         return f"\\x{code:02x}"
     return f"U+{code:04X}"
-
-
-def needs_escape(text: str) -> bool:
-    """True when ``text`` holds a character :func:`display_text` would escape."""
-    return _UNSAFE.search(text) is not None
 
 
 def display_text(value: Any) -> str:

@@ -8,6 +8,21 @@ from typing import Any
 import pandas as pd
 
 from kviewer.core import schema
+from kviewer.core.diagnostics import Diagnostic
+
+
+@dataclass(frozen=True)
+class NcuCapture:
+    """How an Nsight Compute report chose its kernels (from the ncu command line it records)."""
+
+    launch_skip: int | None = None
+    """``--launch-skip/-s``: launches skipped before the first profiled one"""
+    launch_count: int | None = None
+    """``--launch-count/-c``"""
+    kernel_filter: str | None = None
+    """``--kernel-name/-k``: only launches of matching kernels were profiled (and counted by the skip)"""
+    skip_before_match: bool = False
+    """``--launch-skip-before-match``: the skip counts every launch, not only the matching ones"""
 
 
 @dataclass
@@ -30,9 +45,13 @@ class TraceMeta:
     ranks
         Distributed ranks the trace covers (empty when not distributed).
     warnings
-        Things the user should know about the load (e.g. a truncated file loaded partially).
+        Things the user should know about the load (e.g. a truncated file loaded partially), as
+        :class:`~kviewer.core.diagnostics.Diagnostic` (decide on ``kind``; ``message`` is for people).
     extra
-        Anything else the source says that is worth showing (schema version, host, command).
+        Anything else the source says that is worth showing (schema version, host, command): for
+        display only, no code decides on it (typed fields below carry what code reads).
+    ncu_capture
+        For an Nsight Compute report, how it chose its kernels (None otherwise or when unknown).
     """
 
     path: str
@@ -42,9 +61,13 @@ class TraceMeta:
     tool_version: str = ""
     origin_ns: int | None = None
     ranks: list[int] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    ncu_capture: NcuCapture | None = None
 
+    def warning_texts(self) -> list[str]:
+        """The warnings' messages, in order (what the CLI, its JSON and the report print)."""
+        return [d.message for d in self.warnings]
 
 @dataclass
 class Trace:

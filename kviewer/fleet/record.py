@@ -123,7 +123,7 @@ def _summarize(path: Path, out: FileSummary) -> None:
     trace = load(path, use_cache=False)
     out.format = trace.meta.source_format
     out.rank_in_file = rank_in_trace(trace, read_head(path))
-    out.warnings = list(trace.meta.warnings)
+    out.warnings = trace.meta.warning_texts()
     st = step_times(trace)
     if len(st) and st["rank"].nunique() > 1:
         # one file is one rank of a fleet; a file holding several keeps its first rank's steps

@@ -1,4 +1,5 @@
-"""Loaders: one module per format, a registry that detects formats by content (no Qt)."""
+"""Loaders: a package per format family (torch/, ncu/, rocprof/, nsys), a registry that detects
+formats by content, the trace cache (cache/) and the one decompression path (source); no Qt."""
 
 from __future__ import annotations
 

@@ -33,14 +33,14 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from kviewer.core import Trace, TraceMeta, make_table
+from kviewer.core import Diagnostic, Trace, TraceMeta, make_table
 from kviewer.core.names import strip_api_version
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
 from kviewer.io.registry import CancelToken, LoaderSpec, Wanted
 from kviewer.io.source import (
     SQLITE_MAGIC,
     Progress,
-    compression_of,
+    compression_of_file,
     connect_readonly,
     decompress_to_file,
     remove_quietly,
@@ -106,9 +106,8 @@ def sniff(head: bytes, path: Path) -> bool:
     if _HEAD_TABLES.search(head):
         return True
     try:
-        with open(path, "rb") as f:
-            if compression_of(f.read(8)) is not None:
-                return False  # the head is all we can cheaply see of a compressed file
+        if compression_of_file(path) is not None:
+            return False  # the head is all we can cheaply see of a compressed file
         con = connect_readonly(path)
     except (OSError, LoadError):
         return False
@@ -142,8 +141,7 @@ def load_part(path: Path, progress: Progress, cancel: CancelToken, tables: Wante
 
 
 def _load(path: Path, progress: Progress, cancel: CancelToken, wanted: Wanted | None) -> Trace:
-    with open(path, "rb") as f:
-        comp = compression_of(f.read(8))
+    comp = compression_of_file(path, LABEL)
     if comp is None:
         return _load_db(path, path, progress, cancel, warnings=[], wanted=wanted)
 
@@ -152,9 +150,9 @@ def _load(path: Path, progress: Progress, cancel: CancelToken, wanted: Wanted | 
     tmp_path, _, truncated = decompress_to_file(path, ".sqlite", progress, cancel.check, LABEL)
     try:
         cancel.check()
-        warnings: list[str] = []
+        warnings: list[Diagnostic] = []
         if truncated:
-            warnings.append(f"the {comp} stream is cut short; the export may be incomplete")
+            warnings.append(Diagnostic.warning("truncated", path, f"the {comp} stream is cut short; the export may be incomplete"))
         try:
             return _load_db(tmp_path, path, progress, cancel, warnings, wanted)
         except CorruptTrace as exc:
@@ -166,7 +164,7 @@ def _load(path: Path, progress: Progress, cancel: CancelToken, wanted: Wanted | 
 
 
 def _load_db(
-    db_path: Path, shown_path: Path, progress: Progress, cancel: CancelToken, warnings: list[str], wanted: Wanted | None = None
+    db_path: Path, shown_path: Path, progress: Progress, cancel: CancelToken, warnings: list[Diagnostic], wanted: Wanted | None = None
 ) -> Trace:
     """Read an uncompressed export at ``db_path``; errors name ``shown_path`` (the user's file)."""
     beat = _Heartbeat(progress, cancel)
@@ -180,22 +178,28 @@ def _load_db(
         meta = _read_meta(db, shown_path)
         recognised = meta.format_label
         meta.warnings.extend(warnings)
-        meta.warnings.extend(getattr(con, "warnings", []))
+        meta.warnings.extend(Diagnostic.warning("ignored", shown_path, w) for w in getattr(con, "warnings", []))
         if KERNEL_TABLE not in db.tables:
             # a lazy export leaves out empty tables: a run without kernels is still a trace
             meta.warnings.append(
-                f"no {KERNEL_TABLE} table: no CUDA kernels were recorded "
-                "(profile with CUDA tracing, e.g. 'nsys profile -t cuda', to see them)"
+                Diagnostic.warning(
+                    "empty",
+                    shown_path,
+                    f"no {KERNEL_TABLE} table: no CUDA kernels were recorded "
+                    "(profile with CUDA tracing, e.g. 'nsys profile -t cuda', to see them)",
+                )
             )
         trace = _read_tables(db, meta, progress, cancel, wanted)
         for name, bad in db.bad_values.items():
             trace.meta.warnings.append(
-                f"{bad:,} values of {name} are not integers (the export looks damaged); they are shown as unknown"
+                Diagnostic.warning(
+                    "damaged", shown_path, f"{bad:,} values of {name} are not integers (the export looks damaged); they are shown as unknown"
+                )
             )
         return trace
     except sqlite3.DatabaseError as exc:
         cancel.check()  # a query stopped by the progress handler: cancelled, or over the memory budget
-        if "not authorized" in str(exc).lower() or "prohibited" in str(exc).lower():
+        if "not authorized" in str(exc).lower() or "prohibited" in str(exc).lower():  # foreign message: SQLite's
             raise CorruptTrace(shown_path, "the export asks SQLite to run its own code (a generated column or "
                                f"virtual table); kviewer runs only its own queries ({exc})", recognised) from exc
         raise CorruptTrace(shown_path, f"the database is damaged ({exc})", recognised) from exc
@@ -309,7 +313,7 @@ class _Db:
         found = ids[pos] == refs
         return np.where(found, pos, -1)
 
-    def strings_at(self, positions: np.ndarray) -> pd.Categorical:
+    def strings_at(self, positions: np.ndarray) -> pd.Categorical[Any]:
         """The strings at ``positions`` (-1 and text-less values: ""), as a categorical: each
         distinct string once, whatever the number of rows."""
         values = self._string_values if self._string_values is not None else np.empty(0, dtype=object)
@@ -320,7 +324,7 @@ class _Db:
             text = _as_text(values[u]) if u >= 0 else ""
             remap[i] = cats.setdefault(text, len(cats))
         codes = remap[inverse.reshape(-1)] if len(used) else np.empty(0, dtype=np.int64)
-        return pd.Categorical.from_codes(codes, categories=list(cats))
+        return pd.Categorical.from_codes(codes, categories=pd.Index(list(cats)))
 
     def count(self, table: str) -> int:
         try:
@@ -647,7 +651,7 @@ def _kernels(db: _Db, gpus: "_Gpus", columns: Collection[str] | None = None) -> 
     if columns is not None:
         keep = {"start", "end"} | {x for col in columns for x in _KERNEL_NEEDS.get(col, (col,))}
         spec = [(out, expr) for out, expr in spec if out in keep]
-    c = db.ints(t, "k", spec)
+    c: dict[str, Any] = db.ints(t, "k", spec)
     if "gpid" in c:
         gpid = c.pop("gpid")
         c["pid"] = _pid(gpid)
@@ -690,7 +694,7 @@ def _gpu_ops(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
         parts.append(c)
     if not parts:
         return make_table("gpu_ops", 0)
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    cols: dict[str, Any] = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     gpid = cols.pop("gpid")
     cols["pid"] = _pid(gpid)
     cols["device"] = gpus.map(cols["pid"], cols["device"])
@@ -725,7 +729,7 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
     if table not in db.tables:
         return _empty_slices()
     name = db.string_id(table, "r", "nameId")
-    c = db.ints(
+    c: dict[str, Any] = db.ints(
         table,
         "r",
         [("start", "r.start"), ("end", "r.end"), ("gtid", db.col(table, "r", "globalTid")),
@@ -743,12 +747,12 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
         index: dict[str, int] = {}
         remap = np.array([index.setdefault(u, len(index)) for u in stripped], dtype=np.int64)
         is_driver = np.array([not (u.startswith("cuda") or not u.startswith("cu")) for u in stripped], dtype=np.int8)
-        c["name"] = pd.Categorical.from_codes(remap[inverse] if len(uniq) else inverse, categories=list(index))
+        c["name"] = pd.Categorical.from_codes(remap[inverse] if len(uniq) else inverse, categories=pd.Index(list(index)))
         # codes, not a string per row: 0 driver, 1 runtime (as pd.Categorical would sort them)
         kind = (1 - is_driver)[inverse] if len(uniq) else np.ones(n, dtype=np.int8)
         c["category"] = pd.Categorical.from_codes(kind, categories=pd.Index(["driver", "runtime"]))
     else:
-        c["name"] = pd.Categorical.from_codes(inverse, categories=uniq)
+        c["name"] = pd.Categorical.from_codes(inverse, categories=pd.Index(uniq))
         c["category"] = _constant(category, n)
         c["correlation"] = np.full(n, -1, dtype=np.int64)
     gtid = c.pop("gtid")
@@ -803,7 +807,7 @@ def _nvtx(db: _Db, meta: TraceMeta) -> dict[str, np.ndarray]:
     ranges = ~is_domain
     open_ended = ranges & (c["end"] < c["start"])
     if open_ended.any():
-        meta.warnings.append(f"{int(open_ended.sum())} NVTX ranges never ended and are left out")
+        meta.warnings.append(Diagnostic.warning("skipped", meta.path, f"{int(open_ended.sum())} NVTX ranges never ended and are left out"))
     keep = ranges & ~open_ended
     names: Any = c["name"][keep]
     if not domains and missing.all():
@@ -951,7 +955,7 @@ def _process_name(db: _Db, kernels: pd.DataFrame) -> str:
     return str(row[0]) if row and row[0] else ""
 
 
-def _constant(label: str, n: int) -> pd.Categorical:
+def _constant(label: str, n: int) -> "pd.Categorical[str]":
     """``n`` times ``label``, as a categorical."""
     return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([label]))
 

@@ -13,7 +13,7 @@ not help), and merges them into one trace:
 * devices are renumbered to be unique in the merged trace (``devices.rank`` says whose they are);
 * ids are renumbered after sorting, and flows / metrics follow their rows.
 
-Workers send back their trace as compact column blobs (:func:`kviewer.io.cache.encode_trace`,
+Workers send back their trace as compact column blobs (:func:`kviewer.io.cache.codec.encode_trace`,
 uncompressed): numpy bytes and category lists pickle far faster than DataFrames of objects.
 """
 
@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kviewer.core import Trace, TraceMeta
-from kviewer.errors import KViewerError, LoadCancelled, LoadError, UnsupportedFormat
+from kviewer.core import Diagnostic, Trace, TraceMeta
+from kviewer.errors import KViewerError, LoadCancelled, LoadError, TruncatedTrace, UnsupportedFormat
 from kviewer.io.folders import MAX_RANK_FILES, Survey, survey
 from kviewer.io.registry import CancelToken, LoaderSpec, detect
 from kviewer.io.source import Progress, private_tmpdir, read_head, track_temp_dir, untrack_temp_dir
@@ -75,19 +75,20 @@ def _member_spec(path: Path) -> LoaderSpec | None:
     return _member(path)[0]
 
 
-def _member(path: Path) -> tuple[LoaderSpec | None, str]:
-    """The loader of a rank file, or None and why it is not one (unreadable, unknown format, ...)."""
+def _member(path: Path) -> tuple[LoaderSpec | None, str, bool]:
+    """The loader of a rank file, or None, why it is not one and whether it could be read at all
+    (False: unreadable; True: read, but not a rank trace)."""
     try:
         spec = detect(path)
     except UnsupportedFormat:
-        return None, "not a trace kviewer reads"
+        return None, "not a trace kviewer reads", True
     except LoadError as exc:
-        return None, exc.problem  # unreadable: said as such, not taken for another format
+        return None, exc.problem, False  # unreadable: said as such, not taken for another format
     except OSError as exc:
-        return None, f"cannot be read ({exc.strerror or exc})"
+        return None, f"cannot be read ({exc.strerror or exc})", False
     if spec.name in RANK_FORMATS and not spec.directories:
-        return spec, ""
-    return None, f"a {spec.label}"
+        return spec, "", True
+    return None, f"a {spec.label}", True
 
 
 def sniff(head: bytes, path: Path) -> bool:
@@ -162,8 +163,10 @@ def rank_from_head(head: bytes) -> int | None:
 class MemberResult:
     path: str
     encoded: Any = None
-    """:class:`kviewer.io.cache.EncodedTrace` from a worker, the Trace itself from this process"""
+    """:class:`kviewer.io.cache.codec.EncodedTrace` from a worker, the Trace itself from this process"""
     error: str = ""
+    truncated: bool = False
+    """the error was a :class:`~kviewer.errors.TruncatedTrace` (a file cut short, or still being written)"""
     cancelled: bool = False
     spill: str = ""
     """the file holding the blobs' bytes, when the worker wrote them to ``spill_dir``"""
@@ -180,7 +183,7 @@ def load_member(path: str, encode: bool = True, cancel: CancelToken | None = Non
 
     Errors come back as text: a LoadError's custom ``__init__`` does not survive pickling.
     """
-    from kviewer.io.cache import encode_trace
+    from kviewer.io.cache.codec import encode_trace
     from kviewer.io.registry import load
 
     try:
@@ -200,7 +203,7 @@ def load_member(path: str, encode: bool = True, cancel: CancelToken | None = Non
     except LoadCancelled:
         return MemberResult(path, cancelled=True)
     except KViewerError as exc:
-        return MemberResult(path, error=str(exc))
+        return MemberResult(path, error=str(exc), truncated=isinstance(exc, TruncatedTrace))
     except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
         return MemberResult(path, error=f"{path}: {type(exc).__name__}: {exc}")
 
@@ -213,6 +216,7 @@ def _unspill(result: MemberResult) -> Any:
         # MAP_POPULATE maps every page in one call: touching them one by one during the merge
         # costs a page fault each (on a VM, as much as the copy the mapping avoids)
         populate = getattr(mmap, "MAP_POPULATE", 0)
+        mm: mmap.mmap | None
         if size and populate:
             mm = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
         else:
@@ -450,7 +454,7 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
     traces = [traces[i] for i in order]
     paths = [paths[i] for i in order]
     ranks = [ranks[i] for i in order]
-    warnings: list[str] = []
+    warnings: list[Diagnostic] = []
     origins = [t.meta.origin_ns for t in traces]
     if all(o is not None for o in origins):
         known = [int(o) for o in origins if o is not None]
@@ -460,7 +464,9 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
         origin = next((o for o in origins if o is not None), None)
         shifts = [0] * len(traces)
         if len(traces) > 1:
-            warnings.append("not every rank's trace has an absolute time origin; the ranks' timelines may not line up")
+            warnings.append(
+                Diagnostic.warning("time_origin", folder, "not every rank's trace has an absolute time origin; the ranks' timelines may not line up")
+            )
 
     # devices: renumber so that an id names one device of one rank
     device_maps: list[dict[int, int]] = []
@@ -478,8 +484,8 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
         device_maps.append(mapping)
         d = t.devices.copy()
         if len(d):
-            d["id"] = np.array([mapping[i] for i in ids], dtype=d["id"].dtype)
-            d["rank"] = np.asarray(r, dtype=d["rank"].dtype)
+            d["id"] = np.array([mapping[i] for i in ids], dtype=d["id"].to_numpy().dtype)
+            d["rank"] = np.asarray(r, dtype=d["rank"].to_numpy().dtype)
         dev_frames.append(d)
 
     def remap_devices(values: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
@@ -571,11 +577,9 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
 
     first = traces[0].meta
     for t, r, p in zip(traces, ranks, paths):
-        warnings.extend(f"rank {r} ({p.name}): {w}" for w in t.meta.warnings)
+        warnings.extend(w.about(p, f"rank {r} ({p.name})") for w in t.meta.warnings)
     extra = dict(first.extra)
     extra["rank_files"] = {str(r): p.name for r, p in zip(ranks, paths)}
-    if any(t.meta.extra.get("partial") or t.meta.extra.get("truncated") for t in traces):
-        extra["partial"] = True
     meta = TraceMeta(
         path=str(folder),
         source_format=first.source_format,
@@ -600,9 +604,9 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     unreadable: list[tuple[str, str]] = []
     for f in found.files:
         cancel.check()
-        spec, why = _member(f)
+        spec, why, readable = _member(f)
         if spec is None:
-            (skipped if why.startswith(("not a trace", "a ")) else unreadable).append((f.name, why))
+            (skipped if readable else unreadable).append((f.name, why))
         else:
             specs.append((f, spec))
     if not specs:
@@ -622,37 +626,44 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     if any(r.cancelled for r in results):
         raise LoadCancelled("load cancelled")
 
-    from kviewer.io.cache import CacheDamaged, decode_trace
+    from kviewer.io.cache.codec import CacheDamaged, decode_trace
 
     traces: list[Trace] = []
     good_paths: list[Path] = []
-    failed: list[str] = []
+    failed: list[MemberResult] = []
     for p, r in zip(paths, results):
         if r.error:
-            failed.append(r.error)
+            failed.append(r)
             continue
         try:
             # zero copy: the merge only reads the ranks' columns, and writes fresh ones
             traces.append(r.encoded if isinstance(r.encoded, Trace) else decode_trace(r.encoded, zero_copy=True))
         except CacheDamaged as exc:  # pragma: no cover - in-memory blobs do not get damaged
-            failed.append(f"{p}: {exc}")
+            failed.append(MemberResult(str(p), error=f"{p}: {exc}"))
             continue
         good_paths.append(p)
     if not traces:
-        raise LoadError(folder, f"none of its {len(paths)} rank files could be loaded; first problem: {failed[0]}", LABEL)
+        raise LoadError(folder, f"none of its {len(paths)} rank files could be loaded; first problem: {failed[0].error}", LABEL)
     progress(0.92, "merging ranks")
     heads = [read_head(p) for p in good_paths]
     ranks, rank_warnings = _assign_ranks(good_paths, traces, heads)
     trace = merge_ranks(folder, good_paths, traces, ranks, member_label)
     trace.meta.warnings[:0] = (
-        rank_warnings
-        + [f"skipped a rank file that could not be loaded: {e}" for e in failed]
-        + [f"skipped {name}: {why}" for name, why in unreadable]
+        [Diagnostic.warning("ranks_assumed", folder, w) for w in rank_warnings]
+        + [
+            Diagnostic.warning("truncated" if r.truncated else "skipped", r.path, f"skipped a rank file that could not be loaded: {r.error}")
+            for r in failed
+        ]
+        + [Diagnostic.warning("skipped", folder / name, f"skipped {name}: {why}") for name, why in unreadable]
     )
     if skipped:
         shown = Survey(folder, skipped=skipped).skipped_text()
         n = len(skipped)
-        trace.meta.warnings.append(f"ignored {n} file{'s' if n != 1 else ''} of the folder that {'are' if n != 1 else 'is'} not {member_label}: {shown}")
+        trace.meta.warnings.append(
+            Diagnostic.warning(
+                "ignored", folder, f"ignored {n} file{'s' if n != 1 else ''} of the folder that {'are' if n != 1 else 'is'} not {member_label}: {shown}"
+            )
+        )
     return trace
 
 

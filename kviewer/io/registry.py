@@ -25,13 +25,13 @@ from kviewer.io.source import Progress, read_head
 LOADER_MODULES: list[str] = [
     "kviewer.io.nsys",
     "kviewer.io.torch",
-    "kviewer.io.ncu_rep",
-    "kviewer.io.ncu_csv",
-    "kviewer.io.rocprof_csv",
-    "kviewer.io.rocprof_db",
-    "kviewer.io.rocprofv2_csv",
-    "kviewer.io.rocprofv3_csv",
-    "kviewer.io.rocprof_json",
+    "kviewer.io.ncu.report",
+    "kviewer.io.ncu.csv_export",
+    "kviewer.io.rocprof.v1_csv",
+    "kviewer.io.rocprof.v1_db",
+    "kviewer.io.rocprof.v2_csv",
+    "kviewer.io.rocprof.v3_csv",
+    "kviewer.io.rocprof.v3_json",
     "kviewer.io.ranks",
 ]
 

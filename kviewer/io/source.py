@@ -19,9 +19,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 from kviewer.errors import CorruptTrace, LoadError, MissingDependency
 from kviewer.tempdir import (  # noqa: F401 - re-exported: the loaders' one place for temporary files
-    install_signal_cleanup,
     private_tmpdir,
-    remove_private_tmpdir,
     remove_quietly,
     track_temp_dir,
     untrack_temp_dir,
@@ -61,6 +59,33 @@ def compression_of(raw_head: bytes) -> str | None:
     if raw_head.startswith(BZ2_MAGIC) and len(raw_head) > 3 and raw_head[3:4].isdigit():
         return "bz2"
     return None
+
+
+def compression_of_file(path: str | os.PathLike[str], recognised: str | None = None) -> str | None:
+    """The compression of a file by its magic bytes (None: not compressed); a typed
+    :class:`LoadError` when it cannot be opened as a regular file."""
+    with open_input(path, recognised) as f:
+        try:
+            return compression_of(f.read(8))
+        except OSError as exc:
+            raise LoadError(Path(path), _os_problem(exc), recognised) from exc
+
+
+def json_ends_early(exc: BaseException) -> bool:
+    """True when a JSON decoder's error says the document ended before it was complete.
+
+    msgspec raises one ``DecodeError`` type for every malformed document; only its message tells
+    a cut file ("Input data was truncated") from a malformed one. This is the one place that reads
+    it (a foreign message): loaders turn the answer into :class:`~kviewer.errors.TruncatedTrace`
+    or a ``truncated`` diagnostic, and decide on those.
+    """
+    text = str(exc).lower()  # foreign message: msgspec's
+    return "truncated" in text or "unexpected end" in text
+
+
+def json_bad_utf8(exc: BaseException) -> bool:
+    """True when a JSON decoder's error is about invalid UTF-8 (msgspec: only its message says)."""
+    return "UTF-8" in str(exc)  # foreign message: msgspec's
 
 
 _KINDS = (
@@ -108,9 +133,6 @@ def check_file(path: str | os.PathLike[str]) -> os.stat_result:
     if not os.access(p, os.R_OK):
         raise LoadError(p, "permission denied")
     return st
-
-
-_check_file = check_file
 
 
 def open_input(path: str | os.PathLike[str], recognised: str | None = None) -> BinaryIO:

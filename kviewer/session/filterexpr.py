@@ -23,8 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kviewer.errors import KViewerError
 
-class FilterError(ValueError):
+
+class FilterError(KViewerError, ValueError):
     """The filter text is not valid; the message says where and why."""
 
 

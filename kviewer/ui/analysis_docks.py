@@ -137,8 +137,6 @@ class RooflinePanel(QWidget):
 
     def show_trace(self, tracks: TraceTracks, info: SolInfo | None) -> None:
         """Show the SOL of this trace, or why there is none (with the picker to fix it)."""
-        from kviewer.ui.sol_info import reason
-
         roofline = self.ensure_widgets()
         self.shown = (tracks.key, id(info))
         if info is None:
@@ -149,7 +147,7 @@ class RooflinePanel(QWidget):
         if not info.ok:
             self.device_box.setCurrentIndex(0)
             self.message.setStyleSheet(_WARN)
-            self.message.setText(f"⚠ {reason(info.why)}. Choose the GPU above to draw its roofline and colour the kernels by bound.")
+            self.message.setText(f"⚠ {info.problem}. Choose the GPU above to draw its roofline and colour the kernels by bound.")
             self.message.show()
             roofline.hide()
             self.placeholder.setText("")
@@ -462,15 +460,13 @@ class AnalysisDocks(QObject):
 
     def apply_sol(self, key: int, info: SolInfo, trace: Any) -> None:
         """Take a recomputed SOL for an open trace: recolour its bars, refill the docks."""
-        from kviewer.ui.sol_info import UNCOLOURED_WARNING
-
         tracks = self.state.trace(key)
         if tracks is None:
             return
         if info.ok:
             tracks.set_kernel_sol(trace)
             warnings = tracks.trace.meta.warnings
-            warnings[:] = [w for w in warnings if not w.startswith(UNCOLOURED_WARNING)]
+            warnings[:] = [w for w in warnings if w.kind != "unknown_device"]
         tracks.sol_info = info
         self.fusion.pop(key, None)
         self.fusion_errors.pop(key, None)

@@ -49,6 +49,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from kviewer.errors import KViewerError
 from kviewer.session.format import xml_text
 
 #: picture formats by file suffix
@@ -58,7 +59,7 @@ SVG_MIME = "image/svg+xml"
 BACKGROUND = QColor(255, 255, 255)
 
 
-class ExportError(Exception):
+class ExportError(KViewerError):
     """A picture could not be written (unknown format, unwritable path); the text says why."""
 
 

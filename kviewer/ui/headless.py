@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QCoreApplication, Qt, QtMsgType, qInstallMessageHandler
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QWidget
 
+from kviewer.errors import AnalysisError, KViewerError
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -30,7 +32,7 @@ DEFAULT_SIZE = (1600, 1000)
 _NOISE = ("This plugin does not support propagateSizeHints",)
 
 
-class ViewError(Exception):
+class ViewError(KViewerError):
     """The view cannot be built from these traces (a user error: wrong number of files, unknown
     GPU for a roofline); the text says why."""
 
@@ -47,7 +49,7 @@ def ensure_platform() -> None:
 
 
 def _message_handler(mode: QtMsgType, context: Any, message: str) -> None:
-    if any(message.startswith(n) for n in _NOISE):
+    if any(message.startswith(n) for n in _NOISE):  # foreign message: Qt's
         return
     if mode in (QtMsgType.QtWarningMsg, QtMsgType.QtCriticalMsg, QtMsgType.QtFatalMsg):
         print(f"kviewer: qt: {message}", file=sys.stderr)
@@ -89,19 +91,24 @@ def settle(widget: QWidget | None = None, rounds: int = 3) -> None:
 
 def speed_of_light(trace: Trace, device: str | None = None) -> tuple[pd.DataFrame | None, DeviceSpec | None, str]:
     """(SOL frame, GPU spec, "") or (None, None, why not) when the GPU is not recognised."""
+    sol, spec, error = sol_or_error(trace, device)
+    return sol, spec, "" if error is None else str(error)
+
+
+def sol_or_error(trace: Trace, device: str | None = None) -> tuple[pd.DataFrame | None, DeviceSpec | None, AnalysisError | None]:
+    """(SOL frame, GPU spec, None) or (None, None, the error) when there is no speed of light."""
     from kviewer.analysis.devices import devices_for_trace
     from kviewer.analysis.sol import speed_of_light as sol_frame
-    from kviewer.errors import AnalysisError
 
     if not len(trace.kernels):
-        return None, None, f"{trace.meta.path}: the trace has no kernels"
+        return None, None, AnalysisError("the trace has no kernels", path=trace.meta.path)
     try:
         sol = sol_frame(trace, device=device)
         specs = devices_for_trace(trace, device)
     except AnalysisError as exc:
-        return None, None, str(exc)
+        return None, None, exc
     spec = _main_spec(sol, specs)
-    return sol, spec, ""
+    return sol, spec, None
 
 
 def _main_spec(sol: pd.DataFrame, specs: dict[int, DeviceSpec]) -> DeviceSpec | None:

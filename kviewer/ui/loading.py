@@ -35,15 +35,15 @@ def with_speed_of_light(trace: Any) -> Any:
 def speed_of_light_for_load(trace: Any) -> tuple[Any, Any]:
     """:func:`with_speed_of_light` and the :class:`~kviewer.ui.sol_info.SolInfo` it used (None for
     a trace without kernels), which the roofline and fusion docks reuse."""
-    from kviewer.ui.sol_info import UNCOLOURED_WARNING, coloured, compute_sol, reason
+    from kviewer.core import Diagnostic
+    from kviewer.ui.sol_info import UNCOLOURED_WARNING, coloured, compute_sol
 
     if not len(trace.kernels):
         return trace, None
     info = compute_sol(trace)
     if not info.ok:
-        if info.why and not info.why.endswith("has no kernels"):
-            # the reason without the file name (the status bar shows it) or the CLI's advice
-            trace.meta.warnings.append(f"{UNCOLOURED_WARNING}: {reason(info.why)}")
+        # the problem without the file name (the status bar shows it) or the CLI's advice
+        trace.meta.warnings.append(Diagnostic.warning("unknown_device", trace.meta.path, f"{UNCOLOURED_WARNING}: {info.problem}"))
         return trace, info
     return coloured(trace, info), info
 

@@ -258,7 +258,7 @@ class MainWindow(QMainWindow):
             if names:
                 parts.append(names[0] if len(names) == 1 else f"{names[0]} (+{len(names) - 1})")
         if m.warnings:
-            parts.append(f"⚠ {m.warnings[0]}")
+            parts.append(f"⚠ {m.warnings[0].message}")
         self.status_label.setText("  ·  ".join(parts))
         self.status_label.setToolTip(m.path)
         n = len(self.state.traces)

@@ -30,33 +30,32 @@ class SolInfo:
     spec: DeviceSpec | None
     """the GPU that ran most of the kernel time"""
     why: str = ""
-    """why there is no SOL frame ("" when there is one)"""
+    """why there is no SOL frame ("" when there is one): the whole line, as the CLI says it"""
     device: str | None = None
     """the device id the user chose, None when the trace's own device was recognised"""
+    problem: str = ""
+    """``why`` without the file name (the window shows it) and the command line's advice (the
+    docks offer a device picker instead)"""
 
     @property
     def ok(self) -> bool:
         return self.sol is not None
 
 
-def reason(why: str) -> str:
-    """A SOL error without the file name (the window shows it) and the command line's advice."""
-    return why.split(": ", 1)[-1].split("; pass --device")[0]
-
-
 def compute_sol(trace: Trace, device: str | None = None) -> SolInfo:
     """The speed of light of ``trace`` on its recognised GPU (or on ``device``); never raises for
     an analysis problem, which is returned as ``why`` instead."""
-    from kviewer.errors import AnalysisError
-    from kviewer.ui.headless import speed_of_light
+    from kviewer.ui.headless import sol_or_error
 
     try:
-        sol, spec, why = speed_of_light(trace, device)
-    except AnalysisError as exc:
-        sol, spec, why = None, None, str(exc)
+        sol, spec, error = sol_or_error(trace, device)
+        why, problem = ("", "") if error is None else (str(error), error.problem)
     except Exception as exc:  # noqa: BLE001  # an analysis bug must not take the window down
-        sol, spec, why = None, None, f"speed of light not available: {type(exc).__name__}: {exc}"
-    return SolInfo(sol, spec, why if sol is None else "", device)
+        sol, spec = None, None
+        why = problem = f"speed of light not available: {type(exc).__name__}: {exc}"
+    if sol is not None:
+        why = problem = ""
+    return SolInfo(sol, spec, why, problem=problem, device=device)
 
 
 def coloured(trace: Trace, info: SolInfo) -> Trace:

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from kviewer.analysis.attach import attach_counters, describe, inherit_counters, is_counter_report, is_timeline, model_gaps
-from kviewer.core import Trace, TraceMeta, make_table
+from kviewer.core import NcuCapture, Trace, TraceMeta, make_table
 from kviewer.core.merge import filter_mask, match_kernels, merge_ncu
 
 
-def _trace(names: list[str], fmt: str, grid: list[int] | None = None, **extra) -> Trace:  # type: ignore[no-untyped-def]
+def _trace(names: list[str], fmt: str, grid: list[int] | None = None, **capture_options) -> Trace:  # type: ignore[no-untyped-def]
     n = len(names)
     cols = {
         "name": names,
@@ -27,7 +27,8 @@ def _trace(names: list[str], fmt: str, grid: list[int] | None = None, **extra) -
         cols["sm_throughput_pct"] = np.arange(n, dtype=np.float64) + 10
         cols["serialised"] = np.ones(n, dtype=bool)
     k = make_table("kernels", n, cols)
-    return Trace(meta=TraceMeta(path=f"{fmt}.x", source_format="ncu-rep" if fmt == "ncu" else "torch", extra=extra), kernels=k)
+    capture = NcuCapture(**capture_options) if capture_options else None
+    return Trace(meta=TraceMeta(path=f"{fmt}.x", source_format="ncu-rep" if fmt == "ncu" else "torch", ncu_capture=capture), kernels=k)
 
 
 def test_kinds_of_trace() -> None:
@@ -190,8 +191,7 @@ def test_nvtx_range_of_the_report_picks_the_step() -> None:
 def test_launch_skip_before_match_counts_every_launch() -> None:
     """ncu -k regex:B --launch-skip 4 --launch-skip-before-match -c 1: the first B after 4 launches."""
     tl = _trace(list("ABCBABCB"), "timeline")
-    nc = _trace(list("B"), "ncu", kernel_filter="regex:^B$", launch_skip=4,
-                command="ncu -k regex:^B$ --launch-skip 4 --launch-skip-before-match -c 1 app")
+    nc = _trace(list("B"), "ncu", kernel_filter="regex:^B$", launch_skip=4, skip_before_match=True)
     assert match_kernels(tl, nc).pairs["timeline_id"].tolist() == [5]
     plain = _trace(list("B"), "ncu", kernel_filter="regex:^B$", launch_skip=2)
     assert match_kernels(tl, plain).pairs["timeline_id"].tolist() == [5]

@@ -205,6 +205,20 @@ def test_unknown_device_error_says_how_to_pass_device() -> None:
         devices_for_trace(empty)
 
 
+def test_unknown_device_error_carries_file_problem_and_advice_apart() -> None:
+    """The window shows the problem and offers a picker: it takes ``problem``, never cuts the text."""
+    trace = _trace_with_device(name="Mystery GPU 9000")
+    with pytest.raises(AnalysisError) as info:
+        devices_for_trace(trace)
+    err = info.value
+    assert err.path == "x.json" and err.advice is not None and err.advice.startswith("pass --device with one of: ")
+    assert "Mystery GPU 9000" in err.problem and "--device" not in err.problem and "x.json" not in err.problem
+    assert str(err) == f"x.json: {err.problem}; {err.advice}"  # the CLI's one line, as before
+    with pytest.raises(AnalysisError) as info:
+        find_device("nonsense")
+    assert (info.value.path, info.value.problem) == (None, "unknown device 'nonsense'")
+
+
 def test_peak_fallbacks() -> None:
     v100 = DEV["v100_sxm2"]
     peak, used = v100.peak_flops("bf16", "tensor")

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from kviewer.analysis.sol import speed_of_light
-from kviewer.io.ncu_common import measured_columns
-from kviewer.io.rocprof_common import flops_columns
+from kviewer.io.ncu.common import measured_columns
+from kviewer.io.rocprof.common import flops_columns
 
 from tests.analysis.conftest import load_with
 
@@ -42,7 +42,7 @@ def _raw_counter(path: Path, metric: str) -> pd.Series:
 
 def test_block_full_set_gemm_tensor_flops_are_2mnk(sample_traces: Path) -> None:
     path = sample_traces / "h200_llm_block_eager_full.raw.csv.gz"
-    t = load_with("kviewer.io.ncu_csv", path)
+    t = load_with("kviewer.io.ncu.csv_export", path)
     k = t.kernels
     gemm = k[k["name"].astype(str).str.startswith("nvjet")]
     assert len(gemm) == 10  # launches 41-70: qkv, o_proj, up, down of block 1, then qkv... of block 2
@@ -68,15 +68,15 @@ def test_block_full_set_gemm_tensor_flops_are_2mnk(sample_traces: Path) -> None:
 
 
 def test_ncu_rep_and_its_raw_csv_agree(sample_traces: Path) -> None:
-    rep = load_with("kviewer.io.ncu_rep", sample_traces / "h200_block_fullset_3k.ncu-rep.gz").kernels
-    raw = load_with("kviewer.io.ncu_csv", sample_traces / "h200_block_fullset_3k.raw.csv.gz").kernels
+    rep = load_with("kviewer.io.ncu.report", sample_traces / "h200_block_fullset_3k.ncu-rep.gz").kernels
+    raw = load_with("kviewer.io.ncu.csv_export", sample_traces / "h200_block_fullset_3k.raw.csv.gz").kernels
     assert rep["flops_tensor"].tolist() == raw["flops_tensor"].tolist()
     assert set(rep["flops_tensor"].dropna()) - {0.0} <= GEMMS and (rep["flops_tensor"] > 0).sum() == 2
     assert rep["tensor_precision"].astype(str).tolist() == raw["tensor_precision"].astype(str).tolist()
 
 
 def test_resnet_convolutions_measured_from_tensor_counters(sample_traces: Path) -> None:
-    t = load_with("kviewer.io.ncu_csv", sample_traces / "h200_resnet18_fullset.raw.csv.gz")
+    t = load_with("kviewer.io.ncu.csv_export", sample_traces / "h200_resnet18_fullset.raw.csv.gz")
     sol = speed_of_light(t)
     conv = sol[sol["name"].str.contains("fprop")]
     assert len(conv) and (conv["kind"] == "conv").all() and (conv["flops_source"] == "measured").all()
@@ -116,7 +116,7 @@ def test_rocprof_valu_and_mfma_counters() -> None:
 def test_same_kernel_same_bound_in_ncu_and_torch(sample_traces: Path) -> None:
     # one meaning of "bound" for every source: the layer norm and GELU of the same program are
     # memory-bound in the full-set Nsight Compute report and in the torch trace
-    ncu = speed_of_light(load_with("kviewer.io.ncu_csv", sample_traces / "h200_llm_block_eager_full.raw.csv.gz"))
+    ncu = speed_of_light(load_with("kviewer.io.ncu.csv_export", sample_traces / "h200_llm_block_eager_full.raw.csv.gz"))
     torch = speed_of_light(load_with("kviewer.io.torch", sample_traces / "h200_block2_eager.pt.trace.json.gz"))
     for pattern in ("layer_norm", "Gelu"):
         a = set(ncu.loc[ncu["name"].str.contains(pattern), "bound"])
@@ -161,7 +161,7 @@ def test_half_precision_counts_a_half2_pair() -> None:
 def test_every_tensor_precision_measured_from_its_counter(sample_traces: Path) -> None:
     # four GEMMs of M=4096, N=2048, K=1024 under ncu --set full: the precision is the counter's
     path = sample_traces / "h200_gemms_full.raw.csv.gz"
-    sol = speed_of_light(load_with("kviewer.io.ncu_csv", path))
+    sol = speed_of_light(load_with("kviewer.io.ncu.csv_export", path))
     two_mnk = 2 * 4096 * 2048 * 1024
     by_prec = dict(zip(sol["precision"], sol["flops"]))
     assert set(by_prec) == {"fp16", "tf32", "bf16", "fp8"}

@@ -115,7 +115,7 @@ def test_above_100_percent_is_explained() -> None:
 
 @pytest.mark.samples
 def test_ncu_report_h200(samples: Path) -> None:
-    trace = load_with("kviewer.io.ncu_rep", samples / "ncu" / "h200_llm_block_eager.ncu-rep")
+    trace = load_with("kviewer.io.ncu.report", samples / "ncu" / "h200_llm_block_eager.ncu-rep")
     sol = speed_of_light(trace)
     assert len(sol) == 30
     assert (sol["bytes_source"] == "measured").all()

@@ -84,7 +84,7 @@ result = {
     "rss_loaded": rss_loaded,
     "sizes": trace.sizes(),
     "table_bytes": {n: int(trace.table(n).memory_usage(deep=True).sum()) for n in trace.sizes()},
-    "warnings": trace.meta.warnings,
+    "warnings": trace.meta.warning_texts(),
 }
 # a coarse RSS profile: the largest sample of each phase
 by_phase = {}

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from kviewer.io import ncu_csv, ncu_rep
+from kviewer.io.ncu import csv_export as ncu_csv
+from kviewer.io.ncu import report as ncu_rep
 from kviewer.io.registry import CancelToken
 from _timing import best_of  # noqa: E402  (tests/bench is sys.path[0] when run as a script)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import msgspec
 import pandas as pd
 
-from kviewer.io import rocprof_csv, rocprof_json, rocprofv3_csv
+from kviewer.io.rocprof import v1_csv as rocprof_csv, v3_csv as rocprofv3_csv, v3_json as rocprof_json
 from kviewer.io.registry import CancelToken
 from _timing import best_of as _best_of  # noqa: E402  (tests/bench is sys.path[0] when run as a script)
 

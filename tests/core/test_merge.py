@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kviewer.core import Trace, TraceMeta, make_table
+from kviewer.core import NcuCapture, Trace, TraceMeta, make_table
 from kviewer.core.merge import base_name, match_kernels, merge_ncu
 from kviewer.io.registry import CancelToken
 
@@ -40,7 +40,7 @@ def test_base_name_anonymous_namespace() -> None:
 # synthetic traces: the algorithm
 
 
-def _trace(names: list[str], fmt: str, grid: list[int] | None = None, dur: list[int] | None = None, **extra) -> Trace:  # type: ignore[no-untyped-def]
+def _trace(names: list[str], fmt: str, grid: list[int] | None = None, dur: list[int] | None = None, **capture_options) -> Trace:  # type: ignore[no-untyped-def]
     n = len(names)
     dur_arr = np.asarray(dur or [1000] * n, dtype=np.int64)
     cols = {
@@ -56,7 +56,8 @@ def _trace(names: list[str], fmt: str, grid: list[int] | None = None, dur: list[
         cols["registers"] = np.full(n, 40)
         cols["serialised"] = np.ones(n, dtype=bool)
     k = make_table("kernels", n, cols)
-    return Trace(meta=TraceMeta(path=f"{fmt}.x", source_format="ncu-rep" if fmt == "ncu" else "torch", extra=extra), kernels=k)
+    capture = NcuCapture(**capture_options) if capture_options else None
+    return Trace(meta=TraceMeta(path=f"{fmt}.x", source_format="ncu-rep" if fmt == "ncu" else "torch", ncu_capture=capture), kernels=k)
 
 
 def test_contiguous_window_found() -> None:
@@ -118,7 +119,7 @@ def test_nothing_in_common() -> None:
 @pytest.fixture(scope="module")
 def eager_pair(samples: Path, sample_traces: Path) -> tuple[Trace, Trace]:
     torch_loader = pytest.importorskip("kviewer.io.torch")
-    from kviewer.io import ncu_rep
+    from kviewer.io.ncu import report as ncu_rep
 
     tl_path = sample_traces / "h200_llm_block_eager.pt.trace.json.gz"
     if not tl_path.exists():

@@ -16,8 +16,11 @@ import pandas as pd
 import pytest
 
 from kviewer import cli
-from kviewer.core import Trace, TraceMeta, schema
+from kviewer.core import Diagnostic, Trace, TraceMeta, schema
 from kviewer.io import cache, registry
+from kviewer.io.cache import keys as cache_keys
+from kviewer.io.cache import store as cache_store
+from kviewer.io.memory import parse_size
 from kviewer.io.registry import load
 
 EAGER = "h200_llm_block_eager.pt.trace.json.gz"
@@ -178,9 +181,26 @@ def test_code_change_invalidates(sample_traces: Path, tmp_path: Path, cache_dir:
     """Another kviewer version / schema / loader source gives another key."""
     f = copy_sample(sample_traces / EAGER, tmp_path / "in")
     load(f)
-    monkeypatch.setattr(cache, "fingerprint", lambda: "a-different-build")
+    monkeypatch.setattr(cache_keys, "fingerprint", lambda: "a-different-build")
     load(f)
     assert len(calls) == 2
+
+
+def test_partial_load_is_decided_on_the_kind_not_the_words() -> None:
+    def trace(*ws: Diagnostic) -> Trace:
+        return Trace(meta=TraceMeta(path="x.json", source_format="torch", warnings=list(ws)))
+
+    assert not cache.load_was_complete(trace(Diagnostic.warning("damaged", "x.json", "2 names could not be read")))
+    assert not cache.load_was_complete(trace(Diagnostic.warning("truncated", "x.json", "no words about it")))
+    # words that the old regex took for a cut file do not make a complete load partial
+    assert cache.load_was_complete(trace(Diagnostic.warning("skipped", "x.json", "skipped 3 incomplete, truncated, cut events")))
+    assert cache.load_was_complete(trace())
+
+
+def test_fingerprint_covers_loader_sub_packages() -> None:
+    """A loader edited inside a format package (io/torch/, io/ncu/...) must change the key too."""
+    names = {rel for rel, _ in cache_keys.fingerprint_sources()}
+    assert {"core/trace.py", "io/nsys.py", "io/torch/columns.py", "io/ncu/report.py", "io/rocprof/v3_csv.py", "io/cache/codec.py"} <= names
 
 
 def test_file_changing_during_load_is_not_stored(sample_traces: Path, tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -209,7 +229,7 @@ def test_partial_load_is_not_cached(sample_traces: Path, tmp_path: Path, cache_d
     whole = gzip.compress(raw)
     f.write_bytes(whole[: len(whole) * 2 // 3])
     t = load(f)
-    assert t.meta.warnings and len(t.cpu_slices) > 0
+    assert [w.kind for w in t.meta.warnings] == ["truncated"] and len(t.cpu_slices) > 0
     assert not cache.load_was_complete(t)
     load(f)
     assert len(calls) == 2
@@ -226,7 +246,7 @@ def test_lru_eviction_under_a_small_bound(sample_traces: Path, tmp_path: Path, m
     trace = load(src, use_cache=False)
     size = cache.encode_trace(trace).nbytes
     clock = iter(range(1000, 2000))
-    monkeypatch.setattr(cache.time, "time", lambda: float(next(clock)))
+    monkeypatch.setattr(cache_store.time, "time", lambda: float(next(clock)))
     store = cache.TraceCache(tmp_path / "cache", max_bytes=int(size * 2.5))
     a, b, c = files
     assert store.put(a, trace, cache.source_id(a))
@@ -249,8 +269,8 @@ def test_bound_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     assert cache.default_cache().max_bytes == 300 * 1024**2
     monkeypatch.setenv("KVIEWER_CACHE_MAX_BYTES", "lots")
     assert cache.default_cache().max_bytes == cache.DEFAULT_MAX_BYTES
-    assert cache.parse_size("2GiB") == 2 * 1024**3
-    assert cache.parse_size("1.5k") == 1536
+    assert parse_size("2GiB") == 2 * 1024**3
+    assert parse_size("1.5k") == 1536
 
 
 def test_cache_dir_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -316,7 +336,7 @@ def test_damaged_cache_is_rebuilt_with_a_warning(sample_traces: Path, tmp_path: 
         data = db.read_bytes()
         db.write_bytes(data[: len(data) // 2] + b"\x00" * 100)
     again = load(f)
-    assert any("damaged" in w and "rebuilt" in w for w in again.meta.warnings), again.meta.warnings
+    assert [w.kind for w in again.meta.warnings] == ["cache"], again.meta.warnings
     again.meta.warnings.clear()
     assert_same_trace(cold, again)
     # the rebuilt cache works: the next load is a hit, without the warning
@@ -336,7 +356,7 @@ def test_damaged_blob_is_reloaded_with_a_warning(sample_traces: Path, tmp_path: 
     con.close()
     assert n == 1
     again = load(f)
-    assert any("damaged" in w for w in again.meta.warnings), again.meta.warnings
+    assert [w.kind for w in again.meta.warnings] == ["cache"], again.meta.warnings
     again.meta.warnings.clear()
     assert_same_trace(cold, again)
     assert_same_trace(cold, load(f))

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from kviewer.core.merge import base_name
-from kviewer.io import ncu_csv, ncu_rep
+from kviewer.io.ncu import csv_export as ncu_csv
+from kviewer.io.ncu import report as ncu_rep
 from kviewer.io.registry import CancelToken
 
 pytestmark = pytest.mark.samples
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.samples
 NAME = "h200_llm_block_eager"
 
 #: every unit string the sample CSVs print, with its factor to base units, written out by hand
-#: (independent of kviewer.io.ncu_common.parse_unit); a new unit in a sample fails the test
+#: (independent of kviewer.io.ncu.common.parse_unit); a new unit in a sample fails the test
 UNIT_FACTORS = {
     "": 1.0, "%": 1.0, "inst": 1.0, "inst/cycle": 1.0, "cycle": 1.0, "warp": 1.0, "block": 1.0,
     "byte": 1.0, "byte/block": 1.0, "register/thread": 1.0, "pass": 1.0, "%/register": 1.0,
@@ -267,6 +268,7 @@ def test_meta(traces: dict) -> None:  # type: ignore[type-arg]
     rep = traces["rep"].meta
     assert (rep.source_format, rep.tool, rep.tool_version) == ("ncu-rep", "Nsight Compute", "2025.3.1.0")
     assert rep.extra["launch_skip"] == 40 and rep.extra["launch_count"] == 30
+    assert rep.ncu_capture is not None and (rep.ncu_capture.launch_skip, rep.ncu_capture.launch_count) == (40, 30)
     assert "--launch-skip 40" in rep.extra["command"]
     assert traces["raw"].meta.source_format == traces["details"].meta.source_format == "ncu-csv"
     assert "raw page" in traces["raw"].meta.format_label

@@ -122,6 +122,7 @@ def _check_trace(trace: Any) -> str:
     import numpy as np
 
     from kviewer.analysis.summary import kernel_summary
+    from kviewer.core.diagnostics import KINDS, Diagnostic
 
     try:
         trace.validate()
@@ -134,8 +135,8 @@ def _check_trace(trace: Any) -> str:
                 return "kernel ids are not 0..n-1"
         kernel_summary(trace)
         trace.span_ns()
-        if not all(isinstance(w, str) and w for w in trace.meta.warnings):
-            return "a warning that is not a non-empty string"
+        if not all(isinstance(w, Diagnostic) and w.kind in KINDS and w.message for w in trace.meta.warnings):
+            return "a warning that is not a diagnostic of a known kind with a message"
     except Exception as exc:  # noqa: BLE001 - anything here is a finding, reported as such
         return f"{type(exc).__name__}: {exc}"[:300]
     return ""
@@ -205,7 +206,7 @@ def run_one(path: str) -> dict[str, Any]:
                 "format": trace.meta.source_format,
                 "kernels": len(trace.kernels),
                 "sizes": trace.sizes(),
-                "warnings": [w[:300] for w in trace.meta.warnings[:5]],
+                "warnings": [f"{w.kind}: {w.message[:300]}" for w in trace.meta.warnings[:5]],
                 "n_warnings": len(trace.meta.warnings),
             }
             del trace

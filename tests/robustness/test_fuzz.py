@@ -34,6 +34,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from kviewer.core.diagnostics import KINDS, Diagnostic
 from kviewer.errors import LoadError
 from kviewer.io import detect, load
 from kviewer.io.registry import CancelToken, LoaderSpec, loaders
@@ -103,7 +104,7 @@ def _load_direct(spec: LoaderSpec, p: Path) -> None:
         assert str(p) in str(exc) and exc.problem, str(exc)
         return
     trace.validate()
-    assert all(isinstance(w, str) for w in trace.meta.warnings)
+    assert all(isinstance(w, Diagnostic) and w.kind in KINDS and w.message for w in trace.meta.warnings)
 
 
 @pytest.mark.parametrize("spec", FILE_LOADERS, ids=lambda s: s.name)

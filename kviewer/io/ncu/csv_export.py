@@ -9,14 +9,14 @@ Details page (``--page details``, the default; also ``--metrics ...`` output)
     Description","Estimated Speedup Type","Estimated Speedup"``); metric rows then end after 16
     fields and rule rows have 20 (ragged rows), and rule rows name the section by its identifier
     (``SpeedOfLight``) where metric rows use its display name. The details page prints section
-    metrics by their label ("Duration"); :data:`kviewer.io.ncu_common.LABEL_TO_METRIC` turns the
+    metrics by their label ("Duration"); :data:`kviewer.io.ncu.common.LABEL_TO_METRIC` turns the
     known labels back into metric names, unknown labels stay as printed.
 
 The CSV may come after ``==PROF==`` lines and the application's own output (``ncu --csv ... >
 log``): lines before the header and lines after it that are not CSV records are skipped (a CSV
 record from ncu always starts with a quote). Values are auto-scaled (``usecond``, ``Mbyte/s``,
 ``Ghz``) or in base units (``--print-units base``), with thousands separators; they are
-normalised to base units (:func:`kviewer.io.ncu_common.parse_unit`). Columns that are neither
+normalised to base units (:func:`kviewer.io.ncu.common.parse_unit`). Columns that are neither
 identity columns nor metric names (e.g. NVTX columns) are kept as text in the metrics table.
 """
 
@@ -26,13 +26,14 @@ import io
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from kviewer.core import Trace, TraceMeta
+from kviewer.core import Diagnostic, Trace, TraceMeta
 from kviewer.errors import CorruptTrace
-from kviewer.io import ncu_common as nc
+from kviewer.io.ncu import common as nc
 from kviewer.io.registry import CancelToken, LoaderSpec
 from kviewer.io.source import Progress, read_content
 
@@ -110,16 +111,16 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         raise CorruptTrace(path, "the CSV has a header but no kernel rows", LABEL)
     progress(0.8, "building tables")
     wide = c.wide()
-    kernels, warnings = nc.kernels_table(c, wide)
+    kernels, warnings = nc.kernels_table(path, c, wide)
     devices = nc.devices_table(c, wide)
     if content.truncated:
-        warnings.append("the compressed file is cut short; the kernels before the cut were loaded")
+        warnings.append(Diagnostic.warning("truncated", path, "the compressed file is cut short; the kernels before the cut were loaded"))
     elif not text.rstrip(" \t").endswith("\n"):
         # ncu ends every row with a line break: without one the last row was cut (a raw-page
         # kernel loses metrics, a details page loses the rest of its kernels)
-        warnings.append("the file does not end with a line break (cut short?): its last row may be incomplete")
+        warnings.append(Diagnostic.warning("truncated", path, "the file does not end with a line break (cut short?): its last row may be incomplete"))
     if skipped:
-        warnings.append(f"{skipped} line(s) after the CSV header that are not CSV records were skipped")
+        warnings.append(Diagnostic.warning("skipped", path, f"{skipped} line(s) after the CSV header that are not CSV records were skipped"))
     extra: dict[str, object] = {"kernels profiled": len(c.launches)}
     procs = sorted({(r["Process Name"], r["Process ID"]) for r in _first_rows(df)} - {("", "")})
     if procs:
@@ -183,7 +184,7 @@ def _add_identity_metrics(c: nc.Collected, k: int, row: dict[str, str], present:
 
 
 def _collect_raw(path: Path, df: pd.DataFrame) -> nc.Collected:
-    units: dict[str, str] = {}
+    units: dict[Any, Any] = {}
     if len(df) and df["ID"].iloc[0] == "":
         units = df.iloc[0].to_dict()
         df = df.iloc[1:]
@@ -220,7 +221,7 @@ def _collect_raw(path: Path, df: pd.DataFrame) -> nc.Collected:
     return c
 
 
-def _identity_rows(df: pd.DataFrame) -> dict[str, dict[str, str]]:
+def _identity_rows(df: pd.DataFrame) -> dict[str, dict[Any, Any]]:
     """Result ID -> its identity columns (from the first row of that ID)."""
     cols = [col for col in IDENTITY if col in df.columns]
     rows = df[cols].drop_duplicates("ID").to_dict(orient="records")

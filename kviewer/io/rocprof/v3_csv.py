@@ -37,11 +37,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kviewer.core import Trace, TraceMeta, schema
+from kviewer.core import Diagnostic, Trace, TraceMeta, schema
 from kviewer.errors import LoadError, UnsupportedFormat
-from kviewer.io import rocprof_common as rc
+from kviewer.io.rocprof import common as rc
 from kviewer.io.registry import CancelToken, LoaderSpec
-from kviewer.io.source import Progress, read_content
+from kviewer.io.source import Progress, read_content, read_head
 
 RECOGNISED = "rocprofv3 CSV"
 KERNEL, COUNTER, API, MEMCPY, AGENTS, STATS = "kernel trace", "counter collection", "API trace", "memory copy trace", "agent info", "statistics"
@@ -112,15 +112,14 @@ def _read_file(path: Path, kind: str) -> V3File:
     content = read_content(path)
     table = rc.read_csv_text(content.data, path, f"rocprofv3 {kind} CSV", as_text=TEXT_COLUMNS.__contains__)
     if content.truncated:
-        table.warnings.append("the compressed file ends early; the rows before the cut were loaded")
+        table.warnings.append(rc.compressed_cut(path))
     return V3File(path, kind, table)
 
 
 def _head_kind(path: Path) -> str | None:
     try:
-        with open(path, "rb") as f:
-            head = f.read(8192)
-    except OSError:
+        head = read_head(path, 8192)
+    except (OSError, LoadError):
         return None
     return classify(rc.header_fields(head))
 
@@ -275,10 +274,10 @@ def _corr(f: V3File) -> np.ndarray:
     return np.where(c > 0, c, -1)  # rocprofiler-sdk numbers from 1; 0 = none
 
 
-def _times(f: V3File, warnings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def _times(f: V3File, warnings: list[Diagnostic]) -> tuple[np.ndarray, np.ndarray]:
     start = _ints(f, "starttimestamp")
     end = _ints(f, "endtimestamp")
-    return start, rc.clamp_ends(start, end, warnings, f"{f.path.name}: row(s)")
+    return start, rc.clamp_ends(start, end, warnings, f.path, f"{f.path.name}: row(s)")
 
 
 def _pid_from_prefix(f: V3File, n: int) -> np.ndarray | None:
@@ -288,7 +287,7 @@ def _pid_from_prefix(f: V3File, n: int) -> np.ndarray | None:
     return None
 
 
-def _kernel_part(f: V3File, warnings: list[str]) -> Part:
+def _kernel_part(f: V3File, warnings: list[Diagnostic]) -> Part:
     t = f.table
     n = len(t.frame)
     rc.require(t, ["kernelname", "agentid", "starttimestamp", "endtimestamp"], f.path, f"rocprofv3 {f.kind} CSV", SPELLED)
@@ -348,7 +347,7 @@ def _launch(f: V3File) -> dict[str, tuple[np.ndarray, np.ndarray, str]]:
     return out
 
 
-def _counter_kernels(f: V3File, warnings: list[str]) -> Part:
+def _counter_kernels(f: V3File, warnings: list[Diagnostic]) -> Part:
     """Kernels from a counter collection alone (no kernel trace to attach them to)."""
     t = f.table
     rc.require(t, ["dispatchid", "kernelname", "countername", "countervalue"], f.path, f"rocprofv3 {f.kind} CSV", SPELLED)
@@ -398,17 +397,17 @@ def _counter_long(f: V3File) -> pd.DataFrame:
     )
 
 
-def _api_part(f: V3File, warnings: list[str]) -> Part:
+def _api_part(f: V3File, warnings: list[Diagnostic]) -> Part:
     t = f.table
     rc.require(t, ["domain", "function", "starttimestamp", "endtimestamp"], f.path, f"rocprofv3 {f.kind} CSV", SPELLED)
     start, end = _times(f, warnings)
-    codes, domains = pd.factorize(t.text("domain"), use_na_sentinel=False)
-    domains = [str(d).strip().upper() for d in domains]
+    codes, uniques = pd.factorize(t.text("domain"), use_na_sentinel=False)
+    domains = [str(d).strip().upper() for d in uniques]
     cat_names = sorted({_category(d) for d in domains})
     cat_codes = np.array([cat_names.index(_category(d)) for d in domains], dtype=np.int64)
     cols: dict[str, Any] = {
         "name": pd.Categorical(t.text("function")),
-        "category": pd.Categorical.from_codes(cat_codes[codes], categories=cat_names),
+        "category": pd.Categorical.from_codes(cat_codes[codes], categories=pd.Index(cat_names)),
         "start": start,
         "end": end,
         "correlation": _corr(f),
@@ -434,7 +433,7 @@ def _category(domain: str) -> str:
 DIRECTIONS = (("HOST_TO_DEVICE", "HtoD"), ("DEVICE_TO_HOST", "DtoH"), ("DEVICE_TO_DEVICE", "DtoD"), ("HOST_TO_HOST", "HtoH"))
 
 
-def _memcpy_part(f: V3File, warnings: list[str]) -> Part:
+def _memcpy_part(f: V3File, warnings: list[Diagnostic]) -> Part:
     t = f.table
     rc.require(t, ["direction", "sourceagentid", "destinationagentid", "starttimestamp", "endtimestamp"], f.path, f"rocprofv3 {f.kind} CSV", SPELLED)
     start, end = _times(f, warnings)
@@ -476,7 +475,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
             raise UnsupportedFormat(path, "has no rocprofv3 trace CSVs (kernel, counter, API or memory copy traces)")
         skipped = [p for p, k in found if k == STATS]
     else:
-        kind = _head_kind(path) if not _compressed(path) else classify(rc.header_fields(_head(path)))
+        kind = _head_kind(path)
         if kind is None:
             raise UnsupportedFormat(path, "not a rocprofv3 CSV header", RECOGNISED)
         if kind == AGENTS:
@@ -495,24 +494,10 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     return assemble(path, files, skipped, progress, cancel)
 
 
-def _compressed(path: Path) -> bool:
-    with open(path, "rb") as f:
-        magic = f.read(8)
-    from kviewer.io.source import compression_of
-
-    return compression_of(magic) is not None
-
-
-def _head(path: Path) -> bytes:
-    from kviewer.io.source import read_head
-
-    return read_head(path, 8192)
-
-
 def assemble(path: Path, files: list[V3File], skipped: list[Path], progress: Progress, cancel: CancelToken) -> Trace:
-    warnings: list[str] = []
+    warnings: list[Diagnostic] = []
     for f in files:
-        warnings.extend(f"{f.path.name}: {w}" for w in f.table.warnings)
+        warnings.extend(w.about(f.path, f.path.name) for w in f.table.warnings)
     _assign_groups(path, files)
     agents = Agents()
     for f in files:
@@ -528,7 +513,7 @@ def assemble(path: Path, files: list[V3File], skipped: list[Path], progress: Pro
     for f in files:
         cancel.check()
         if not len(f.table.frame) and f.kind != AGENTS:
-            warnings.append(f"{f.path.name}: header only, no rows")
+            warnings.append(Diagnostic.warning("empty", f.path, f"{f.path.name}: header only, no rows"))
             continue
         if f.kind == KERNEL:
             part = _kernel_part(f, warnings)
@@ -568,12 +553,16 @@ def assemble(path: Path, files: list[V3File], skipped: list[Path], progress: Pro
             stream_notes.add(part.source)
             if part.serialised:
                 warnings.append(
-                    f"{f.path.name}: counters without timestamps: its kernels are laid end to end in "
-                    f"dispatch order, {NOMINAL_NS // 1000} µs each; their durations are not measured"
+                    Diagnostic.warning(
+                        "serialised",
+                        f.path,
+                        f"{f.path.name}: counters without timestamps: its kernels are laid end to end in "
+                        f"dispatch order, {NOMINAL_NS // 1000} µs each; their durations are not measured",
+                    )
                 )
             elif "start" in part.cols:
                 spans.append((f.path.name, int(part.cols["start"].min()), int(part.cols["end"].max())))
-    _check_spans(spans, warnings)
+    _check_spans(path, spans, warnings)
 
     # one device map and one time base for the whole trace
     for p in kernel_parts + op_parts:
@@ -664,7 +653,7 @@ def _assign_groups(root: Path, files: list[V3File]) -> None:
             f.group = next(iter(groups)) if len(groups) == 1 else f"{f.path}|"
 
 
-def _attach(long: pd.DataFrame, targets: list[Part], f: V3File, warnings: list[str]) -> list[tuple[Part, pd.DataFrame]]:
+def _attach(long: pd.DataFrame, targets: list[Part], f: V3File, warnings: list[Diagnostic]) -> list[tuple[Part, pd.DataFrame]]:
     """Counter rows onto the kernel rows with the same Dispatch_Id (and kernel name)."""
     out = []
     unmatched = np.ones(len(long), dtype=bool)
@@ -681,8 +670,12 @@ def _attach(long: pd.DataFrame, targets: list[Part], f: V3File, warnings: list[s
         same = names == long["kernel_name"].to_numpy(dtype=object)[hit]
         if not same.all():
             warnings.append(
-                f"{f.path.name}: {int((~same).sum())} counter row(s) name a different kernel than the "
-                "kernel trace's dispatch with the same Dispatch_Id (another run?); not attached"
+                Diagnostic.warning(
+                    "inconsistent",
+                    f.path,
+                    f"{f.path.name}: {int((~same).sum())} counter row(s) name a different kernel than the "
+                    "kernel trace's dispatch with the same Dispatch_Id (another run?); not attached",
+                )
             )
         take = np.flatnonzero(hit)[same]
         unmatched[np.flatnonzero(hit)] = False
@@ -692,8 +685,12 @@ def _attach(long: pd.DataFrame, targets: list[Part], f: V3File, warnings: list[s
     if unmatched.any():
         n_disp = long["dispatch"][unmatched].nunique()
         warnings.append(
-            f"{f.path.name}: {n_disp} counter dispatch(es) have no kernel with that Dispatch_Id in the "
-            "kernel trace (another run?); their counters were not attached"
+            Diagnostic.warning(
+                "inconsistent",
+                f.path,
+                f"{f.path.name}: {n_disp} counter dispatch(es) have no kernel with that Dispatch_Id in the "
+                "kernel trace (another run?); their counters were not attached",
+            )
         )
     return out
 
@@ -745,7 +742,7 @@ def _dram_from_metrics(kernels: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataF
     return kernels
 
 
-def _check_spans(spans: list[tuple[str, int, int]], warnings: list[str]) -> None:
+def _check_spans(path: Path, spans: list[tuple[str, int, int]], warnings: list[Diagnostic]) -> None:
     """Files of one run overlap in time; ones hours apart were recorded separately."""
     if len(spans) < 2:
         return
@@ -755,8 +752,12 @@ def _check_spans(spans: list[tuple[str, int, int]], warnings: list[str]) -> None
     for name, lo, hi in spans[1:]:
         if lo - reach > hour:
             warnings.append(
-                "the files do not overlap in time (more than an hour apart): they were probably "
-                "recorded in different runs, so the timeline shows them far apart"
+                Diagnostic.warning(
+                    "time_origin",
+                    path,
+                    "the files do not overlap in time (more than an hour apart): they were probably "
+                    "recorded in different runs, so the timeline shows them far apart",
+                )
             )
             return
         reach = max(reach, hi)

@@ -1,7 +1,7 @@
 """What the Nsight Compute loaders share: units, section labels, speed-of-light fields, rules.
 
-Both :mod:`kviewer.io.ncu_rep` (``.ncu-rep`` through NVIDIA's ``ncu_report`` module) and
-:mod:`kviewer.io.ncu_csv` (``ncu --csv`` raw and details pages) collect, per kernel, a set of
+Both :mod:`kviewer.io.ncu.report` (``.ncu-rep`` through NVIDIA's ``ncu_report`` module) and
+:mod:`kviewer.io.ncu.csv_export` (``ncu --csv`` raw and details pages) collect, per kernel, a set of
 metrics in *base units* and turn them into the same kernels/metrics/devices tables here, so that
 one report exported three ways loads to the same numbers.
 
@@ -52,12 +52,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from kviewer.core import make_table
+from kviewer.core import Diagnostic, make_table
 from kviewer.core.names import short_name
 
 TOOL = "Nsight Compute"
@@ -565,16 +566,16 @@ def _int_or(arr: np.ndarray | None, fallback: Sequence[int]) -> np.ndarray:
     return np.where(np.isnan(arr), fb, arr)
 
 
-def kernels_table(c: Collected, wide: Mapping[str, np.ndarray]) -> tuple[pd.DataFrame, list[str]]:
+def kernels_table(path: Path, c: Collected, wide: Mapping[str, np.ndarray]) -> tuple[pd.DataFrame, list[Diagnostic]]:
     """The kernels table, laid end to end in launch order; returns (table, warnings)."""
     n = len(c.launches)
-    warnings: list[str] = []
+    warnings: list[Diagnostic] = []
     cols = measured_columns(wide, n)
     dur = cols.pop("dur")
     missing = np.isnan(dur)
     if missing.any():
         warnings.append(
-            f"{int(missing.sum())} of {n} kernels have no gpu__time_duration; they are drawn with zero length"
+            Diagnostic.warning("missing_values", path, f"{int(missing.sum())} of {n} kernels have no gpu__time_duration; they are drawn with zero length")
         )
     dur_ns = np.where(missing, 0, np.rint(dur)).astype(np.int64)
     # ncu serialises (and replays) kernels: there are no real start times, lay them end to end
@@ -592,8 +593,10 @@ def kernels_table(c: Collected, wide: Mapping[str, np.ndarray]) -> tuple[pd.Data
     static, dynamic = get("launch__shared_mem_per_block_static"), get("launch__shared_mem_per_block_dynamic")
     if static is not None and dynamic is not None:
         shared = static + dynamic
-    elif static is not None or dynamic is not None:
-        shared = static if static is not None else dynamic
+    elif static is not None:
+        shared = static
+    elif dynamic is not None:
+        shared = dynamic
     columns: dict[str, Any] = {
         "name": pd.Categorical(names),
         "short_name": pd.Categorical([shorts[x] for x in names]),

@@ -27,11 +27,11 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from kviewer.core import Trace, TraceMeta, schema
+from kviewer.core import Diagnostic, Trace, TraceMeta, schema
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
-from kviewer.io import rocprof_common as rc
+from kviewer.io.rocprof import common as rc
 from kviewer.io.registry import CancelToken, LoaderSpec
-from kviewer.io.source import Progress, read_content
+from kviewer.io.source import Progress, json_ends_early, read_content
 
 LABEL = "rocprofv3 JSON"
 V1_FRAGMENT = "rocprof v1 Chrome-trace JSON fragment"
@@ -242,7 +242,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         doc = _DECODER.decode(data)
     except msgspec.DecodeError as exc:
         msg = str(exc)
-        if content.truncated or "truncated" in msg.lower() or "unexpected end" in msg.lower():
+        if content.truncated or json_ends_early(exc):
             raise TruncatedTrace(path, f"the JSON ends early ({msg}); rocprofv3 JSON cannot be read in part", LABEL) from exc
         raise CorruptTrace(path, f"not the rocprofv3 JSON layout ({msg})", LABEL) from exc
     except RecursionError as exc:  # msgspec's depth limit: no profiler nests this deep
@@ -257,10 +257,10 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
 
 
 def build(path: Path, entries: list[ToolEntry], cancel: CancelToken) -> Trace:
-    warnings: list[str] = []
+    warnings: list[Diagnostic] = []
     entry = entries[0]
     if len(entries) > 1:
-        warnings.append(f"{len(entries)} tool entries (processes); only the first was loaded")
+        warnings.append(Diagnostic.warning("ignored", path, f"{len(entries)} tool entries (processes); only the first was loaded"))
     meta_raw = entry.metadata if isinstance(entry.metadata, dict) else {}
     pid = int(meta_raw.get("pid", -1)) if isinstance(meta_raw.get("pid", -1), int) else -1
 
@@ -328,7 +328,7 @@ def build(path: Path, entries: list[ToolEntry], cancel: CancelToken) -> Trace:
     cols["external_id"] = np.where(cols["external_id"] > 0, cols["external_id"], -1)
 
     # counters (callback_records.counter_collection): per dispatch, summed over dimensions
-    counter_rows, counter_kernels = _counters(entry, warnings)
+    counter_rows, counter_kernels = _counters(path, entry, warnings)
     serialised = False
     if n == 0 and counter_kernels is not None:
         # counters without a kernel trace: the dispatches come from the counter records
@@ -344,7 +344,7 @@ def build(path: Path, entries: list[ToolEntry], cancel: CancelToken) -> Trace:
         sym = np.full(n, -1, dtype=np.int64)
     unknown = sym < 0
     if unknown.any():
-        warnings.append(f"{int(unknown.sum())} dispatch(es) name a kernel_id missing from kernel_symbols")
+        warnings.append(Diagnostic.warning("inconsistent", path, f"{int(unknown.sum())} dispatch(es) name a kernel_id missing from kernel_symbols"))
     # each distinct symbol (and unknown id) named once, then taken per dispatch by code: a long
     # name shared by many dispatches is never hashed once per row
     n_sym = len(sym_names)
@@ -376,7 +376,7 @@ def build(path: Path, entries: list[ToolEntry], cancel: CancelToken) -> Trace:
             if c is not None:
                 c["start"] = c["start"] - base
                 c["end"] = c["end"] - base
-    cols["end"] = rc.clamp_ends(cols["start"], cols["end"], warnings)
+    cols["end"] = rc.clamp_ends(cols["start"], cols["end"], warnings, path)
 
     # dram bytes from FETCH_SIZE / WRITE_SIZE (KiB), per dispatch
     if counter_rows is not None and len(counter_rows):
@@ -385,7 +385,11 @@ def build(path: Path, entries: list[ToolEntry], cancel: CancelToken) -> Trace:
         counter_rows["row"] = row_of.reindex(counter_rows["dispatch"].to_numpy()).to_numpy()
         missing = counter_rows["row"].isna()
         if missing.any():
-            warnings.append(f"{counter_rows.loc[missing, 'dispatch'].nunique()} counter dispatch(es) have no kernel dispatch record; not attached")
+            warnings.append(
+                Diagnostic.warning(
+                    "inconsistent", path, f"{counter_rows.loc[missing, 'dispatch'].nunique()} counter dispatch(es) have no kernel dispatch record; not attached"
+                )
+            )
             counter_rows = counter_rows[~missing]
         counter_rows["row"] = counter_rows["row"].astype(np.int64)
         wide = counter_rows.pivot_table(index="row", columns="metric", values="value", aggfunc="sum")
@@ -472,7 +476,7 @@ def _version(meta: dict[str, Any]) -> str:
     return ""
 
 
-def _counters(entry: ToolEntry, warnings: list[str]):  # type: ignore[no-untyped-def]
+def _counters(path: Path, entry: ToolEntry, warnings: list[Diagnostic]) -> tuple[pd.DataFrame | None, tuple[Any, ...] | None]:
     """Long rows (dispatch, metric, value, text) from callback counter records, and the kernel
     columns those records describe (used when there is no kernel trace)."""
     recs = entry.callback_records.counter_collection
@@ -503,8 +507,12 @@ def _counters(entry: ToolEntry, warnings: list[str]):  # type: ignore[no-untyped
         start[order] = np.arange(m, dtype=np.int64) * NOMINAL_NS
         end = start + NOMINAL_NS
         warnings.append(
-            "counter records without timestamps: kernels are laid end to end in dispatch order, "
-            f"{NOMINAL_NS // 1000} µs each; their durations are not measured"
+            Diagnostic.warning(
+                "serialised",
+                path,
+                "counter records without timestamps: kernels are laid end to end in dispatch order, "
+                f"{NOMINAL_NS // 1000} µs each; their durations are not measured",
+            )
         )
     wg = [np.fromiter((getattr(i.workgroup_size, a) for i in info), np.int64, m) for a in "xyz"]
     grid = [np.fromiter((getattr(i.grid_size, a) for i in info), np.int64, m) for a in "xyz"]

@@ -17,7 +17,7 @@ import numpy as np
 
 from kviewer.core import Trace, TraceMeta, schema
 from kviewer.errors import LoadError
-from kviewer.io import rocprof_common as rc
+from kviewer.io.rocprof import common as rc
 from kviewer.io.registry import CancelToken, LoaderSpec
 from kviewer.io.source import Progress, read_content
 
@@ -48,14 +48,14 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         raise LoadError(path, "has a header but no kernel dispatches", RECOGNISED)
     warnings = list(table.warnings)
     if content.truncated:
-        warnings.append("the compressed file ends early; the rows before the cut were loaded")
+        warnings.append(rc.compressed_cut(path))
 
     def ints(name: str) -> np.ndarray:
         return rc.numbers(table, name, path, RECOGNISED)
 
     begin = ints("starttimestamp")
     end = ints("endtimestamp")
-    end = rc.clamp_ends(begin, end, warnings)
+    end = rc.clamp_ends(begin, end, warnings, path)
     base = rc.rebase([begin])
     assert base is not None
     gpu = ints("gpuid")

@@ -3,7 +3,7 @@
 Every profiled kernel (an *action* of a *range*) becomes a kernels row; ncu serialises and
 replays kernels, so there are no real start times: the kernels are laid end to end in launch
 order and marked ``serialised``. Every metric goes into the ``metrics`` table in base units, rule
-results and NVTX ranges too (layout in :mod:`kviewer.io.ncu_common`).
+results and NVTX ranges too (layout in :mod:`kviewer.io.ncu.common`).
 
 Values are read at the metric level (``IMetric.as_double``/``as_uint64``/``as_string``), which
 is what ``ncu --csv`` prints: for an instanced metric that is ncu's own aggregate (e.g. the sum
@@ -19,19 +19,17 @@ with the kernels that happen to be complete.
 from __future__ import annotations
 
 import math
-import os
 import re
 import shlex
 import struct
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from kviewer.core import Trace, TraceMeta
-from kviewer.errors import CorruptTrace, MissingDependency, TruncatedTrace
-from kviewer.io import ncu_common as nc
+from kviewer.core import Diagnostic, NcuCapture, Trace, TraceMeta
+from kviewer.errors import CorruptTrace, LoadError, MissingDependency, TruncatedTrace
+from kviewer.io.ncu import common as nc
 from kviewer.io.registry import CancelToken, LoaderSpec
-from kviewer.io.source import Progress, compression_of, private_tmpdir, read_content
+from kviewer.io.source import Progress, compression_of_file, decompress_to_file, open_input, remove_quietly
 
 MAGIC = b"NVR\x00"
 LABEL = "Nsight Compute report (.ncu-rep)"
@@ -141,9 +139,24 @@ def _launch_options(cmd: str) -> dict[str, Any]:
         if key in names and (value or i + 1 < len(argv)):
             val = value or argv[i + 1]
             opts[names[key]] = int(val) if names[key] != "kernel_filter" and val.isdigit() else val
+        if key == "--launch-skip-before-match":
+            opts["skip_before_match"] = True
         if not arg.startswith("-") and i > 0 and not argv[i - 1].startswith("-"):
             break  # the application's own arguments begin
     return opts
+
+
+def _capture(header: dict[str, Any]) -> NcuCapture | None:
+    """How the report chose its kernels, typed (what :mod:`kviewer.core.merge` decides on)."""
+    if not any(k in header for k in ("launch_skip", "launch_count", "kernel_filter", "skip_before_match")):
+        return None
+    skip, count, kfilter = header.get("launch_skip"), header.get("launch_count"), header.get("kernel_filter")
+    return NcuCapture(
+        launch_skip=skip if isinstance(skip, int) else None,
+        launch_count=count if isinstance(count, int) else None,
+        kernel_filter=kfilter if isinstance(kfilter, str) else None,
+        skip_before_match=bool(header.get("skip_before_match")),
+    )
 
 
 def _check_framing(path: Path, data: bytes) -> None:
@@ -172,23 +185,18 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     except ImportError as exc:
         raise MissingDependency(path, "reading .ncu-rep needs the 'ncu-report' package (pip install ncu-report)", LABEL) from exc
 
-    with open(path, "rb") as f:
-        raw_head = f.read(8)
-    tmp: str | None = None
+    tmp: Path | None = None
     try:
-        if compression_of(raw_head):
+        if compression_of_file(path, LABEL):
             # ncu_report reads a file by name: decompress a gzip/xz/zstd copy to a temporary file
-            content = read_content(path)
-            if content.truncated:
+            # (streamed through the one decompression path, with its caps)
+            tmp, _, truncated = decompress_to_file(path, ".ncu-rep", progress, cancel.check, LABEL)
+            if truncated:
                 raise TruncatedTrace(path, "the compressed stream is cut short", LABEL)
-            data = content.data
-            fd, tmp = tempfile.mkstemp(suffix=".ncu-rep", dir=private_tmpdir())  # 0700, removed on exit and signals
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            report_path = tmp
+            report_path = str(tmp)
         else:
-            data = path.read_bytes()
             report_path = str(path)
+        data = _read_all(Path(report_path), path)
         _check_framing(path, data)
         header = header_fields(data)
         del data
@@ -200,7 +208,16 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         return _build(path, ctx, header, progress, cancel, ncu_report)
     finally:
         if tmp is not None:
-            os.unlink(tmp)
+            remove_quietly(tmp)
+
+
+def _read_all(report: Path, path: Path) -> bytes:
+    """The (uncompressed) report's bytes, opened as a regular file only."""
+    with open_input(report, LABEL) as f:
+        try:
+            return f.read()
+        except OSError as exc:
+            raise LoadError(path, f"cannot be read ({exc.strerror or exc})", LABEL) from exc
 
 
 def _build(path: Path, ctx: Any, header: dict[str, Any], progress: Progress, cancel: CancelToken, nr: Any) -> Trace:
@@ -261,8 +278,8 @@ def _build(path: Path, ctx: Any, header: dict[str, Any], progress: Progress, can
                 value *= u[2]
             c.add(k, sections.get(name, ""), name, u[1], value, text)
         for rule in action.rule_results():
-            msg = rule.rule_message() if rule.has_rule_message() else {"message": "", "type": 0}
-            sp = rule.speedup_estimation() if rule.has_speedup_estimation() else {"type": 0, "speedup": math.nan}
+            msg: dict[str, Any] = rule.rule_message() if rule.has_rule_message() else {"message": "", "type": 0}
+            sp: dict[str, Any] = rule.speedup_estimation() if rule.has_speedup_estimation() else {"type": 0, "speedup": math.nan}
             row = nc.rule_row(
                 rule.rule_identifier() or "",
                 nc.RULE_TYPES.get(int(msg["type"]), ""),
@@ -275,9 +292,9 @@ def _build(path: Path, ctx: Any, header: dict[str, Any], progress: Progress, can
 
     progress(0.96, "building tables")
     wide = c.wide()
-    kernels, warnings = nc.kernels_table(c, wide)
+    kernels, warnings = nc.kernels_table(path, c, wide)
     if unreadable:
-        warnings.append(f"{unreadable} kernel or metric names could not be read (the report looks damaged)")
+        warnings.append(Diagnostic.warning("damaged", path, f"{unreadable} kernel or metric names could not be read (the report looks damaged)"))
     devices = nc.devices_table(c, wide)
     extra: dict[str, Any] = {"kernels profiled": len(actions)}
     if header.get("command"):
@@ -294,6 +311,7 @@ def _build(path: Path, ctx: Any, header: dict[str, Any], progress: Progress, can
         tool_version=str(header.get("tool_version", "")),
         warnings=warnings,
         extra=extra,
+        ncu_capture=_capture(header),
     )
     return Trace(meta=meta, kernels=kernels, devices=devices, metrics=nc.metrics_table(c))
 

@@ -2,7 +2,7 @@
 
 Its ``KERN`` table has the results.csv columns (``"Index"``, ``"KernelName"``, ``"gpu-id"``, ...,
 ``"BeginNs"``, ``"EndNs"``), with ``KernelName`` stored *including* its CSV quotes. The rows go
-through the same builder as results.csv (:func:`kviewer.io.rocprof_csv.build_v1`), so both files
+through the same builder as results.csv (:func:`kviewer.io.rocprof.v1_csv.build_v1`), so both files
 of one run give the same kernels. The file is opened read-only.
 """
 
@@ -15,9 +15,9 @@ import pandas as pd
 
 from kviewer.core import Trace
 from kviewer.errors import CorruptTrace
-from kviewer.io import rocprof_common as rc
+from kviewer.io.rocprof import common as rc
 from kviewer.io.registry import CancelToken, LoaderSpec
-from kviewer.io.rocprof_csv import build_v1
+from kviewer.io.rocprof.v1_csv import build_v1
 from kviewer.io.source import SQLITE_MAGIC, Progress, connect_readonly
 
 RECOGNISED = "rocprof v1 results.db"

@@ -1,8 +1,8 @@
 """Pieces shared by the ROCm profiler loaders (rocprof v1, rocprofv2, rocprofv3).
 
-Nothing here opens a trace by itself: the loader modules (:mod:`kviewer.io.rocprof_csv`,
-:mod:`kviewer.io.rocprofv2_csv`, :mod:`kviewer.io.rocprofv3_csv`, :mod:`kviewer.io.rocprof_db`,
-:mod:`kviewer.io.rocprof_json`) call these helpers.
+Nothing here opens a trace by itself: the loader modules (:mod:`kviewer.io.rocprof.v1_csv`,
+:mod:`kviewer.io.rocprof.v2_csv`, :mod:`kviewer.io.rocprof.v3_csv`, :mod:`kviewer.io.rocprof.v1_db`,
+:mod:`kviewer.io.rocprof.v3_json`) call these helpers.
 
 Conventions every ROCm loader follows
 -------------------------------------
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kviewer.core import schema
+from kviewer.core import Diagnostic, schema
 from kviewer.core.names import short_name, strip_kd
 from kviewer.errors import CorruptTrace, LoadError
 
@@ -92,7 +92,7 @@ class CsvTable:
     """the file's own header names as columns"""
     columns: dict[str, str]
     """normalised name -> the file's own header name"""
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
 
     def has(self, *names: str) -> bool:
         return all(n in self.columns for n in names)
@@ -119,7 +119,7 @@ def read_csv_text(
     """
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    warnings: list[str] = []
+    warnings: list[Diagnostic] = []
     header = _fields(data[: data.find(b"\n") if b"\n" in data else len(data)])
     if not header:
         raise CorruptTrace(path, "has no CSV header", recognised)
@@ -134,12 +134,14 @@ def read_csv_text(
         if n_fields < len(header):
             data = body[: last_nl + 1]
             warnings.append(
-                f"the last row has {n_fields} of {len(header)} fields (the file was cut short?); it was skipped"
+                Diagnostic.warning("truncated", path, f"the last row has {n_fields} of {len(header)} fields (the file was cut short?); it was skipped")
             )
         elif not data.rstrip(b" \t").endswith(b"\n"):
             # every rocprof writes a line break after each row: a cut inside the last field
             # leaves all the fields there, with a shortened last value
-            warnings.append("the file does not end with a line break (cut short?): the last row's values may be incomplete")
+            warnings.append(
+                Diagnostic.warning("truncated", path, "the file does not end with a line break (cut short?): the last row's values may be incomplete")
+            )
     try:
         frame = _read(data, dtype)
     except pd.errors.ParserError as exc:
@@ -153,7 +155,7 @@ def read_csv_text(
             frame = _read(body[: cut + 1], dtype)
         except pd.errors.ParserError as exc2:
             raise CorruptTrace(path, f"malformed CSV ({_first_sentence(exc2)})", recognised) from exc2
-        warnings.append("the last line is incomplete (the file was cut short?); it was skipped")
+        warnings.append(Diagnostic.warning("truncated", path, "the last line is incomplete (the file was cut short?); it was skipped"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise CorruptTrace(path, f"not readable as CSV text ({_first_sentence(exc)})", recognised) from exc
     frame.columns = [str(c) for c in frame.columns]
@@ -295,12 +297,19 @@ def ceil_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return out
 
 
-def clamp_ends(start: np.ndarray, end: np.ndarray, warnings: list[str], what: str = "dispatch(es)") -> np.ndarray:
+def compressed_cut(path: Path) -> Diagnostic:
+    """A compressed CSV whose stream ends early (what was before the cut was loaded)."""
+    return Diagnostic.warning("truncated", path, "the compressed file ends early; the rows before the cut were loaded")
+
+
+def clamp_ends(
+    start: np.ndarray, end: np.ndarray, warnings: list[Diagnostic], file: Path, what: str = "dispatch(es)"
+) -> np.ndarray:
     """``end`` with rows that end before they begin set to their start (duration 0), and a warning
     counting them: rocprof's clocks occasionally run backwards between two reads."""
     bad = end < start
     if bad.any():
-        warnings.append(f"{what}: {int(bad.sum())} end before they begin; their duration is set to 0")
+        warnings.append(Diagnostic.warning("inconsistent", file, f"{what}: {int(bad.sum())} end before they begin; their duration is set to 0"))
         return np.where(bad, start, end)
     return end
 
@@ -389,7 +398,7 @@ def metrics_from_wide(
         n * k,
         {
             "kernel": np.repeat(np.asarray(kernel_ids, dtype=np.int64)[order], k),
-            "section": pd.Categorical.from_codes(np.zeros(n * k, dtype=np.int64), categories=[section]),
+            "section": pd.Categorical.from_codes(np.zeros(n * k, dtype=np.int64), categories=pd.Index([section])),
             "metric": pd.Categorical.from_codes(np.tile(np.arange(k), n), categories=pd.Index(names, dtype=object)),
             "unit": pd.Categorical.from_codes(np.tile(unit_codes, n), categories=pd.Index(unit_names, dtype=object)),
             "value": value,

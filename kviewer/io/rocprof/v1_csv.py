@@ -1,6 +1,6 @@
 """rocprof v1 ``results.csv`` (and the counter-mode CSVs it writes), plus rocprof statistics files.
 
-Header forms read (column names compared after :func:`~kviewer.io.rocprof_common.norm`, so quoted
+Header forms read (column names compared after :func:`~kviewer.io.rocprof.common.norm`, so quoted
 or not and any letter case):
 
 * ROCm 5/6: ``Index,KernelName,gpu-id,queue-id,queue-index,pid,tid,grd,wgr,lds,scr,arch_vgpr,
@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kviewer.core import Trace, TraceMeta, schema
+from kviewer.core import Diagnostic, Trace, TraceMeta, schema
 from kviewer.errors import CorruptTrace, LoadError
-from kviewer.io import rocprof_common as rc
+from kviewer.io.rocprof import common as rc
 from kviewer.io.registry import CancelToken, LoaderSpec
 from kviewer.io.source import Progress, read_content
 
@@ -71,7 +71,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         raise rc.refuse_stats(path, content.data, stats_siblings(path))
     table = rc.read_csv_text(content.data, path, RECOGNISED, as_text=_as_text)
     if content.truncated:
-        table.warnings.append("the compressed file ends early; the rows before the cut were loaded")
+        table.warnings.append(rc.compressed_cut(path))
     progress(0.5, "building kernels")
     cancel.check()
     return build_v1(table, path, "rocprof-v1-csv", "results.csv")
@@ -117,7 +117,7 @@ def build_v1(table: rc.CsvTable, path: Path, source_format: str, container: str)
     if timed:
         begin = ints("beginns")
         end = ints("endns")
-        end = rc.clamp_ends(begin, end, warnings)
+        end = rc.clamp_ends(begin, end, warnings, path)
         base = rc.rebase([begin])
         assert base is not None
         start = begin - base
@@ -132,8 +132,12 @@ def build_v1(table: rc.CsvTable, path: Path, source_format: str, container: str)
         end = start + NOMINAL_NS
         serialised = np.ones(n, dtype=bool)
         warnings.append(
-            "this file has no timestamps (counter mode): kernels are laid end to end in dispatch "
-            f"order, {NOMINAL_NS // 1000} µs each; their durations are not measured"
+            Diagnostic.warning(
+                "serialised",
+                path,
+                "this file has no timestamps (counter mode): kernels are laid end to end in dispatch "
+                f"order, {NOMINAL_NS // 1000} µs each; their durations are not measured",
+            )
         )
 
     name, short = rc.kernel_names(table.text("kernelname"))

@@ -1,0 +1,1 @@
+"""Nsight Compute: ``.ncu-rep`` reports (:mod:`.report`) and ``ncu --csv`` exports (:mod:`.csv_export`), sharing :mod:`.common`."""

@@ -1,0 +1,26 @@
+"""mypy over core, io, analysis and session (the [tool.mypy] section of pyproject.toml) finds no error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ["kviewer/core", "kviewer/io", "kviewer/analysis", "kviewer/session", "kviewer/errors.py"]
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def test_mypy_is_clean_on_the_qt_free_layers() -> None:
+    pytest.importorskip("mypy", reason="mypy is in the 'test' extra (pip install -e .[test])")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(ROOT / ".mypy_cache"), *PACKAGES],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=850,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
