@@ -25,7 +25,7 @@ trace, so the window still appears without importing pandas.
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PySide6.QtCore import QObject, Qt, Signal
@@ -42,12 +42,11 @@ from PySide6.QtWidgets import (
 from kviewer.ui.viewstate import Selection, ViewState
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from kviewer.ui.background import BackgroundRunner
     from kviewer.ui.fusion_panel import FusionPanel
     from kviewer.ui.roofline import RooflineWidget
-    from kviewer.ui.sol_info import SolInfo
+    from kviewer.analysis.fusion import FusionResult
+    from kviewer.session.analyses import SolInfo
     from kviewer.session.tracks import TraceTracks
 
 #: rings drawn in the roofline for a highlight (a broad filter would otherwise ring everything)
@@ -137,7 +136,7 @@ class RooflinePanel(QWidget):
 
     def show_trace(self, tracks: TraceTracks, info: SolInfo | None) -> None:
         """Show the SOL of this trace, or why there is none (with the picker to fix it)."""
-        from kviewer.ui.sol_info import reason
+        from kviewer.session.analyses import reason
 
         roofline = self.ensure_widgets()
         self.shown = (tracks.key, id(info))
@@ -165,9 +164,7 @@ class RooflinePanel(QWidget):
         from kviewer.ui.roofline import counter_marks
 
         roofline.set_data(info.sol, info.spec, counter_marks(tracks.trace.kernels))
-        from kviewer.analysis.sol import sol_warnings
-
-        bad = sol_warnings(info.sol)
+        bad = info.result.warnings() if info.result is not None else {}
         if bad:
             why = ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in sorted(bad.items()))
             self.message.setStyleSheet(_WARN)
@@ -220,10 +217,11 @@ class FusionDockPanel(QWidget):
         if self.panel is not None:
             self.panel.hide()
 
-    def show_candidates(self, key: int, df: pd.DataFrame, kernel_ns: float) -> None:
+    def show_candidates(self, key: int, result: FusionResult) -> None:
         panel = self.ensure_widgets()
+        df = result.candidates
         self.shown = (key, id(df))
-        panel.set_candidates(df, kernel_ns=kernel_ns)
+        panel.set_candidates(df, kernel_ns=result.kernel_ns)
         self.message.hide()
         if not len(df):
             self.show_message("No fusion candidates: no chain of memory-bound kernels was found.")
@@ -246,7 +244,7 @@ class AnalysisDocks(QObject):
         self.roofline_dock = self._dock("Roofline", "rooflineDock", self.roofline_panel)
         self.fusion_dock = self._dock("Fusion candidates", "fusionDock", self.fusion_panel)
         self.below = below
-        self.fusion: dict[int, pd.DataFrame] = {}
+        self.fusion: dict[int, FusionResult] = {}
         """candidates per trace key (computed once per SOL frame)"""
         self.fusion_errors: dict[int, str] = {}
         self._fusion_request: tuple[int, int] | None = None
@@ -327,21 +325,21 @@ class AnalysisDocks(QObject):
         if key in self.fusion_errors:
             self.fusion_panel.show_message(f"Fusion candidates could not be computed: {self.fusion_errors[key]}")
             return
-        df = self.fusion.get(key)
-        if df is None:
+        result = self.fusion.get(key)
+        if result is None:
             if self._fusion_request != (key, id(info)):
                 self.fusion_panel.show_message(f"Looking for fusion candidates in {tracks.label}…")
                 self._compute_fusion(tracks)
             return
-        if self.fusion_panel.shown != (key, id(df)):
-            self.fusion_panel.show_candidates(key, df, float(info.sol["dur"].sum()) if info.sol is not None else 0.0)
+        if self.fusion_panel.shown != (key, id(result.candidates)):
+            self.fusion_panel.show_candidates(key, result)
             self._connect_fusion()
 
     def _compute_fusion(self, tracks: TraceTracks) -> None:
-        from kviewer.analysis.fusion import fusion_candidates
+        from kviewer.session.analyses import fusion_for
 
         trace, info, key = tracks.trace, tracks.sol_info, tracks.key
-        sol = info.sol
+        assert info is not None
         self._fusion_request = (key, id(info))
 
         def current() -> bool:
@@ -349,9 +347,9 @@ class AnalysisDocks(QObject):
             now = self.state.trace(key)
             return now is not None and now.sol_info is info  # not closed or recomputed meanwhile
 
-        def done(df: Any) -> None:
+        def done(result: FusionResult) -> None:
             if current():
-                self.fusion[key] = df
+                self.fusion[key] = result
                 self.refresh()
 
         def failed(message: str) -> None:
@@ -359,7 +357,7 @@ class AnalysisDocks(QObject):
                 self.fusion_errors[key] = message.split("\n", 1)[0]
                 self.refresh()
 
-        self.runner.run("fusion", lambda: fusion_candidates(trace, sol=sol), done, failed)
+        self.runner.run("fusion", lambda: fusion_for(trace, info), done, failed)
 
     def _connect_roofline(self) -> None:
         if not self._roofline_connected and self.roofline_panel.roofline is not None:
@@ -434,9 +432,9 @@ class AnalysisDocks(QObject):
 
     def _first_instance(self, key: int, ids: list[int]) -> list[int]:
         """The kernel ids of the first instance of the candidate whose kernels are ``ids``."""
-        df = self.fusion.get(key)
-        if df is not None:
-            for instances in df["kernel_ids"]:
+        result = self.fusion.get(key)
+        if result is not None:
+            for instances in result.candidates["kernel_ids"]:
                 if instances and instances[0] and int(instances[0][0]) == int(ids[0]):
                     return [int(i) for i in instances[0]]
         return [int(ids[0])]
@@ -444,7 +442,7 @@ class AnalysisDocks(QObject):
     # device picker ----------------------------------------------------------------------------
     def choose_device(self, device: str) -> None:
         """Recompute the shown trace's speed of light on ``device`` (in the background)."""
-        from kviewer.ui.sol_info import coloured, compute_sol
+        from kviewer.session.analyses import compute_sol
 
         shown = self.roofline_panel.shown
         tracks = self.state.trace(shown[0]) if shown is not None else None
@@ -454,24 +452,21 @@ class AnalysisDocks(QObject):
         name = self.roofline_panel.device_box.currentText()
         self.roofline_panel.show_busy(f"Computing the speed of light on {name}…")
 
-        def work() -> tuple[SolInfo, Any]:
-            info = compute_sol(trace, device)
-            return info, coloured(trace, info)
+        self.runner.run("sol", lambda: compute_sol(trace, device), lambda info: self.apply_sol(key, info),
+                        lambda m: self.roofline_panel.show_busy(f"⚠ {m}"))
 
-        self.runner.run("sol", work, lambda r: self.apply_sol(key, r[0], r[1]), lambda m: self.roofline_panel.show_busy(f"⚠ {m}"))
-
-    def apply_sol(self, key: int, info: SolInfo, trace: Any) -> None:
+    def apply_sol(self, key: int, info: SolInfo) -> None:
         """Take a recomputed SOL for an open trace: recolour its bars, refill the docks."""
-        from kviewer.ui.sol_info import UNCOLOURED_WARNING
+        from kviewer.session.analyses import drop_uncoloured_warning
 
         tracks = self.state.trace(key)
         if tracks is None:
             return
         if info.ok:
-            tracks.set_kernel_sol(trace)
-            warnings = tracks.trace.meta.warnings
-            warnings[:] = [w for w in warnings if not w.startswith(UNCOLOURED_WARNING)]
-        tracks.sol_info = info
+            tracks.set_sol(info)
+            drop_uncoloured_warning(tracks.trace)
+        else:
+            tracks.sol_info = info
         self.fusion.pop(key, None)
         self.fusion_errors.pop(key, None)
         # the trace's kernels changed (bound, SOL time): every view reloads them

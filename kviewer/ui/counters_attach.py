@@ -34,19 +34,15 @@ if TYPE_CHECKING:
     from kviewer.ui.viewstate import ViewState
 
 
-def attach_work(base: Trace, report: Trace, start: int | None, device: str | None = None) -> tuple[Any, Any, Any]:
-    """Worker side (no Qt): the attach result, its SOL info and the coloured merged trace
+def attach_work(base: Trace, report: Trace, start: int | None, device: str | None = None) -> tuple[Any, Any]:
+    """Worker side (no Qt): the attach result and the speed of light of the merged trace
     (on ``device`` when the user chose the GPU for this trace)."""
     from kviewer.analysis.attach import attach_counters
-    from kviewer.ui.loading import speed_of_light_for_load
-    from kviewer.ui.sol_info import coloured, compute_sol
+    from kviewer.session.analyses import compute_sol, sol_for_load
 
     result = attach_counters(base, report, start=start)
-    if device is not None:
-        info = compute_sol(result.trace, device)
-        return result, info, coloured(result.trace, info)
-    trace, info = speed_of_light_for_load(result.trace)
-    return result, info, trace
+    info = compute_sol(result.trace, device) if device is not None else sol_for_load(result.trace)
+    return result, info
 
 
 class CounterAttach(QObject):
@@ -163,10 +159,10 @@ class CounterAttach(QObject):
         name = os.path.basename(report.meta.path)
         self.status(f"Attaching {name} to {tracks.label}…")
 
-        def done(r: tuple[Any, Any, Any]) -> None:
+        def done(r: tuple[Any, Any]) -> None:
             if self.state.trace(key) is not tracks:
                 return  # closed meanwhile
-            result, info, trace = r
+            result, info = r
             if not result.matched:
                 # an unrelated report: the trace stays as it was, the report opens on its own
                 self.status(f"None of the {result.match.ncu_total} kernels of {name} has a name, grid and block that "
@@ -177,8 +173,7 @@ class CounterAttach(QObject):
             self.bases[key] = base
             self.reports[key] = report
             tracks.counters = result
-            tracks.set_kernel_sol(trace)
-            tracks.sol_info = info
+            tracks.set_sol(info, result.trace)
             self.analysis.fusion.pop(key, None)
             self.analysis.fusion_errors.pop(key, None)
             self.state.tracesChanged.emit()  # the kernels changed: every view reloads them

@@ -25,33 +25,11 @@ if TYPE_CHECKING:
     from kviewer.io import CancelToken
 
 
-def with_speed_of_light(trace: Any) -> Any:
-    """The trace with ``bound`` and ``t_sol_ns`` on its kernels when the GPU is recognised, so the
-    timeline colours kernels by what bounds them and draws the SOL floor inside each bar. A trace
-    whose GPU is unknown (or whose SOL cannot be computed) opens as it is, with a warning."""
-    return speed_of_light_for_load(trace)[0]
-
-
-def speed_of_light_for_load(trace: Any) -> tuple[Any, Any]:
-    """:func:`with_speed_of_light` and the :class:`~kviewer.ui.sol_info.SolInfo` it used (None for
-    a trace without kernels), which the roofline and fusion docks reuse."""
-    from kviewer.ui.sol_info import UNCOLOURED_WARNING, coloured, compute_sol, reason
-
-    if not len(trace.kernels):
-        return trace, None
-    info = compute_sol(trace)
-    if not info.ok:
-        if info.why and not info.why.endswith("has no kernels"):
-            # the reason without the file name (the status bar shows it) or the CLI's advice
-            trace.meta.warnings.append(f"{UNCOLOURED_WARNING}: {reason(info.why)}")
-        return trace, info
-    return coloured(trace, info), info
-
-
 def load_file(path: str, token: CancelToken, progress: Callable[[float, str], None]) -> Any:
     """Detect, parse and lay out one file (worker thread; no Qt): the ready-made
     :class:`~kviewer.session.tracks.TraceTracks`. Raises LoadError, LoadCancelled or any bug."""
     from kviewer.io import load
+    from kviewer.session.analyses import sol_for_load
     from kviewer.session.tracks import TraceTracks
 
     name = os.path.basename(path) or path
@@ -69,11 +47,10 @@ def load_file(path: str, token: CancelToken, progress: Callable[[float, str], No
     trace = load(path, progress=report, cancel=token)
     token.check()
     progress(0.9, f"{name}: speed of light")
-    trace, sol_info = speed_of_light_for_load(trace)
+    sol_info = sol_for_load(trace)
     token.check()
     progress(0.95, f"{name}: building the timeline")
-    tracks = TraceTracks.build(trace)
-    tracks.sol_info = sol_info
+    tracks = TraceTracks.build(trace, sol=sol_info)
     token.check()
     return tracks
 

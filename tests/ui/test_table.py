@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication
 from kviewer.ui.kernel_table import GROUPS, INSTANCES, KernelTableModel
 from kviewer.session.tracks import TraceTracks
 from kviewer.ui.viewstate import Selection
-from tests.ui.conftest import make_trace
+from tests.ui.conftest import make_sol, make_trace
 
 
 @pytest.fixture
@@ -132,8 +132,7 @@ def test_sol_columns_only_when_known(qapp: Any) -> None:
     flops = np.full(n, np.nan)
     flops[3] = 1e9
     trace = make_trace(n, extra={"model_flops": flops, "sm_throughput_pct": np.linspace(0, 100, n)})
-    trace.kernels["bound"] = pd.Categorical(np.where(np.arange(n) % 2 == 0, "memory", "compute"))
-    m.set_traces([TraceTracks.build(trace)])
+    m.set_traces([TraceTracks.build(trace, sol=make_sol(trace, np.where(np.arange(n) % 2 == 0, "memory", "compute")))])
     keys = [c.key for c in m.data_.columns]
     assert {"model_flops", "sm_throughput_pct", "bound"} <= set(keys)
     assert m.set_filter("sm_throughput_pct > 50 and bound = memory")
