@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -199,7 +199,7 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
             sol_cols = [t.sol_column(key) for t in traces]
             if any(c is None for c in sol_cols):
                 continue
-            arrays: list[np.ndarray] = [c for c in sol_cols if c is not None]
+            arrays: list[Any] = [c for c in sol_cols if c is not None]
         elif all(key in k.columns for k in ks):
             arrays = [k[key] for k in ks]
         else:
