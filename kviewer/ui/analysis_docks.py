@@ -39,7 +39,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from kviewer.ui.viewstate import Selection, ViewState
+from kviewer.ui.viewstate import PICK, Selection, ViewState
 
 if TYPE_CHECKING:
     from kviewer.ui.background import BackgroundRunner
@@ -244,15 +244,13 @@ class AnalysisDocks(QObject):
         self.roofline_dock = self._dock("Roofline", "rooflineDock", self.roofline_panel)
         self.fusion_dock = self._dock("Fusion candidates", "fusionDock", self.fusion_panel)
         self.below = below
-        self.fusion: dict[int, FusionResult] = {}
-        """candidates per trace key (computed once per SOL frame)"""
-        self.fusion_errors: dict[int, str] = {}
+        self.document = state.document
         self._fusion_request: tuple[int, int] | None = None
         self._roofline_connected = False
         self._fusion_connected = False
 
         state.currentTraceChanged.connect(lambda _t: self.refresh())
-        state.tracesChanged.connect(self._on_traces)
+        state.tracesChanged.connect(self.refresh)
         state.selectionChanged.connect(lambda _s: self.sync_roofline_selection())
         state.highlightChanged.connect(self.sync_roofline_selection)
         self.roofline_panel.deviceChosen.connect(self.choose_device)
@@ -291,13 +289,6 @@ class AnalysisDocks(QObject):
         return dock.isVisible() and dock.objectName() in self.shown_docks
 
     # filling -----------------------------------------------------------------------------------
-    def _on_traces(self) -> None:
-        open_keys = {t.key for t in self.state.traces}
-        for cache in (self.fusion, self.fusion_errors):
-            for key in [k for k in cache if k not in open_keys]:
-                del cache[key]
-        self.refresh()
-
     def refresh(self) -> None:
         """Fill the visible docks for the current trace (what is already shown is kept)."""
         tracks = self.state.current
@@ -322,10 +313,10 @@ class AnalysisDocks(QObject):
         if not info.ok:
             self.fusion_panel.show_message("The GPU is not known: choose it in the Roofline dock to estimate fusion savings.")
             return
-        if key in self.fusion_errors:
-            self.fusion_panel.show_message(f"Fusion candidates could not be computed: {self.fusion_errors[key]}")
+        if key in self.document.fusion_errors:
+            self.fusion_panel.show_message(f"Fusion candidates could not be computed: {self.document.fusion_errors[key]}")
             return
-        result = self.fusion.get(key)
+        result = self.document.fusion.get(key)
         if result is None:
             if self._fusion_request != (key, id(info)):
                 self.fusion_panel.show_message(f"Looking for fusion candidates in {tracks.label}…")
@@ -349,12 +340,12 @@ class AnalysisDocks(QObject):
 
         def done(result: FusionResult) -> None:
             if current():
-                self.fusion[key] = result
+                self.document.set_fusion(key, result)
                 self.refresh()
 
         def failed(message: str) -> None:
             if current():
-                self.fusion_errors[key] = message.split("\n", 1)[0]
+                self.document.set_fusion_error(key, message.split("\n", 1)[0])
                 self.refresh()
 
         self.runner.run("fusion", lambda: fusion_for(trace, info), done, failed)
@@ -420,7 +411,7 @@ class AnalysisDocks(QObject):
         if tracks is None:
             return
         if not ids:
-            self.state.set_highlight({})
+            self.state.clear_highlight(PICK)
             return
         first = self._first_instance(tracks.key, ids)
         self._highlight_and_select(tracks, np.asarray(ids, dtype=np.int64), True, pick=first[0])
@@ -432,7 +423,7 @@ class AnalysisDocks(QObject):
 
     def _first_instance(self, key: int, ids: list[int]) -> list[int]:
         """The kernel ids of the first instance of the candidate whose kernels are ``ids``."""
-        result = self.fusion.get(key)
+        result = self.document.fusion.get(key)
         if result is not None:
             for instances in result.candidates["kernel_ids"]:
                 if instances and instances[0] and int(instances[0][0]) == int(ids[0]):
@@ -463,14 +454,9 @@ class AnalysisDocks(QObject):
         if tracks is None:
             return
         if info.ok:
-            tracks.set_sol(info)
             drop_uncoloured_warning(tracks.trace)
-        else:
-            tracks.sol_info = info
-        self.fusion.pop(key, None)
-        self.fusion_errors.pop(key, None)
-        # the trace's kernels changed (bound, SOL time): every view reloads them
-        self.state.tracesChanged.emit()
+        # recolours the bars, drops the results of the old SOL; every view reloads the trace
+        self.document.set_sol(key, info)
         self.refresh()
         if hasattr(self.window, "statusBar") and info.ok and info.spec is not None:
             self.window.statusBar().showMessage(f"{tracks.label}: kernels bound on {info.spec.name}", 6000)

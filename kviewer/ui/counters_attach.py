@@ -75,10 +75,7 @@ class CounterAttach(QObject):
         self.blocked = blocked
         self.open_alone = open_alone or (lambda _path: None)
         """True while a comparison was asked for (a report then opens as a trace of its own)"""
-        self.bases: dict[int, Trace] = {}
-        """trace key -> the trace as loaded, before any report was attached"""
-        self.reports: dict[int, Trace] = {}
-        """trace key -> the attached report"""
+        self.document = state.document
         self._alone_paths: set[str] = set()
         """reports that matched nothing: reopened as traces of their own"""
         self._alone: list[int] = []
@@ -143,10 +140,10 @@ class CounterAttach(QObject):
         from kviewer.analysis.attach import is_timeline
 
         cur = self.state.current
-        if cur is not None and is_timeline(self.bases.get(cur.key, cur.trace)):
+        if cur is not None and is_timeline(self.document.base_of(cur.key) or cur.trace):
             return cur
         for t in reversed(self.state.traces):
-            if is_timeline(self.bases.get(t.key, t.trace)):
+            if is_timeline(self.document.base_of(t.key) or t.trace):
                 return t
         return None
 
@@ -155,7 +152,7 @@ class CounterAttach(QObject):
         tracks = self.state.trace(key)
         if tracks is None:
             return
-        base = self.bases.get(key, tracks.trace)
+        base = self.document.base_of(key) or tracks.trace
         name = os.path.basename(report.meta.path)
         self.status(f"Attaching {name} to {tracks.label}…")
 
@@ -170,13 +167,10 @@ class CounterAttach(QObject):
                 self._alone_paths.add(os.path.abspath(report.meta.path))
                 self.open_alone(report.meta.path)
                 return
-            self.bases[key] = base
-            self.reports[key] = report
+            self.document.attach(key, base, report)
             tracks.counters = result
-            tracks.set_sol(info, result.trace)
-            self.analysis.fusion.pop(key, None)
-            self.analysis.fusion_errors.pop(key, None)
-            self.state.tracesChanged.emit()  # the kernels changed: every view reloads them
+            # the merged kernels and their SOL: bars recoloured, old results dropped, views reload
+            self.document.set_sol(key, info, result.trace)
             self.analysis.refresh()
             where = f" ({', '.join(result.steps)})" if result.steps else ""
             choice = "; several steps fit equally well: choose in the Counters dock" if result.ambiguous else ""
@@ -192,7 +186,8 @@ class CounterAttach(QObject):
 
     def choose_window(self, key: int, start: int) -> None:
         """Re-attach the report of trace ``key`` at another window start (another step)."""
-        report = self.reports.get(key)
+        attached = self.document.attached.get(key)
+        report = attached.report if attached is not None else None
         tracks = self.state.trace(key)
         if report is None or tracks is None or getattr(tracks, "counters", None) is None:
             return
@@ -200,9 +195,8 @@ class CounterAttach(QObject):
             return
         self.attach(key, report, start)
 
-    def forget(self) -> None:
-        """Drop what belongs to closed traces."""
-        keys = {t.key for t in self.state.traces}
-        for cache in (self.bases, self.reports):
-            for k in [k for k in cache if k not in keys]:
-                del cache[k]
+    @property
+    def reports(self) -> dict[int, Trace]:
+        """trace key -> the attached report (kept by the open document, forgotten when its trace
+        closes)."""
+        return {key: a.report for key, a in self.document.attached.items()}

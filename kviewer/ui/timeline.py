@@ -633,6 +633,8 @@ class TimelineView(QWidget):
             self.pan(PAN_STEP)
         elif key == Qt.Key.Key_F:
             self.fit_selection()
+        elif key == Qt.Key.Key_Backspace:
+            self.state.pop()  # back to the view before the last F
         elif key == Qt.Key.Key_Escape:
             self.state.set_selection(None)
         elif key == Qt.Key.Key_Up:
@@ -663,6 +665,7 @@ class TimelineView(QWidget):
             return
         s, e = span
         pad = max((e - s) * 0.15, 50.0)
+        self.state.push()  # Backspace comes back here (the zoom/filter stack)
         self.set_range(s - pad, e + pad)
 
     def reveal(self, sel: Selection) -> None:

@@ -243,3 +243,20 @@ def test_details_panel_and_launch_link(qtbot: Any, synthetic_window: Any) -> Non
     w.details.anchorClicked.emit(QUrl(f"select:{tracks.key}:cpu_slices:7"))
     assert state.selection == Selection(tracks.key, "cpu_slices", 7)
     assert "Launches gemm_kernel" in w.details.toPlainText()
+
+
+def test_backspace_goes_back_to_the_view_before_f(qtbot: Any, timeline: TimelineView) -> None:
+    tracks = _open(timeline, make_trace(100))
+    state = timeline.state
+    canvas = timeline.canvas
+    qtbot.keyClick(canvas, Qt.Key.Key_W)
+    before = timeline.visible_range()
+    state.set_selection(Selection(tracks.key, "kernels", 5))
+    qtbot.keyClick(canvas, Qt.Key.Key_F)
+    assert timeline.visible_range()[1] - timeline.visible_range()[0] < (before[1] - before[0]) / 10
+    assert len(state.session.stack) == 1
+    qtbot.keyClick(canvas, Qt.Key.Key_Backspace)
+    assert timeline.visible_range() == pytest.approx(before)
+    assert state.range == pytest.approx(before) and state.session.stack == []
+    qtbot.keyClick(canvas, Qt.Key.Key_Backspace)  # nothing to go back to: the view stays
+    assert timeline.visible_range() == pytest.approx(before)
