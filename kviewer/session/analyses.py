@@ -80,9 +80,32 @@ def sol_for_load(trace: Trace) -> SolInfo | None:
     if not len(trace.kernels):
         return None
     info = compute_sol(trace)
-    if not info.ok and not info.no_kernels:
+    note_uncoloured(trace, info)
+    return info
+
+
+def note_uncoloured(trace: Trace, info: SolInfo | None) -> None:
+    """When the speed of light could not be computed, the trace's warnings say why its kernels
+    are not coloured (on the thread that owns the trace: the GUI thread in the window)."""
+    if info is not None and not info.ok and not info.no_kernels:
         # the reason without the file name (the status bar shows it) or the CLI's advice
         trace.meta.warnings.append(f"{UNCOLOURED_WARNING}: {reason(info.why)}")
+
+
+def sol_for_open(trace: Trace, source: object = None) -> SolInfo | None:
+    """Worker side of opening a trace in the window: its speed of light from the analysis cache
+    (:mod:`kviewer.session.sol_cache`, ``source`` the file's identity taken before the load), else
+    computed and stored there. None for a trace without kernels. The trace is not changed (see
+    :func:`note_uncoloured`)."""
+    from kviewer.session import sol_cache
+
+    if not len(trace.kernels):
+        return None
+    cached = sol_cache.get(source, trace)  # type: ignore[arg-type]
+    if cached is not None:
+        return cached
+    info = compute_sol(trace)
+    sol_cache.put(source, trace, info)  # type: ignore[arg-type]
     return info
 
 

@@ -98,6 +98,9 @@ class TraceTracks:
     kernels are coloured by its ``bound`` and draw its ``t_sol_ns`` inside their bars"""
     counters: Any = None
     """:class:`~kviewer.analysis.attach.AttachResult` when a counter report is attached (None otherwise)"""
+    source: Any = None
+    """the file's identity when it was loaded (:func:`kviewer.session.sol_cache.identity`), for
+    the analysis cache; None when unknown"""
 
     # -----------------------------------------------------------------------------------------
     @classmethod

@@ -134,11 +134,15 @@ class RooflinePanel(QWidget):
         self.message.setText(text)
         self.message.show()
 
-    def show_trace(self, tracks: TraceTracks, info: SolInfo | None) -> None:
-        """Show the SOL of this trace, or why there is none (with the picker to fix it)."""
+    def show_trace(self, tracks: TraceTracks, info: SolInfo | None, computing: bool = False) -> None:
+        """Show the SOL of this trace, or why there is none (with the picker to fix it), or that
+        it is being computed."""
         from kviewer.session.analyses import reason
 
         roofline = self.ensure_widgets()
+        if info is None and computing:
+            self.clear(f"Computing the speed of light of {tracks.label}…")
+            return
         self.shown = (tracks.key, id(info))
         if info is None:
             self.clear(f"{tracks.label} has no GPU kernels.")
@@ -298,7 +302,7 @@ class AnalysisDocks(QObject):
             return
         info = tracks.sol_info
         if self.on_screen(self.roofline_dock) and self.roofline_panel.shown != (tracks.key, id(info)):
-            self.roofline_panel.show_trace(tracks, info)
+            self.roofline_panel.show_trace(tracks, info, self.computing_sol(tracks.key))
             self._connect_roofline()
             self.sync_roofline_selection()
         if self.on_screen(self.fusion_dock):
@@ -307,6 +311,9 @@ class AnalysisDocks(QObject):
     def _fill_fusion(self, tracks: TraceTracks) -> None:
         info = tracks.sol_info
         key = tracks.key
+        if info is None and self.computing_sol(key):
+            self.fusion_panel.show_message(f"Computing the speed of light of {tracks.label}… (fusion candidates follow)")
+            return
         if info is None:
             self.fusion_panel.show_message(f"{tracks.label} has no GPU kernels.")
             return
@@ -430,6 +437,45 @@ class AnalysisDocks(QObject):
                     return [int(i) for i in instances[0]]
         return [int(ids[0])]
 
+    # paint first, analyse after ---------------------------------------------------------------
+    def analyse(self, tracks: TraceTracks) -> None:
+        """A trace has just been shown without its speed of light (not in the analysis cache):
+        compute it in the background; the docks say so meanwhile, and the bars are recoloured and
+        the docks filled when it arrives. The window stays usable throughout."""
+        from kviewer.session.analyses import SolInfo, note_uncoloured, sol_for_open
+
+        if tracks.sol_info is not None or not len(tracks.trace.kernels):
+            return
+        key, trace, source = tracks.key, tracks.trace, tracks.source
+
+        def current() -> TraceTracks | None:
+            # not closed, not given counters or another GPU meanwhile
+            now = self.state.trace(key)
+            return now if now is not None and now.trace is trace and now.sol_info is None else None
+
+        def done(info: SolInfo | None) -> None:
+            if current() is None or info is None:
+                return
+            note_uncoloured(trace, info)
+            self.document.set_sol(key, info)
+            self.refresh()
+
+        def failed(message: str) -> None:
+            if current() is not None:
+                info = SolInfo(None, f"{trace.meta.path}: speed of light not available: {message.splitlines()[0]}")
+                note_uncoloured(trace, info)
+                self.document.set_sol(key, info)
+                self.refresh()
+
+        self.runner.run(f"sol:{key}", lambda: sol_for_open(trace, source), done, failed)
+        self.refresh()
+
+    def computing_sol(self, key: int | None = None) -> bool:
+        """Whether the speed of light of trace ``key`` (None: of any trace) is being computed."""
+        if key is not None:
+            return self.runner.pending(f"sol:{key}")
+        return any(self.runner.pending(f"sol:{t.key}") for t in self.state.traces)
+
     # device picker ----------------------------------------------------------------------------
     def choose_device(self, device: str) -> None:
         """Recompute the shown trace's speed of light on ``device`` (in the background)."""
@@ -443,7 +489,8 @@ class AnalysisDocks(QObject):
         name = self.roofline_panel.device_box.currentText()
         self.roofline_panel.show_busy(f"Computing the speed of light on {name}…")
 
-        self.runner.run("sol", lambda: compute_sol(trace, device), lambda info: self.apply_sol(key, info),
+        # the channel of the trace's load-time SOL: a choice made while that runs supersedes it
+        self.runner.run(f"sol:{key}", lambda: compute_sol(trace, device), lambda info: self.apply_sol(key, info),
                         lambda m: self.roofline_panel.show_busy(f"⚠ {m}"))
 
     def apply_sol(self, key: int, info: SolInfo) -> None:

@@ -201,19 +201,33 @@ class CompareMode(QObject):
             self.stop()
         self._pending = (a_key, b_key)
         self.status(f"Comparing {b.label} with {a.label}…")
+        # paint first: both traces are on screen; the dock says the comparison is on its way
+        self.placeholder.setText(f"Computing the comparison of B {b.label} with A {a.label}…")
+        self.stack.setCurrentWidget(self.placeholder)
+        self.dock.show()
         ta, tb = a.trace, b.trace
 
         def done(result: CompareResult) -> None:
             self._pending = None
             if self.state.trace(a_key) is a and self.state.trace(b_key) is b:
                 self._show(a, b, result)
+            else:
+                self._end_pending()
 
         def failed(message: str) -> None:
             self._pending = None
+            self._end_pending()
             self.status("")
             dialogs.show_error(self.window, "Could not compare the traces", f"{b.label} with {a.label}: {message}")
 
         self.runner.run("compare", lambda: compare(ta, tb), done, failed)
+
+    def _end_pending(self) -> None:
+        """No comparison is coming: the dock goes back to its hint (hidden unless one is shown)."""
+        self.placeholder.setText(PLACEHOLDER)
+        if not self.active:
+            self.stack.setCurrentWidget(self.placeholder)
+            self.dock.hide()
 
     def _show(self, a: TraceTracks, b: TraceTracks, result: CompareResult) -> None:
         from kviewer.ui.compare_view import CompareView
@@ -221,6 +235,7 @@ class CompareMode(QObject):
         from kviewer.session.document import ComparePair
 
         self.state.document.set_compare(ComparePair(a.key, b.key, result))
+        self.placeholder.setText(PLACEHOLDER)
         self._saved = [_Saved(a.key, a.offset_ns, a.root.label), _Saved(b.key, b.offset_ns, b.root.label)]
         # time_in_A = time_in_B + align_offset_ns: B drawn at (t_B + align - A's offset)
         b.set_display_offset(a.offset_ns - int(result.align_offset_ns))
@@ -255,6 +270,7 @@ class CompareMode(QObject):
         self.runner.cancel("compare")
         self._pending = None
         if not self.active:
+            self._end_pending()
             return
         self._restoring = True
         try:
@@ -265,6 +281,7 @@ class CompareMode(QObject):
                     tracks.root.label = saved.label
             self._saved = []
             self.state.document.set_compare(None)
+            self.placeholder.setText(PLACEHOLDER)
             self.stack.setCurrentWidget(self.placeholder)
             self.dock.hide()
             self.state.clear_highlight(PICK)  # the diff row's kernels

@@ -2,7 +2,9 @@
 
 :func:`load_file` runs on the application's one-thread load pool (loads run one after the other):
 it detects and parses each file (:func:`kviewer.io.load`) and builds its timeline tracks and
-level-of-detail, so the GUI thread only receives ready-made :class:`~kviewer.session.tracks.TraceTracks`. Every failure, including
+level-of-detail, so the GUI thread only receives ready-made :class:`~kviewer.session.tracks.TraceTracks`.
+The analyses (speed of light, fusion, compare) run after the trace is shown, unless the analysis
+cache already has them. Every failure, including
 an unexpected exception in a loader, comes back as a message naming the file; traces that are
 already open are never touched by a failed load.
 """
@@ -29,7 +31,7 @@ def load_file(path: str, token: CancelToken, progress: Callable[[float, str], No
     """Detect, parse and lay out one file (worker thread; no Qt): the ready-made
     :class:`~kviewer.session.tracks.TraceTracks`. Raises LoadError, LoadCancelled or any bug."""
     from kviewer.io import load
-    from kviewer.session.analyses import sol_for_load
+    from kviewer.session import sol_cache
     from kviewer.session.tracks import TraceTracks
 
     name = os.path.basename(path) or path
@@ -44,13 +46,15 @@ def load_file(path: str, token: CancelToken, progress: Callable[[float, str], No
         progress(max(0.0, min(1.0, fraction)) * 0.9, f"{name}: {message}" if message else name)
 
     token.check()
+    # the file's identity before the load: an analysis of a file that changes meanwhile is not cached
+    source = sol_cache.identity(path)
     trace = load(path, progress=report, cancel=token)
     token.check()
-    progress(0.9, f"{name}: speed of light")
-    sol_info = sol_for_load(trace)
-    token.check()
     progress(0.95, f"{name}: building the timeline")
-    tracks = TraceTracks.build(trace, sol=sol_info)
+    # paint first: the speed of light comes with the trace from the analysis cache, or the window
+    # computes it after showing the trace (AnalysisDocks.analyse)
+    tracks = TraceTracks.build(trace, sol=sol_cache.get(source, trace))
+    tracks.source = source
     token.check()
     return tracks
 

@@ -335,6 +335,7 @@ class MainWindow(QMainWindow):
         if self.counters.take(tracks):
             return
         self.state.add_trace(tracks)
+        self.analysis.analyse(tracks)  # paint first: the speed of light follows in the background
         from kviewer.analysis.attach import is_counter_report
 
         if is_counter_report(tracks.trace):

@@ -103,8 +103,9 @@ def drop_files(widget: Any, paths: Sequence[os.PathLike[str] | str]) -> bool:
 
 
 def wait_idle(qtbot: Any, window: Any, timeout: int = 20_000) -> None:
-    """Wait until the window's loader has finished everything it was given."""
-    qtbot.waitUntil(lambda: not window.loader.busy, timeout=timeout)
+    """Wait until the window's loader has finished everything it was given, and the speed of
+    light of what it opened has arrived (the window paints first and analyses after)."""
+    qtbot.waitUntil(lambda: not window.loader.busy and not window.analysis.computing_sol(), timeout=timeout)
 
 
 def make_trace(

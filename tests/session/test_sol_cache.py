@@ -1,0 +1,75 @@
+"""The speed of light cached beside the parsed trace (a reopen is complete at once)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kviewer.io import load
+from kviewer.session import sol_cache
+from kviewer.session.analyses import compute_sol, sol_for_open
+
+EAGER = "h200_llm_block_eager.pt.trace.json.gz"
+
+
+@pytest.fixture
+def cache_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.delenv("KVIEWER_NO_CACHE", raising=False)
+    monkeypatch.setenv("KVIEWER_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def test_stored_sol_reads_back_equal_and_is_reused(cache_on: Path, sample_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = cache_on / EAGER
+    shutil.copy(sample_traces / EAGER, path)
+    source = sol_cache.identity(str(path))
+    trace = load(path, use_cache=False)
+    assert sol_cache.get(source, trace) is None  # nothing stored yet
+    first = sol_for_open(trace, source)
+    assert first is not None and first.ok
+    back = sol_cache.get(source, trace)
+    assert back is not None and back.ok and back.device is None
+    pd.testing.assert_frame_equal(back.sol, first.sol)
+    assert back.spec is not None and first.spec is not None and back.spec.id == first.spec.id == "h200"
+    # a reopen takes it from the cache: nothing is computed again
+    import kviewer.session.analyses as analyses
+
+    monkeypatch.setattr(analyses, "compute_sol", lambda *a, **k: pytest.fail("computed again"))
+    again = sol_for_open(load(path, use_cache=False), sol_cache.identity(str(path)))
+    assert again is not None and again.ok and np.array_equal(again.sol["bound"].to_numpy(), first.sol["bound"].to_numpy())
+
+
+def test_a_touched_file_misses_and_no_cache_bypasses(cache_on: Path, sample_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = cache_on / EAGER
+    shutil.copy(sample_traces / EAGER, path)
+    source = sol_cache.identity(str(path))
+    trace = load(path, use_cache=False)
+    assert sol_cache.put(source, trace, compute_sol(trace))
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert sol_cache.get(sol_cache.identity(str(path)), trace) is None
+    # the file changed since its load began: nothing is stored for it
+    assert not sol_cache.put(source, trace, compute_sol(trace))
+    # a GPU the user chose is not the trace's own: not stored
+    assert not sol_cache.put(sol_cache.identity(str(path)), trace, compute_sol(trace, "h100_pcie"))
+    monkeypatch.setenv("KVIEWER_NO_CACHE", "1")
+    assert sol_cache.identity(str(path)) is None
+
+
+def test_a_damaged_cache_is_a_miss(cache_on: Path, sample_traces: Path) -> None:
+    path = cache_on / EAGER
+    shutil.copy(sample_traces / EAGER, path)
+    source = sol_cache.identity(str(path))
+    trace = load(path, use_cache=False)
+    assert sol_cache.put(source, trace, compute_sol(trace))
+    db = cache_on / "cache" / sol_cache.DB_NAME
+    db.write_bytes(b"not a database" * 100)
+    assert sol_cache.get(source, trace) is None
+    assert not sol_cache.put(source, trace, compute_sol(trace))  # the damaged database goes
+    assert sol_cache.put(source, trace, compute_sol(trace))  # and a new one takes its place
+    assert sol_cache.get(source, trace) is not None
