@@ -92,23 +92,6 @@ def note_uncoloured(trace: Trace, info: SolInfo | None) -> None:
         trace.meta.warnings.append(f"{UNCOLOURED_WARNING}: {reason(info.why)}")
 
 
-def sol_for_open(trace: Trace, source: object = None) -> SolInfo | None:
-    """Worker side of opening a trace in the window: its speed of light from the analysis cache
-    (:mod:`kviewer.session.sol_cache`, ``source`` the file's identity taken before the load), else
-    computed and stored there. None for a trace without kernels. The trace is not changed (see
-    :func:`note_uncoloured`)."""
-    from kviewer.session import sol_cache
-
-    if not len(trace.kernels):
-        return None
-    cached = sol_cache.get(source, trace)  # type: ignore[arg-type]
-    if cached is not None:
-        return cached
-    info = compute_sol(trace)
-    sol_cache.put(source, trace, info)  # type: ignore[arg-type]
-    return info
-
-
 def drop_uncoloured_warning(trace: Trace) -> None:
     """The kernels are coloured now (a GPU was chosen): the load's warning no longer holds."""
     warnings = trace.meta.warnings

@@ -181,6 +181,23 @@ def _decode(specs_text: str, data: bytes, trace: Trace) -> SolInfo | None:
     return SolInfo(SolResult(table, {int(dev): known[v] for dev, v in ids.items()}))
 
 
+def sol_for_open(trace: Trace, source: SourceId | None = None) -> SolInfo | None:
+    """Worker side of opening a trace in the window: its speed of light from this cache
+    (``source``: the file's identity taken before the load), else computed and stored here. None
+    for a trace without kernels. The trace is not changed
+    (:func:`kviewer.session.analyses.note_uncoloured` does that on the GUI thread)."""
+    from kviewer.session import analyses
+
+    if not len(trace.kernels):
+        return None
+    cached = get(source, trace)
+    if cached is not None:
+        return cached
+    info = analyses.compute_sol(trace)
+    put(source, trace, info)
+    return info
+
+
 def clear() -> None:
     """Forget every cached speed of light (tests)."""
     from kviewer.io.cache import cache_dir

@@ -442,7 +442,8 @@ class AnalysisDocks(QObject):
         """A trace has just been shown without its speed of light (not in the analysis cache):
         compute it in the background; the docks say so meanwhile, and the bars are recoloured and
         the docks filled when it arrives. The window stays usable throughout."""
-        from kviewer.session.analyses import SolInfo, note_uncoloured, sol_for_open
+        from kviewer.session.analyses import SolInfo, note_uncoloured
+        from kviewer.session.sol_cache import sol_for_open
 
         if tracks.sol_info is not None or not len(tracks.trace.kernels):
             return

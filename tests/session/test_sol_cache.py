@@ -12,7 +12,8 @@ import pytest
 
 from kviewer.io import load
 from kviewer.session import sol_cache
-from kviewer.session.analyses import compute_sol, sol_for_open
+from kviewer.session.analyses import compute_sol
+from kviewer.session.sol_cache import sol_for_open
 
 EAGER = "h200_llm_block_eager.pt.trace.json.gz"
 
