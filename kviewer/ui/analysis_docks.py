@@ -1,9 +1,12 @@
 """The Roofline and Fusion candidates docks of the main window, linked to the shared view state.
 
-Both docks show the current trace (:attr:`ViewState.current`). The roofline reuses the SOL frame
-the loading thread computed to colour the kernels (:attr:`TraceTracks.sol_info`); fusion
-candidates are computed from that frame on the background runner and cached per trace. A dock
-fills itself only while it is visible, so a big trace costs nothing in a closed tab.
+Both docks show the current trace (:attr:`ViewState.current`). The window paints a trace first
+and analyses it after: its speed of light comes from the analysis cache with the load, or is
+computed on the background runner once the trace is on screen (:meth:`AnalysisDocks.analyse`;
+the docks say "Computing the speed of light…" meanwhile). The roofline reuses it
+(:attr:`TraceTracks.sol_info`, which also colours the kernels); fusion candidates are computed from
+it on the background runner and kept with the open document. A dock fills itself only while it is
+visible, so a big trace costs nothing in a closed tab.
 
 Selection flows both ways through the view state, never from view to view:
 
