@@ -1,10 +1,12 @@
-"""The speed of light of a trace, cached beside the parsed trace, so a reopen is complete at once.
+"""A trace's analyses (speed of light, fusion candidates), cached beside the parsed trace, so a
+reopen is complete at once.
 
-The window paints a trace as soon as its kernels are loaded and computes the speed of light
-afterwards; with this cache a reopened trace comes with its SOL colours and roofline. One small
+The window paints a trace as soon as its kernels are loaded and analyses it afterwards; with this
+cache a reopened trace comes with its SOL colours, roofline and fusion candidates. One small
 SQLite database (``analysis.sqlite``) in the trace cache's folder (:func:`kviewer.io.cache.cache_dir`,
-made private the same way), one row per trace: the SOL table (:data:`kviewer.core.schema.SOL`)
-in the trace cache's columnar codec, and the ids of the GPUs whose peaks were used.
+made private the same way), one row per trace and analysis: the SOL table
+(:data:`kviewer.core.schema.SOL`) in the trace cache's columnar codec with the ids of the GPUs whose
+peaks were used, and the fusion candidates (their kernel ids as JSON).
 
 An entry is keyed by the file's identity (path, size, mtime: :func:`kviewer.io.cache.source_id`
 with the parser's fingerprint) and a fingerprint of the analysis (its sources, the device table,
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kviewer.analysis.fusion import FusionResult
     from kviewer.core import Trace
     from kviewer.io.cache import SourceId
     from kviewer.session.analyses import SolInfo
@@ -89,6 +92,10 @@ def _connect() -> sqlite3.Connection:
         "CREATE TABLE IF NOT EXISTS sol (key TEXT PRIMARY KEY, specs TEXT NOT NULL, data BLOB NOT NULL, "
         "nbytes INTEGER NOT NULL, last_used REAL NOT NULL)"
     )
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS fusion (key TEXT PRIMARY KEY, kernel_ns REAL NOT NULL, data BLOB NOT NULL, "
+        "nbytes INTEGER NOT NULL, last_used REAL NOT NULL)"
+    )
     return conn
 
 
@@ -145,10 +152,14 @@ def put(sid: SourceId | None, trace: Trace, info: SolInfo) -> bool:
 
 def _evict(conn: sqlite3.Connection) -> None:
     total = 0
-    for key, nbytes in conn.execute("SELECT key, nbytes FROM sol ORDER BY last_used DESC").fetchall():
+    rows = conn.execute(
+        "SELECT 'sol', key, nbytes, last_used FROM sol UNION ALL SELECT 'fusion', key, nbytes, last_used FROM fusion "
+        "ORDER BY last_used DESC"
+    ).fetchall()
+    for table, key, nbytes, _used in rows:
         total += int(nbytes)
         if total > MAX_BYTES:
-            conn.execute("DELETE FROM sol WHERE key = ?", (key,))
+            conn.execute(f"DELETE FROM {'sol' if table == 'sol' else 'fusion'} WHERE key = ?", (key,))
 
 
 def _encode(info: SolInfo) -> tuple[str, bytes]:
@@ -196,6 +207,98 @@ def sol_for_open(trace: Trace, source: SourceId | None = None) -> SolInfo | None
     info = analyses.compute_sol(trace)
     put(source, trace, info)
     return info
+
+
+def get_fusion(sid: SourceId | None, trace: Trace) -> FusionResult | None:
+    """The cached fusion candidates of ``trace`` on its own GPU, None on a miss."""
+    if sid is None or not len(trace.kernels):
+        return None
+    try:
+        with _lock:
+            conn = _connect()
+            try:
+                key = _key(sid)
+                row = conn.execute("SELECT kernel_ns, data FROM fusion WHERE key = ?", (key,)).fetchone()
+                if row is not None:
+                    with conn:
+                        conn.execute("UPDATE fusion SET last_used = ? WHERE key = ?", (time.time(), key))
+            finally:
+                conn.close()
+        if row is None:
+            return None
+        return _decode_fusion(float(row[0]), row[1])
+    except Exception as exc:  # noqa: BLE001
+        log.warning("fusion cache not read: %s", exc)
+        return None
+
+
+def put_fusion(sid: SourceId | None, trace: Trace, result: FusionResult) -> bool:
+    """Store the fusion candidates of a complete load on its own GPU, unless the file changed."""
+    from kviewer.io.cache import load_was_complete
+
+    if sid is None or not load_was_complete(trace):
+        return False
+    try:
+        if identity(trace.meta.path) != sid:
+            return False
+        data = _encode_fusion(result)
+        with _lock:
+            conn = _connect()
+            try:
+                with conn:
+                    conn.execute("INSERT OR REPLACE INTO fusion VALUES (?, ?, ?, ?, ?)", (_key(sid), result.kernel_ns, data, len(data), time.time()))
+                    _evict(conn)
+            finally:
+                conn.close()
+        return True
+    except Exception as exc:  # noqa: BLE001
+        log.warning("fusion cache not written: %s", exc)
+        if isinstance(exc, sqlite3.DatabaseError):
+            clear()
+        return False
+
+
+def _encode_fusion(result: FusionResult) -> bytes:
+    import msgspec
+
+    from kviewer.io.cache import encode_frame
+
+    df = result.candidates
+    # kernel ids: one tuple per instance, as JSON text (the codec stores flat columns)
+    flat = df.assign(kernel_ids=[json.dumps([list(map(int, inst)) for inst in ids]) for ids in df["kernel_ids"]])
+    return msgspec.msgpack.encode(encode_frame("fusion", flat))
+
+
+def _decode_fusion(kernel_ns: float, data: bytes) -> FusionResult | None:
+    import msgspec
+
+    from kviewer.analysis.fusion import FUSION_COLUMNS, FusionResult
+    from kviewer.io.cache import ColumnBlob, decode_frame
+
+    df = decode_frame("fusion", msgspec.msgpack.decode(data, type=list[ColumnBlob]))
+    if list(df.columns) != FUSION_COLUMNS:
+        return None
+    import pandas as pd
+
+    ids = [[tuple(inst) for inst in json.loads(text)] for text in df["kernel_ids"]]
+    df["kernel_ids"] = pd.Series(ids, index=df.index, dtype=object)
+    return FusionResult(df, kernel_ns)
+
+
+def fusion_for_open(trace: Trace, info: SolInfo, source: SourceId | None = None) -> FusionResult:
+    """Worker side of the Fusion dock: the candidates from this cache, else computed from the
+    trace's speed of light and stored here. ``source`` is None for a trace this cache must not
+    describe (counters attached, another GPU chosen)."""
+    from kviewer.session import analyses
+
+    if info.device is not None:
+        source = None
+    cached = get_fusion(source, trace)
+    if cached is not None:
+        return cached
+    result = analyses.fusion_for(trace, info)
+    put_fusion(source, trace, result)
+    return result
 
 
 def clear() -> None:

@@ -337,10 +337,12 @@ class AnalysisDocks(QObject):
             self._connect_fusion()
 
     def _compute_fusion(self, tracks: TraceTracks) -> None:
-        from kviewer.session.analyses import fusion_for
+        from kviewer.session.sol_cache import fusion_for_open
 
         trace, info, key = tracks.trace, tracks.sol_info, tracks.key
         assert info is not None
+        # the analysis cache describes the file as loaded, on its own GPU
+        source = tracks.source if tracks.counters is None else None
         self._fusion_request = (key, id(info))
 
         def current() -> bool:
@@ -358,7 +360,7 @@ class AnalysisDocks(QObject):
                 self.document.set_fusion_error(key, message.split("\n", 1)[0])
                 self.refresh()
 
-        self.runner.run("fusion", lambda: fusion_for(trace, info), done, failed)
+        self.runner.run("fusion", lambda: fusion_for_open(trace, info, source), done, failed)
 
     def _connect_roofline(self) -> None:
         if not self._roofline_connected and self.roofline_panel.roofline is not None:

@@ -74,3 +74,22 @@ def test_a_damaged_cache_is_a_miss(cache_on: Path, sample_traces: Path) -> None:
     assert not sol_cache.put(source, trace, compute_sol(trace))  # the damaged database goes
     assert sol_cache.put(source, trace, compute_sol(trace))  # and a new one takes its place
     assert sol_cache.get(source, trace) is not None
+
+
+def test_fusion_candidates_are_cached_too(cache_on: Path, sample_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kviewer.session import analyses
+    from kviewer.session.sol_cache import fusion_for_open
+
+    path = cache_on / EAGER
+    shutil.copy(sample_traces / EAGER, path)
+    source = sol_cache.identity(str(path))
+    trace = load(path, use_cache=False)
+    info = sol_for_open(trace, source)
+    assert info is not None
+    first = fusion_for_open(trace, info, source)
+    assert len(first.candidates)
+    monkeypatch.setattr(analyses, "fusion_for", lambda *a, **k: pytest.fail("computed again"))
+    again = fusion_for_open(load(path, use_cache=False), info, sol_cache.identity(str(path)))
+    pd.testing.assert_frame_equal(again.candidates.drop(columns="kernel_ids"), first.candidates.drop(columns="kernel_ids"))
+    assert again.candidates["kernel_ids"].tolist() == [[tuple(i) for i in ids] for ids in first.candidates["kernel_ids"]]
+    assert again.kernel_ns == first.kernel_ns and again.summary() == first.summary()

@@ -70,13 +70,20 @@ def test_reopen_comes_with_its_speed_of_light(qtbot: Any, window: Any, sample_tr
     monkeypatch.setenv("KVIEWER_CACHE_DIR", str(tmp_path / "cache"))
     path = tmp_path / EAGER
     shutil.copy(sample_traces / EAGER, path)
+    docks = window.analysis
+    docks.fusion_dock.raise_()
     window.open_files([str(path)])
     qtbot.waitUntil(lambda: len(window.state.traces) == 1 and window.state.traces[0].sol_info is not None, timeout=30_000)
     first = window.state.traces[0]
     assert first.sol_info.ok
+    qtbot.waitUntil(lambda: docks.fusion_panel.shown is not None, timeout=30_000)
+    n_candidates = docks.fusion_panel.panel.model.rowCount()
+    assert n_candidates > 0
     window.close_all()
-    # the second open must not compute anything: the speed of light comes with the trace
+    # the second open must not compute anything: the speed of light comes with the trace, the
+    # fusion candidates from the same cache
     monkeypatch.setattr(analyses, "compute_sol", lambda *a, **k: pytest.fail("the speed of light was computed again"))
+    monkeypatch.setattr(analyses, "fusion_for", lambda *a, **k: pytest.fail("the fusion candidates were computed again"))
     seen: list[Any] = []
     window.state.tracesChanged.connect(lambda: seen.extend((t.sol_info for t in window.state.traces)))
     window.open_files([str(path)])
@@ -86,6 +93,8 @@ def test_reopen_comes_with_its_speed_of_light(qtbot: Any, window: Any, sample_tr
     assert again.sol_info.ok and not window.analysis.computing_sol()
     assert np.array_equal(again.sol_column("bound"), first.sol_column("bound"))
     assert {colors.FAMILY_INDEX["kernel_memory"], colors.FAMILY_INDEX["kernel_compute"]} <= _kernel_families(again)
+    qtbot.waitUntil(lambda: docks.fusion_panel.shown is not None and docks.fusion_panel.shown[0] == again.key, timeout=30_000)
+    assert docks.fusion_panel.panel.model.rowCount() == n_candidates
 
 
 def test_compare_dock_says_computing_until_the_comparison_arrives(qtbot: Any, window: Any, sample_traces: Path,
