@@ -99,7 +99,7 @@ class TraceTracks:
     counters: Any = None
     """:class:`~kviewer.analysis.attach.AttachResult` when a counter report is attached (None otherwise)"""
     source: Any = None
-    """the file's identity when it was loaded (:func:`kviewer.session.sol_cache.identity`), for
+    """the file's identity when it was loaded (:func:`kviewer.session.analysis_cache.identity`), for
     the analysis cache; None when unknown"""
 
     # -----------------------------------------------------------------------------------------

@@ -337,7 +337,7 @@ class AnalysisDocks(QObject):
             self._connect_fusion()
 
     def _compute_fusion(self, tracks: TraceTracks) -> None:
-        from kviewer.session.sol_cache import fusion_for_open
+        from kviewer.session.analysis_cache import fusion_for_open
 
         trace, info, key = tracks.trace, tracks.sol_info, tracks.key
         assert info is not None
@@ -448,7 +448,7 @@ class AnalysisDocks(QObject):
         compute it in the background; the docks say so meanwhile, and the bars are recoloured and
         the docks filled when it arrives. The window stays usable throughout."""
         from kviewer.session.analyses import SolInfo, note_uncoloured
-        from kviewer.session.sol_cache import sol_for_open
+        from kviewer.session.analysis_cache import sol_for_open
 
         if tracks.sol_info is not None or not len(tracks.trace.kernels):
             return

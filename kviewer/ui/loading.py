@@ -31,7 +31,7 @@ def load_file(path: str, token: CancelToken, progress: Callable[[float, str], No
     """Detect, parse and lay out one file (worker thread; no Qt): the ready-made
     :class:`~kviewer.session.tracks.TraceTracks`. Raises LoadError, LoadCancelled or any bug."""
     from kviewer.io import load
-    from kviewer.session import sol_cache
+    from kviewer.session import analysis_cache
     from kviewer.session.tracks import TraceTracks
 
     name = os.path.basename(path) or path
@@ -47,13 +47,13 @@ def load_file(path: str, token: CancelToken, progress: Callable[[float, str], No
 
     token.check()
     # the file's identity before the load: an analysis of a file that changes meanwhile is not cached
-    source = sol_cache.identity(path)
+    source = analysis_cache.identity(path)
     trace = load(path, progress=report, cancel=token)
     token.check()
     progress(0.95, f"{name}: building the timeline")
     # paint first: the speed of light comes with the trace from the analysis cache, or the window
     # computes it after showing the trace (AnalysisDocks.analyse)
-    tracks = TraceTracks.build(trace, sol=sol_cache.get(source, trace))
+    tracks = TraceTracks.build(trace, sol=analysis_cache.get(source, trace))
     tracks.source = source
     token.check()
     return tracks
