@@ -560,12 +560,22 @@ def cmd_sol(args: argparse.Namespace) -> int:
     """Per-kernel speed of light: FLOPs, bytes (measured or modelled), T_SOL, SOL%, bound."""
     from kviewer.analysis.sol import sol_result
     from kviewer.errors import AnalysisError
+    from kviewer.session import analysis_cache
+    from kviewer.session.analyses import SolInfo
 
+    # the window's analysis cache answers for the file as loaded on its own GPU (taken before the load)
+    own = args.device is None and not getattr(args, "ncu", None)
+    source = analysis_cache.identity(args.file) if own else None
     trace = _sol_trace_and_device(args)
-    try:
-        result = sol_result(trace, device=args.device)
-    except AnalysisError as exc:
-        raise UserError(str(exc)) from exc
+    cached = analysis_cache.get(source, trace)
+    if cached is not None and cached.result is not None:
+        result = cached.result
+    else:
+        try:
+            result = sol_result(trace, device=args.device)
+        except AnalysisError as exc:
+            raise UserError(str(exc)) from exc
+        analysis_cache.put(source, trace, SolInfo(result))
     _warn_exceeds(result.warnings())
     df = result.table.rename(columns={"start": "start_ns", "dur": "dur_ns"})
     if args.format == "table":
