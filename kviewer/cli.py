@@ -561,16 +561,26 @@ def _sol_trace_and_device(args: argparse.Namespace) -> "Trace":
 
 def cmd_sol(args: argparse.Namespace) -> int:
     """Per-kernel speed of light: FLOPs, bytes (measured or modelled), T_SOL, SOL%, bound."""
-    from kviewer.analysis.sol import speed_of_light
+    from kviewer.analysis.sol import sol_result
     from kviewer.errors import AnalysisError
+    from kviewer.session import analysis_cache
+    from kviewer.session.analyses import SolInfo
 
+    # the window's analysis cache answers for the file as loaded on its own GPU (taken before the load)
+    own = args.device is None and not getattr(args, "ncu", None)
+    source = analysis_cache.identity(args.file) if own else None
     trace = _sol_trace_and_device(args)
-    try:
-        df = speed_of_light(trace, device=args.device)
-    except AnalysisError as exc:
-        raise UserError(str(exc)) from exc
-    df = df.rename(columns={"start": "start_ns", "dur": "dur_ns"})
-    _warn_exceeds(df)
+    cached = analysis_cache.get(source, trace)
+    if cached is not None and cached.result is not None:
+        result = cached.result
+    else:
+        try:
+            result = sol_result(trace, device=args.device)
+        except AnalysisError as exc:
+            raise UserError(str(exc)) from exc
+        analysis_cache.put(source, trace, SolInfo(result))
+    _warn_exceeds(result.warnings())
+    df = result.table.rename(columns={"start": "start_ns", "dur": "dur_ns"})
     if args.format == "table":
         cols = ["short_name", "dur_ns", "kind", "precision", "flops", "flops_source", "bytes", "bytes_source",
                 "t_sol_ns", "sol_pct", "sol_status", "bound", "ncu_sm_pct", "ncu_mem_pct", "note"]
@@ -582,11 +592,9 @@ def cmd_sol(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _warn_exceeds(sol: "pd.DataFrame") -> None:
-    """One stderr line counting the kernels whose SOL% would exceed 100 (a model or counter error)."""
-    from kviewer.analysis.sol import sol_warnings
-
-    bad = sol_warnings(sol)
+def _warn_exceeds(bad: dict[str, int]) -> None:
+    """One stderr line counting the kernels whose SOL% would exceed 100 (a model or counter error),
+    from :meth:`kviewer.analysis.sol.SolResult.warnings`."""
     if bad:
         why = ", ".join(f"{n} {reason}" for reason, n in sorted(bad.items()))
         print(f"warning: {sum(bad.values())} kernel(s) exceed peak: model or counter error, SOL% not shown ({why})", file=sys.stderr)
@@ -594,20 +602,21 @@ def _warn_exceeds(sol: "pd.DataFrame") -> None:
 
 def cmd_fusion(args: argparse.Namespace) -> int:
     """Fusion candidates with estimated savings, ranked by total saving."""
-    from kviewer.analysis.fusion import fusion_candidates, fusion_summary
+    from kviewer.analysis.fusion import fusion
     from kviewer.errors import AnalysisError
 
     trace = _sol_trace_and_device(args)
     try:
-        df = fusion_candidates(trace, device=args.device)
+        result = fusion(trace, device=args.device)
     except AnalysisError as exc:
         raise UserError(str(exc)) from exc
+    df = result.candidates
     # one instance's kernel ids (space separated) stand for the candidate in text formats
     df = df.assign(kernel_ids=[" ".join(str(i) for i in ids[0]) if len(ids) else "" for ids in df["kernel_ids"]])
     if args.format == "table":
         cols = ["rank", "kind", "chain", "count", "savings_ns", "savings_per_instance_ns", "gpu_time_pct", "measured_ns", "fused_est_ns", "remedy", "confidence"]
         write_frame(df[cols], "table")
-        total = fusion_summary(df, trace)
+        total = result.summary()
         if math.isnan(total["savings_ns"]):
             print(f"total estimated saving: — (no candidate with known sizes) of {format_ns(total['kernel_ns'])} kernel time")
         else:

@@ -35,8 +35,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from kviewer.analysis.compare import CompareResult
-    from kviewer.analysis.devices import DeviceSpec
+    from kviewer.analysis.sol import SolResult
     from kviewer.core import Trace
+    from kviewer.session.analyses import SolInfo
 
 FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 DEFAULT_TOP = 20
@@ -172,20 +173,6 @@ def _label(trace: Trace) -> str:
     return os.path.basename(trace.meta.path.rstrip("/")) or trace.meta.source_format
 
 
-def sol_of(trace: Trace, device: str | None = None) -> tuple[pd.DataFrame | None, dict[int, DeviceSpec], str]:
-    """(SOL frame, specs by device id, "") or (None, {}, why not)."""
-    from kviewer.analysis.devices import devices_for_trace
-    from kviewer.analysis.sol import speed_of_light
-    from kviewer.errors import AnalysisError
-
-    if not len(trace.kernels):
-        return None, {}, "the trace has no kernels"
-    try:
-        return speed_of_light(trace, device=device), devices_for_trace(trace, device), ""
-    except AnalysisError as exc:
-        return None, {}, str(exc)
-
-
 def build_report(traces: Sequence[Trace], device: str | None = None, top: int = DEFAULT_TOP, pictures: bool = True) -> Report:
     """The review document of one trace, or of two (B compared with A).
 
@@ -217,13 +204,15 @@ def build_report(traces: Sequence[Trace], device: str | None = None, top: int = 
         device=device,
         generated=f"kviewer {__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
     )
-    sols = [sol_of(t, device) for t in traces]
+    from kviewer.session.analyses import compute_sol
+
+    sols = [compute_sol(t, device) for t in traces]
     tags = ["A", "B"] if two else [""]
 
     facts = Section("Traces")
     for i, t in enumerate(traces):
         facts.blocks.append(Paragraph(f"{tags[i] + ': ' if two else ''}{labels[i]}"))
-        facts.blocks.append(Facts(_trace_facts(t, sols[i][1], sols[i][2])))
+        facts.blocks.append(Facts(_trace_facts(t, sols[i])))
     report.sections.append(facts)
 
     if pictures and any(len(t.kernels) or len(t.cpu_slices) or len(t.gpu_ops) for t in traces):
@@ -244,9 +233,8 @@ def build_report(traces: Sequence[Trace], device: str | None = None, top: int = 
     for i, t in enumerate(traces):
         who = f" of {tags[i]} ({labels[i]})" if two else ""
         report.sections.append(_top_kernels(t, top, who))
-        sol, specs, why = sols[i]
-        report.sections.append(_sol_section(t, sol, specs, why, top, who, f"roofline_{tags[i].lower() or 'trace'}", i, pictures))
-        report.sections.append(_fusion_section(t, sol, top, who))
+        report.sections.append(_sol_section(sols[i], top, who, f"roofline_{tags[i].lower() or 'trace'}", i, pictures))
+        report.sections.append(_fusion_section(t, sols[i].result, top, who))
 
     if two:
         from kviewer.analysis.compare import compare
@@ -255,7 +243,7 @@ def build_report(traces: Sequence[Trace], device: str | None = None, top: int = 
     return report
 
 
-def _trace_facts(t: Trace, specs: dict[int, DeviceSpec], sol_problem: str) -> list[tuple[str, str]]:
+def _trace_facts(t: Trace, sol: SolInfo) -> list[tuple[str, str]]:
     m = t.meta
     items: list[tuple[str, str]] = [("file", m.path), ("format", m.format_label or m.source_format)]
     tool = " ".join(x for x in (m.tool, m.tool_version) if x)
@@ -281,10 +269,11 @@ def _trace_facts(t: Trace, specs: dict[int, DeviceSpec], sol_problem: str) -> li
         if mem is not None and mem > 0:
             parts.append(f"{mem / 1024**3:.1f} GiB")
         items.append((f"device {rec['id']}", ", ".join(parts)))
+    specs = sol.result.specs if sol.result is not None else {}
     for spec in {s.id: s for s in specs.values()}.values():
         items.append(("peak rates", f"{spec.name} ({spec.source})" if spec.source else spec.name))
-    if sol_problem:
-        items.append(("speed of light", sol_problem))
+    if sol.why:
+        items.append(("speed of light", sol.why))
     k = t.kernels
     items.append(("kernels", f"{len(k):,}, {fmt_ns(float(k['dur'].sum()))} of kernel time" if len(k) else "none"))
     items.append(("memory ops", f"{len(t.gpu_ops):,}"))
@@ -319,17 +308,15 @@ def _top_kernels(t: Trace, top: int, who: str) -> Section:
     return sec
 
 
-def _sol_section(
-    t: Trace, sol: pd.DataFrame | None, specs: dict[int, DeviceSpec], why: str, top: int, who: str, key: str, index: int, pictures: bool
-) -> Section:
-    from kviewer.analysis.sol import sol_summary, sol_warnings
-
+def _sol_section(info: SolInfo, top: int, who: str, key: str, index: int, pictures: bool) -> Section:
     sec = Section(f"Speed of light{who}")
-    if sol is None:
-        sec.blocks.append(Paragraph(f"No speed-of-light analysis: {why}"))
+    result = info.result
+    if result is None:
+        sec.blocks.append(Paragraph(f"No speed-of-light analysis: {info.why}"))
         return sec
-    s = sol_summary(sol)
-    bad = sol_warnings(sol)
+    sol, specs = result.table, result.specs
+    s = result.summary()
+    bad = result.warnings()
     if bad:
         why = ", ".join(f"{n} {reason}" for reason, n in sorted(bad.items()))
         sec.blocks.append(Paragraph(f"Warning: {sum(bad.values()):,} kernel(s) exceed peak: model or counter error; their SOL % is not shown ({why})."))
@@ -415,18 +402,19 @@ def _sol_groups(sol: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["dur", "short_name"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
-def _fusion_section(t: Trace, sol: pd.DataFrame | None, top: int, who: str) -> Section:
-    from kviewer.analysis.fusion import fusion_candidates, fusion_summary
+def _fusion_section(t: Trace, sol: SolResult | None, top: int, who: str) -> Section:
+    from kviewer.analysis.fusion import fusion
 
     sec = Section(f"Fusion candidates{who}")
     if sol is None:
         sec.blocks.append(Paragraph("No fusion analysis without speed of light (see above)."))
         return sec
-    df = fusion_candidates(t, sol=sol)
+    result = fusion(t, sol=sol)
+    df = result.candidates
     if not len(df):
         sec.blocks.append(Paragraph("No fusion candidates: no chains of memory-bound kernels or GEMMs with separate epilogues."))
         return sec
-    total = fusion_summary(df, t)
+    total = result.summary()
     sec.blocks.append(
         Paragraph(
             f"{len(df):,} candidates; estimated saving {fmt_ns(total['savings_ns']) if math.isfinite(total['savings_ns']) else UNKNOWN} "

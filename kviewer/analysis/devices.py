@@ -100,10 +100,6 @@ class DeviceSpec:
     def dram_bytes_per_s(self) -> float:
         return self.dram_gbs * 1e9
 
-    def source_of(self, field_name: str) -> str:
-        """Where the value of ``field_name`` comes from."""
-        return self.sources.get(field_name, self.source)
-
     def peak_flops(self, precision: str, pipe: str = "tensor") -> tuple[float, str]:
         """Peak FLOP/s for work of this precision on this pipe.
 
@@ -133,12 +129,6 @@ def normalise_name(name: str) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # loading
-
-
-def devices_toml_path() -> Path:
-    """The devices.toml inside the installed package."""
-    ref = resources.files("kviewer").joinpath("resources", "devices.toml")
-    return Path(str(ref))
 
 
 def _as_float(value: Any) -> float:
@@ -246,10 +236,6 @@ def _memory_fits(spec: DeviceSpec, memory_bytes: float) -> bool:
     # separates 80/94 GB H100s and 192/256 GB MI300X/MI325X
     gb = memory_bytes / 1e9
     return any(0.95 <= gb / m <= 1.12 for m in spec.memory_gb if m > 0)
-
-
-def _cc_of(spec: DeviceSpec) -> str:
-    return spec.compute_capability
 
 
 def _arch_key(architecture: str) -> str:

@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.analysis.devices import DeviceSpec
-from kviewer.analysis.sol import speed_of_light
+from kviewer.analysis.sol import SolResult, speed_of_light
 from kviewer.core import Trace
 
 ANCHORS = ("gemm", "attention", "conv")
@@ -252,6 +252,41 @@ def find_chains(
         if len(cur) >= options.min_length:
             chains.append(cur)
     return chains
+
+
+@dataclass(frozen=True)
+class FusionResult:
+    """The fusion candidates of one trace, as the CLI, the report and the window take them.
+
+    Attributes
+    ----------
+    candidates
+        Ranked candidates (columns :data:`FUSION_COLUMNS`); ``kernel_ids`` holds one tuple of
+        kernel ids per instance.
+    kernel_ns
+        The trace's total kernel time, which the shares are of.
+    """
+
+    candidates: pd.DataFrame
+    kernel_ns: float
+
+    def summary(self) -> dict[str, float]:
+        """Total estimated saving, its share of kernel time and the candidates without an
+        estimate (see :func:`fusion_summary`)."""
+        return _summary(self.candidates, self.kernel_ns)
+
+
+def fusion(trace: Trace, sol: SolResult | None = None, device: str | None = None,
+           options: FusionOptions = FusionOptions()) -> FusionResult:
+    """:func:`fusion_candidates` as a :class:`FusionResult`; ``sol`` when already computed.
+
+    Raises
+    ------
+    AnalysisError
+        when ``sol`` is not given and the GPU cannot be recognised.
+    """
+    table = fusion_candidates(trace, device, options=options, sol=sol.table if sol is not None else None)
+    return FusionResult(table, float(trace.kernels["dur"].sum()))
 
 
 def fusion_candidates(
@@ -458,7 +493,10 @@ def _short(name: str, limit: int = 60) -> str:
 def fusion_summary(candidates: pd.DataFrame, trace: Trace) -> dict[str, float]:
     """Total estimated saving (of the candidates with an estimate; NaN when none has one), its
     share of GPU kernel time, and how many candidates have no estimate (``unknown``)."""
-    total = float(trace.kernels["dur"].sum())
+    return _summary(candidates, float(trace.kernels["dur"].sum()))
+
+
+def _summary(candidates: pd.DataFrame, total: float) -> dict[str, float]:
     savings = candidates["savings_ns"].to_numpy(np.float64) if len(candidates) else np.zeros(0)
     known = ~np.isnan(savings)
     saving = float(savings[known].sum()) if known.any() else math.nan

@@ -23,7 +23,6 @@ from kviewer.core import Trace
 STEP_COLUMNS = ["step", "rank", "name", "start", "end", "dur", "kernel_ns", "busy_ns", "kernel_count"]
 SPREAD_COLUMNS = ["step", "ranks", "min_ns", "median_ns", "max_ns", "spread_ns", "spread_pct", "fastest_rank", "slowest_rank"]
 STRAGGLER_COLUMNS = ["rank", "steps", "mean_ns", "median_ns", "max_ns", "mean_busy_ns", "excess_pct", "times_slowest"]
-OVERVIEW_COLUMNS = ["rank", "kernels", "kernel_ns", "gpu_busy_ns", "span_ns", "gpu_busy_pct", "gpu_ops", "cpu_slices"]
 ACROSS_COLUMNS = ["name", "ranks", "count", "total_ns", "mean_rank_ns", "min_rank_ns", "max_rank_ns", "spread_ns", "slowest_rank"]
 
 
@@ -62,23 +61,14 @@ def kernel_summary_by_rank(trace: Trace, by: str = "name") -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[["rank", *SUMMARY_COLUMNS]]
 
 
-def kernels_across_ranks(trace: Trace, by: str = "name") -> pd.DataFrame:
-    """Each kernel name's time on every rank: how evenly the ranks share it.
+def across_ranks(per: pd.DataFrame) -> pd.DataFrame:
+    """Each kernel name's time on every rank, from per-rank totals: how evenly the ranks share it.
 
     Columns: name, ranks (how many ranks ran it), count and total_ns (over all ranks),
     mean/min/max_rank_ns (the per-rank totals), spread_ns (max - min over the ranks that ran it)
     and slowest_rank. Sorted by total_ns descending, then name.
-    """
-    k = trace.kernels
-    if not len(k):
-        return across_ranks(pd.DataFrame({"name": pd.Series(dtype=object), "rank": pd.Series(dtype="int64"), "sum": pd.Series(dtype="int64"), "size": pd.Series(dtype="int64")}))
-    df = pd.DataFrame({"name": k[by].astype(str).to_numpy(), "rank": k["rank"].to_numpy(), "dur": k["dur"].to_numpy()})
-    per = df.groupby(["name", "rank"], sort=True)["dur"].agg(["sum", "size"]).reset_index()
-    return across_ranks(per)
 
-
-def across_ranks(per: pd.DataFrame) -> pd.DataFrame:
-    """:func:`kernels_across_ranks` from per-rank totals: ``per`` has one row per (name, rank) with
+    ``per`` has one row per (name, rank) with
     ``sum`` (the rank's kernel time of that name) and ``size`` (its kernel count). ``kviewer fleet``
     builds it from per-file summaries."""
     if not len(per):
@@ -101,36 +91,6 @@ def across_ranks(per: pd.DataFrame) -> pd.DataFrame:
     out = out.reset_index().rename(columns={"index": "name"})
     out = out.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     return out[ACROSS_COLUMNS]
-
-
-def rank_overview(trace: Trace) -> pd.DataFrame:
-    """One row per rank: kernel count and time, GPU busy time (union of kernels and memory ops),
-    the rank's span (first start to last end over all its rows) and row counts."""
-    rows = []
-    k, g, c = trace.kernels, trace.gpu_ops, trace.cpu_slices
-    kr, gr, cr = k["rank"].to_numpy(), g["rank"].to_numpy(), c["rank"].to_numpy()
-    for rank in ranks_of(trace):
-        km, gm, cm = kr == rank, gr == rank, cr == rank
-        gpu_start = np.concatenate([k["start"].to_numpy()[km], g["start"].to_numpy()[gm]])
-        gpu_end = np.concatenate([k["end"].to_numpy()[km], g["end"].to_numpy()[gm]])
-        all_start = np.concatenate([gpu_start, c["start"].to_numpy()[cm]])
-        all_end = np.concatenate([gpu_end, c["end"].to_numpy()[cm]])
-        span = int(all_end.max() - all_start.min()) if len(all_start) else 0
-        gpu_dev = np.concatenate([k["device"].to_numpy()[km], g["device"].to_numpy()[gm]])
-        busy = busy_ns(gpu_start, gpu_end, gpu_dev)
-        rows.append(
-            {
-                "rank": rank,
-                "kernels": int(km.sum()),
-                "kernel_ns": int(k["dur"].to_numpy()[km].sum()),
-                "gpu_busy_ns": busy,
-                "span_ns": span,
-                "gpu_busy_pct": busy / span * 100.0 if span else float("nan"),
-                "gpu_ops": int(gm.sum()),
-                "cpu_slices": int(cm.sum()),
-            }
-        )
-    return pd.DataFrame(rows, columns=OVERVIEW_COLUMNS)
 
 
 def rank_subtrace(trace: Trace, rank: int) -> Trace:

@@ -32,6 +32,7 @@ its tensor work (tensor pipe busy, no tensor counter) has FLOPs *unknown*, not m
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
@@ -41,42 +42,10 @@ from kviewer.analysis.devices import DeviceSpec, devices_for_trace
 from kviewer.analysis.kinds import precision_from_name, precision_pipe
 from kviewer.analysis.model import model_kernels
 from kviewer.core import Trace
+from kviewer.core.schema import SOL
 
-SOL_COLUMNS = [
-    "id",
-    "name",
-    "short_name",
-    "device",
-    "stream",
-    "start",
-    "dur",
-    "gpu",
-    "kind",
-    "op_name",
-    "precision",
-    "pipe",
-    "flops",
-    "flops_source",
-    "bytes",
-    "bytes_source",
-    "bytes_written",
-    "intensity",
-    "peak_flops",
-    "peak_field",
-    "peak_bw",
-    "t_compute_ns",
-    "t_memory_ns",
-    "t_sol_ns",
-    "sol_pct",
-    "bound",
-    "bound_model",
-    "ncu_sm_pct",
-    "ncu_mem_pct",
-    "note",
-    "sol_status",
-    "sol_reason",
-    "ncu_bound",
-]
+#: the columns of a SOL table, declared with their dtypes in :data:`kviewer.core.schema.SOL`
+SOL_COLUMNS = SOL.names
 
 #: ``sol_status`` values
 SOL_OK, SOL_UNKNOWN, SOL_EXCEEDS = "ok", "unknown", "exceeds_peak"
@@ -92,6 +61,62 @@ SOL_REASONS = (
 #: a tensor pipe busier than this (percent) means the kernel did tensor work (elementwise kernels
 #: show ~1% on Hopper: the GELU of the H200 sample reports 1.1%)
 _TENSOR_ACTIVE_PCT = 5.0
+
+
+@dataclass(frozen=True)
+class SolResult:
+    """The speed of light of one trace, as every consumer (CLI, report, session, UI) takes it.
+
+    Attributes
+    ----------
+    table
+        One row per kernel, in kernel id order; columns :data:`kviewer.core.schema.SOL`.
+    specs
+        The GPU's peak rates per device id of the trace.
+    device
+        The GPU the caller named (``--device``, the window's picker); None when the trace's own
+        GPU was recognised.
+    """
+
+    table: pd.DataFrame
+    specs: dict[int, DeviceSpec] = field(default_factory=dict)
+    device: str | None = None
+
+    @property
+    def spec(self) -> DeviceSpec | None:
+        """The GPU that ran most of the kernel time (a trace rarely mixes models)."""
+        if not self.specs:
+            return None
+        by_dev = self.table.groupby("device")["dur"].sum().sort_values(ascending=False)
+        for dev in by_dev.index:
+            if int(dev) in self.specs:
+                return self.specs[int(dev)]
+        return next(iter(self.specs.values()))
+
+    def warnings(self) -> dict[str, int]:
+        """:func:`sol_warnings` of the table."""
+        return sol_warnings(self.table)
+
+    def summary(self) -> dict[str, float]:
+        """:func:`sol_summary` of the table."""
+        return sol_summary(self.table)
+
+
+def sol_result(
+    trace: Trace,
+    device: str | None = None,
+    devices: Mapping[str, DeviceSpec] | None = None,
+) -> SolResult:
+    """:func:`speed_of_light` of ``trace`` with the GPU specs it used.
+
+    Raises
+    ------
+    AnalysisError
+        when the GPU cannot be recognised and no ``device`` is given.
+    """
+    table = speed_of_light(trace, device, devices)
+    specs = devices_for_trace(trace, device, devices) if len(trace.kernels) else {}
+    return SolResult(table, specs, device)
 
 
 def speed_of_light(

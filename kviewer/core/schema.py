@@ -219,6 +219,53 @@ METRICS = Table(
 
 TABLES: dict[str, Table] = {t.name: t for t in (KERNELS, GPU_OPS, CPU_SLICES, FLOWS, DEVICES, METRICS)}
 
+# ---------------------------------------------------------------------------------------------
+# analysis results: tables an analysis computes from a trace (not stored in a Trace)
+
+SOL = Table(
+    "sol",
+    "Speed of light per kernel (kviewer.analysis.sol): one row per kernel, in kernel id order.",
+    (
+        Column("id", INT, "kernels.id"),
+        Column("name", STR, "full kernel name"),
+        Column("short_name", STR, "short kernel name"),
+        Column("device", INT, "device index (devices.id)"),
+        Column("stream", INT, "stream / queue id"),
+        Column("start", INT, "start, ns relative to the trace origin"),
+        Column("dur", INT, "measured duration, ns"),
+        Column("gpu", STR, "devices.toml id of the GPU whose peaks were used; '' when unknown"),
+        Column("kind", STR, "kernel kind (kviewer.analysis.kinds)"),
+        Column("op_name", STR, "the framework op that launched the kernel, '' when unknown"),
+        Column("precision", STR, "precision of the arithmetic that sets the roof (fp32, bf16, ...)"),
+        Column("pipe", STR, "vector | tensor"),
+        Column("flops", FLOAT, "FLOPs (measured, else modelled); NaN when unknown"),
+        Column("flops_source", STR, "measured | modelled | unknown"),
+        Column("bytes", FLOAT, "DRAM bytes (measured, else modelled); NaN when unknown"),
+        Column("bytes_source", STR, "measured | modelled | unknown"),
+        Column("bytes_written", FLOAT, "modelled bytes written; NaN when unknown"),
+        Column("intensity", FLOAT, "arithmetic intensity, FLOPs per byte"),
+        Column("peak_flops", FLOAT, "peak FLOP/s of the precision and pipe"),
+        Column("peak_field", STR, "the devices.toml field the peak came from"),
+        Column("peak_bw", FLOAT, "peak DRAM bandwidth, bytes/s"),
+        Column("t_compute_ns", FLOAT, "FLOPs at the peak, ns"),
+        Column("t_memory_ns", FLOAT, "bytes at the bandwidth, ns"),
+        Column("t_sol_ns", FLOAT, "speed-of-light time, ns; NaN when unknown or above the measured time"),
+        Column("sol_pct", FLOAT, "t_sol_ns / dur x 100; NaN when unknown, never above 100"),
+        Column("bound", STR, "memory | compute | unknown: the roofline's verdict, else Nsight Compute's"),
+        Column("bound_model", STR, "memory | compute | unknown: the roofline's verdict alone"),
+        Column("ncu_sm_pct", FLOAT, "Nsight Compute SM throughput, %"),
+        Column("ncu_mem_pct", FLOAT, "Nsight Compute memory throughput, %"),
+        Column("note", STR, "how the numbers were obtained, in words"),
+        Column("sol_status", STR, "ok | unknown | exceeds_peak"),
+        Column("sol_reason", STR, "for exceeds_peak: which term broke physics (analysis.sol.SOL_REASONS)"),
+        Column("ncu_bound", STR, "memory | compute from Nsight Compute's throughputs; '' when not measured"),
+    ),
+    sort_by=None,
+)
+
+#: tables analyses return (kept apart from TABLES: a Trace and its cache hold only those)
+ANALYSIS_TABLES: dict[str, Table] = {t.name: t for t in (SOL,)}
+
 
 def make_table(table: Table | str, n: int, columns: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """Build a table with exactly the schema's columns.

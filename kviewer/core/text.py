@@ -113,11 +113,23 @@ def map_text_columns(df: Any, fn: Any) -> Any:
             codes = col.cat.codes.to_numpy()
             values = np.asarray(cats + [None], dtype=object)[np.where(codes < 0, len(cats), codes)]
         elif col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
-            before = col.tolist()
-            mapped = [fn(v) if isinstance(v, str) else v for v in before]
-            if all(a is b for a, b in zip(mapped, before)):
-                continue
-            values = np.asarray(mapped, dtype=object)
+            try:
+                # each distinct text once (a kernel name repeats thousands of times)
+                codes, uniques = pd.factorize(col, use_na_sentinel=True)
+            except TypeError:  # unhashable cells (lists): cell by cell
+                before = col.tolist()
+                mapped = [fn(v) if isinstance(v, str) else v for v in before]
+                if all(a is b for a, b in zip(mapped, before)):
+                    continue
+                values = np.asarray(mapped, dtype=object)
+            else:
+                distinct = list(uniques)
+                mapped = [fn(v) if isinstance(v, str) else v for v in distinct]
+                if all(a is b for a, b in zip(mapped, distinct)):
+                    continue
+                values = col.to_numpy(dtype=object, copy=True)
+                known = codes >= 0  # missing cells (None, NaN) keep what they hold
+                values[known] = np.asarray(mapped, dtype=object)[codes[known]]
         else:
             continue
         if out is None:

@@ -15,6 +15,7 @@ import re
 import stat
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,10 +97,10 @@ def survey(folder: str | os.PathLike[str]) -> Survey:
     return out
 
 
-def kinds(files: list[Path]) -> tuple[Counter[str], int]:
-    """How many files are of which format (by content), and how many were not looked at (bounds)."""
+def kinds(files: list[Path], detect: Callable[[Path], Any]) -> tuple[Counter[str], int]:
+    """How many files are of which format (by content, ``detect``: the registry's, passed in so this
+    module stays below the registry), and how many were not looked at (bounds)."""
     from kviewer.errors import LoadError, UnsupportedFormat
-    from kviewer.io.registry import detect
 
     counts: Counter[str] = Counter()
     t0 = time.monotonic()
@@ -115,15 +116,16 @@ def kinds(files: list[Path]) -> tuple[Counter[str], int]:
     return counts, 0
 
 
-def describe(folder: str | os.PathLike[str]) -> str:
-    """One line on a folder no loader claims: how many files, of which kinds, what was skipped."""
+def describe(folder: str | os.PathLike[str], detect: Callable[[Path], Any]) -> str:
+    """One line on a folder no loader claims: how many files, of which kinds (by ``detect``, the
+    registry's), what was skipped."""
     try:
         s = survey(folder)
     except OSError as exc:
         return f"is a directory that cannot be listed ({_why_not(exc)})"
     if not s.files and not s.skipped:
         return "is an empty directory"
-    counts, unexamined = kinds(s.files)
+    counts, unexamined = kinds(s.files, detect)
     parts = [f"{n:,} {label}" for label, n in counts.most_common()]
     if unexamined:
         parts.append(f"{unexamined:,} not examined")

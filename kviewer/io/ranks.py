@@ -612,7 +612,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     if not specs:
         from kviewer.io.folders import describe
 
-        raise UnsupportedFormat(folder, describe(folder), LABEL)
+        raise UnsupportedFormat(folder, describe(folder, detect), LABEL)
     # one format per folder: the most common one (a stray report next to the ranks is ignored)
     counts: dict[str, int] = {}
     for _, s in specs:

@@ -147,7 +147,7 @@ def detect(path: str | os.PathLike[str]) -> LoaderSpec:
                 return spec
         from kviewer.io.folders import describe
 
-        raise UnsupportedFormat(p, describe(p))
+        raise UnsupportedFormat(p, describe(p, detect))
     head = read_head(p)
     if not head:
         raise UnsupportedFormat(p, "the file is empty")

@@ -74,10 +74,6 @@ def stable_shade(text: str) -> int:
     return zlib.crc32(text.encode("utf-8", "replace")) % SHADES
 
 
-def index_of(family: str, text: str) -> int:
-    return FAMILY_INDEX[family] * SHADES + stable_shade(text)
-
-
 def _categorical(values: Any) -> tuple[np.ndarray, Sequence[str]]:
     """(codes, categories) of a pandas categorical or any array of strings."""
     if hasattr(values, "cat"):

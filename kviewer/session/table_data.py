@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,6 +45,8 @@ METRIC_HEADERS = {
     "sm_clock_hz": "SM clock",
     "dram_clock_hz": "DRAM clock",
 }
+#: METRIC_HEADERS columns that come from the speed-of-light table, not from the kernels
+_SOL_KEYS = frozenset(("bound", "t_sol_ns", "sol_pct", "sol_status"))
 ALIASES = {
     "duration": "dur", "time": "dur", "regs": "registers", "reg": "registers", "smem": "shared_mem",
     "shared": "shared_mem", "grid_size": "grid", "block_size": "block", "mean": "avg", "average": "avg",
@@ -190,14 +192,24 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
     }
     hidden_filter["end"] = FilterColumn(num("end", shift=True), "time")
     for key, header in METRIC_HEADERS.items():
-        if not all(key in k.columns for k in ks) or not ks:
+        if not ks:
+            continue
+        if key in _SOL_KEYS:
+            # the speed of light lives beside the kernels (TraceTracks.sol_info), row for row
+            sol_cols = [t.sol_column(key) for t in traces]
+            if any(c is None for c in sol_cols):
+                continue
+            arrays: list[Any] = [c for c in sol_cols if c is not None]
+        elif all(key in k.columns for k in ks):
+            arrays = [k[key] for k in ks]
+        else:
             continue
         if key in ("bound", "sol_status", "counters"):
-            codes, cats, rank = cat(key) if all(str(k[key].dtype) == "category" for k in ks) else _text_from_objects([k[key] for k in ks])
+            codes, cats, rank = cat(key) if key not in _SOL_KEYS and all(str(k[key].dtype) == "category" for k in ks) else _text_from_objects(arrays)
             if any(cats_i for cats_i in cats if cats_i):
                 cols.append(Col(key, header, "text", codes, cats, rank))
             continue
-        values = num(key, "float64")
+        values = np.concatenate([np.asarray(a, dtype=np.float64) for a in arrays]) if key in _SOL_KEYS else num(key, "float64")
         if np.isnan(values).all():
             continue
         kind = "time" if key.endswith("_ns") else "pct" if key.endswith("_pct") else "bytes" if "bytes" in key else "flops" if "flops" in key else "number"

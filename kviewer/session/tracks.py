@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from kviewer.core import Trace
+    from kviewer.session.analyses import SolInfo
 
 #: CPU categories drawn in lanes of their own (ranges that do not nest with the API calls)
 RANGE_CATEGORIES = ("nvtx", "annotation", "gpu_annotation")
@@ -92,14 +93,19 @@ class TraceTracks:
     span: tuple[int, int]
     """(first start, last end) in display ns (so the first start is 0)"""
     emphasis: np.ndarray | None = None
-    sol_info: Any = None
-    """:class:`~kviewer.ui.sol_info.SolInfo` of the load (None without kernels)"""
+    sol_info: SolInfo | None = None
+    """the trace's speed of light (:class:`~kviewer.session.analyses.SolInfo`; None without kernels):
+    kernels are coloured by its ``bound`` and draw its ``t_sol_ns`` inside their bars"""
     counters: Any = None
     """:class:`~kviewer.analysis.attach.AttachResult` when a counter report is attached (None otherwise)"""
+    source: Any = None
+    """the file's identity when it was loaded (:func:`kviewer.session.analysis_cache.identity`), for
+    the analysis cache; None when unknown"""
 
     # -----------------------------------------------------------------------------------------
     @classmethod
-    def build(cls, trace: Trace, label: str | None = None) -> TraceTracks:
+    def build(cls, trace: Trace, label: str | None = None, sol: SolInfo | None = None) -> TraceTracks:
+        """Lay out ``trace``; ``sol`` colours its kernels by bound (grey-blue "unknown" without)."""
         import os
 
         trace_key = next(_keys)
@@ -129,8 +135,7 @@ class TraceTracks:
         k = trace.kernels
         g = trace.gpu_ops
         c = trace.cpu_slices
-        kcol = colors.kernel_colours(k["short_name"], k["bound"] if "bound" in k.columns else None)
-        inner = k["t_sol_ns"].to_numpy(dtype=np.float64) if "t_sol_ns" in k.columns else None
+        kcol, inner = _kernel_colours(trace, sol)
         gcol = colors.gpu_op_colours(g["kind"], g["name"])
         ccol = colors.cpu_colours(c["category"], c["name"])
         device_names = _device_names(trace.devices)
@@ -198,7 +203,7 @@ class TraceTracks:
             src = f["src"].to_numpy()[sel]
             ok = (dst >= 0) & (dst < len(k)) & (src >= 0) & (src < len(c))
             launch[dst[ok]] = src[ok]
-        return cls(trace, trace_key, label, offset, root, lanes, lane_of, pos_of, launch, (0, int(span[1]) - offset))
+        return cls(trace, trace_key, label, offset, root, lanes, lane_of, pos_of, launch, (0, int(span[1]) - offset), sol_info=sol)
 
     # -----------------------------------------------------------------------------------------
     def set_kernel_emphasis(self, mask: np.ndarray | None) -> None:
@@ -213,20 +218,30 @@ class TraceTracks:
             raw = lane.lod.raw
             lane.lod = LaneLOD.build(raw.start, raw.end, colour)
 
-    def set_kernel_sol(self, trace: Trace) -> None:
-        """Take ``trace`` (the same kernels, with ``bound`` and ``t_sol_ns`` from a newly chosen
-        GPU): recolour the kernel bars by bound and redraw the SOL floor inside them."""
-        k = trace.kernels
-        if len(k) != len(self.trace.kernels):
-            raise ValueError("set_kernel_sol needs the same kernels as the open trace")
-        kcol = colors.kernel_colours(k["short_name"], k["bound"] if "bound" in k.columns else None)
-        inner = k["t_sol_ns"].to_numpy(dtype=np.float64) if "t_sol_ns" in k.columns else None
-        self.trace = trace
+    def set_sol(self, info: SolInfo | None, trace: Trace | None = None) -> None:
+        """Take a new speed of light (a GPU chosen, counters attached): recolour the kernel bars by
+        bound and redraw the SOL floor inside them. ``trace`` replaces the open trace when given
+        (the same kernels, e.g. with a counter report's counters merged)."""
+        if trace is not None:
+            if len(trace.kernels) != len(self.trace.kernels):
+                raise ValueError("set_sol needs the same kernels as the open trace")
+            self.trace = trace
+        self.sol_info = info
+        kcol, inner = _kernel_colours(self.trace, info)
         for lane in self.lanes:
             if lane.table == "kernels":
                 lane.base_colour = kcol[lane.ids]
                 lane.inner = None if inner is None else inner[lane.ids]
         self.set_kernel_emphasis(self.emphasis)  # rebuilds each lane's mipmap from the new colours
+
+    def sol_column(self, col: str) -> np.ndarray | None:
+        """One column of the speed-of-light table (:data:`kviewer.core.schema.SOL`) per kernel id,
+        None when the speed of light is unknown."""
+        info = self.sol_info
+        sol = info.sol if info is not None else None
+        if sol is None or len(sol) != len(self.trace.kernels):
+            return None
+        return sol[col].to_numpy()
 
     def set_display_offset(self, offset_ns: int) -> None:
         """Draw the trace with ``offset_ns`` subtracted from its times (to align it with another
@@ -289,6 +304,15 @@ class TraceTracks:
             found.extend((table, int(r), int(s)) for r, s in zip(rows, starts))
         found.sort(key=lambda t: (t[2], t[0], t[1]))
         return found
+
+
+def _kernel_colours(trace: Trace, sol: SolInfo | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Bar colours of the kernels (by bound when the speed of light is known) and their SOL times."""
+    k = trace.kernels
+    table = sol.sol if sol is not None else None
+    if table is None or len(table) != len(k):
+        return colors.kernel_colours(k["short_name"], None), None
+    return colors.kernel_colours(k["short_name"], table["bound"]), table["t_sol_ns"].to_numpy(dtype=np.float64)
 
 
 def nesting_depth(start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -1,9 +1,12 @@
 """The Roofline and Fusion candidates docks of the main window, linked to the shared view state.
 
-Both docks show the current trace (:attr:`ViewState.current`). The roofline reuses the SOL frame
-the loading thread computed to colour the kernels (:attr:`TraceTracks.sol_info`); fusion
-candidates are computed from that frame on the background runner and cached per trace. A dock
-fills itself only while it is visible, so a big trace costs nothing in a closed tab.
+Both docks show the current trace (:attr:`ViewState.current`). The window paints a trace first
+and analyses it after: its speed of light comes from the analysis cache with the load, or is
+computed on the background runner once the trace is on screen (:meth:`AnalysisDocks.analyse`;
+the docks say "Computing the speed of light…" meanwhile). The roofline reuses it
+(:attr:`TraceTracks.sol_info`, which also colours the kernels); fusion candidates are computed from
+it on the background runner and kept with the open document. A dock fills itself only while it is
+visible, so a big trace costs nothing in a closed tab.
 
 Selection flows both ways through the view state, never from view to view:
 
@@ -25,7 +28,7 @@ trace, so the window still appears without importing pandas.
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PySide6.QtCore import QObject, Qt, Signal
@@ -39,15 +42,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from kviewer.ui.viewstate import Selection, ViewState
+from kviewer.ui.viewstate import PICK, Selection, ViewState
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from kviewer.ui.background import BackgroundRunner
     from kviewer.ui.fusion_panel import FusionPanel
     from kviewer.ui.roofline import RooflineWidget
-    from kviewer.ui.sol_info import SolInfo
+    from kviewer.analysis.fusion import FusionResult
+    from kviewer.session.analyses import SolInfo
     from kviewer.session.tracks import TraceTracks
 
 #: rings drawn in the roofline for a highlight (a broad filter would otherwise ring everything)
@@ -135,9 +137,14 @@ class RooflinePanel(QWidget):
         self.message.setText(text)
         self.message.show()
 
-    def show_trace(self, tracks: TraceTracks, info: SolInfo | None) -> None:
-        """Show the SOL of this trace, or why there is none (with the picker to fix it)."""
+    def show_trace(self, tracks: TraceTracks, info: SolInfo | None, computing: bool = False) -> None:
+        """Show the SOL of this trace, or why there is none (with the picker to fix it), or that
+        it is being computed."""
+
         roofline = self.ensure_widgets()
+        if info is None and computing:
+            self.clear(f"Computing the speed of light of {tracks.label}…")
+            return
         self.shown = (tracks.key, id(info))
         if info is None:
             self.clear(f"{tracks.label} has no GPU kernels.")
@@ -163,9 +170,7 @@ class RooflinePanel(QWidget):
         from kviewer.ui.roofline import counter_marks
 
         roofline.set_data(info.sol, info.spec, counter_marks(tracks.trace.kernels))
-        from kviewer.analysis.sol import sol_warnings
-
-        bad = sol_warnings(info.sol)
+        bad = info.result.warnings() if info.result is not None else {}
         if bad:
             why = ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in sorted(bad.items()))
             self.message.setStyleSheet(_WARN)
@@ -218,10 +223,11 @@ class FusionDockPanel(QWidget):
         if self.panel is not None:
             self.panel.hide()
 
-    def show_candidates(self, key: int, df: pd.DataFrame, kernel_ns: float) -> None:
+    def show_candidates(self, key: int, result: FusionResult) -> None:
         panel = self.ensure_widgets()
+        df = result.candidates
         self.shown = (key, id(df))
-        panel.set_candidates(df, kernel_ns=kernel_ns)
+        panel.set_candidates(df, kernel_ns=result.kernel_ns)
         self.message.hide()
         if not len(df):
             self.show_message("No fusion candidates: no chain of memory-bound kernels was found.")
@@ -244,15 +250,13 @@ class AnalysisDocks(QObject):
         self.roofline_dock = self._dock("Roofline", "rooflineDock", self.roofline_panel)
         self.fusion_dock = self._dock("Fusion candidates", "fusionDock", self.fusion_panel)
         self.below = below
-        self.fusion: dict[int, pd.DataFrame] = {}
-        """candidates per trace key (computed once per SOL frame)"""
-        self.fusion_errors: dict[int, str] = {}
+        self.document = state.document
         self._fusion_request: tuple[int, int] | None = None
         self._roofline_connected = False
         self._fusion_connected = False
 
         state.currentTraceChanged.connect(lambda _t: self.refresh())
-        state.tracesChanged.connect(self._on_traces)
+        state.tracesChanged.connect(self.refresh)
         state.selectionChanged.connect(lambda _s: self.sync_roofline_selection())
         state.highlightChanged.connect(self.sync_roofline_selection)
         self.roofline_panel.deviceChosen.connect(self.choose_device)
@@ -291,13 +295,6 @@ class AnalysisDocks(QObject):
         return dock.isVisible() and dock.objectName() in self.shown_docks
 
     # filling -----------------------------------------------------------------------------------
-    def _on_traces(self) -> None:
-        open_keys = {t.key for t in self.state.traces}
-        for cache in (self.fusion, self.fusion_errors):
-            for key in [k for k in cache if k not in open_keys]:
-                del cache[key]
-        self.refresh()
-
     def refresh(self) -> None:
         """Fill the visible docks for the current trace (what is already shown is kept)."""
         tracks = self.state.current
@@ -307,7 +304,7 @@ class AnalysisDocks(QObject):
             return
         info = tracks.sol_info
         if self.on_screen(self.roofline_dock) and self.roofline_panel.shown != (tracks.key, id(info)):
-            self.roofline_panel.show_trace(tracks, info)
+            self.roofline_panel.show_trace(tracks, info, self.computing_sol(tracks.key))
             self._connect_roofline()
             self.sync_roofline_selection()
         if self.on_screen(self.fusion_dock):
@@ -316,30 +313,35 @@ class AnalysisDocks(QObject):
     def _fill_fusion(self, tracks: TraceTracks) -> None:
         info = tracks.sol_info
         key = tracks.key
+        if info is None and self.computing_sol(key):
+            self.fusion_panel.show_message(f"Computing the speed of light of {tracks.label}… (fusion candidates follow)")
+            return
         if info is None:
             self.fusion_panel.show_message(f"{tracks.label} has no GPU kernels.")
             return
         if not info.ok:
             self.fusion_panel.show_message("The GPU is not known: choose it in the Roofline dock to estimate fusion savings.")
             return
-        if key in self.fusion_errors:
-            self.fusion_panel.show_message(f"Fusion candidates could not be computed: {self.fusion_errors[key]}")
+        if key in self.document.fusion_errors:
+            self.fusion_panel.show_message(f"Fusion candidates could not be computed: {self.document.fusion_errors[key]}")
             return
-        df = self.fusion.get(key)
-        if df is None:
+        result = self.document.fusion.get(key)
+        if result is None:
             if self._fusion_request != (key, id(info)):
                 self.fusion_panel.show_message(f"Looking for fusion candidates in {tracks.label}…")
                 self._compute_fusion(tracks)
             return
-        if self.fusion_panel.shown != (key, id(df)):
-            self.fusion_panel.show_candidates(key, df, float(info.sol["dur"].sum()) if info.sol is not None else 0.0)
+        if self.fusion_panel.shown != (key, id(result.candidates)):
+            self.fusion_panel.show_candidates(key, result)
             self._connect_fusion()
 
     def _compute_fusion(self, tracks: TraceTracks) -> None:
-        from kviewer.analysis.fusion import fusion_candidates
+        from kviewer.session.analysis_cache import fusion_for_open
 
         trace, info, key = tracks.trace, tracks.sol_info, tracks.key
-        sol = info.sol
+        assert info is not None
+        # the analysis cache describes the file as loaded, on its own GPU
+        source = tracks.source if tracks.counters is None else None
         self._fusion_request = (key, id(info))
 
         def current() -> bool:
@@ -347,17 +349,17 @@ class AnalysisDocks(QObject):
             now = self.state.trace(key)
             return now is not None and now.sol_info is info  # not closed or recomputed meanwhile
 
-        def done(df: Any) -> None:
+        def done(result: FusionResult) -> None:
             if current():
-                self.fusion[key] = df
+                self.document.set_fusion(key, result)
                 self.refresh()
 
         def failed(message: str) -> None:
             if current():
-                self.fusion_errors[key] = message.split("\n", 1)[0]
+                self.document.set_fusion_error(key, message.split("\n", 1)[0])
                 self.refresh()
 
-        self.runner.run("fusion", lambda: fusion_candidates(trace, sol=sol), done, failed)
+        self.runner.run("fusion", lambda: fusion_for_open(trace, info, source), done, failed)
 
     def _connect_roofline(self) -> None:
         if not self._roofline_connected and self.roofline_panel.roofline is not None:
@@ -420,7 +422,7 @@ class AnalysisDocks(QObject):
         if tracks is None:
             return
         if not ids:
-            self.state.set_highlight({})
+            self.state.clear_highlight(PICK)
             return
         first = self._first_instance(tracks.key, ids)
         self._highlight_and_select(tracks, np.asarray(ids, dtype=np.int64), True, pick=first[0])
@@ -432,17 +434,57 @@ class AnalysisDocks(QObject):
 
     def _first_instance(self, key: int, ids: list[int]) -> list[int]:
         """The kernel ids of the first instance of the candidate whose kernels are ``ids``."""
-        df = self.fusion.get(key)
-        if df is not None:
-            for instances in df["kernel_ids"]:
+        result = self.document.fusion.get(key)
+        if result is not None:
+            for instances in result.candidates["kernel_ids"]:
                 if instances and instances[0] and int(instances[0][0]) == int(ids[0]):
                     return [int(i) for i in instances[0]]
         return [int(ids[0])]
 
+    # paint first, analyse after ---------------------------------------------------------------
+    def analyse(self, tracks: TraceTracks) -> None:
+        """A trace has just been shown without its speed of light (not in the analysis cache):
+        compute it in the background; the docks say so meanwhile, and the bars are recoloured and
+        the docks filled when it arrives. The window stays usable throughout."""
+        from kviewer.session.analyses import SolInfo, note_uncoloured
+        from kviewer.session.analysis_cache import sol_for_open
+
+        if tracks.sol_info is not None or not len(tracks.trace.kernels):
+            return
+        key, trace, source = tracks.key, tracks.trace, tracks.source
+
+        def current() -> TraceTracks | None:
+            # not closed, not given counters or another GPU meanwhile
+            now = self.state.trace(key)
+            return now if now is not None and now.trace is trace and now.sol_info is None else None
+
+        def done(info: SolInfo | None) -> None:
+            if current() is None or info is None:
+                return
+            note_uncoloured(trace, info)
+            self.document.set_sol(key, info)
+            self.refresh()
+
+        def failed(message: str) -> None:
+            if current() is not None:
+                info = SolInfo(None, f"{trace.meta.path}: speed of light not available: {message.splitlines()[0]}")
+                note_uncoloured(trace, info)
+                self.document.set_sol(key, info)
+                self.refresh()
+
+        self.runner.run(f"sol:{key}", lambda: sol_for_open(trace, source), done, failed)
+        self.refresh()
+
+    def computing_sol(self, key: int | None = None) -> bool:
+        """Whether the speed of light of trace ``key`` (None: of any trace) is being computed."""
+        if key is not None:
+            return self.runner.pending(f"sol:{key}")
+        return any(self.runner.pending(f"sol:{t.key}") for t in self.state.traces)
+
     # device picker ----------------------------------------------------------------------------
     def choose_device(self, device: str) -> None:
         """Recompute the shown trace's speed of light on ``device`` (in the background)."""
-        from kviewer.ui.sol_info import coloured, compute_sol
+        from kviewer.session.analyses import compute_sol
 
         shown = self.roofline_panel.shown
         tracks = self.state.trace(shown[0]) if shown is not None else None
@@ -452,26 +494,21 @@ class AnalysisDocks(QObject):
         name = self.roofline_panel.device_box.currentText()
         self.roofline_panel.show_busy(f"Computing the speed of light on {name}…")
 
-        def work() -> tuple[SolInfo, Any]:
-            info = compute_sol(trace, device)
-            return info, coloured(trace, info)
+        # the channel of the trace's load-time SOL: a choice made while that runs supersedes it
+        self.runner.run(f"sol:{key}", lambda: compute_sol(trace, device), lambda info: self.apply_sol(key, info),
+                        lambda m: self.roofline_panel.show_busy(f"⚠ {m}"))
 
-        self.runner.run("sol", work, lambda r: self.apply_sol(key, r[0], r[1]), lambda m: self.roofline_panel.show_busy(f"⚠ {m}"))
-
-    def apply_sol(self, key: int, info: SolInfo, trace: Any) -> None:
+    def apply_sol(self, key: int, info: SolInfo) -> None:
         """Take a recomputed SOL for an open trace: recolour its bars, refill the docks."""
+        from kviewer.session.analyses import drop_uncoloured_warning
+
         tracks = self.state.trace(key)
         if tracks is None:
             return
         if info.ok:
-            tracks.set_kernel_sol(trace)
-            warnings = tracks.trace.meta.warnings
-            warnings[:] = [w for w in warnings if w.kind != "unknown_device"]
-        tracks.sol_info = info
-        self.fusion.pop(key, None)
-        self.fusion_errors.pop(key, None)
-        # the trace's kernels changed (bound, SOL time): every view reloads them
-        self.state.tracesChanged.emit()
+            drop_uncoloured_warning(tracks.trace)
+        # recolours the bars, drops the results of the old SOL; every view reloads the trace
+        self.document.set_sol(key, info)
         self.refresh()
         if hasattr(self.window, "statusBar") and info.ok and info.spec is not None:
             self.window.statusBar().showMessage(f"{tracks.label}: kernels bound on {info.spec.name}", 6000)

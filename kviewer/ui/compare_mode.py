@@ -30,7 +30,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QStackedWidget
 
 from kviewer.ui import dialogs
-from kviewer.ui.viewstate import Selection, ViewState
+from kviewer.ui.viewstate import PICK, Selection, ViewState
 
 if TYPE_CHECKING:
     from kviewer.analysis.compare import CompareResult
@@ -93,9 +93,6 @@ class CompareMode(QObject):
         self.dock.hide()
         self.beside = beside
         self.view: CompareView | None = None
-        self.result: CompareResult | None = None
-        self.a_key: int | None = None
-        self.b_key: int | None = None
         self._saved: list[_Saved] = []
         self._armed = False
         self._arm_a: int | None = None
@@ -114,6 +111,22 @@ class CompareMode(QObject):
         self.beside.raise_()
 
     # state -------------------------------------------------------------------------------------
+    @property
+    def a_key(self) -> int | None:
+        pair = self.state.document.compare
+        return pair.a if pair is not None else None
+
+    @property
+    def b_key(self) -> int | None:
+        pair = self.state.document.compare
+        return pair.b if pair is not None else None
+
+    @property
+    def result(self) -> CompareResult | None:
+        """The comparison on display (kept with the open document)."""
+        pair = self.state.document.compare
+        return pair.result if pair is not None else None
+
     @property
     def active(self) -> bool:
         return self.a_key is not None and self.b_key is not None
@@ -188,24 +201,41 @@ class CompareMode(QObject):
             self.stop()
         self._pending = (a_key, b_key)
         self.status(f"Comparing {b.label} with {a.label}…")
+        # paint first: both traces are on screen; the dock says the comparison is on its way
+        self.placeholder.setText(f"Computing the comparison of B {b.label} with A {a.label}…")
+        self.stack.setCurrentWidget(self.placeholder)
+        self.dock.show()
         ta, tb = a.trace, b.trace
 
         def done(result: CompareResult) -> None:
             self._pending = None
             if self.state.trace(a_key) is a and self.state.trace(b_key) is b:
                 self._show(a, b, result)
+            else:
+                self._end_pending()
 
         def failed(message: str) -> None:
             self._pending = None
+            self._end_pending()
             self.status("")
             dialogs.show_error(self.window, "Could not compare the traces", f"{b.label} with {a.label}: {message}")
 
         self.runner.run("compare", lambda: compare(ta, tb), done, failed)
 
+    def _end_pending(self) -> None:
+        """No comparison is coming: the dock goes back to its hint (hidden unless one is shown)."""
+        self.placeholder.setText(PLACEHOLDER)
+        if not self.active:
+            self.stack.setCurrentWidget(self.placeholder)
+            self.dock.hide()
+
     def _show(self, a: TraceTracks, b: TraceTracks, result: CompareResult) -> None:
         from kviewer.ui.compare_view import CompareView
 
-        self.a_key, self.b_key, self.result = a.key, b.key, result
+        from kviewer.session.document import ComparePair
+
+        self.state.document.set_compare(ComparePair(a.key, b.key, result))
+        self.placeholder.setText(PLACEHOLDER)
         self._saved = [_Saved(a.key, a.offset_ns, a.root.label), _Saved(b.key, b.offset_ns, b.root.label)]
         # time_in_A = time_in_B + align_offset_ns: B drawn at (t_B + align - A's offset)
         b.set_display_offset(a.offset_ns - int(result.align_offset_ns))
@@ -223,7 +253,7 @@ class CompareMode(QObject):
         self.dock.raise_()
         # the totals and the diff rows need more height than the kernel table's default
         self.window.resizeDocks([self.dock], [max(380, int(self.window.height() * 0.42))], Qt.Orientation.Vertical)
-        self.state.tracesChanged.emit()  # B's times moved: every view redraws
+        self.state.traces_updated()  # B's times moved: every view redraws
         lo, hi = self.state.span()
         pad = (hi - lo) * 0.02
         self.state.set_range(lo - pad, hi + pad)
@@ -240,6 +270,7 @@ class CompareMode(QObject):
         self.runner.cancel("compare")
         self._pending = None
         if not self.active:
+            self._end_pending()
             return
         self._restoring = True
         try:
@@ -249,13 +280,12 @@ class CompareMode(QObject):
                     tracks.set_display_offset(saved.offset_ns)
                     tracks.root.label = saved.label
             self._saved = []
-            self.a_key = self.b_key = None
-            self.result = None
+            self.state.document.set_compare(None)
+            self.placeholder.setText(PLACEHOLDER)
             self.stack.setCurrentWidget(self.placeholder)
             self.dock.hide()
-            if self.state.highlight:
-                self.state.set_highlight({})
-            self.state.tracesChanged.emit()
+            self.state.clear_highlight(PICK)  # the diff row's kernels
+            self.state.traces_updated()
         finally:
             self._restoring = False
         self.status("")

@@ -34,19 +34,15 @@ if TYPE_CHECKING:
     from kviewer.ui.viewstate import ViewState
 
 
-def attach_work(base: Trace, report: Trace, start: int | None, device: str | None = None) -> tuple[Any, Any, Any]:
-    """Worker side (no Qt): the attach result, its SOL info and the coloured merged trace
+def attach_work(base: Trace, report: Trace, start: int | None, device: str | None = None) -> tuple[Any, Any]:
+    """Worker side (no Qt): the attach result and the speed of light of the merged trace
     (on ``device`` when the user chose the GPU for this trace)."""
     from kviewer.analysis.attach import attach_counters
-    from kviewer.ui.loading import speed_of_light_for_load
-    from kviewer.ui.sol_info import coloured, compute_sol
+    from kviewer.session.analyses import compute_sol, sol_for_load
 
     result = attach_counters(base, report, start=start)
-    if device is not None:
-        info = compute_sol(result.trace, device)
-        return result, info, coloured(result.trace, info)
-    trace, info = speed_of_light_for_load(result.trace)
-    return result, info, trace
+    info = compute_sol(result.trace, device) if device is not None else sol_for_load(result.trace)
+    return result, info
 
 
 class CounterAttach(QObject):
@@ -79,10 +75,7 @@ class CounterAttach(QObject):
         self.blocked = blocked
         self.open_alone = open_alone or (lambda _path: None)
         """True while a comparison was asked for (a report then opens as a trace of its own)"""
-        self.bases: dict[int, Trace] = {}
-        """trace key -> the trace as loaded, before any report was attached"""
-        self.reports: dict[int, Trace] = {}
-        """trace key -> the attached report"""
+        self.document = state.document
         self._alone_paths: set[str] = set()
         """reports that matched nothing: reopened as traces of their own"""
         self._alone: list[int] = []
@@ -147,10 +140,10 @@ class CounterAttach(QObject):
         from kviewer.analysis.attach import is_timeline
 
         cur = self.state.current
-        if cur is not None and is_timeline(self.bases.get(cur.key, cur.trace)):
+        if cur is not None and is_timeline(self.document.base_of(cur.key) or cur.trace):
             return cur
         for t in reversed(self.state.traces):
-            if is_timeline(self.bases.get(t.key, t.trace)):
+            if is_timeline(self.document.base_of(t.key) or t.trace):
                 return t
         return None
 
@@ -159,14 +152,14 @@ class CounterAttach(QObject):
         tracks = self.state.trace(key)
         if tracks is None:
             return
-        base = self.bases.get(key, tracks.trace)
+        base = self.document.base_of(key) or tracks.trace
         name = os.path.basename(report.meta.path)
         self.status(f"Attaching {name} to {tracks.label}…")
 
-        def done(r: tuple[Any, Any, Any]) -> None:
+        def done(r: tuple[Any, Any]) -> None:
             if self.state.trace(key) is not tracks:
                 return  # closed meanwhile
-            result, info, trace = r
+            result, info = r
             if not result.matched:
                 # an unrelated report: the trace stays as it was, the report opens on its own
                 self.status(f"None of the {result.match.ncu_total} kernels of {name} has a name, grid and block that "
@@ -174,14 +167,10 @@ class CounterAttach(QObject):
                 self._alone_paths.add(os.path.abspath(report.meta.path))
                 self.open_alone(report.meta.path)
                 return
-            self.bases[key] = base
-            self.reports[key] = report
+            self.document.attach(key, base, report)
             tracks.counters = result
-            tracks.set_kernel_sol(trace)
-            tracks.sol_info = info
-            self.analysis.fusion.pop(key, None)
-            self.analysis.fusion_errors.pop(key, None)
-            self.state.tracesChanged.emit()  # the kernels changed: every view reloads them
+            # the merged kernels and their SOL: bars recoloured, old results dropped, views reload
+            self.document.set_sol(key, info, result.trace)
             self.analysis.refresh()
             where = f" ({', '.join(result.steps)})" if result.steps else ""
             choice = "; several steps fit equally well: choose in the Counters dock" if result.ambiguous else ""
@@ -197,7 +186,8 @@ class CounterAttach(QObject):
 
     def choose_window(self, key: int, start: int) -> None:
         """Re-attach the report of trace ``key`` at another window start (another step)."""
-        report = self.reports.get(key)
+        attached = self.document.attached.get(key)
+        report = attached.report if attached is not None else None
         tracks = self.state.trace(key)
         if report is None or tracks is None or getattr(tracks, "counters", None) is None:
             return
@@ -205,9 +195,8 @@ class CounterAttach(QObject):
             return
         self.attach(key, report, start)
 
-    def forget(self) -> None:
-        """Drop what belongs to closed traces."""
-        keys = {t.key for t in self.state.traces}
-        for cache in (self.bases, self.reports):
-            for k in [k for k in cache if k not in keys]:
-                del cache[k]
+    @property
+    def reports(self) -> dict[int, Trace]:
+        """trace key -> the attached report (kept by the open document, forgotten when its trace
+        closes)."""
+        return {key: a.report for key, a in self.document.attached.items()}

@@ -14,6 +14,8 @@ from kviewer.ui.viewstate import Selection, ViewState
 
 _TIME_COLS = {"start", "end", "dur", "t_sol_ns"}
 _SKIP = {"id"}
+#: columns of the speed-of-light table shown with a kernel's own
+_SOL_FIELDS = ("bound", "t_sol_ns", "sol_pct", "sol_status")
 
 
 class DetailsPanel(QTextBrowser):
@@ -38,10 +40,17 @@ class DetailsPanel(QTextBrowser):
         r = df.iloc[sel.row]
         title = str(r["short_name"] if sel.table == "kernels" else r["name"])
         parts = [f"<h3 style='margin:2px 0'>{html.escape(title)}</h3>", "<table cellspacing='0' cellpadding='1'>"]
-        for col in df.columns:
-            if col in _SKIP or (col == "short_name" and str(r[col]) == str(r.get("name", ""))):
+        fields = [(col, r[col]) for col in df.columns]
+        if sel.table == "kernels":
+            # the speed of light sits beside the kernels (its own table), row for row
+            for col in _SOL_FIELDS:
+                values = tracks.sol_column(col)
+                if values is not None:
+                    fields.append((col, values[sel.row]))
+        for col, value in fields:
+            if col in _SKIP or (col == "short_name" and str(value) == str(r.get("name", ""))):
                 continue
-            text = _value_text(col, r[col], tracks.offset_ns)
+            text = _value_text(col, value, tracks.offset_ns)
             if text:
                 parts.append(f"<tr><td style='color:#555;padding-right:10px'>{html.escape(col)}</td><td>{html.escape(text)}</td></tr>")
         parts.append("</table>")

@@ -8,7 +8,6 @@ ever appearing, even when a display is available. :func:`ensure_platform` select
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -17,12 +16,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QCoreApplication, Qt, QtMsgType, qInstallMessageHandler
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QWidget
 
-from kviewer.errors import AnalysisError, KViewerError
-
 if TYPE_CHECKING:
-    import pandas as pd
-
-    from kviewer.analysis.devices import DeviceSpec
     from kviewer.core import Trace
 
 VIEWS = ("window", "timeline", "table", "roofline", "compare")
@@ -32,7 +26,7 @@ DEFAULT_SIZE = (1600, 1000)
 _NOISE = ("This plugin does not support propagateSizeHints",)
 
 
-class ViewError(KViewerError):
+class ViewError(Exception):
     """The view cannot be built from these traces (a user error: wrong number of files, unknown
     GPU for a roofline); the text says why."""
 
@@ -83,60 +77,6 @@ def settle(widget: QWidget | None = None, rounds: int = 3) -> None:
             app.processEvents()
     if widget is not None:
         widget.ensurePolished()
-
-
-# ---------------------------------------------------------------------------------------------
-# speed of light for the colours
-
-
-def speed_of_light(trace: Trace, device: str | None = None) -> tuple[pd.DataFrame | None, DeviceSpec | None, str]:
-    """(SOL frame, GPU spec, "") or (None, None, why not) when the GPU is not recognised."""
-    sol, spec, error = sol_or_error(trace, device)
-    return sol, spec, "" if error is None else str(error)
-
-
-def sol_or_error(trace: Trace, device: str | None = None) -> tuple[pd.DataFrame | None, DeviceSpec | None, AnalysisError | None]:
-    """(SOL frame, GPU spec, None) or (None, None, the error) when there is no speed of light."""
-    from kviewer.analysis.devices import devices_for_trace
-    from kviewer.analysis.sol import speed_of_light as sol_frame
-
-    if not len(trace.kernels):
-        return None, None, AnalysisError("the trace has no kernels", path=trace.meta.path)
-    try:
-        sol = sol_frame(trace, device=device)
-        specs = devices_for_trace(trace, device)
-    except AnalysisError as exc:
-        return None, None, exc
-    spec = _main_spec(sol, specs)
-    return sol, spec, None
-
-
-def _main_spec(sol: pd.DataFrame, specs: dict[int, DeviceSpec]) -> DeviceSpec | None:
-    """The GPU that ran most of the kernel time (a trace rarely mixes models)."""
-    if not specs:
-        return None
-    by_dev = sol.groupby("device")["dur"].sum().sort_values(ascending=False)
-    for dev in by_dev.index:
-        if int(dev) in specs:
-            return specs[int(dev)]
-    return next(iter(specs.values()))
-
-
-def with_sol(trace: Trace, sol: pd.DataFrame | None) -> Trace:
-    """A copy of the trace whose kernels carry ``bound``, ``t_sol_ns`` and ``sol_pct``, so the timeline colours
-    kernels by what bounds them and draws the SOL floor inside each bar (the trace is not
-    changed)."""
-    if sol is None or not len(sol) or len(sol) != len(trace.kernels):
-        return trace
-    import numpy as np
-
-    kernels = trace.kernels.assign(
-        bound=sol["bound"].astype(str).to_numpy(), t_sol_ns=sol["t_sol_ns"].to_numpy(),
-        # a kernel above its peak shows its status ("exceeds_peak"), never a SOL % above 100
-        sol_pct=sol["sol_pct"].to_numpy(np.float64) if "sol_pct" in sol else np.full(len(sol), np.nan),
-        sol_status=sol["sol_status"].astype(str).to_numpy() if "sol_status" in sol else np.full(len(sol), "", dtype=object),
-    )
-    return dataclasses.replace(trace, kernels=kernels)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,10 +137,10 @@ def build_view(
     if view == "roofline":
         return _show(_rooflines(traces, device), size)
 
+    from kviewer.session.analyses import compute_sol
     from kviewer.session.tracks import TraceTracks
 
-    coloured = [with_sol(t, speed_of_light(t, device)[0]) for t in traces]
-    tracks = [TraceTracks.build(t) for t in coloured]
+    tracks = [TraceTracks.build(t, sol=compute_sol(t, device)) for t in traces]
     if view == "window":
         from kviewer.ui.mainwindow import MainWindow
 
@@ -239,17 +179,19 @@ def build_view(
 
 def _rooflines(traces: Sequence[Trace], device: str | None) -> QWidget:
     """One roofline per trace, side by side, each titled with its GPU and file."""
+    from kviewer.session.analyses import compute_sol
     from kviewer.ui.roofline import RooflineWidget, counter_marks
 
     holder = QWidget()
     lay = QHBoxLayout(holder)
     lay.setContentsMargins(0, 0, 0, 0)
     for t in traces:
-        sol, spec, why = speed_of_light(t, device)
-        if sol is None:
-            raise ViewError(why)
+        info = compute_sol(t, device)
+        if info.sol is None:
+            raise ViewError(info.why)
+        spec = info.spec
         roof = RooflineWidget()
-        roof.set_data(sol, spec, counter_marks(t.kernels))
+        roof.set_data(info.sol, spec, counter_marks(t.kernels))
         name = os.path.basename(t.meta.path) or t.meta.source_format
         roof.plot.setTitle(f"{spec.name} · {name}" if spec is not None else name)
         lay.addWidget(roof)

@@ -43,7 +43,7 @@ from kviewer.session.table_data import (
     instance_data,
     sort_order,
 )
-from kviewer.ui.viewstate import Selection, ViewState
+from kviewer.ui.viewstate import FILTER, Selection, ViewState
 
 INSTANCES = "instances"
 GROUPS = "groups"
@@ -302,12 +302,27 @@ class KernelTable(QWidget):
         self.view.escapePressed.connect(lambda: state.set_selection(None))
         state.tracesChanged.connect(self._on_traces)
         state.selectionChanged.connect(self._on_state_selection)
+        state.filterChanged.connect(self._on_state_filter)
 
     # state -> table ----------------------------------------------------------------------------
     def _on_traces(self) -> None:
         self.model.set_traces(self.state.traces)
         self._resize_columns()
         self._push_highlight()
+
+    def _on_state_filter(self, text: str) -> None:
+        """The view state's filter changed elsewhere (going back in the zoom/filter stack): the
+        filter box and the rows follow."""
+        if text == self.filter_edit.text().strip():
+            return
+        self._timer.stop()
+        self.filter_edit.blockSignals(True)
+        try:
+            self.filter_edit.setText(text)
+        finally:
+            self.filter_edit.blockSignals(False)
+        if self.model.set_filter(text):
+            self._push_highlight()
 
     def _resize_columns(self) -> None:
         hh = self.view.horizontalHeader()
@@ -366,7 +381,7 @@ class KernelTable(QWidget):
         self.model.set_mode(self.mode_box.currentData())
         self.view.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self._resize_columns()
-        self.state.set_highlight({})
+        self.state.clear_highlight()
         self._push_highlight()
 
     def apply_filter(self) -> None:
@@ -385,8 +400,7 @@ class KernelTable(QWidget):
             m = self.model.instance_mask(t.key)
             if m is not None:
                 hl[t.key] = m
-        if hl or self.state.highlight:
-            self.state.set_highlight(hl)
+        self.state.set_highlight(hl, FILTER)
 
     def _on_filter_error(self, message: str) -> None:
         self.error_label.setText(message)

@@ -2,7 +2,9 @@
 
 :func:`load_file` runs on the application's one-thread load pool (loads run one after the other):
 it detects and parses each file (:func:`kviewer.io.load`) and builds its timeline tracks and
-level-of-detail, so the GUI thread only receives ready-made :class:`~kviewer.session.tracks.TraceTracks`. Every failure, including
+level-of-detail, so the GUI thread only receives ready-made :class:`~kviewer.session.tracks.TraceTracks`.
+The analyses (speed of light, fusion, compare) run after the trace is shown, unless the analysis
+cache already has them. Every failure, including
 an unexpected exception in a loader, comes back as a message naming the file; traces that are
 already open are never touched by a failed load.
 """
@@ -25,33 +27,11 @@ if TYPE_CHECKING:
     from kviewer.io import CancelToken
 
 
-def with_speed_of_light(trace: Any) -> Any:
-    """The trace with ``bound`` and ``t_sol_ns`` on its kernels when the GPU is recognised, so the
-    timeline colours kernels by what bounds them and draws the SOL floor inside each bar. A trace
-    whose GPU is unknown (or whose SOL cannot be computed) opens as it is, with a warning."""
-    return speed_of_light_for_load(trace)[0]
-
-
-def speed_of_light_for_load(trace: Any) -> tuple[Any, Any]:
-    """:func:`with_speed_of_light` and the :class:`~kviewer.ui.sol_info.SolInfo` it used (None for
-    a trace without kernels), which the roofline and fusion docks reuse."""
-    from kviewer.core import Diagnostic
-    from kviewer.ui.sol_info import UNCOLOURED_WARNING, coloured, compute_sol
-
-    if not len(trace.kernels):
-        return trace, None
-    info = compute_sol(trace)
-    if not info.ok:
-        # the problem without the file name (the status bar shows it) or the CLI's advice
-        trace.meta.warnings.append(Diagnostic.warning("unknown_device", trace.meta.path, f"{UNCOLOURED_WARNING}: {info.problem}"))
-        return trace, info
-    return coloured(trace, info), info
-
-
 def load_file(path: str, token: CancelToken, progress: Callable[[float, str], None]) -> Any:
     """Detect, parse and lay out one file (worker thread; no Qt): the ready-made
     :class:`~kviewer.session.tracks.TraceTracks`. Raises LoadError, LoadCancelled or any bug."""
     from kviewer.io import load
+    from kviewer.session import analysis_cache
     from kviewer.session.tracks import TraceTracks
 
     name = os.path.basename(path) or path
@@ -66,14 +46,15 @@ def load_file(path: str, token: CancelToken, progress: Callable[[float, str], No
         progress(max(0.0, min(1.0, fraction)) * 0.9, f"{name}: {message}" if message else name)
 
     token.check()
+    # the file's identity before the load: an analysis of a file that changes meanwhile is not cached
+    source = analysis_cache.identity(path)
     trace = load(path, progress=report, cancel=token)
     token.check()
-    progress(0.9, f"{name}: speed of light")
-    trace, sol_info = speed_of_light_for_load(trace)
-    token.check()
     progress(0.95, f"{name}: building the timeline")
-    tracks = TraceTracks.build(trace)
-    tracks.sol_info = sol_info
+    # paint first: the speed of light comes with the trace from the analysis cache, or the window
+    # computes it after showing the trace (AnalysisDocks.analyse)
+    tracks = TraceTracks.build(trace, sol=analysis_cache.get(source, trace))
+    tracks.source = source
     token.check()
     return tracks
 

@@ -228,6 +228,7 @@ class MainWindow(QMainWindow):
             self,
             "Keys",
             "W / S  zoom in / out around the mouse\nA / D  pan left / right\nF  fit the selection (everything when nothing is selected)\n"
+            "Backspace  back to the view before the last F\n"
             "Mouse wheel  zoom around the cursor; drag  pan; Shift+wheel  scroll tracks\n"
             "Ctrl+F  find; Enter / Shift+Enter  next / previous match\nEsc  clear the selection\nCtrl+O  open; Ctrl+C  copy table rows as TSV\n"
             "Ctrl+Shift+S  export a picture of a view; Ctrl+Shift+C  copy the focused view's picture\n"
@@ -269,7 +270,6 @@ class MainWindow(QMainWindow):
         self.range_label.setText(f"view {format_duration(t0)} – {format_duration(t1)}  ({format_duration(t1 - t0)})")
 
     def _on_traces(self) -> None:
-        self.counters.forget()
         self._update_status()
         self._update_actions()
 
@@ -335,6 +335,7 @@ class MainWindow(QMainWindow):
         if self.counters.take(tracks):
             return
         self.state.add_trace(tracks)
+        self.analysis.analyse(tracks)  # paint first: the speed of light follows in the background
         from kviewer.analysis.attach import is_counter_report
 
         if is_counter_report(tracks.trace):

@@ -633,6 +633,8 @@ class TimelineView(QWidget):
             self.pan(PAN_STEP)
         elif key == Qt.Key.Key_F:
             self.fit_selection()
+        elif key == Qt.Key.Key_Backspace:
+            self.state.pop()  # back to the view before the last F
         elif key == Qt.Key.Key_Escape:
             self.state.set_selection(None)
         elif key == Qt.Key.Key_Up:
@@ -663,6 +665,7 @@ class TimelineView(QWidget):
             return
         s, e = span
         pad = max((e - s) * 0.15, 50.0)
+        self.state.push()  # Backspace comes back here (the zoom/filter stack)
         self.set_range(s - pad, e + pad)
 
     def reveal(self, sel: Selection) -> None:
@@ -768,11 +771,11 @@ def tooltip_text(tracks: TraceTracks, table: str, row: int) -> str:
         if int(r["grid_x"]) >= 0:
             lines.append(f"grid: {r['grid_x']}×{r['grid_y']}×{r['grid_z']}   block: {r['block_x']}×{r['block_y']}×{r['block_z']}")
         lines.append(f"device {r['device']} · stream {r['stream']}")
-        bound = str(r["bound"]) if "bound" in df.columns else ""
-        if bound:
-            lines.append(f"bound: {bound}")
-        if "t_sol_ns" in df.columns and np.isfinite(r["t_sol_ns"]):
-            lines.append(f"SOL time: {format_duration(float(r['t_sol_ns']))}")
+        bounds, t_sol = tracks.sol_column("bound"), tracks.sol_column("t_sol_ns")
+        if bounds is not None and str(bounds[row]):
+            lines.append(f"bound: {bounds[row]}")
+        if t_sol is not None and np.isfinite(t_sol[row]):
+            lines.append(f"SOL time: {format_duration(float(t_sol[row]))}")
         for col, label in (("sm_throughput_pct", "SM throughput"), ("mem_throughput_pct", "memory throughput")):
             v = float(r[col])
             if np.isfinite(v):

@@ -1,31 +1,27 @@
-"""The one view state every view observes: open traces, visible range, selection, highlight, filter.
+"""The Qt side of the view state: a thin adapter that turns the session's events into Qt signals.
 
-Views never talk to each other: the table sets the selection here and the timeline follows it,
-the timeline sets the range here and the status bar follows it (Hotspot's FilterAndZoomStack).
-Setters only emit when the value really changes, so two views that mirror a value cannot ping-pong.
+The state itself (open document, range, selection, highlight, filter, zoom/filter stack) lives in
+:class:`kviewer.session.viewstate.ViewState`, without Qt. Widgets connect to the signals here, so a
+widget that Qt deletes is disconnected by Qt; writers call the session's setters through the
+delegating methods below. Only this adapter emits the signals.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
+from kviewer.session.viewstate import FILTER, PICK, Selection
+from kviewer.session.viewstate import ViewState as SessionViewState
+
 if TYPE_CHECKING:
     import numpy as np
 
+    from kviewer.session.document import Document
     from kviewer.session.tracks import TraceTracks
 
-
-@dataclass(frozen=True)
-class Selection:
-    """One selected bar: a row of a table of an open trace."""
-
-    trace: int
-    """TraceTracks.key"""
-    table: str
-    row: int
+__all__ = ["FILTER", "PICK", "Selection", "ViewState"]
 
 
 class ViewState(QObject):
@@ -39,80 +35,91 @@ class ViewState(QObject):
     filterChanged = Signal(str)
     currentTraceChanged = Signal(object)
     """TraceTracks | None: the trace the status bar describes"""
+    stackChanged = Signal()
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, parent: QObject | None = None, session: SessionViewState | None = None) -> None:
         super().__init__(parent)
-        self.traces: list[TraceTracks] = []
-        self.range: tuple[float, float] = (0.0, 1.0)
-        self.selection: Selection | None = None
-        #: trace key -> bool mask over its kernels (a selected group, or the table filter)
-        self.highlight: dict[int, np.ndarray] = {}
-        self.filter_text = ""
-        self.current: TraceTracks | None = None
+        self.session = session if session is not None else SessionViewState()
+        s = self.session
+        # the session lives as long as this adapter: its events hold only these emitters
+        s.traces_changed.connect(self.tracesChanged.emit)
+        s.range_changed.connect(self.rangeChanged.emit)
+        s.selection_changed.connect(self.selectionChanged.emit)
+        s.reveal_requested.connect(self.revealRequested.emit)
+        s.highlight_changed.connect(self.highlightChanged.emit)
+        s.filter_changed.connect(self.filterChanged.emit)
+        s.current_changed.connect(self.currentTraceChanged.emit)
+        s.stack_changed.connect(self.stackChanged.emit)
 
-    # traces ----------------------------------------------------------------------------------
-    def add_trace(self, tracks: TraceTracks) -> None:
-        self.traces.append(tracks)
-        self.tracesChanged.emit()
-        self.set_current(tracks)
+    # what the views read -----------------------------------------------------------------------
+    @property
+    def document(self) -> Document:
+        return self.session.document
 
-    def remove_trace(self, key: int) -> None:
-        before = len(self.traces)
-        self.traces = [t for t in self.traces if t.key != key]
-        if len(self.traces) == before:
-            return
-        self.highlight.pop(key, None)
-        if self.selection is not None and self.selection.trace == key:
-            self.set_selection(None)
-        self.tracesChanged.emit()
-        if self.current is not None and self.current.key == key:
-            self.set_current(self.traces[-1] if self.traces else None)
+    @property
+    def traces(self) -> list[TraceTracks]:
+        return self.session.traces
 
-    def trace(self, key: int) -> TraceTracks | None:
-        for t in self.traces:
-            if t.key == key:
-                return t
-        return None
+    @property
+    def range(self) -> tuple[float, float]:
+        return self.session.range
 
-    def set_current(self, tracks: TraceTracks | None) -> None:
-        if tracks is not self.current:
-            self.current = tracks
-            self.currentTraceChanged.emit(tracks)
+    @property
+    def selection(self) -> Selection | None:
+        return self.session.selection
+
+    @property
+    def highlight(self) -> dict[int, np.ndarray]:
+        return self.session.highlight
+
+    @property
+    def filter_text(self) -> str:
+        return self.session.filter_text
+
+    @property
+    def current(self) -> TraceTracks | None:
+        return self.session.current
+
+    def trace(self, key: int | None) -> TraceTracks | None:
+        return self.session.trace(key)
 
     def span(self) -> tuple[float, float]:
-        """The display range that holds every open trace."""
-        if not self.traces:
-            return (0.0, 1.0)
-        # a trace aligned with another (compare mode) may start before 0
-        lo = min(0, min(t.span[0] for t in self.traces))
-        hi = max(t.span[1] for t in self.traces)
-        return (float(lo), float(max(hi, lo + 1)))
+        return self.session.span()
 
-    # range -----------------------------------------------------------------------------------
+    # what the views write ----------------------------------------------------------------------
+    def add_trace(self, tracks: TraceTracks) -> None:
+        self.session.add_trace(tracks)
+
+    def remove_trace(self, key: int) -> None:
+        self.session.remove_trace(key)
+
+    def traces_updated(self) -> None:
+        """The content of open traces changed (kernels, colours, offsets): every view reloads."""
+        self.session.document.changed()
+
+    def set_current(self, tracks: TraceTracks | None) -> None:
+        self.session.set_current(tracks)
+
     def set_range(self, t0: float, t1: float) -> None:
-        if t1 <= t0:
-            return
-        if (t0, t1) != self.range:
-            self.range = (float(t0), float(t1))
-            self.rangeChanged.emit(self.range[0], self.range[1])
+        self.session.set_range(t0, t1)
 
-    # selection -------------------------------------------------------------------------------
     def set_selection(self, sel: Selection | None, reveal: bool = False) -> None:
-        if sel != self.selection:
-            self.selection = sel
-            if sel is not None:
-                tr = self.trace(sel.trace)
-                if tr is not None:
-                    self.set_current(tr)
-            self.selectionChanged.emit(sel)
-        if reveal and sel is not None:
-            self.revealRequested.emit(sel)
+        self.session.set_selection(sel, reveal)
 
-    def set_highlight(self, highlight: dict[int, np.ndarray]) -> None:
-        self.highlight = highlight
-        self.highlightChanged.emit()
+    def set_highlight(self, highlight: dict[int, np.ndarray], layer: str = PICK) -> None:
+        self.session.set_highlight(highlight, layer)
+
+    def clear_highlight(self, layer: str | None = None) -> None:
+        self.session.clear_highlight(layer)
 
     def set_filter(self, text: str) -> None:
-        if text != self.filter_text:
-            self.filter_text = text
-            self.filterChanged.emit(text)
+        self.session.set_filter(text)
+
+    def push(self, range_: tuple[float, float] | None = None, filter_text: str | None = None) -> None:
+        self.session.push(range_, filter_text)
+
+    def pop(self) -> bool:
+        return self.session.pop()
+
+    def reset(self) -> None:
+        self.session.reset()

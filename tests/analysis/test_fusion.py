@@ -157,3 +157,15 @@ def test_big_train_trace_candidates_are_honest(samples: Path) -> None:
     conv = sol[sol["name"].str.contains("convert_dq_to_16bits")]
     assert len(conv) and (conv["kind"] == "copy").all() and (conv["flops"].fillna(0) == 0).all()
     assert (sol["sol_pct"].dropna() <= 100).all()
+
+
+def test_fusion_result_carries_its_candidates_and_kernel_time(eager: Trace) -> None:
+    from kviewer.analysis.fusion import FusionResult, fusion
+    from kviewer.analysis.sol import sol_result
+
+    result = fusion(eager, sol=sol_result(eager))
+    assert isinstance(result, FusionResult)
+    expected = fusion_candidates(eager)
+    assert result.candidates["chain"].tolist() == expected["chain"].tolist()
+    assert result.kernel_ns == float(eager.kernels["dur"].sum())
+    assert result.summary() == fusion_summary(expected, eager)

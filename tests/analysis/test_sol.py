@@ -136,3 +136,23 @@ def test_ncu_report_h200(samples: Path) -> None:
     assert len(known) == 30 - int(matrix.sum())
     assert known.between(0, 100).all()
     assert (sol.loc[sol["sol_pct"].isna(), "sol_status"].isin(["unknown", "exceeds_peak"])).all()
+
+
+def test_sol_result_is_the_schema_table_with_its_gpu(eager: Trace) -> None:
+    from kviewer.analysis.sol import SolResult, sol_result
+    from kviewer.core.schema import FLOAT, INT, SOL
+
+    result = sol_result(eager)
+    assert isinstance(result, SolResult)
+    table = result.table
+    # every column declared once in the schema, with its dtype
+    assert list(table.columns) == SOL.names
+    for col in SOL.columns:
+        kind = table[col.name].dtype.kind
+        assert kind == {INT: "i", FLOAT: "f"}.get(col.dtype, "O"), (col.name, table[col.name].dtype)
+    assert table["id"].tolist() == eager.kernels["id"].tolist()
+    assert result.spec is not None and result.spec.id == "h200" and set(result.specs) == {0}
+    assert result.device is None
+    assert result.summary() == sol_summary(table) and result.warnings() == sol_warnings(table)
+    chosen = sol_result(eager, device="h100_pcie")
+    assert chosen.device == "h100_pcie" and chosen.spec is not None and chosen.spec.id == "h100_pcie"

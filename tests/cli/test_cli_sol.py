@@ -78,3 +78,28 @@ def test_unknown_is_empty_null_or_dash(capsys: pytest.CaptureFixture[str], sampl
     for r in json.loads(out):
         if r["savings_ns"] is None:
             assert r["fused_est_ns"] is None and r["confidence"] == "low"
+
+
+def test_sol_from_the_analysis_cache(capsys: pytest.CaptureFixture[str], sample_traces: Path, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second ``kviewer sol`` of the same file reads the speed of light the first stored (the
+    window's analysis cache); ``--device`` and ``--no-cache`` compute it."""
+    import shutil
+
+    import kviewer.analysis.sol as sol_module
+
+    monkeypatch.delenv("KVIEWER_NO_CACHE", raising=False)
+    monkeypatch.setenv("KVIEWER_CACHE_DIR", str(tmp_path / "cache"))
+    f = tmp_path / "h200_llm_block_eager.pt.trace.json.gz"
+    shutil.copy(sample_traces / f.name, f)
+    code, first, _ = run(capsys, "sol", str(f), "--format", "csv", "-q")
+    assert code == 0
+    real = sol_module.sol_result
+    calls: list[object] = []
+    monkeypatch.setattr(sol_module, "sol_result", lambda *a, **k: calls.append(k) or real(*a, **k))
+    code, again, _ = run(capsys, "sol", str(f), "--format", "csv", "-q")
+    assert code == 0 and again == first and calls == []
+    code, other, _ = run(capsys, "sol", str(f), "--format", "csv", "-q", "--device", "h100_pcie")
+    assert code == 0 and other != first and len(calls) == 1
+    code, fresh, _ = run(capsys, "sol", str(f), "--format", "csv", "-q", "--no-cache")
+    assert code == 0 and fresh == first and len(calls) == 2

@@ -103,8 +103,9 @@ def drop_files(widget: Any, paths: Sequence[os.PathLike[str] | str]) -> bool:
 
 
 def wait_idle(qtbot: Any, window: Any, timeout: int = 20_000) -> None:
-    """Wait until the window's loader has finished everything it was given."""
-    qtbot.waitUntil(lambda: not window.loader.busy, timeout=timeout)
+    """Wait until the window's loader has finished everything it was given, and the speed of
+    light of what it opened has arrived (the window paints first and analyses after)."""
+    qtbot.waitUntil(lambda: not window.loader.busy and not window.analysis.computing_sol(), timeout=timeout)
 
 
 def make_trace(
@@ -180,3 +181,19 @@ def synthetic_window(window: Any) -> Any:
 
     window.state.add_trace(TraceTracks.build(make_trace()))
     return window
+
+
+def make_sol(trace: Any, bound: Any, t_sol_ns: Any = None) -> Any:
+    """A speed of light for ``trace`` with these verdicts and SOL times (schema SOL, the rest
+    unknown), for tests that need exact control over the colours."""
+    from kviewer.analysis.sol import SolResult
+    from kviewer.core.schema import SOL, make_table
+    from kviewer.session.analyses import SolInfo
+
+    k = trace.kernels
+    n = len(k)
+    cols = {"id": k["id"].to_numpy(), "dur": k["dur"].to_numpy(), "device": k["device"].to_numpy(),
+            "bound": np.asarray(bound, dtype=object)}
+    if t_sol_ns is not None:
+        cols["t_sol_ns"] = np.asarray(t_sol_ns, dtype=np.float64)
+    return SolInfo(SolResult(make_table(SOL, n, cols)))

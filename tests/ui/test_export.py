@@ -75,13 +75,15 @@ def assert_not_blank(img: QImage, min_colours: int = 20) -> dict[tuple[int, int,
 
 def kernel_rgbs(trace: Trace) -> dict[str, set[tuple[int, int, int]]]:
     """The palette colours the timeline gives this trace's kernels, by bound."""
-    sol, _spec, why = headless.speed_of_light(trace)
-    assert sol is not None, why
-    k = headless.with_sol(trace, sol).kernels
-    idx = colors.kernel_colours(k["short_name"], k["bound"])
+    from kviewer.session.analyses import compute_sol
+
+    info = compute_sol(trace)
+    assert info.sol is not None, info.why
+    bounds = info.sol["bound"]
+    idx = colors.kernel_colours(trace.kernels["short_name"], bounds)
     pal = colors.palette_rgb()
     out: dict[str, set[tuple[int, int, int]]] = {}
-    for bound, i in zip(k["bound"].astype(str), idx):
+    for bound, i in zip(bounds.astype(str), idx):
         out.setdefault(bound, set()).add(tuple(pal[int(i)]))  # type: ignore[arg-type]
     return out
 

@@ -188,13 +188,13 @@ def _unknown_gpu(trace: Trace) -> Trace:
 
 
 def test_unknown_gpu_offers_the_device_picker(qtbot: Any, window: Any, eager: Trace) -> None:
-    from kviewer.ui.loading import speed_of_light_for_load
+    from kviewer.session.analyses import sol_for_load
     from kviewer.session.tracks import TraceTracks
 
-    trace, info = speed_of_light_for_load(_unknown_gpu(eager))
+    trace = _unknown_gpu(eager)
+    info = sol_for_load(trace)
     assert info is not None and not info.ok
-    tracks = TraceTracks.build(trace)
-    tracks.sol_info = info
+    tracks = TraceTracks.build(trace, sol=info)
     window.state.add_trace(tracks)  # as the loader hands it over
     docks = window.analysis
     panel = docks.roofline_panel
@@ -204,8 +204,8 @@ def test_unknown_gpu_offers_the_device_picker(qtbot: Any, window: Any, eager: Tr
     assert panel.message.isVisible() and "Mystery Accelerator 9000" in panel.message.text()
     assert "not in the device table" in panel.message.text()
     assert panel.roofline is not None and not panel.roofline.isVisible()
-    assert "bound" not in tracks.trace.kernels.columns
-    assert "unknown_device" in {w.kind for w in tracks.trace.meta.warnings}
+    assert tracks.sol_column("bound") is None
+    assert any(w.kind == "unknown_device" for w in tracks.trace.meta.warnings)
     docks.fusion_dock.raise_()
     qtbot.waitUntil(lambda: "choose it in the Roofline dock" in docks.fusion_panel.message.text(), timeout=5000)
     docks.roofline_dock.raise_()
@@ -223,11 +223,11 @@ def test_unknown_gpu_offers_the_device_picker(qtbot: Any, window: Any, eager: Tr
     expected = speed_of_light(eager, device="h200")
     assert tracks.sol_info.ok and tracks.sol_info.device == "h200"
     assert panel.roofline.point_count() == int(((expected["flops"] > 0) & (expected["bytes"] > 0) & (expected["dur"] > 0)).sum())
-    assert (tracks.trace.kernels["bound"].to_numpy() == expected["bound"].astype(str).to_numpy()).all()
+    assert (tracks.sol_column("bound") == expected["bound"].astype(str).to_numpy()).all()
     after = np.concatenate([ln.base_colour for ln in lanes]) // colors.SHADES
     assert {colors.FAMILY_INDEX["kernel_memory"], colors.FAMILY_INDEX["kernel_compute"]} <= set(after.tolist())
     assert all(ln.inner is not None for ln in lanes)
-    assert "unknown_device" not in {w.kind for w in tracks.trace.meta.warnings}
+    assert not any(w.kind == "unknown_device" for w in tracks.trace.meta.warnings)
     assert "GPU chosen by you" in panel.message.text()
     # and the fusion dock now lists candidates on that GPU
     docks.fusion_dock.raise_()
@@ -250,4 +250,4 @@ def test_unknown_amd_gpu_from_a_real_file(qtbot: Any, window: Any, samples: Path
     _wait_analysis(qtbot, window)
     tracks = window.state.traces[0]
     assert tracks.sol_info.ok and tracks.sol_info.spec.id == "mi250x_gcd"
-    assert "bound" in tracks.trace.kernels.columns
+    assert tracks.sol_column("bound") is not None

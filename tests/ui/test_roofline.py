@@ -92,7 +92,7 @@ def test_gui_and_cli_show_the_same_numbers(capsys, sample_traces: Path) -> None:
     import json
 
     from kviewer.cli import main
-    from kviewer.ui.sol_info import compute_sol
+    from kviewer.session.analyses import compute_sol
 
     f = sample_traces / "h200_resnet18.pt.trace.json.gz"
     trace: Trace = load_with("kviewer.io.torch", f)
@@ -108,13 +108,12 @@ def test_gui_and_cli_show_the_same_numbers(capsys, sample_traces: Path) -> None:
 
 
 def test_kernel_table_marks_exceeding_kernels_and_never_shows_above_100(sample_traces: Path) -> None:
-    from kviewer.ui.headless import with_sol
+    from kviewer.session.analyses import compute_sol
     from kviewer.session.table_data import instance_data
     from kviewer.session.tracks import TraceTracks
 
     trace: Trace = load_with("kviewer.io.torch", sample_traces / "h200_llm_block_eager.pt.trace.json.gz")
-    sol = speed_of_light(trace, device="h100_pcie")
-    data = instance_data([TraceTracks.build(with_sol(trace, sol))])
+    data = instance_data([TraceTracks.build(trace, sol=compute_sol(trace, "h100_pcie"))])
     status = data.column("sol_status")
     pct = data.column("sol_pct")
     texts = [status.text(i) for i in range(len(data))]

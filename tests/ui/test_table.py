@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication
 from kviewer.ui.kernel_table import GROUPS, INSTANCES, KernelTableModel
 from kviewer.session.tracks import TraceTracks
 from kviewer.ui.viewstate import Selection
-from tests.ui.conftest import make_trace
+from tests.ui.conftest import make_sol, make_trace
 
 
 @pytest.fixture
@@ -132,8 +132,7 @@ def test_sol_columns_only_when_known(qapp: Any) -> None:
     flops = np.full(n, np.nan)
     flops[3] = 1e9
     trace = make_trace(n, extra={"model_flops": flops, "sm_throughput_pct": np.linspace(0, 100, n)})
-    trace.kernels["bound"] = pd.Categorical(np.where(np.arange(n) % 2 == 0, "memory", "compute"))
-    m.set_traces([TraceTracks.build(trace)])
+    m.set_traces([TraceTracks.build(trace, sol=make_sol(trace, np.where(np.arange(n) % 2 == 0, "memory", "compute")))])
     keys = [c.key for c in m.data_.columns]
     assert {"model_flops", "sm_throughput_pct", "bound"} <= set(keys)
     assert m.set_filter("sm_throughput_pct > 50 and bound = memory")
@@ -217,3 +216,32 @@ def test_index_outside_rows_is_harmless(model: KernelTableModel) -> None:
     assert model.data(QModelIndex()) is None
     assert model.data(model.createIndex(10_000, 0)) is None
     assert model.headerData(99, Qt.Orientation.Horizontal) is None
+
+
+def test_going_back_restores_the_filter_and_the_filter_highlight(qtbot: Any, synthetic_window: Any) -> None:
+    """The view state's filter has a listener (the table), and the highlight one rule: a picked
+    group shows over the filter's highlight, and clearing the pick shows the filter's again."""
+    window = synthetic_window
+    state, table = window.state, window.table
+    tracks = state.traces[0]
+    k = tracks.trace.kernels
+    table.filter_edit.setText("gemm_kernel_3")
+    table.apply_filter()
+    filtered = (k["short_name"].astype(str) == "gemm_kernel_3").to_numpy()
+    assert table.model.rowCount() == int(filtered.sum())
+    assert state.highlight[tracks.key].tolist() == filtered.tolist()
+    # going back in the zoom/filter stack puts the table back on the earlier filter
+    state.push(filter_text="gemm_kernel_5")
+    assert table.filter_edit.text() == "gemm_kernel_5"
+    assert table.model.rowCount() == int((k["short_name"].astype(str) == "gemm_kernel_5").sum())
+    assert state.pop()
+    assert table.filter_edit.text() == "gemm_kernel_3" and table.model.rowCount() == int(filtered.sum())
+    assert state.highlight[tracks.key].tolist() == filtered.tolist()
+    # a fusion candidate picked in its dock highlights its kernels; choosing none goes back to the filter's
+    window.analysis.fusion_panel.shown = (tracks.key, 0)
+    window.analysis.choose_candidate([1, 2])
+    assert np.flatnonzero(state.highlight[tracks.key]).tolist() == [1, 2]
+    window.analysis.choose_candidate([])
+    assert state.highlight[tracks.key].tolist() == filtered.tolist()
+    lane = next(ln for ln in tracks.lanes if ln.table == "kernels")
+    assert tracks.emphasis is not None and tracks.emphasis.tolist() == filtered.tolist() and lane is not None

@@ -6,7 +6,6 @@ import colorsys
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QColor, QImage
@@ -15,7 +14,7 @@ from kviewer.session import colors
 from kviewer.ui.timeline import TimelineView, tooltip_text
 from kviewer.session.tracks import TraceTracks
 from kviewer.ui.viewstate import Selection, ViewState
-from tests.ui.conftest import make_trace
+from tests.ui.conftest import make_sol, make_trace
 
 
 @pytest.fixture
@@ -29,8 +28,8 @@ def timeline(qtbot: Any) -> TimelineView:
     return tl
 
 
-def _open(tl: TimelineView, trace: Any) -> TraceTracks:
-    tracks = TraceTracks.build(trace)
+def _open(tl: TimelineView, trace: Any, sol: Any = None) -> TraceTracks:
+    tracks = TraceTracks.build(trace, sol=sol)
     tl.state.add_trace(tracks)
     return tracks
 
@@ -106,9 +105,8 @@ def test_bound_colours_and_sol_inner_bar(qtbot: Any, timeline: TimelineView) -> 
     n = 60
     trace = make_trace(n, streams=1)
     k = trace.kernels
-    trace.kernels["bound"] = pd.Categorical(np.where(np.arange(n) % 2 == 0, "memory", "compute"))
-    trace.kernels["t_sol_ns"] = k["dur"].to_numpy() * 0.4
-    tracks = _open(timeline, trace)
+    sol = make_sol(trace, np.where(np.arange(n) % 2 == 0, "memory", "compute"), k["dur"].to_numpy() * 0.4)
+    tracks = _open(timeline, trace, sol)
     for target, hue_range in ((10, (10, 45)), (11, (100, 155))):
         timeline.state.set_selection(Selection(tracks.key, "kernels", target))
         timeline.fit_selection()
@@ -245,3 +243,20 @@ def test_details_panel_and_launch_link(qtbot: Any, synthetic_window: Any) -> Non
     w.details.anchorClicked.emit(QUrl(f"select:{tracks.key}:cpu_slices:7"))
     assert state.selection == Selection(tracks.key, "cpu_slices", 7)
     assert "Launches gemm_kernel" in w.details.toPlainText()
+
+
+def test_backspace_goes_back_to_the_view_before_f(qtbot: Any, timeline: TimelineView) -> None:
+    tracks = _open(timeline, make_trace(100))
+    state = timeline.state
+    canvas = timeline.canvas
+    qtbot.keyClick(canvas, Qt.Key.Key_W)
+    before = timeline.visible_range()
+    state.set_selection(Selection(tracks.key, "kernels", 5))
+    qtbot.keyClick(canvas, Qt.Key.Key_F)
+    assert timeline.visible_range()[1] - timeline.visible_range()[0] < (before[1] - before[0]) / 10
+    assert len(state.session.stack) == 1
+    qtbot.keyClick(canvas, Qt.Key.Key_Backspace)
+    assert timeline.visible_range() == pytest.approx(before)
+    assert state.range == pytest.approx(before) and state.session.stack == []
+    qtbot.keyClick(canvas, Qt.Key.Key_Backspace)  # nothing to go back to: the view stays
+    assert timeline.visible_range() == pytest.approx(before)

@@ -45,14 +45,18 @@ def test_cpu_lanes_never_overlap_and_python_is_its_own_group(eager: Any) -> None
 
 def test_loading_colours_kernels_by_sol_bound(eager: Any) -> None:
     from kviewer.analysis.sol import speed_of_light
+    from kviewer.core.schema import KERNELS
     from kviewer.session import colors
-    from kviewer.ui.loading import with_speed_of_light
+    from kviewer.session.analyses import sol_for_load
 
-    coloured = with_speed_of_light(eager)
+    info = sol_for_load(eager)
+    assert info is not None and info.sol is not None
     sol = speed_of_light(eager)
-    assert np.array_equal(coloured.kernels["bound"].astype(str).to_numpy(), sol["bound"].astype(str).to_numpy())
-    assert "bound" not in eager.kernels.columns  # the loaded trace itself is not changed
-    tracks = TraceTracks.build(coloured)
+    assert np.array_equal(info.sol["bound"].to_numpy(), sol["bound"].to_numpy())
+    assert list(eager.kernels.columns) == KERNELS.names  # the loaded trace itself is not changed
+    tracks = TraceTracks.build(eager, sol=info)
+    assert tracks.trace is eager
+    assert np.array_equal(tracks.sol_column("bound"), sol["bound"].to_numpy())
     lane = next(lane for lane in tracks.lanes if lane.table == "kernels")
     family = lane.lod.raw.colour // colors.SHADES
     bound = sol["bound"].astype(str).to_numpy()[lane.ids]
@@ -63,9 +67,10 @@ def test_loading_colours_kernels_by_sol_bound(eager: Any) -> None:
 
 def test_unknown_gpu_opens_uncoloured_with_a_warning(samples: Path) -> None:
     from kviewer.io import load
-    from kviewer.ui.loading import with_speed_of_light
+    from kviewer.session.analyses import sol_for_load
 
     trace = load(samples / "rocprof/hpctraining_finite_difference/results.csv")
-    out = with_speed_of_light(trace)
-    assert "bound" not in out.kernels.columns
-    assert "unknown_device" in {w.kind for w in out.meta.warnings}
+    info = sol_for_load(trace)
+    assert info is not None and not info.ok
+    assert TraceTracks.build(trace, sol=info).sol_column("bound") is None
+    assert [w.kind for w in trace.meta.warnings].count("unknown_device") == 1

@@ -1,0 +1,314 @@
+"""A trace's analyses (speed of light, fusion candidates), cached beside the parsed trace, so a
+reopen is complete at once.
+
+The window paints a trace as soon as its kernels are loaded and analyses it afterwards; with this
+cache a reopened trace comes with its SOL colours, roofline and fusion candidates. One small
+SQLite database (``analysis.sqlite``) in the trace cache's folder (:func:`kviewer.io.cache.cache_dir`,
+made private the same way), one row per trace and analysis: the SOL table
+(:data:`kviewer.core.schema.SOL`) in the trace cache's columnar codec with the ids of the GPUs whose
+peaks were used, and the fusion candidates (their kernel ids as JSON).
+
+An entry is keyed by the file's identity (path, size, mtime: :func:`kviewer.io.cache.source_id`
+with the parser's fingerprint) and a fingerprint of the analysis (its sources, the device table,
+the SOL schema), so touching the file, editing a model or a peak rate all miss. Only the speed of
+light on the trace's own GPU of a complete load is stored. ``KVIEWER_NO_CACHE`` bypasses it; like
+the trace cache it never makes anything fail: a problem is a miss.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kviewer.analysis.fusion import FusionResult
+    from kviewer.core import Trace
+    from kviewer.io.cache import SourceId
+    from kviewer.session.analyses import SolInfo
+
+log = logging.getLogger(__name__)
+
+DB_NAME = "analysis.sqlite"
+#: bump when the stored layout changes
+FORMAT = 1
+#: entries beyond this many bytes are evicted, least recently used first
+MAX_BYTES = 512 * 1024**2
+
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def analysis_fingerprint() -> str:
+    """A hash of what decides a trace's speed of light: the analysis sources, the device table
+    and the SOL schema (a development checkout edits them without a version bump)."""
+    from kviewer import __version__
+    from kviewer.core.schema import SOL
+
+    h = hashlib.sha256(f"kviewer {__version__} sol cache {FORMAT}\n".encode())
+    h.update(repr([(c.name, c.dtype) for c in SOL.columns]).encode())
+    pkg = Path(__file__).resolve().parent.parent
+    files = sorted((pkg / "analysis").glob("*.py")) + [pkg / "resources" / "devices.toml"]
+    for f in files:
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        h.update(f"{f.name} {st.st_size} {st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:32]
+
+
+def identity(path: str) -> SourceId | None:
+    """What identifies the file now (stat only); None when the cache is off or the file is gone."""
+    from kviewer.io.cache import cache_disabled, source_id
+
+    if not path or cache_disabled():
+        return None
+    try:
+        return source_id(path)
+    except OSError:
+        return None
+
+
+def _key(sid: SourceId) -> str:
+    return hashlib.sha256(f"{sid.key()} {analysis_fingerprint()}".encode()).hexdigest()
+
+
+def _connect() -> sqlite3.Connection:
+    from kviewer.io.cache import cache_dir, secure_cache_files
+
+    directory = cache_dir()
+    path = directory / DB_NAME
+    secure_cache_files(directory, path)
+    conn = sqlite3.connect(str(path), timeout=10.0)
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS sol (key TEXT PRIMARY KEY, specs TEXT NOT NULL, data BLOB NOT NULL, "
+        "nbytes INTEGER NOT NULL, last_used REAL NOT NULL)"
+    )
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS fusion (key TEXT PRIMARY KEY, kernel_ns REAL NOT NULL, data BLOB NOT NULL, "
+        "nbytes INTEGER NOT NULL, last_used REAL NOT NULL)"
+    )
+    return conn
+
+
+def get(sid: SourceId | None, trace: Trace) -> SolInfo | None:
+    """The cached speed of light of ``trace`` (loaded from the file ``sid`` names), None on a miss."""
+    if sid is None or not len(trace.kernels):
+        return None
+    try:
+        with _lock:
+            conn = _connect()
+            try:
+                key = _key(sid)
+                row = conn.execute("SELECT specs, data FROM sol WHERE key = ?", (key,)).fetchone()
+                if row is not None:
+                    with conn:
+                        conn.execute("UPDATE sol SET last_used = ? WHERE key = ?", (time.time(), key))
+            finally:
+                conn.close()
+        if row is None:
+            return None
+        return _decode(row[0], row[1], trace)
+    except Exception as exc:  # noqa: BLE001  # a cache problem is a miss, never a failure
+        log.warning("speed-of-light cache not read: %s", exc)
+        return None
+
+
+def put(sid: SourceId | None, trace: Trace, info: SolInfo) -> bool:
+    """Store the speed of light of a complete load, unless the file changed since ``sid``."""
+    from kviewer.io.cache import load_was_complete
+
+    result = info.result
+    if sid is None or result is None or info.device is not None or not load_was_complete(trace):
+        return False
+    try:
+        now = identity(trace.meta.path)
+        if now != sid:
+            return False  # the file changed during the load: the entry could describe other bytes
+        specs, data = _encode(info)
+        with _lock:
+            conn = _connect()
+            try:
+                with conn:
+                    conn.execute("INSERT OR REPLACE INTO sol VALUES (?, ?, ?, ?, ?)", (_key(sid), specs, data, len(data), time.time()))
+                    _evict(conn)
+            finally:
+                conn.close()
+        return True
+    except Exception as exc:  # noqa: BLE001
+        log.warning("speed-of-light cache not written: %s", exc)
+        if isinstance(exc, sqlite3.DatabaseError):
+            clear()  # a damaged database: the next store starts a new one
+        return False
+
+
+def _evict(conn: sqlite3.Connection) -> None:
+    total = 0
+    rows = conn.execute(
+        "SELECT 'sol', key, nbytes, last_used FROM sol UNION ALL SELECT 'fusion', key, nbytes, last_used FROM fusion "
+        "ORDER BY last_used DESC"
+    ).fetchall()
+    for table, key, nbytes, _used in rows:
+        total += int(nbytes)
+        if total > MAX_BYTES:
+            conn.execute(f"DELETE FROM {'sol' if table == 'sol' else 'fusion'} WHERE key = ?", (key,))
+
+
+def _encode(info: SolInfo) -> tuple[str, bytes]:
+    import msgspec
+
+    from kviewer.io.cache import encode_frame
+
+    assert info.result is not None
+    specs = json.dumps({str(dev): spec.id for dev, spec in info.result.specs.items()})
+    blobs = encode_frame("sol", info.result.table)
+    return specs, msgspec.msgpack.encode(blobs)
+
+
+def _decode(specs_text: str, data: bytes, trace: Trace) -> SolInfo | None:
+    import msgspec
+
+    from kviewer.analysis.devices import load_devices
+    from kviewer.analysis.sol import SolResult
+    from kviewer.core.schema import SOL
+    from kviewer.io.cache import ColumnBlob, decode_frame
+    from kviewer.session.analyses import SolInfo
+
+    table = decode_frame("sol", msgspec.msgpack.decode(data, type=list[ColumnBlob]))
+    if list(table.columns) != SOL.names or len(table) != len(trace.kernels):
+        return None
+    known = load_devices()
+    ids: dict[str, Any] = json.loads(specs_text)
+    if any(v not in known for v in ids.values()):
+        return None
+    return SolInfo(SolResult(table, {int(dev): known[v] for dev, v in ids.items()}))
+
+
+def sol_for_open(trace: Trace, source: SourceId | None = None) -> SolInfo | None:
+    """Worker side of opening a trace in the window: its speed of light from this cache
+    (``source``: the file's identity taken before the load), else computed and stored here. None
+    for a trace without kernels. The trace is not changed
+    (:func:`kviewer.session.analyses.note_uncoloured` does that on the GUI thread)."""
+    from kviewer.session import analyses
+
+    if not len(trace.kernels):
+        return None
+    cached = get(source, trace)
+    if cached is not None:
+        return cached
+    info = analyses.compute_sol(trace)
+    put(source, trace, info)
+    return info
+
+
+def get_fusion(sid: SourceId | None, trace: Trace) -> FusionResult | None:
+    """The cached fusion candidates of ``trace`` on its own GPU, None on a miss."""
+    if sid is None or not len(trace.kernels):
+        return None
+    try:
+        with _lock:
+            conn = _connect()
+            try:
+                key = _key(sid)
+                row = conn.execute("SELECT kernel_ns, data FROM fusion WHERE key = ?", (key,)).fetchone()
+                if row is not None:
+                    with conn:
+                        conn.execute("UPDATE fusion SET last_used = ? WHERE key = ?", (time.time(), key))
+            finally:
+                conn.close()
+        if row is None:
+            return None
+        return _decode_fusion(float(row[0]), row[1])
+    except Exception as exc:  # noqa: BLE001
+        log.warning("fusion cache not read: %s", exc)
+        return None
+
+
+def put_fusion(sid: SourceId | None, trace: Trace, result: FusionResult) -> bool:
+    """Store the fusion candidates of a complete load on its own GPU, unless the file changed."""
+    from kviewer.io.cache import load_was_complete
+
+    if sid is None or not load_was_complete(trace):
+        return False
+    try:
+        if identity(trace.meta.path) != sid:
+            return False
+        data = _encode_fusion(result)
+        with _lock:
+            conn = _connect()
+            try:
+                with conn:
+                    conn.execute("INSERT OR REPLACE INTO fusion VALUES (?, ?, ?, ?, ?)", (_key(sid), result.kernel_ns, data, len(data), time.time()))
+                    _evict(conn)
+            finally:
+                conn.close()
+        return True
+    except Exception as exc:  # noqa: BLE001
+        log.warning("fusion cache not written: %s", exc)
+        if isinstance(exc, sqlite3.DatabaseError):
+            clear()
+        return False
+
+
+def _encode_fusion(result: FusionResult) -> bytes:
+    import msgspec
+
+    from kviewer.io.cache import encode_frame
+
+    df = result.candidates
+    # kernel ids: one tuple per instance, as JSON text (the codec stores flat columns)
+    flat = df.assign(kernel_ids=[json.dumps([list(map(int, inst)) for inst in ids]) for ids in df["kernel_ids"]])
+    return msgspec.msgpack.encode(encode_frame("fusion", flat))
+
+
+def _decode_fusion(kernel_ns: float, data: bytes) -> FusionResult | None:
+    import msgspec
+
+    from kviewer.analysis.fusion import FUSION_COLUMNS, FusionResult
+    from kviewer.io.cache import ColumnBlob, decode_frame
+
+    df = decode_frame("fusion", msgspec.msgpack.decode(data, type=list[ColumnBlob]))
+    if list(df.columns) != FUSION_COLUMNS:
+        return None
+    import pandas as pd
+
+    ids = [[tuple(inst) for inst in json.loads(text)] for text in df["kernel_ids"]]
+    df["kernel_ids"] = pd.Series(ids, index=df.index, dtype=object)
+    return FusionResult(df, kernel_ns)
+
+
+def fusion_for_open(trace: Trace, info: SolInfo, source: SourceId | None = None) -> FusionResult:
+    """Worker side of the Fusion dock: the candidates from this cache, else computed from the
+    trace's speed of light and stored here. ``source`` is None for a trace this cache must not
+    describe (counters attached, another GPU chosen)."""
+    from kviewer.session import analyses
+
+    if info.device is not None:
+        source = None
+    cached = get_fusion(source, trace)
+    if cached is not None:
+        return cached
+    result = analyses.fusion_for(trace, info)
+    put_fusion(source, trace, result)
+    return result
+
+
+def clear() -> None:
+    """Forget every cached speed of light (tests)."""
+    from kviewer.io.cache import cache_dir
+
+    path = cache_dir() / DB_NAME
+    with _lock:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                os.unlink(str(path) + suffix)
+            except FileNotFoundError:
+                pass
