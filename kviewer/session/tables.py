@@ -115,8 +115,9 @@ def compare_table(frame: pd.DataFrame, columns: Sequence[Col]) -> TableData:
         elif col.kind in _DELTA_KINDS:
             col = replace(col, foreground=_delta_colour(col.values, status))
         elif col.key == "noise_ns" and matched is not None:
-            m, values = matched, col.values
-            col = replace(col, display=lambda i: format_duration(float(values[i])) if m[i] else "")
+            # the noise only means something for a matched row: none elsewhere (sorted last)
+            m, values = matched, np.where(matched, col.values.astype(np.float64), np.nan)
+            col = replace(col, values=values, display=lambda i: format_duration(float(values[i])) if m[i] else "")
         if col.key in ("name", "op") and "name_a" in cols:
             col = replace(col, tooltip=_names_tip(frame))
         out.append(col)
