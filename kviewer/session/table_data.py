@@ -91,9 +91,6 @@ class Col:
     """a row's text colour as ``#rrggbb`` (None: the default)"""
     italic: Callable[[int], bool] | None = None
 
-    def key_for_sort(self) -> np.ndarray:
-        return self.values if self.sort_key is None else self.sort_key
-
     @property
     def is_text(self) -> bool:
         return self.kind in _TEXT_KINDS
@@ -117,20 +114,18 @@ class Col:
             return v == -1
         return np.zeros(v.shape[0], dtype=bool)
 
-    def sort_keys(self) -> tuple[np.ndarray, np.ndarray]:
-        """(key, unknown): the values rows sort by, and which rows are unknown (always last)."""
+    def order_key(self) -> np.ndarray:
+        """What rows sort by: ``sort_key``, else the values; text by the rank of its category in
+        case-insensitive order. Unknown rows are found by :meth:`unknown` (always sorted last)."""
         if self.sort_key is not None:
-            key = self.sort_key
-        elif self.is_text:
-            cats = list(self.categories or [])
-            # the rank of each category in case-insensitive order; -1 codes get any rank (unknown)
-            rank = np.empty(len(cats) + 1, dtype=np.int64)
-            rank[:len(cats)] = np.argsort(np.argsort(np.array([str(c).lower() for c in cats], dtype=object), kind="stable"), kind="stable") if cats else []
-            rank[len(cats)] = 0
-            key = rank[np.where(self.values >= 0, self.values, len(cats))]
-        else:
-            key = self.values
-        return key, self.unknown()
+            return self.sort_key
+        if not self.is_text:
+            return self.values
+        cats = [str(c).lower() for c in (self.categories or [])]
+        rank = np.zeros(len(cats) + 1, dtype=np.int64)  # the last slot: no text (unknown)
+        if cats:
+            rank[np.argsort(np.array(cats, dtype=object), kind="stable")] = np.arange(len(cats))
+        return rank[np.where(self.values >= 0, self.values, len(cats))]
 
     def raw(self, i: int) -> Any:
         """A cell's value as Python (text as the string), for copying and tests."""
@@ -355,16 +350,16 @@ def grouped_data(traces: Sequence[TraceTracks]) -> TableData:
 def sort_order(rows: np.ndarray, col: Col, descending: bool) -> np.ndarray:
     """``rows`` reordered by ``col``'s sort key: stable; unknown values (NaN, -1 ids, no text)
     last in both directions. One ``argsort`` of a numeric key, so a million rows sort fast."""
-    key, unknown = col.sort_keys()
-    k = key[rows]
-    u = unknown[rows]
+    k = col.order_key()[rows]
     if k.dtype.kind == "f":
-        k = -k if descending else k.copy()
-        k[u] = np.inf  # after every known value either way (argsort keeps equal keys in order)
-    else:
-        k = k.astype(np.int64)
-        k = -k if descending else k.copy()
-        k[u] = np.iinfo(np.int64).max
+        # argsort puts NaN last, and a negated NaN is still NaN: last in both directions
+        return rows[np.argsort(-k if descending else k, kind="stable")]
+    k = k.astype(np.int64, copy=False)
+    if descending:
+        k = -k
+    unknown = col.unknown()
+    if unknown.any():
+        k = np.where(unknown[rows], np.iinfo(np.int64).max, k)  # after every known value either way
     return rows[np.argsort(k, kind="stable")]
 
 

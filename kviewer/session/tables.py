@@ -157,12 +157,19 @@ def totals_table(frame: pd.DataFrame) -> TableData:
     out: list[Col] = []
     for col in table.columns:
         if col.key in ("a", "b", "delta"):
-            values, signed = col.values, col.key == "delta"
-            col = replace(col, display=lambda i, v=values, s=signed: _auto(float(v[i]), units[i], s))
+            signed = col.key == "delta"
+            col = replace(col, display=_in_row_unit(col.values, units, signed))
             if signed:
-                col = replace(col, foreground=_delta_colour(values, None))
+                col = replace(col, foreground=_delta_colour(col.values, None))
         out.append(col)
     return TableData(out, table.trace_key, table.kernel_row)
+
+
+def _in_row_unit(values: np.ndarray, units: np.ndarray, signed: bool) -> Any:
+    def text(i: int) -> str:
+        return _auto(float(values[i]), str(units[i]), signed)
+
+    return text
 
 
 def _auto(v: float, unit: str, signed: bool) -> str:

@@ -232,8 +232,12 @@ def test_compare_names_a_and_b_and_shows_every_diff_row(qtbot: Any, window: Any,
     # every row of the diff fits in the dock (the totals above it used to leave two rows)
     n = view.diff_model.rowCount()
     assert n == len(view.result.groups) == 12
-    last = view.diff_view.visualRect(view.diff_model.index(n - 1, 0))
-    assert last.isValid() and last.bottom() <= view.diff_view.viewport().height(), (last, view.diff_view.viewport().height())
+
+    def all_rows_visible() -> bool:
+        last = view.diff_view.visualRect(view.diff_model.index(n - 1, 0))
+        return last.isValid() and 0 <= last.top() and last.bottom() <= view.diff_view.viewport().height()
+
+    qtbot.waitUntil(all_rows_visible, timeout=5000)  # once the dock has its size
     # the kernel table names A and B, and its trace column is wide enough to read them apart
     table = window.table
     c = _column(table.model, "trace")
