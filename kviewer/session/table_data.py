@@ -73,7 +73,7 @@ class Col:
     header: str
     kind: str
     """the unit, which picks the formatter (:data:`kviewer.session.format.FORMATTERS`): time |
-    delta_time | pct | delta_pct | bytes | flops | si | count | int | number | text"""
+    delta_time | pct | delta_pct | bytes | flops | si | count | int | number | plain | text"""
     values: np.ndarray = field(default_factory=lambda: _NO_VALUES)
     """numbers (the dtype of the column), or codes into ``categories`` for text (-1: none)"""
     categories: Sequence[str] | None = None
@@ -179,8 +179,8 @@ class TableData:
         raise KeyError(key)
 
 
-def _unified_text(parts: Sequence[tuple[np.ndarray, Sequence[str]]]) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """Merge categorical columns of several traces: (codes, categories, sort rank per row)."""
+def _unified_text(parts: Sequence[tuple[np.ndarray, Sequence[str]]]) -> tuple[np.ndarray, list[str]]:
+    """Merge categorical columns of several traces: (codes, sorted categories); -1: no text."""
     cats = sorted({str(c) for _codes, cs in parts for c in cs})
     where = {c: i for i, c in enumerate(cats)}
     out = []
@@ -188,8 +188,7 @@ def _unified_text(parts: Sequence[tuple[np.ndarray, Sequence[str]]]) -> tuple[np
         remap = np.array([where[str(c)] for c in cs] + [-1], dtype=np.int64)
         out.append(remap[codes])
     codes_all = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
-    # sorted categories: the code is the rank; missing (-1) is unknown (sorted last)
-    return codes_all, cats, codes_all
+    return codes_all, cats
 
 
 def instance_data(traces: Sequence[TraceTracks]) -> TableData:
@@ -199,7 +198,7 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
     trace_key = np.concatenate([np.full(n, t.key, dtype=np.int64) for t, n in zip(traces, n_each)]) if ks else np.zeros(0, np.int64)
     kernel_row = np.concatenate([np.arange(n, dtype=np.int64) for n in n_each]) if ks else np.zeros(0, np.int64)
 
-    def cat(col: str) -> tuple[np.ndarray, list[str], np.ndarray]:
+    def cat(col: str) -> tuple[np.ndarray, list[str]]:
         return _unified_text([(np.asarray(k[col].cat.codes), [str(c) for c in k[col].cat.categories]) for k in ks])
 
     def num(col: str, dtype: str | None = None, shift: bool = False) -> np.ndarray:
@@ -212,8 +211,8 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
         out = np.concatenate(arrs) if arrs else np.zeros(0)
         return out.astype(dtype) if dtype else out
 
-    short_codes, short_cats, _ = cat("short_name")
-    name_codes, name_cats, _ = cat("name")
+    short_codes, short_cats = cat("short_name")
+    name_codes, name_cats = cat("name")
     cols: list[Col] = []
     if len(traces) > 1:
         idx = np.concatenate([np.full(n, i, dtype=np.int64) for i, n in enumerate(n_each)])
@@ -244,7 +243,7 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
         if not all(key in k.columns for k in ks) or not ks:
             continue
         if key in ("bound", "sol_status", "counters"):
-            codes, cats, _ = cat(key) if all(str(k[key].dtype) == "category" for k in ks) else _text_from_objects([k[key] for k in ks])
+            codes, cats = cat(key) if all(str(k[key].dtype) == "category" for k in ks) else _text_from_objects([k[key] for k in ks])
             if any(cats_i for cats_i in cats if cats_i):
                 cols.append(Col(key, header, "text", codes, cats))
             continue
@@ -270,7 +269,7 @@ def _trace_col(traces: Sequence[TraceTracks], idx: np.ndarray) -> Col:
     return Col("trace", "trace", "text", idx, labels, tooltip=lambda i: paths[idx[i]])
 
 
-def _text_from_objects(series: Sequence[object]) -> tuple[np.ndarray, list[str], np.ndarray]:
+def _text_from_objects(series: Sequence[object]) -> tuple[np.ndarray, list[str]]:
     parts = []
     for s in series:
         arr = np.asarray(s, dtype=object).astype(str)
