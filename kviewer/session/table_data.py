@@ -7,13 +7,13 @@ Python object per row. Sorting and filtering produce index arrays into these col
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kviewer.session.filterexpr import FilterColumn
-from kviewer.session.format import UNKNOWN, format_count, format_duration
+from kviewer.session.format import format_value
 
 if TYPE_CHECKING:
     from kviewer.session.tracks import TraceTracks
@@ -55,24 +55,86 @@ ALIASES = {
 }
 
 
+_NO_VALUES = np.zeros(0)
+
+#: units shown left-aligned (everything else is a number, right-aligned)
+_TEXT_KINDS = ("text",)
+
+
 @dataclass
 class Col:
-    """One table column: what to show, how to sort, what the filter sees."""
+    """One table column of any table in the app: what to show, how to sort, what the filter sees.
+
+    A column is data, not Qt: :class:`kviewer.ui.table_model.TableModel` draws any list of them.
+    Declared without ``values`` it is a template that :func:`frame_table` fills from a frame's
+    column of the same ``key``.
+    """
 
     key: str
+    """the column's name (in the frame it is read from, and for the filter)"""
     header: str
     kind: str
-    """time | number | int | text | pct | bytes | flops | shape"""
-    values: np.ndarray
-    """numbers, or codes into ``categories`` for text"""
+    """the unit, which picks the formatter (:data:`kviewer.session.format.FORMATTERS`): time |
+    delta_time | pct | delta_pct | bytes | flops | si | count | int | number | plain | text"""
+    values: np.ndarray = field(default_factory=lambda: _NO_VALUES)
+    """numbers (the dtype of the column), or codes into ``categories`` for text (-1: none)"""
     categories: Sequence[str] | None = None
     sort_key: np.ndarray | None = None
+    """what rows sort by when not ``values`` (text sorts by its categories, case-insensitively)"""
     display: Callable[[int], str] | None = None
+    """a row's text when the unit's formatter does not say it (launch shapes, per-row units)"""
     tooltip: Callable[[int], str] | None = None
     missing_int: bool = False
+    """integers where -1 means unknown (shown empty)"""
+    header_tip: str = ""
+    align: str = ""
+    """"left" or "right"; by default text left, numbers right"""
+    foreground: Callable[[int], str | None] | None = None
+    """a row's text colour as ``#rrggbb`` (None: the default)"""
+    italic: Callable[[int], bool] | None = None
 
-    def key_for_sort(self) -> np.ndarray:
-        return self.values if self.sort_key is None else self.sort_key
+    @property
+    def is_text(self) -> bool:
+        return self.kind in _TEXT_KINDS
+
+    @property
+    def alignment(self) -> str:
+        return self.align or ("left" if self.is_text else "right")
+
+    def unknown(self) -> np.ndarray:
+        """Rows whose value is unknown: NaN, -1 for ``missing_int``, no text."""
+        v = self.values
+        if self.is_text:
+            known = v >= 0
+            if self.categories is not None and len(self.categories):
+                empty = np.array([str(c) == "" for c in self.categories] + [True])
+                known &= ~empty[np.where(v >= 0, v, len(self.categories))]
+            return ~known
+        if v.dtype.kind == "f":
+            return np.isnan(v)
+        if self.missing_int:
+            return v == -1
+        return np.zeros(v.shape[0], dtype=bool)
+
+    def order_key(self) -> np.ndarray:
+        """What rows sort by: ``sort_key``, else the values; text by the rank of its category in
+        case-insensitive order. Unknown rows are found by :meth:`unknown` (always sorted last)."""
+        if self.sort_key is not None:
+            return self.sort_key
+        if not self.is_text:
+            return self.values
+        cats = [str(c).lower() for c in (self.categories or [])]
+        rank = np.zeros(len(cats) + 1, dtype=np.int64)  # the last slot: no text (unknown)
+        if cats:
+            rank[np.argsort(np.array(cats, dtype=object), kind="stable")] = np.arange(len(cats))
+        return rank[np.where(self.values >= 0, self.values, len(cats))]
+
+    def raw(self, i: int) -> Any:
+        """A cell's value as Python (text as the string), for copying and tests."""
+        v = self.values[i]
+        if self.is_text:
+            return "" if v < 0 or self.categories is None else str(self.categories[v])
+        return v.item() if hasattr(v, "item") else v
 
     def text(self, i: int) -> str:
         from kviewer.session.format import display_text  # trace text: control and bidi characters shown, not obeyed
@@ -80,24 +142,14 @@ class Col:
         if self.display is not None:
             return display_text(self.display(i))
         v = self.values[i]
-        if self.kind == "text":
-            return "" if v < 0 or self.categories is None else display_text(self.categories[v])
+        if self.is_text:
+            return "" if v < 0 or self.categories is None else display_text(str(self.categories[v]))
         if self.missing_int and v == -1:
             return ""
-        if self.kind == "time":
-            return format_duration(float(v))
-        if self.kind == "pct":
-            return UNKNOWN if not np.isfinite(v) else f"{float(v):.1f}"
-        if self.kind in ("bytes", "flops"):
-            return format_count(float(v))
-        if isinstance(v, (float, np.floating)):
-            if not np.isfinite(v):
-                return UNKNOWN
-            return f"{float(v):,.2f}" if not float(v).is_integer() else f"{int(v):,}"
-        return f"{int(v):,}" if self.kind == "number" and abs(int(v)) >= 10000 else str(int(v))
+        return format_value(self.kind, float(v))
 
     def as_filter(self) -> FilterColumn:
-        kind = "text" if self.kind == "text" else ("time" if self.kind == "time" else "number")
+        kind = "text" if self.is_text else ("time" if self.kind == "time" else "number")
         return FilterColumn(self.values, kind, self.categories, self.missing_int)
 
 
@@ -129,8 +181,8 @@ class TableData:
         raise KeyError(key)
 
 
-def _unified_text(parts: Sequence[tuple[np.ndarray, Sequence[str]]]) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """Merge categorical columns of several traces: (codes, categories, sort rank per row)."""
+def _unified_text(parts: Sequence[tuple[np.ndarray, Sequence[str]]]) -> tuple[np.ndarray, list[str]]:
+    """Merge categorical columns of several traces: (codes, sorted categories); -1: no text."""
     cats = sorted({str(c) for _codes, cs in parts for c in cs})
     where = {c: i for i, c in enumerate(cats)}
     out = []
@@ -138,8 +190,7 @@ def _unified_text(parts: Sequence[tuple[np.ndarray, Sequence[str]]]) -> tuple[np
         remap = np.array([where[str(c)] for c in cs] + [-1], dtype=np.int64)
         out.append(remap[codes])
     codes_all = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
-    # sorted categories: the code is the rank; missing (-1) sorts first
-    return codes_all, cats, codes_all
+    return codes_all, cats
 
 
 def instance_data(traces: Sequence[TraceTracks]) -> TableData:
@@ -149,7 +200,7 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
     trace_key = np.concatenate([np.full(n, t.key, dtype=np.int64) for t, n in zip(traces, n_each)]) if ks else np.zeros(0, np.int64)
     kernel_row = np.concatenate([np.arange(n, dtype=np.int64) for n in n_each]) if ks else np.zeros(0, np.int64)
 
-    def cat(col: str) -> tuple[np.ndarray, list[str], np.ndarray]:
+    def cat(col: str) -> tuple[np.ndarray, list[str]]:
         return _unified_text([(np.asarray(k[col].cat.codes), [str(c) for c in k[col].cat.categories]) for k in ks])
 
     def num(col: str, dtype: str | None = None, shift: bool = False) -> np.ndarray:
@@ -162,15 +213,14 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
         out = np.concatenate(arrs) if arrs else np.zeros(0)
         return out.astype(dtype) if dtype else out
 
-    short_codes, short_cats, short_rank = cat("short_name")
-    name_codes, name_cats, name_rank = cat("name")
+    short_codes, short_cats = cat("short_name")
+    name_codes, name_cats = cat("name")
     cols: list[Col] = []
     if len(traces) > 1:
-        labels = [t.label for t in traces]
         idx = np.concatenate([np.full(n, i, dtype=np.int64) for i, n in enumerate(n_each)])
-        cols.append(Col("trace", "trace", "text", idx, labels))
+        cols.append(_trace_col(traces, idx))
     cols.append(Col(
-        "short_name", "kernel", "text", short_codes, short_cats, short_rank,
+        "short_name", "kernel", "text", short_codes, short_cats,
         tooltip=lambda i: name_cats[name_codes[i]] if name_codes[i] >= 0 else "",
     ))
     cols.append(Col("start", "start", "time", num("start", shift=True)))
@@ -205,20 +255,33 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
         else:
             continue
         if key in ("bound", "sol_status", "counters"):
-            codes, cats, rank = cat(key) if key not in _SOL_KEYS and all(str(k[key].dtype) == "category" for k in ks) else _text_from_objects(arrays)
+            codes, cats = cat(key) if key not in _SOL_KEYS and all(str(k[key].dtype) == "category" for k in ks) else _text_from_objects(arrays)
             if any(cats_i for cats_i in cats if cats_i):
-                cols.append(Col(key, header, "text", codes, cats, rank))
+                cols.append(Col(key, header, "text", codes, cats))
             continue
         values = np.concatenate([np.asarray(a, dtype=np.float64) for a in arrays]) if key in _SOL_KEYS else num(key, "float64")
         if np.isnan(values).all():
             continue
         kind = "time" if key.endswith("_ns") else "pct" if key.endswith("_pct") else "bytes" if "bytes" in key else "flops" if "flops" in key else "number"
         cols.append(Col(key, header, kind, values))
-    cols.append(Col("name", "full name", "text", name_codes, name_cats, name_rank))
+    cols.append(Col("name", "full name", "text", name_codes, name_cats))
     return TableData(cols, trace_key, kernel_row, extra_filter=hidden_filter)
 
 
-def _text_from_objects(series: Sequence[object]) -> tuple[np.ndarray, list[str], np.ndarray]:
+def trace_label(t: TraceTracks) -> str:
+    """The name a trace goes by in tables: its label on the timeline ("A · file" / "B · file"
+    while two traces are compared), else the file name."""
+    root = getattr(t, "root", None)
+    return str(getattr(root, "label", "") or t.label)
+
+
+def _trace_col(traces: Sequence[TraceTracks], idx: np.ndarray) -> Col:
+    labels = [trace_label(t) for t in traces]
+    paths = [str(t.trace.meta.path or t.label) for t in traces]
+    return Col("trace", "trace", "text", idx, labels, tooltip=lambda i: paths[idx[i]])
+
+
+def _text_from_objects(series: Sequence[object]) -> tuple[np.ndarray, list[str]]:
     parts = []
     for s in series:
         arr = np.asarray(s, dtype=object).astype(str)
@@ -278,9 +341,8 @@ def grouped_data(traces: Sequence[TraceTracks]) -> TableData:
     short_cats, short_codes = np.unique(shorts, return_inverse=True) if len(shorts) else (np.array([]), np.zeros(0, np.int64))
     cols: list[Col] = []
     if len(traces) > 1:
-        labels = [t.label for t in traces]
         pos = {t.key: i for i, t in enumerate(traces)}
-        cols.append(Col("trace", "trace", "text", np.array([pos[int(k)] for k in trace_key], dtype=np.int64), labels))
+        cols.append(_trace_col(traces, np.array([pos[int(k)] for k in trace_key], dtype=np.int64)))
     name_list = [str(c) for c in name_cats]
     cols.append(Col("short_name", "kernel", "text", short_codes.astype(np.int64), [str(c) for c in short_cats],
                     tooltip=lambda i: name_list[name_codes[i]]))
@@ -296,11 +358,43 @@ def grouped_data(traces: Sequence[TraceTracks]) -> TableData:
     return TableData(cols, trace_key, np.full(len(trace_key), -1, dtype=np.int64), members)
 
 
-def sort_order(rows: np.ndarray, key: np.ndarray, descending: bool) -> np.ndarray:
-    """``rows`` reordered by ``key[rows]``: stable; unknown values (NaN) last either way."""
-    k = key[rows]
+def sort_order(rows: np.ndarray, col: Col, descending: bool) -> np.ndarray:
+    """``rows`` reordered by ``col``'s sort key: stable; unknown values (NaN, -1 ids, no text)
+    last in both directions. One ``argsort`` of a numeric key, so a million rows sort fast."""
+    k = col.order_key()[rows]
     if k.dtype.kind == "f":
-        k = -k if descending else k  # NaN stays NaN, and argsort puts NaN last
-    elif descending:
-        k = -k.astype(np.int64)
+        # argsort puts NaN last, and a negated NaN is still NaN: last in both directions
+        return rows[np.argsort(-k if descending else k, kind="stable")]
+    k = k.astype(np.int64, copy=False)
+    if descending:
+        k = -k
+    unknown = col.unknown()
+    if unknown.any():
+        k = np.where(unknown[rows], np.iinfo(np.int64).max, k)  # after every known value either way
     return rows[np.argsort(k, kind="stable")]
+
+
+def frame_table(frame: Any, columns: Sequence[Col]) -> TableData:
+    """A table over the columns of a pandas DataFrame: each template of ``columns`` (a :class:`Col`
+    declared without values) takes the frame's column of its key; keys the frame lacks are left
+    out. Text becomes codes into sorted categories; None, NaN and "" are no text."""
+    import pandas as pd
+
+    n = len(frame)
+    out: list[Col] = []
+    for tpl in columns:
+        if tpl.key not in frame.columns:
+            continue
+        series = frame[tpl.key]
+        if tpl.is_text:
+            text = series.astype(object).where(series.notna(), None)
+            codes, cats = pd.factorize(pd.Series([None if v is None else str(v) for v in text], dtype=object), sort=True)
+            out.append(replace(tpl, values=np.asarray(codes, dtype=np.int64), categories=[str(c) for c in cats]))
+        else:
+            values = pd.to_numeric(series, errors="coerce").to_numpy()
+            if values.dtype.kind not in "iuf":
+                values = values.astype(np.float64)
+            if values.dtype.kind == "u":
+                values = values.astype(np.int64)
+            out.append(replace(tpl, values=values))
+    return TableData(out, np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64))

@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtCore import QUrl
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from kviewer.session.format import format_count, format_duration
+from kviewer.session.format import format_bytes, format_count, format_duration
 from kviewer.ui.viewstate import Selection, ViewState
 
 _TIME_COLS = {"start", "end", "dur", "t_sol_ns"}
@@ -95,7 +95,7 @@ def _value_text(col: str, value: Any, offset: int) -> str:
         if col.endswith("_pct"):
             return f"{v:.1f} %"
         if "bytes" in col:
-            return f"{format_count(v)}B ({v:,.0f})"
+            return f"{format_bytes(v)} ({v:,.0f})"
         if "flops" in col:
             return f"{format_count(v)} ({v:,.0f})"
         if col.endswith("_hz"):
@@ -111,7 +111,9 @@ def _value_text(col: str, value: Any, offset: int) -> str:
             return format_duration(v - offset)
         if col == "dur":
             return format_duration(v)
-        return f"{v:,}" if col in ("shared_mem", "bytes") else str(v)
+        if col in ("shared_mem", "bytes"):
+            return f"{format_bytes(v)} ({v:,})" if v >= 1000 else format_bytes(v)
+        return str(v)
     return str(value)
 
 

@@ -6,7 +6,10 @@ Usage::
     panel.set_candidates(fusion_candidates(trace))
     panel.candidateSelected.connect(lambda ids: ...)  # every kernel id of the chosen candidate
 
-The model is a thin adapter over the candidates frame; sorting is done on its numpy columns.
+The table is the app's one table model over the candidates frame with the columns of
+:data:`kviewer.session.tables.FUSION_COLUMNS`: sorted by saving, largest first, unknown savings
+("—") last; rows numbered 1 to n as shown; the saving is the first column so it is on screen at
+the dock's default width.
 """
 
 from __future__ import annotations
@@ -15,85 +18,17 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QVBoxLayout, QWidget
 
-from kviewer.session.format import UNKNOWN
+from kviewer.session.format import UNKNOWN, format_duration
+from kviewer.session.tables import fusion_table
+from kviewer.ui.table_model import TableModel, TableView
 
-Index = QModelIndex | QPersistentModelIndex
-
-#: (column of the frame, header, how to show it)
-COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("rank", "#", "int"),
-    ("kind", "kind", "text"),
-    ("chain", "chain", "text"),
-    ("count", "count", "int"),
-    ("savings_ns", "saving (µs)", "us"),
-    ("gpu_time_pct", "% GPU time", "pct"),
-    ("savings_per_instance_ns", "per instance (µs)", "us"),
-    ("measured_ns", "measured (µs)", "us"),
-    ("fused_est_ns", "fused est. (µs)", "us"),
-    ("remedy", "remedy", "text"),
-    ("confidence", "confidence", "text"),
-)
-
-
-class FusionModel(QAbstractTableModel):
-    """Rows of a fusion-candidates frame; ``Qt.UserRole`` gives the sortable raw value."""
-
-    def __init__(self, parent: Any = None) -> None:
-        super().__init__(parent)
-        self._df = pd.DataFrame({c: [] for c, _, _ in COLUMNS})
-        self._ids: list[list[int]] = []
-
-    def set_frame(self, df: pd.DataFrame) -> None:
-        self.beginResetModel()
-        self._df = df.reset_index(drop=True)
-        ids = df["kernel_ids"].tolist() if "kernel_ids" in df.columns else [[] for _ in range(len(df))]
-        self._ids = [[int(k) for inst in row for k in inst] for row in ids]
-        self.endResetModel()
-
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self._df)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal and 0 <= section < len(COLUMNS):
-            return COLUMNS[section][1]
-        return None
-
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not (0 <= index.row() < len(self._df)) or not (0 <= index.column() < len(COLUMNS)):
-            return None
-        col, _, how = COLUMNS[index.column()]
-        value = self._df[col].iat[index.row()] if col in self._df.columns else None
-        if role == Qt.ItemDataRole.UserRole:
-            if isinstance(value, (np.floating, float)) and np.isnan(value):
-                return -1.0
-            return value.item() if hasattr(value, "item") else value
-        if role == Qt.ItemDataRole.DisplayRole:
-            if value is None:
-                return ""
-            if how == "int":
-                return f"{int(value):,}"
-            if how == "us":
-                return UNKNOWN if np.isnan(value) else f"{float(value) / 1e3:,.1f}"
-            if how == "pct":
-                return UNKNOWN if np.isnan(value) else f"{float(value):.2f}"
-            return str(value)
-        if role == Qt.ItemDataRole.TextAlignmentRole:
-            if how == "text":
-                return int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        if role == Qt.ItemDataRole.ToolTipRole and col == "chain":
-            note = self._df["note"].iat[index.row()] if "note" in self._df.columns else ""
-            return f"{value}\n\n{note}" if note else str(value)
-        return None
-
-    def kernel_ids(self, row: int) -> list[int]:
-        return list(self._ids[row]) if 0 <= row < len(self._ids) else []
+#: the column the candidates are sorted by when shown
+SORT_KEY = "savings_ns"
+#: widths of the wide text columns (the others fit their contents)
+_WIDTHS = {"chain": 260, "kind": 110, "remedy": 200}
 
 
 class FusionPanel(QWidget):
@@ -110,18 +45,15 @@ class FusionPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.model = FusionModel(self)
-        self.proxy = QSortFilterProxyModel(self)
-        self.proxy.setSourceModel(self.model)
-        self.proxy.setSortRole(Qt.ItemDataRole.UserRole)
-        self.view = QTableView(self)
-        self.view.setModel(self.proxy)
-        self.view.setSortingEnabled(True)
-        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.model = TableModel(self)
+        self.view = TableView(self.model, parent=self)
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.view.verticalHeader().setVisible(False)
-        self.view.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.view.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.view.horizontalHeader().setStretchLastSection(True)
+        self._ids: list[list[int]] = []
         self.total = QLabel(self)
+        self.total.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.view)
@@ -130,20 +62,37 @@ class FusionPanel(QWidget):
 
     def set_candidates(self, df: pd.DataFrame, kernel_ns: float | None = None) -> None:
         """Show these candidates; ``kernel_ns`` (total kernel time) adds the share to the total line."""
-        self.model.set_frame(df)
-        self.view.sortByColumn(4, Qt.SortOrder.DescendingOrder)
+        df = df.reset_index(drop=True)
+        ids = df["kernel_ids"].tolist() if "kernel_ids" in df.columns else [[] for _ in range(len(df))]
+        self._ids = [[int(k) for inst in row for k in inst] for row in ids]
+        self.model.set_table(fusion_table(df), df)
+        c = self.model.column_index(SORT_KEY)
+        self.view.sortByColumn(c, Qt.SortOrder.DescendingOrder)
+        self._fit_columns()
         savings = df["savings_ns"].to_numpy(np.float64) if len(df) else np.zeros(0)
         known = ~np.isnan(savings)
         if not known.any():
             text = f"{len(df)} candidates, estimated saving {UNKNOWN} (no candidate with known sizes)"
         else:
             saving = float(savings[known].sum())
-            text = f"{len(df)} candidates, estimated saving {saving / 1e3:,.1f} µs"
+            text = f"{len(df)} candidates, estimated saving {format_duration(saving)}"
             if kernel_ns:
                 text += f" ({saving / kernel_ns * 100:.1f}% of kernel time)"
             if (~known).any():
                 text += f"; {int((~known).sum())} without an estimate"
         self.total.setText(text)
+
+    def _fit_columns(self) -> None:
+        hh = self.view.horizontalHeader()
+        for c, col in enumerate(self.model.columns):
+            if col.key in _WIDTHS:
+                hh.resizeSection(c, _WIDTHS[col.key])
+            else:
+                self.view.resizeColumnToContents(c)
+
+    def kernel_ids(self, row: int) -> list[int]:
+        """Every kernel id of the candidate in row ``row`` of the frame."""
+        return list(self._ids[row]) if 0 <= row < len(self._ids) else []
 
     def select_row(self, row: int) -> None:
         """Select the candidate at this (displayed) row."""
@@ -154,5 +103,4 @@ class FusionPanel(QWidget):
         if not rows:
             self.candidateSelected.emit([])
             return
-        source = self.proxy.mapToSource(rows[0])
-        self.candidateSelected.emit(self.model.kernel_ids(source.row()))
+        self.candidateSelected.emit(self.kernel_ids(self.model.source_row(rows[0].row())))

@@ -13,16 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import (
-    QAbstractTableModel,
-    QItemSelectionModel,
-    QModelIndex,
-    QPersistentModelIndex,
-    Qt,
-    QTimer,
-    Signal,
-)
-from PySide6.QtGui import QGuiApplication, QKeySequence
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -30,57 +21,47 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
-    QTableView,
     QVBoxLayout,
     QWidget,
 )
 
 from kviewer.session.filterexpr import FilterError, apply_filter
-from kviewer.session.table_data import (
-    ALIASES,
-    TableData,
-    grouped_data,
-    instance_data,
-    sort_order,
-)
+from kviewer.session.table_data import ALIASES, grouped_data, instance_data
+from kviewer.ui.table_model import TableModel, TableView
 from kviewer.ui.viewstate import FILTER, Selection, ViewState
 
 INSTANCES = "instances"
 GROUPS = "groups"
 
-_RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-_LEFT = int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
 
-Index = QModelIndex | QPersistentModelIndex
-
-
-class KernelTableModel(QAbstractTableModel):
-    """Rows are ``order[i]`` positions into :class:`TableData` columns."""
+class KernelTableModel(TableModel):
+    """The kernel rows of the open traces (one per kernel, or one per name), filtered by the
+    filter language; rows are ``order[i]`` positions into :class:`TableData` columns."""
 
     filterError = Signal(str)
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
-        self.data_: TableData = TableData([], np.zeros(0, np.int64), np.zeros(0, np.int64))
         self.mode = INSTANCES
-        self.order = np.zeros(0, dtype=np.int64)
         self.filter_text = ""
-        self.filter_mask: np.ndarray | None = None
-        self.sort_column = -1
-        self.sort_desc = False
         self._traces: list[Any] = []
+
+    @property
+    def filter_mask(self) -> np.ndarray | None:
+        return self.mask
 
     # content ---------------------------------------------------------------------------------
     def set_traces(self, traces: list[Any], mode: str | None = None) -> None:
         self._traces = list(traces)
         if mode is not None:
             self.mode = mode
-        self.beginResetModel()
-        self.data_ = instance_data(self._traces) if self.mode == INSTANCES else grouped_data(self._traces)
-        if self.sort_column >= len(self.data_.columns):
-            self.sort_column = -1
-        self._refilter()
-        self.endResetModel()
+        data = instance_data(self._traces) if self.mode == INSTANCES else grouped_data(self._traces)
+        try:
+            mask = apply_filter(self.filter_text, data.filter_columns(), len(data), ALIASES)
+        except FilterError as exc:
+            mask = None
+            self.filterError.emit(str(exc))
+        self.set_table(data, mask=mask)
 
     def set_mode(self, mode: str) -> None:
         if mode != self.mode:
@@ -94,87 +75,10 @@ class KernelTableModel(QAbstractTableModel):
         except FilterError as exc:
             self.filterError.emit(str(exc))
             return False
-        self.beginResetModel()
         self.filter_text = text
-        self.filter_mask = mask
-        self._apply_order()
-        self.endResetModel()
+        self.set_mask(mask)
         self.filterError.emit("")
         return True
-
-    def _refilter(self) -> None:
-        try:
-            self.filter_mask = apply_filter(self.filter_text, self.data_.filter_columns(), len(self.data_), ALIASES)
-        except FilterError as exc:
-            self.filter_mask = None
-            self.filterError.emit(str(exc))
-        self._apply_order()
-
-    def _apply_order(self) -> None:
-        n = len(self.data_)
-        rows = np.arange(n, dtype=np.int64) if self.filter_mask is None else np.flatnonzero(self.filter_mask)
-        if 0 <= self.sort_column < len(self.data_.columns):
-            rows = sort_order(rows, self.data_.columns[self.sort_column].key_for_sort(), self.sort_desc)
-        self.order = rows
-
-    # Qt model API ----------------------------------------------------------------------------
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else int(self.order.shape[0])
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.data_.columns)
-
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        r, c = index.row(), index.column()
-        if not (0 <= r < self.order.shape[0] and 0 <= c < len(self.data_.columns)):
-            return None
-        col = self.data_.columns[c]
-        i = int(self.order[r])
-        if role == Qt.ItemDataRole.DisplayRole:
-            return col.text(i)
-        if role == Qt.ItemDataRole.ToolTipRole:
-            if col.tooltip is not None:
-                return col.tooltip(i)
-            return col.text(i) if col.kind == "text" else None
-        if role == Qt.ItemDataRole.TextAlignmentRole:
-            return _LEFT if col.kind == "text" else _RIGHT
-        if role == Qt.ItemDataRole.UserRole:
-            v = col.values[i]
-            return v.item() if hasattr(v, "item") else v
-        return None
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if role != Qt.ItemDataRole.DisplayRole:
-            return None
-        if orientation == Qt.Orientation.Horizontal:
-            if 0 <= section < len(self.data_.columns):
-                return self.data_.columns[section].header
-            return None
-        return str(section + 1)
-
-    def flags(self, index: Index) -> Qt.ItemFlag:
-        if not index.isValid():
-            return Qt.ItemFlag.NoItemFlags
-        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
-
-    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
-        if not (0 <= column < len(self.data_.columns)):
-            return
-        self.layoutAboutToBeChanged.emit()
-        old = self.order
-        persistent = self.persistentIndexList()
-        sources = [int(old[p.row()]) if 0 <= p.row() < len(old) else -1 for p in persistent]
-        self.sort_column = column
-        self.sort_desc = order == Qt.SortOrder.DescendingOrder
-        self._apply_order()
-        if persistent:
-            where = np.full(len(self.data_), -1, dtype=np.int64)
-            where[self.order] = np.arange(self.order.shape[0])
-            new = [self.index(int(where[s]), p.column()) if s >= 0 and where[s] >= 0 else QModelIndex() for p, s in zip(persistent, sources)]
-            self.changePersistentIndexList(persistent, new)
-        self.layoutChanged.emit()
 
     # lookups ---------------------------------------------------------------------------------
     def selection_for_row(self, row: int) -> tuple[int, int, np.ndarray | None]:
@@ -192,52 +96,21 @@ class KernelTableModel(QAbstractTableModel):
         hits = np.flatnonzero((self.data_.kernel_row[self.order] == kernel) & (self.data_.trace_key[self.order] == trace_key))
         return int(hits[0]) if len(hits) else -1
 
-    def row_tsv(self, rows: list[int]) -> str:
-        """Rows as tab-separated text with a header line (full names, not the short ones)."""
-        cols = self.data_.columns
-        lines = ["\t".join(c.header for c in cols)]
-        for r in rows:
-            i = int(self.order[r])
-            lines.append("\t".join(c.text(i).replace("\t", " ") for c in cols))
-        return "\n".join(lines) + "\n"
-
     def instance_mask(self, trace_key: int) -> np.ndarray | None:
         """For the timeline: which kernels of one trace pass the filter (None when unfiltered)."""
-        if self.filter_mask is None or self.mode != INSTANCES:
+        if self.mask is None or self.mode != INSTANCES:
             return None
         tr = next((t for t in self._traces if t.key == trace_key), None)
         if tr is None:
             return None
         sel = self.data_.trace_key == trace_key
         out = np.zeros(len(tr.trace.kernels), dtype=bool)
-        out[self.data_.kernel_row[sel & self.filter_mask]] = True
+        out[self.data_.kernel_row[sel & self.mask]] = True
         return out
 
 
-class KernelTableView(QTableView):
-    """QTableView with Ctrl+C as TSV and Esc to clear the selection."""
-
-    escapePressed = Signal()
-
-    def keyPressEvent(self, ev: Any) -> None:
-        if ev.matches(QKeySequence.StandardKey.Copy):
-            self.copy_selection()
-            ev.accept()
-            return
-        if ev.key() == Qt.Key.Key_Escape:
-            self.escapePressed.emit()
-            ev.accept()
-            return
-        super().keyPressEvent(ev)
-
-    def copy_selection(self) -> str:
-        model = self.model()
-        rows = sorted({i.row() for i in self.selectionModel().selectedRows()})
-        if not rows or not isinstance(model, KernelTableModel):
-            return ""
-        text = model.row_tsv(rows)
-        QGuiApplication.clipboard().setText(text)
-        return text
+#: the kernel table's view is the common one (Ctrl+C as TSV, Esc clears the selection)
+KernelTableView = TableView
 
 
 class KernelTable(QWidget):
@@ -247,16 +120,9 @@ class KernelTable(QWidget):
         super().__init__(parent)
         self.state = state
         self.model = KernelTableModel(self)
-        self.view = KernelTableView(self)
-        self.view.setModel(self.model)
-        self.view.setSortingEnabled(True)
+        self.view = TableView(self.model, parent=self)
         self.view.horizontalHeader().setSortIndicatorShown(True)
-        self.view.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
-        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.view.setAlternatingRowColors(True)
-        self.view.setWordWrap(False)
-        self.view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         vh = self.view.verticalHeader()
         vh.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
         vh.setDefaultSectionSize(20)
@@ -326,8 +192,12 @@ class KernelTable(QWidget):
 
     def _resize_columns(self) -> None:
         hh = self.view.horizontalHeader()
+        fm = self.view.fontMetrics()
         for c, col in enumerate(self.model.data_.columns):
-            width = 320 if col.key == "short_name" else 140 if col.key == "trace" else 92
+            width = 320 if col.key == "short_name" else 92
+            if col.key == "trace":
+                # wide enough for the whole label ("A · file" and "B · file" must read apart)
+                width = min(360, max([140] + [fm.horizontalAdvance(str(t)) + 16 for t in col.categories or []]))
             hh.resizeSection(c, width)
 
     def _on_state_selection(self, sel: Selection | None) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
-from kviewer.session.format import format_count, format_duration
+from kviewer.session.format import format_bytes, format_count, format_duration
 from kviewer.ui.viewstate import Selection, ViewState
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def _value(row: Row) -> str:
     if row.unit == "Hz":
         return f"{v / 1e9:.2f} GHz"
     if row.unit == "byte":
-        return f"{format_count(v)}B"
+        return format_bytes(v)
     if row.unit == "byte/s":
         return f"{format_count(v)}B/s"
     text = f"{v:,.0f}" if float(v).is_integer() else f"{v:,.4g}"

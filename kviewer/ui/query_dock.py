@@ -10,20 +10,19 @@ Recent queries are kept in QSettings.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtCore import QModelIndex, QSettings, Qt
 from PySide6.QtGui import QFontDatabase, QKeySequence, QShortcut
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSplitter, QTableView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSplitter, QVBoxLayout, QWidget
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from kviewer.ui.background import BackgroundRunner
-    from kviewer.ui.compare_view import Column, FrameModel
+    from kviewer.ui.table_model import TableModel, TableView
     from kviewer.ui.viewstate import ViewState
 
 RECENT_KEY = "query/recent"
@@ -59,21 +58,6 @@ def event_of(columns: list[str], row: dict[str, Any], keys: list[int]) -> tuple[
     return None
 
 
-def _columns(df: pd.DataFrame) -> list[Column]:
-    from kviewer.ui.compare_view import Column
-
-    cols = []
-    for name in df.columns:
-        kind = "text"
-        values = [v for v in df[name].head(200) if v is not None and not (isinstance(v, float) and math.isnan(v))]
-        if values and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
-            kind = "ns" if name.endswith("_ns") else "count"
-        elif values and all(isinstance(v, (int, float, np.integer, np.floating)) for v in values):
-            kind = "ns" if name.endswith("_ns") else "number"
-        cols.append(Column(str(name), str(name), kind))
-    return cols
-
-
 class QueryPanel(QWidget):
     """SQL editor, run button, recent queries and the result table."""
 
@@ -100,8 +84,8 @@ class QueryPanel(QWidget):
         self.status.setWordWrap(True)
         # the result table is made with the first result: its model (and pandas) are not
         # imported on the way to the first window
-        self.model: FrameModel | None = None
-        self.view: QTableView | None = None
+        self.model: TableModel | None = None
+        self.view: TableView | None = None
         self.results = QWidget()
         self._results_lay = QVBoxLayout(self.results)
         self._results_lay.setContentsMargins(0, 0, 0, 0)
@@ -188,19 +172,27 @@ class QueryPanel(QWidget):
         self.runner.run("query", work, self._show, self._failed)
 
     def _show(self, result: tuple[pd.DataFrame, list[int]]) -> None:
-        from kviewer.ui.compare_view import FrameModel, _table
+        from kviewer.session.tables import query_columns
+        from kviewer.ui.table_model import TableModel, TableView
 
         df, keys = result
+        df = df.reset_index(drop=True)
         self.result, self._keys = df, keys
-        self.model = FrameModel(_columns(df), df)
+        old = self.model
+        self.model = TableModel(self)
+        self.model.set_frame(df, query_columns(df))
         if self.view is None:
-            self.view = _table(self.model, sortable=True)
+            self.view = TableView(self.model)
+            self.view.verticalHeader().setVisible(False)
+            self.view.horizontalHeader().setStretchLastSection(True)
             self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
             self.view.activated.connect(self._on_row)
             self.view.clicked.connect(self._on_row)
             self._results_lay.addWidget(self.view)
         else:
             self.view.setModel(self.model)
+        if old is not None:
+            old.deleteLater()  # the previous result's model, parented to the panel
         self.view.resizeColumnsToContents()
         n = len(df)
         self.status.setText(f"{n:,} row{'s' if n != 1 else ''}" + ("; choose a row to select its event" if n and self._selectable() else ""))

@@ -42,7 +42,7 @@ def test_every_column_sorts_like_pandas(model: KernelTableModel, descending: boo
     order = Qt.SortOrder.DescendingOrder if descending else Qt.SortOrder.AscendingOrder
     for c, col in enumerate(model.data_.columns):
         model.sort(c, order)
-        keys = np.asarray(col.key_for_sort())[model.order]
+        keys = np.asarray(col.order_key())[model.order]
         if col.kind == "text":
             shown = [model.data(model.index(r, c)) for r in range(model.rowCount())]
             assert shown == sorted(shown, reverse=descending), col.key

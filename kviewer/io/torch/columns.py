@@ -507,8 +507,10 @@ class _Columns:
                 "registers": col("k_regs")[ko],
                 "shared_mem": col("k_smem")[ko],
                 # Kineto computes this from the launch configuration with the CUDA occupancy
-                # calculator; it is not a measured counter, so it is the theoretical figure
-                "theoretical_occupancy_pct": col("k_occ", np.float64)[ko],
+                # calculator; it is not a measured counter, so it is the theoretical figure.
+                # It writes 0 where the calculator could not place a block (large dynamic
+                # shared memory); a kernel that ran had a block resident, so 0 is unknown
+                "theoretical_occupancy_pct": _positive_or_nan(col("k_occ", np.float64)[ko]),
             },
         )
 
@@ -597,4 +599,11 @@ def _directions(names: pd.Categorical, is_copy: np.ndarray, kinds: list[Any]) ->
         k = kinds[i]
         if isinstance(k, str) and _DIRECTION.fullmatch(k):
             out[i] = k
+    return out
+
+
+def _positive_or_nan(values: np.ndarray) -> np.ndarray:
+    """``values`` with zero and negative entries unknown (NaN)."""
+    out = np.asarray(values, dtype=np.float64).copy()
+    out[~(out > 0)] = np.nan
     return out
