@@ -25,7 +25,7 @@ EXIT_USER_ERROR = 2
 #: ``kviewer compare --fail-if-slower``: B is slower than allowed (distinct from a user error)
 EXIT_SLOWER = 1
 
-SUBCOMMANDS = ("info", "summary", "kernels", "sol", "fusion", "compare", "screenshot", "report", "export", "sql", "fleet")
+SUBCOMMANDS = ("info", "summary", "stats", "kernels", "sol", "fusion", "compare", "screenshot", "report", "export", "sql", "fleet")
 
 
 class UserError(Exception):
@@ -324,21 +324,25 @@ def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int
         out.write(human_table(df, float_digits) + "\n")
 
 
-def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80) -> str:
-    """Right-aligned numbers, left-aligned text, long names cut with an ellipsis."""
+def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80, numeric: Sequence[bool] | None = None) -> str:
+    """Right-aligned numbers, left-aligned text, long names cut with an ellipsis.
+
+    ``numeric`` says which columns to right-align when the dtypes do not (cells already formatted
+    as text)."""
     import pandas as pd
 
     from kviewer.core.text import display_text
 
     cols = [display_text(c) for c in df.columns]
     cells: list[list[str]] = []
-    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in cols]
+    if numeric is None:
+        numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
     for row in df.itertuples(index=False):
         line = []
         for value, is_num in zip(row, numeric):
             if is_num and isinstance(value, float):
                 text = "—" if math.isnan(value) else f"{value:,.{float_digits}f}"  # unknown, never 0
-            elif is_num:
+            elif is_num and not isinstance(value, str):
                 text = f"{value:,}"
             else:
                 text = display_text(value)
@@ -488,6 +492,68 @@ def cmd_summary(args: argparse.Namespace) -> int:
         df = kernel_summary(trace, by=by)
     write_frame(df, args.format)
     return EXIT_OK
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """``nsys stats`` reports for any trace: the same columns, order, units and rounding."""
+    from kviewer.analysis.stats import REPORTS, run_report
+    from kviewer.errors import ReportUnavailable
+
+    names = [n.strip() for n in args.report.split(",") if n.strip()]
+    unknown = [n for n in names if n not in REPORTS]
+    if unknown or not names:
+        raise UserError(f"unknown report {', '.join(unknown) or repr(args.report)}; the reports are: {', '.join(REPORTS)}")
+    trace = load_trace(args.file, args.quiet)
+    unavailable = []
+    for i, name in enumerate(names):
+        try:
+            df = run_report(trace, name)
+        except ReportUnavailable as exc:
+            unavailable.append(exc)
+            continue
+        if args.output:
+            path = f"{args.output}_{name}.{'json' if args.format == 'json' else 'csv' if args.format == 'csv' else 'txt'}"
+            with open(path, "w", encoding="utf-8", newline="") as fh:
+                write_report(df, REPORTS[name], args.format, fh)
+            continue
+        if len(names) > 1:  # as nsys prints several reports
+            sys.stdout.write(f"{chr(10) if i else ''} ** {REPORTS[name].title} ({name}):\n\n")
+        write_report(df, REPORTS[name], args.format, sys.stdout)
+    for exc in unavailable:
+        if exc is not unavailable[-1]:
+            print(_say(f"kviewer: error: {exc}"), file=sys.stderr)
+    if unavailable:
+        raise UserError(str(unavailable[-1]))
+    return EXIT_OK
+
+
+def write_report(df: "pd.DataFrame", report: Any, fmt: str, out: Any) -> None:
+    """A report's rows: each number with the decimals nsys prints (csv, table) or as a number (json);
+    unknown values empty in CSV, null in JSON and "—" in the table."""
+    if fmt == "json":
+        write_frame(df, "json", out)
+        return
+    cells = {}
+    for col in report.columns:
+        values = df[col.header].tolist()
+        if col.text:
+            cells[col.header] = ["" if v is None else str(v) for v in values]
+            continue
+        unknown = "" if fmt == "csv" else "—"
+        sep = "" if fmt == "csv" else ","
+        digits = col.decimals
+        cells[col.header] = [
+            unknown if v is None or (isinstance(v, float) and math.isnan(v))
+            else f"{v:{sep}.{digits}f}" if digits is not None else f"{int(v):{sep}d}"
+            for v in values
+        ]  # fmt: skip
+    import pandas as pd
+
+    frame = pd.DataFrame(cells, columns=report.headers)
+    if fmt == "csv":
+        write_frame(frame, "csv", out)
+    else:
+        out.write(human_table(frame, numeric=[not c.text for c in report.columns], max_name=120) + "\n")
 
 
 def summary_steps(trace: "Trace", fmt: str) -> int:
@@ -1102,6 +1168,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--short", action="store_true", help="group by short name (no arguments or templates)")
     s.add_argument("--by-rank", action="store_true", help="one summary per rank (a folder of per-rank traces)")
     s.add_argument("--steps", action="store_true", help="step times per rank: spread across ranks per step, and the straggler")
+    st = add(
+        "stats",
+        "nsys stats reports for any trace, with the columns, units and rounding of nsys stats --format csv: "
+        "cuda_gpu_kern_sum, cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, cuda_api_sum (hip_api_sum for AMD), "
+        "nvtx_sum (user annotations for PyTorch and rocprof), cuda_gpu_trace, osrt_sum",
+        cmd_stats,
+        ("table", "csv", "json"),
+    )
+    st.add_argument("--report", "-r", required=True, metavar="R[,R...]", help="the reports, comma separated")
+    st.add_argument("--output", "-o", metavar="PREFIX",
+                    help="write each report to PREFIX_REPORT.csv (or .json, .txt) as nsys stats --output does, instead of stdout")
     kp = add("kernels", "one row per kernel in the unified schema", cmd_kernels, ("table", "csv", "json"))
     add_ncu_options(kp)
     sol = add("sol", "per-kernel speed of light (FLOPs, bytes, T_SOL, SOL%, bound)", cmd_sol, ("table", "csv", "json"))

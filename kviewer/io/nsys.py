@@ -85,6 +85,11 @@ MEMCPY_KINDS: dict[int, tuple[str, str]] = {
     13: ("DtoD", "Unified Device-to-Device"),
 }
 _ENUM_DIRECTION = re.compile(r"(?:UVM_)?([HDAP])TO([HDAP])$")
+# srcKind/dstKind/memKind as nsys numbers them (its ENUM_CUDA_MEM_KIND, not CUPTI's order); used
+# when the export has no ENUM_CUDA_MEM_KIND table
+MEMORY_KINDS: dict[int, str] = {
+    0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static", 6: "Managed Static", 7: "Unknown",
+}
 
 _ID_MASK = 0xFFFFFF
 
@@ -492,13 +497,13 @@ def _kernels(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
         f"{db.col(t, 'k', 'correlationId')}, {db.col(t, 'k', 'globalPid')}, "
         f"{name}, {short}, "
         + ", ".join(db.col(t, "k", c) for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread"))
-        + f", {shared} from {t} as k"
+        + f", {shared}, {db.col(t, 'k', 'dynamicSharedMemory')}, {db.col(t, 'k', 'contextId')} from {t} as k"
     )
     spec = [
         ("start", "i"), ("end", "i"), ("device", "i"), ("stream", "i"), ("correlation", "i"), ("gpid", "i"),
         ("name", "i"), ("short_name", "i"),
         ("grid_x", "i"), ("grid_y", "i"), ("grid_z", "i"), ("block_x", "i"), ("block_y", "i"), ("block_z", "i"),
-        ("registers", "i"), ("shared_mem", "i"),
+        ("registers", "i"), ("shared_mem", "i"), ("dynamic_shared_mem", "i"), ("context", "i"),
     ]  # fmt: skip
     c = db.query(sql, spec, table=t)
     gpid = c.pop("gpid")
@@ -523,9 +528,10 @@ def _gpu_ops(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
         c = db.query(
             f"select m.start, m.end, {db.col(t, 'm', 'deviceId')}, {db.col(t, 'm', 'streamId')}, "
             f"{db.col(t, 'm', 'correlationId')}, {db.col(t, 'm', 'globalPid')}, {db.col(t, 'm', 'bytes')}, "
-            f"{db.col(t, 'm', 'copyKind')} from {t} as m",
+            f"{db.col(t, 'm', 'copyKind')}, {db.col(t, 'm', 'contextId')}, {db.col(t, 'm', 'srcKind')}, "
+            f"{db.col(t, 'm', 'dstKind')} from {t} as m",
             [("start", "i"), ("end", "i"), ("device", "i"), ("stream", "i"), ("correlation", "i"), ("gpid", "i"),
-             ("bytes", "i"), ("copy_kind", "i")],
+             ("bytes", "i"), ("copy_kind", "i"), ("context", "i"), ("src_kind", "i"), ("dst_kind", "i")],
             table=t,
         )  # fmt: skip
         kinds = {**MEMCPY_KINDS, **_memcpy_kinds(db)}
@@ -542,12 +548,13 @@ def _gpu_ops(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
         c = db.query(
             f"select m.start, m.end, {db.col(t, 'm', 'deviceId')}, {db.col(t, 'm', 'streamId')}, "
             f"{db.col(t, 'm', 'correlationId')}, {db.col(t, 'm', 'globalPid')}, {db.col(t, 'm', 'bytes')}, "
-            f"{db.col(t, 'm', 'value')} from {t} as m",
+            f"{db.col(t, 'm', 'value')}, {db.col(t, 'm', 'contextId')}, {db.col(t, 'm', 'memKind')} from {t} as m",
             [("start", "i"), ("end", "i"), ("device", "i"), ("stream", "i"), ("correlation", "i"), ("gpid", "i"),
-             ("bytes", "i"), ("value", "i")],
+             ("bytes", "i"), ("value", "i"), ("context", "i"), ("dst_kind", "i")],
             table=t,
         )  # fmt: skip
         n = len(c["start"])
+        c["src_kind"] = np.full(n, -1, dtype=np.int64)
         c["direction"] = np.full(n, "", dtype=object)
         c["name"] = np.full(n, "[CUDA memset]", dtype=object)
         c["kind"] = np.full(n, "memset", dtype=object)
@@ -558,6 +565,12 @@ def _gpu_ops(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
     gpid = cols.pop("gpid")
     cols["pid"] = _pid(gpid)
     cols["device"] = gpus.map(cols["pid"], cols["device"])
+    # memory kinds by their label in ENUM_CUDA_MEM_KIND, as nsys stats cuda_gpu_trace prints them
+    mem_kinds = {**MEMORY_KINDS, **_enum_labels(db, "ENUM_CUDA_MEM_KIND")}
+    for k in ("src_kind", "dst_kind"):
+        uniq, inverse = np.unique(cols[k], return_inverse=True)
+        labels = np.array([mem_kinds.get(int(u), "") if u >= 0 else "" for u in uniq] or [""], dtype=object)
+        cols[k] = _categorical(labels[inverse.reshape(-1)] if len(uniq) else np.empty(0, dtype=object))
     for k in ("name", "kind", "direction"):
         cols[k] = _categorical(cols[k])
     return make_table("gpu_ops", len(cols["start"]), cols)
@@ -573,6 +586,13 @@ def _memcpy_kinds(db: _Db) -> dict[int, tuple[str, str]]:
         direction = f"{m.group(1)}to{m.group(2)}" if m else MEMCPY_KINDS.get(int(kind), ("", ""))[0]
         out[int(kind)] = (direction, str(label or name or f"kind {kind}"))
     return out
+
+
+def _enum_labels(db: _Db, table: str) -> dict[int, str]:
+    """id -> label of an ``ENUM_*`` table when the export has it."""
+    if not {"id", "label"} <= db.columns(table):
+        return {}
+    return {int(i): str(label) for i, label in db.con.execute(f"select id, label from {table}") if label is not None}
 
 
 def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarray]:
@@ -670,14 +690,21 @@ def _nvtx(db: _Db, meta: TraceMeta) -> dict[str, np.ndarray]:
             dtype=object,
         )
     n = int(keep.sum())
+    kept_domain = c["domain"][keep]
+    kept_pid = pid[keep]
+    domain_names = np.array(
+        [domains.get((int(p), int(d)), "") if d else "" for p, d in zip(kept_pid, kept_domain)] if n else [], dtype=object
+    )
     return {
         "start": c["start"][keep],
         "end": c["end"][keep],
         "correlation": np.full(n, -1, dtype=np.int64),
         "name": names,
         "category": np.full(n, "nvtx", dtype=object),
-        "pid": pid[keep],
+        "pid": kept_pid,
         "tid": _tid(gtid)[keep],
+        "style": np.where(c["type"][keep] == types["start_end"], "start_end", "push_pop").astype(object),
+        "domain": domain_names,
     }
 
 
@@ -692,6 +719,8 @@ def _cpu_slices(parts: list[dict[str, Any]]) -> pd.DataFrame:
     names = [pd.Categorical.from_codes(c.codes, categories=pd.Index(list(c.categories), dtype=object)) for c in names]
     cols["name"] = union_categoricals(names, sort_categories=True) if names else _categorical(np.empty(0, dtype=object))
     cols["category"] = _categorical(cols["category"])
+    for key in ("style", "domain"):  # only NVTX ranges have them
+        cols[key] = _categorical(np.concatenate([p[key] if key in p else np.full(len(p["start"]), "", dtype=object) for p in parts]))
     return make_table("cpu_slices", n, cols)
 
 
