@@ -195,15 +195,15 @@ def _slices(trace: Trace, categories: list[str]) -> pd.DataFrame:
 
 
 def _api_sum(trace: Trace, report: str, hip: bool) -> pd.DataFrame:
-    amd = _is_amd(trace)
-    if amd != hip:
-        other = "hip_api_sum" if amd else "cuda_api_sum"
-        raise _lacks(trace, report, f"no {'HIP' if hip else 'CUDA'} API calls (it is a trace of {'AMD' if amd else 'NVIDIA'} GPUs: "
-                     f"--report {other})")
     # CUDA: runtime and driver calls, as nsys; HIP: the HIP API (HSA is the layer under it)
     api = _slices(trace, ["runtime"] if hip else ["runtime", "driver"])
     if not len(api):
         raise _lacks(trace, report, f"no {'HIP' if hip else 'CUDA'} API calls")
+    amd = _is_amd(trace)
+    if amd != hip:
+        other = "hip_api_sum" if amd else "cuda_api_sum"
+        raise _lacks(trace, report, f"no {'HIP' if hip else 'CUDA'} API calls (it traced {'AMD' if amd else 'NVIDIA'} GPUs: "
+                     f"--report {other})")
     return _as_nsys_summary(duration_stats(api["name"].astype(str).to_numpy(), api["dur"].to_numpy()), "Num Calls", "Name")
 
 
@@ -303,13 +303,16 @@ def _gpu_trace(trace: Trace) -> pd.DataFrame:
         # bytes per ns is GB/s; nsys prints MB/s
         throughput = np.where((nb >= 0) & (dur > 0), nb * 1000.0 / np.where(dur > 0, dur, 1), np.nan)
     none = pd.Series([None] * len(ops), dtype=object, index=ops.index)
+    memset = (ops["kind"] == "memset").to_numpy()
     mem = pd.DataFrame(
         {
             "Start (ns)": ops["start"], "Duration (ns)": ops["dur"], "CorrId": _known(ops["correlation"]),
             "GrdX": none, "GrdY": none, "GrdZ": none, "BlkX": none, "BlkY": none, "BlkZ": none, "Reg/Trd": none,
             "StcSMem (MB)": np.nan, "DymSMem (MB)": np.nan,
             "Bytes (MB)": np.where(nb >= 0, nb / mb, np.nan), "Throughput (MB/s)": throughput,
-            "SrcMemKd": ops["src_kind"].astype(str), "DstMemKd": ops["dst_kind"].astype(str),
+            # nsys prints a memset's memory kind under SrcMemKd
+            "SrcMemKd": np.where(memset, ops["dst_kind"].astype(str), ops["src_kind"].astype(str)),
+            "DstMemKd": np.where(memset, "", ops["dst_kind"].astype(str)),
             "Device": _device_labels(trace, ops["device"]), "Ctx": _known(ops["context"]), "GreenCtx": none,
             "Strm": _known(ops["stream"]), "Name": ops["name"].astype(str),
         }
