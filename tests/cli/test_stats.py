@@ -1,0 +1,277 @@
+"""``kviewer stats --report``: the ``nsys stats`` reports, for every format.
+
+Nsight Systems: every report with an oracle (``nsys stats --format csv`` on h200_llm_train_nvtx.sqlite)
+must print the oracle's columns, rows and order, integers equal and rounded numbers within the
+printed rounding; the reports without an oracle are checked against SQL on the export itself.
+PyTorch, rocprof and Nsight Compute: the reports are checked against counts computed here from the
+raw file (JSON or CSV parsed directly). A report the file cannot give exits 2 naming what it lacks.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+import os
+import sqlite3
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kviewer.analysis.stats import REPORTS, run_report
+from kviewer.errors import ReportUnavailable
+from kviewer.io import load
+
+REPO = Path(__file__).resolve().parents[2]
+ORACLE_REPORTS = ("cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "nvtx_sum", "cuda_api_sum")
+ROUNDING = 0.05 + 1e-9  # nsys prints these with one decimal
+
+
+def _run(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, KVIEWER_NO_CACHE="1")
+    proc = subprocess.run([sys.executable, "-m", "kviewer", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _csv(text: str) -> pd.DataFrame:
+    return pd.read_csv(io.StringIO(text), keep_default_na=False, dtype=str)
+
+
+@pytest.fixture(params=["bundled gzip", "shared sqlite"])
+def export(request: pytest.FixtureRequest, sample_traces: Path) -> Path:
+    if request.param == "bundled gzip":
+        return sample_traces / "h200_llm_train_nvtx.sqlite.gz"
+    samples: Path = request.getfixturevalue("samples")
+    return samples / "nsys" / "h200_llm_train_nvtx.sqlite"
+
+
+def test_every_oracle_report_equals_nsys_stats(export: Path, sample_traces: Path, tmp_path: Path) -> None:
+    # all four in one run, written as nsys stats --output writes them: PREFIX_REPORT.csv
+    prefix = tmp_path / "out"
+    proc = _run("stats", str(export), "--report", ",".join(ORACLE_REPORTS), "--format", "csv", "--output", str(prefix))
+    assert proc.stdout == "" and proc.stderr == ""
+    for report in ORACLE_REPORTS:
+        oracle = _csv((sample_traces / f"h200_llm_train_nvtx_stats_{report}.csv").read_text())
+        ours = _csv(Path(f"{prefix}_{report}.csv").read_text())
+        assert list(ours.columns) == list(oracle.columns) == REPORTS[report].headers, report
+        assert len(ours) == len(oracle), report
+        for col in oracle.columns:
+            decimals = next(c.decimals for c in REPORTS[report].columns if c.header == col)
+            if decimals is None:  # integers and text: equal, row by row (the same order)
+                assert list(ours[col]) == list(oracle[col]), (report, col)
+            else:
+                for mine, theirs in zip(ours[col], oracle[col]):
+                    assert len(mine.split(".")[1]) == decimals, (report, col, mine)
+                    assert abs(float(mine) - float(theirs)) <= ROUNDING, (report, col, mine, theirs)
+
+
+def test_one_report_to_stdout_is_plain_csv(sample_traces: Path) -> None:
+    out = _run("stats", str(sample_traces / "h200_llm_train_nvtx.sqlite.gz"), "-r", "cuda_gpu_mem_time_sum", "--format", "csv").stdout
+    assert out == (sample_traces / "h200_llm_train_nvtx_stats_cuda_gpu_mem_time_sum.csv").read_text()
+
+
+def _sql(path: Path, query: str) -> list[tuple]:  # type: ignore[type-arg]
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
+
+
+def _round(x: float, decimals: int) -> float:
+    return math.floor(x * 10**decimals + 0.5) / 10**decimals
+
+
+def test_mem_size_sum_and_gpu_trace_against_the_export(samples: Path) -> None:
+    path = samples / "nsys" / "h200_llm_train_nvtx.sqlite"
+    trace = load(path)
+    sizes = run_report(trace, "cuda_gpu_mem_size_sum").set_index("Operation")
+    labels = dict(_sql(path, "select id, label from ENUM_CUDA_MEMCPY_OPER"))
+    expected = {f"[CUDA memcpy {labels[k]}]": (n, b) for k, n, b in _sql(path, "select copyKind, count(*), sum(bytes) from CUPTI_ACTIVITY_KIND_MEMCPY group by 1")}
+    expected["[CUDA memset]"] = _sql(path, "select count(*), sum(bytes) from CUPTI_ACTIVITY_KIND_MEMSET")[0]
+    assert set(sizes.index) == set(expected)
+    for op, (n, b) in expected.items():
+        assert sizes.loc[op, "Count"] == n
+        assert sizes.loc[op, "Total (MB)"] == pytest.approx(_round(b / 1e6, 3), abs=1e-9)  # MB = 10^6 bytes
+
+    gpu = run_report(trace, "cuda_gpu_trace")
+    kernels = _sql(path, "select start, end - start, correlationId, gridX, blockX, registersPerThread, staticSharedMemory, "
+                         "dynamicSharedMemory, contextId, streamId from CUPTI_ACTIVITY_KIND_KERNEL order by start")  # fmt: skip
+    copies = _sql(path, "select start, end - start, bytes, srcKind, dstKind from CUPTI_ACTIVITY_KIND_MEMCPY order by start")
+    n_set = _sql(path, "select count(*) from CUPTI_ACTIVITY_KIND_MEMSET")[0][0]
+    assert len(gpu) == len(kernels) + len(copies) + n_set
+    assert gpu["Start (ns)"].is_monotonic_increasing
+    k = gpu[gpu["GrdX"].notna()].reset_index(drop=True)
+    assert len(k) == len(kernels)
+    for i in (0, len(k) // 2, len(k) - 1):
+        start, dur, corr, grid_x, block_x, regs, static, dynamic, ctx, stream = kernels[i]
+        row = k.iloc[i]
+        assert (row["Start (ns)"], row["Duration (ns)"], row["CorrId"], row["GrdX"], row["BlkX"], row["Reg/Trd"], row["Ctx"], row["Strm"]) == (
+            start, dur, corr, grid_x, block_x, regs, ctx, stream)  # fmt: skip
+        assert row["StcSMem (MB)"] == pytest.approx(_round(static / 1e6, 3))
+        assert row["DymSMem (MB)"] == pytest.approx(_round(dynamic / 1e6, 3))
+        assert row["Device"] == "NVIDIA H200 (0)"
+    mem_kinds = dict(_sql(path, "select id, label from ENUM_CUDA_MEM_KIND"))
+    m = gpu[gpu["Name"].str.startswith("[CUDA memcpy")].reset_index(drop=True)
+    for i in (0, len(m) - 1):
+        start, dur, nbytes, src, dst = copies[i]
+        row = m.iloc[i]
+        assert row["Start (ns)"] == start
+        assert row["Bytes (MB)"] == pytest.approx(_round(nbytes / 1e6, 3))
+        assert row["Throughput (MB/s)"] == pytest.approx(_round(nbytes * 1e3 / dur, 3))  # bytes/ns is GB/s
+        assert (row["SrcMemKd"], row["DstMemKd"]) == (mem_kinds[src], mem_kinds[dst])
+
+
+def test_osrt_sum_against_the_export(samples: Path) -> None:
+    path = samples / "nsys" / "perlmutter-cloverleaf-cuda.sqlite"
+    out = _csv(_run("stats", str(path), "-r", "osrt_sum", "--format", "csv").stdout)
+    assert list(out.columns) == REPORTS["osrt_sum"].headers
+    rows = _sql(path, "select s.value, count(*), sum(o.end - o.start), min(o.end - o.start), max(o.end - o.start) "
+                      "from OSRT_API o join StringIds s on s.id = o.nameId group by 1")  # fmt: skip
+    by_name = {name: (str(n), str(total), str(lo), str(hi)) for name, n, total, lo, hi in rows}
+    assert set(out["Name"]) == set(by_name)
+    for _, r in out.iterrows():
+        assert (r["Num Calls"], r["Total Time (ns)"], r["Min (ns)"], r["Max (ns)"]) == by_name[r["Name"]]
+    totals = [int(t) for t in out["Total Time (ns)"]]
+    assert totals == sorted(totals, reverse=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# other formats: counts computed here from the raw file
+
+
+def _kineto(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    with gzip.open(path, "rt") as fh:
+        return [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+
+
+def _by_name(events: list[dict], cats: set[str]) -> dict[str, tuple[int, int]]:  # type: ignore[type-arg]
+    """name -> (count, total ns) of the events of these categories, ns as round(µs * 1000)."""
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for e in events:
+        if e.get("cat") in cats:
+            out[e["name"]][0] += 1
+            out[e["name"]][1] += round(float(e["dur"]) * 1000)
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def _check(df: pd.DataFrame, key: str, count: str, expected: dict[str, tuple[int, int]]) -> None:
+    got = {r[key]: (int(r[count]), int(r["Total Time (ns)"])) for _, r in df.iterrows()}
+    assert got == expected
+    assert df["Time (%)"].sum() == pytest.approx(100.0, abs=0.05 * len(df) + 1e-9)
+
+
+@pytest.mark.parametrize(
+    "name, api_report",
+    [("h200_llm_block_eager.pt.trace.json.gz", "cuda_api_sum"), ("h200_llm_block_compiled.pt.trace.json.gz", "cuda_api_sum")],
+)
+def test_torch_reports_count_what_the_json_holds(sample_traces: Path, name: str, api_report: str) -> None:
+    path = sample_traces / name
+    trace = load(path)
+    events = _kineto(path)
+    _check(run_report(trace, "cuda_gpu_kern_sum"), "Name", "Instances", _by_name(events, {"kernel"}))
+    _check(run_report(trace, "cuda_gpu_mem_time_sum"), "Operation", "Count", _by_name(events, {"gpu_memcpy", "gpu_memset"}))
+    _check(run_report(trace, api_report), "Name", "Num Calls", _by_name(events, {"cuda_runtime", "cuda_driver"}))
+    nvtx = run_report(trace, "nvtx_sum")  # record_function ranges
+    _check(nvtx, "Range", "Instances", _by_name(events, {"user_annotation"}))
+    assert set(nvtx["Style"]) == {""}  # Kineto does not say push/pop or start/end
+    gpu = run_report(trace, "cuda_gpu_trace")
+    assert len(gpu) == sum(1 for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    with pytest.raises(ReportUnavailable) as err:
+        run_report(trace, "hip_api_sum")
+    assert err.value.report == "hip_api_sum" and err.value.path == str(path)
+
+
+def test_rocm_torch_trace_gives_hip_api_sum(samples: Path) -> None:
+    path = samples / "torch" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    trace = load(path)
+    events = _kineto(path)
+    _check(run_report(trace, "hip_api_sum"), "Name", "Num Calls", _by_name(events, {"cuda_runtime", "cuda_driver"}))
+    _check(run_report(trace, "cuda_gpu_kern_sum"), "Name", "Instances", _by_name(events, {"kernel"}))
+    proc = _run("stats", str(path), "-r", "cuda_api_sum", ok=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and str(path) in proc.stderr and "hip_api_sum" in proc.stderr
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _count(rows: list[dict[str, str]], key: str, start: str, end: str) -> dict[str, tuple[int, int]]:
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for r in rows:
+        out[r[key]][0] += 1
+        out[r[key]][1] += int(r[end]) - int(r[start])
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def test_rocprofv3_reports_count_what_the_csvs_hold(samples: Path) -> None:
+    folder = samples / "rocprof" / "rocprofv3_sdk_docs_2024"
+    trace = load(folder)
+    # the HIP runtime and compiler APIs, as rocprof's hip_api_stats.csv counts them (__hipRegisterFunction, ...)
+    hip = [r for f in ("hip_runtime_trace.csv", "hip_compile_trace.csv") for r in _rows(folder / f) if r["Domain"].startswith("HIP")]
+    _check(run_report(trace, "hip_api_sum"), "Name", "Num Calls", _count(hip, "Function", "Start_Timestamp", "End_Timestamp"))
+    kernels = _count(_rows(folder / "kernel_trace.csv"), "Kernel_Name", "Start_Timestamp", "End_Timestamp")
+    got = run_report(trace, "cuda_gpu_kern_sum")
+    assert sorted((int(r["Instances"]), int(r["Total Time (ns)"])) for _, r in got.iterrows()) == sorted(kernels.values())
+    copies = _rows(folder / "memory_copy_trace.csv")
+    mem = run_report(trace, "cuda_gpu_mem_time_sum")
+    assert int(mem["Count"].sum()) == len(copies)
+    assert int(mem["Total Time (ns)"].sum()) == sum(int(r["End_Timestamp"]) - int(r["Start_Timestamp"]) for r in copies)
+    with pytest.raises(ReportUnavailable) as err:
+        run_report(trace, "cuda_api_sum")
+    assert "hip_api_sum" in err.value.lacks
+
+
+def test_rocprof_v1_kernels(samples: Path) -> None:
+    path = samples / "rocprof" / "gunrock_mi300" / "results.csv"
+    rows = _rows(path)
+    got = run_report(load(path), "cuda_gpu_kern_sum")
+    assert int(got["Instances"].sum()) == len(rows)
+    assert int(got["Total Time (ns)"].sum()) == sum(int(r["EndNs"]) - int(r["BeginNs"]) for r in rows)
+
+
+def test_ncu_kernel_summary_and_what_a_counter_report_lacks(samples: Path) -> None:
+    path = samples / "ncu" / "h200_llm_block_eager.ncu-rep"
+    raw = _rows(samples / "ncu" / "h200_llm_block_eager.raw.csv")[1:]  # the second row holds units
+    durations: dict[str, list[float]] = defaultdict(list)
+    unit = _rows(samples / "ncu" / "h200_llm_block_eager.raw.csv")[0]["gpu__time_duration.sum"]
+    scale = {"ns": 1, "nsecond": 1, "us": 1000, "usecond": 1000, "ms": 1e6, "msecond": 1e6}[unit]
+    for r in raw:
+        durations[r["Kernel Name"]].append(float(r["gpu__time_duration.sum"].replace(",", "")) * scale)
+    trace = load(path)
+    got = run_report(trace, "cuda_gpu_kern_sum")
+    assert int(got["Instances"].sum()) == len(raw) == 30
+    assert int(got["Total Time (ns)"].sum()) == pytest.approx(sum(sum(v) for v in durations.values()), abs=len(raw))
+    for report in ("cuda_api_sum", "cuda_gpu_mem_time_sum", "nvtx_sum", "cuda_gpu_trace", "osrt_sum"):
+        with pytest.raises(ReportUnavailable) as err:
+            run_report(trace, report)
+        assert err.value.report == report and err.value.lacks
+    proc = _run("stats", str(path), "-r", "cuda_gpu_kern_sum,cuda_gpu_trace", "--format", "csv", ok=False)
+    assert proc.returncode == 2
+    assert proc.stdout.count("cuda_gpu_kern_sum") == 1  # what it can give is printed
+    assert proc.stderr.strip().startswith(f"kviewer: error: {path}: cuda_gpu_trace:")
+
+
+def test_unknown_report_is_a_user_error(sample_traces: Path) -> None:
+    proc = _run("stats", str(sample_traces / "h200_llm_block_eager.pt.trace.json.gz"), "-r", "cuda_gpu_kern_summ", ok=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "cuda_gpu_kern_summ" in proc.stderr and "cuda_gpu_kern_sum" in proc.stderr
+
+
+def test_json_and_table_show_unknown_values_as_nsys_cannot(sample_traces: Path) -> None:
+    path = str(sample_traces / "h200_llm_block_eager.pt.trace.json.gz")
+    rows = json.loads(_run("stats", path, "-r", "cuda_gpu_trace", "--format", "json").stdout)
+    kernel = next(r for r in rows if r["GrdX"] is not None)
+    assert kernel["Bytes (MB)"] is None and kernel["Ctx"] is None  # unknown: null, never 0
+    table = _run("stats", path, "-r", "cuda_gpu_trace").stdout.splitlines()
+    assert table[0].split()[:2] == ["Start", "(ns)"] and "—" in table[2]
