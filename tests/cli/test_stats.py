@@ -30,7 +30,6 @@ from kviewer.io import load
 
 REPO = Path(__file__).resolve().parents[2]
 ORACLE_REPORTS = ("cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "nvtx_sum", "cuda_api_sum")
-ROUNDING = 0.05 + 1e-9  # nsys prints these with one decimal
 
 
 def _run(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
@@ -53,6 +52,23 @@ def export(request: pytest.FixtureRequest, sample_traces: Path) -> Path:
     return samples / "nsys" / "h200_llm_train_nvtx.sqlite"
 
 
+def _compare_to_oracle(ours: pd.DataFrame, oracle: pd.DataFrame, report: str) -> None:
+    """Same columns, rows in the same order; integers and text equal, rounded numbers printed with
+    nsys's decimals and within its rounding."""
+    assert list(ours.columns) == list(oracle.columns) == REPORTS[report].headers, report
+    assert len(ours) == len(oracle), report
+    for col in oracle.columns:
+        decimals = next(c.decimals for c in REPORTS[report].columns if c.header == col)
+        if decimals is None:
+            assert list(ours[col]) == list(oracle[col]), (report, col)
+            continue
+        for mine, theirs in zip(ours[col], oracle[col]):
+            assert (mine == "") == (theirs == ""), (report, col, mine, theirs)
+            if mine:
+                assert len(mine.split(".")[1]) == decimals, (report, col, mine)
+                assert abs(float(mine) - float(theirs)) <= 0.5 * 10**-decimals + 1e-9, (report, col, mine, theirs)
+
+
 def test_every_oracle_report_equals_nsys_stats(export: Path, sample_traces: Path, tmp_path: Path) -> None:
     # all four in one run, written as nsys stats --output writes them: PREFIX_REPORT.csv
     prefix = tmp_path / "out"
@@ -60,17 +76,35 @@ def test_every_oracle_report_equals_nsys_stats(export: Path, sample_traces: Path
     assert proc.stdout == "" and proc.stderr == ""
     for report in ORACLE_REPORTS:
         oracle = _csv((sample_traces / f"h200_llm_train_nvtx_stats_{report}.csv").read_text())
-        ours = _csv(Path(f"{prefix}_{report}.csv").read_text())
-        assert list(ours.columns) == list(oracle.columns) == REPORTS[report].headers, report
-        assert len(ours) == len(oracle), report
-        for col in oracle.columns:
-            decimals = next(c.decimals for c in REPORTS[report].columns if c.header == col)
-            if decimals is None:  # integers and text: equal, row by row (the same order)
-                assert list(ours[col]) == list(oracle[col]), (report, col)
-            else:
-                for mine, theirs in zip(ours[col], oracle[col]):
-                    assert len(mine.split(".")[1]) == decimals, (report, col, mine)
-                    assert abs(float(mine) - float(theirs)) <= ROUNDING, (report, col, mine, theirs)
+        _compare_to_oracle(_csv(Path(f"{prefix}_{report}.csv").read_text()), oracle, report)
+
+
+def _oracles() -> list[tuple[Path, str, Path]]:
+    """(export, report, oracle CSV) for every ``EXPORT_stats_REPORT.csv`` in samples/nsys/oracle
+    (as ``nsys stats --format csv --output EXPORT_stats`` names them) whose export is there."""
+    from tests.conftest import SHARED_SAMPLES
+
+    found = []
+    for csv_path in sorted((SHARED_SAMPLES / "nsys" / "oracle").glob("*_stats_*.csv")):
+        stem, report = csv_path.stem.split("_stats_", 1)
+        export = SHARED_SAMPLES / "nsys" / f"{stem}.sqlite"
+        if report in REPORTS and export.exists():
+            found.append((export, report, csv_path))
+    return found
+
+
+def test_every_shared_oracle_file(samples: Path, tmp_path: Path) -> None:
+    """Any oracle dropped into samples/nsys/oracle is checked, whatever the export or report."""
+    oracles = _oracles()
+    assert {r for e, r, _ in oracles if e.name == "h200_llm_train_nvtx.sqlite"} >= set(ORACLE_REPORTS)
+    by_export: dict[Path, list[tuple[str, Path]]] = defaultdict(list)
+    for export, report, csv_path in oracles:
+        by_export[export].append((report, csv_path))
+    for export, wanted in by_export.items():
+        prefix = tmp_path / export.stem
+        _run("stats", str(export), "--report", ",".join(r for r, _ in wanted), "--format", "csv", "--output", str(prefix))
+        for report, csv_path in wanted:
+            _compare_to_oracle(_csv(Path(f"{prefix}_{report}.csv").read_text()), _csv(csv_path.read_text()), report)
 
 
 def test_one_report_to_stdout_is_plain_csv(sample_traces: Path) -> None:
