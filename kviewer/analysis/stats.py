@@ -263,7 +263,9 @@ _TRACE_COLUMNS = (
 def _known(values: pd.Series) -> pd.Series:
     """Integers with the schema's -1 (unknown) as None, for an integer column that may be empty."""
     v = values.to_numpy(dtype=np.int64)
-    return pd.Series(np.where(v >= 0, v, None), dtype=object, index=values.index)
+    out = v.astype(object)
+    out[v < 0] = None
+    return pd.Series(out, index=values.index, dtype="object")
 
 
 def _device_labels(trace: Trace, device: pd.Series) -> np.ndarray:
