@@ -309,3 +309,23 @@ def test_json_and_table_show_unknown_values_as_nsys_cannot(sample_traces: Path) 
     assert kernel["Bytes (MB)"] is None and kernel["Ctx"] is None  # unknown: null, never 0
     table = _run("stats", path, "-r", "cuda_gpu_trace").stdout.splitlines()
     assert table[0].split()[:2] == ["Start", "(ns)"] and "—" in table[2]
+
+
+def test_sql_summary_views_agree_with_the_reports(sample_traces: Path) -> None:
+    """The SQL views of ``kviewer sql`` summarise in SQL what analysis.stats summarises here: they must agree."""
+    from kviewer import sqldb
+
+    trace = load(sample_traces / "h200_llm_train_nvtx.sqlite.gz")
+    conn = sqldb.in_memory([trace], analysis=False)
+    pairs = [("memcpy_summary", run_report(trace, "cuda_gpu_mem_time_sum").rename(columns={"Operation": "name"})),
+             ("nvtx_summary", run_report(trace, "nvtx_sum").assign(name=lambda d: d["Range"].str.removeprefix(":")))]  # fmt: skip
+    for view, report in pairs:
+        got = pd.read_sql_query(f"SELECT * FROM {view}", conn).set_index("name")
+        report = report.set_index("name")
+        assert sorted(got.index) == sorted(report.index), view
+        for ours, theirs in (("count", "Count" if view == "memcpy_summary" else "Instances"), ("total_ns", "Total Time (ns)"),
+                             ("min_ns", "Min (ns)"), ("max_ns", "Max (ns)")):  # fmt: skip
+            assert got.loc[report.index, ours].astype(int).tolist() == report[theirs].astype(int).tolist(), (view, ours)
+        for ours, theirs in (("avg_ns", "Avg (ns)"), ("med_ns", "Med (ns)"), ("std_ns", "StdDev (ns)"), ("time_pct", "Time (%)")):
+            diff = (got.loc[report.index, ours].astype(float) - report[theirs].astype(float)).abs()
+            assert (diff <= 0.05 + 1e-6).all(), (view, ours)
