@@ -503,6 +503,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     unknown = [n for n in names if n not in REPORTS]
     if unknown or not names:
         raise UserError(f"unknown report {', '.join(unknown) or repr(args.report)}; the reports are: {', '.join(REPORTS)}")
+    if args.output:
+        _output_dir_exists(args.output)
     trace = load_trace(args.file, args.quiet)
     unavailable = []
     for i, name in enumerate(names):
@@ -1143,12 +1145,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     def add(
-        name: str, help_: str, fn: Callable[[argparse.Namespace], int], formats: Sequence[str], several: bool = False
+        name: str, help_: str, fn: Callable[[argparse.Namespace], int], formats: Sequence[str], several: bool = False,
+        format_flags: Sequence[str] = ("--format",),
     ) -> argparse.ArgumentParser:
         # argparse %-formats help texts: a literal % (as in "SOL%") must be doubled
         sp = sub.add_parser(name, help=help_.replace("%", "%%"), description=help_)
         sp.add_argument("file", metavar="FILE", nargs="+" if several else None)
-        sp.add_argument("--format", choices=list(formats), default=formats[0], help="output format (default: %(default)s)")
+        sp.add_argument(*format_flags, dest="format", choices=list(formats), default=formats[0], help="output format (default: %(default)s)")
         sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
         sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
         if "csv" in formats:
@@ -1175,6 +1178,7 @@ def build_parser() -> argparse.ArgumentParser:
         "nvtx_sum (user annotations for PyTorch and rocprof), cuda_gpu_trace, osrt_sum",
         cmd_stats,
         ("table", "csv", "json"),
+        format_flags=("--format", "-f"),  # nsys stats's spellings, so scripts can swap the command
     )
     st.add_argument("--report", "-r", required=True, metavar="R[,R...]", help="the reports, comma separated")
     st.add_argument("--output", "-o", metavar="PREFIX",

@@ -300,6 +300,9 @@ def test_unknown_report_is_a_user_error(sample_traces: Path) -> None:
     proc = _run("stats", str(sample_traces / "h200_llm_block_eager.pt.trace.json.gz"), "-r", "cuda_gpu_kern_summ", ok=False)
     assert proc.returncode == 2 and proc.stdout == ""
     assert "cuda_gpu_kern_summ" in proc.stderr and "cuda_gpu_kern_sum" in proc.stderr
+    proc = _run("stats", str(sample_traces / "h200_llm_block_eager.pt.trace.json.gz"), "-r", "cuda_gpu_kern_sum", "-f", "csv",
+                "-o", str(sample_traces / "no such folder" / "run"), ok=False)  # fmt: skip
+    assert proc.returncode == 2 and "no such folder" in proc.stderr and proc.stderr.count("\n") == 1
 
 
 def test_json_and_table_show_unknown_values_as_nsys_cannot(sample_traces: Path) -> None:
