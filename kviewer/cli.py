@@ -535,25 +535,37 @@ def write_report(df: "pd.DataFrame", report: Any, fmt: str, out: Any) -> None:
     if fmt == "json":
         write_frame(df, "json", out)
         return
-    cells = {}
-    for col in report.columns:
-        values = df[col.header].tolist()
-        if col.text:
-            cells[col.header] = ["" if v is None else str(v) for v in values]
-            continue
-        unknown = "" if fmt == "csv" else "—"
-        sep = "" if fmt == "csv" else ","
-        digits = col.decimals
-        cells[col.header] = [
-            unknown if v is None or (isinstance(v, float) and math.isnan(v))
-            else f"{v:{sep}.{digits}f}" if digits is not None else f"{int(v):{sep}d}"
-            for v in values
-        ]  # fmt: skip
+    import numpy as np
     import pandas as pd
 
+    cells = {}
+    unknown = "" if fmt == "csv" else "—"
+    for col in report.columns:
+        series = df[col.header]
+        if col.text:  # names repeat: categorical, so the CSV guard maps each distinct name once
+            cells[col.header] = pd.Categorical(series.fillna("").astype(str).to_numpy(dtype=object))
+            continue
+        values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)  # None -> NaN
+        known = ~np.isnan(values)
+        texts = np.full(len(values), unknown, dtype=object)
+        if known.any():
+            shown = values[known] if col.decimals is not None else values[known].astype(np.int64)
+            if fmt == "csv":  # C-level formatting: a GPU trace has millions of cells
+                spec = f"%.{col.decimals}f" if col.decimals is not None else "%d"
+                texts[known] = np.char.mod(spec, shown).astype(object)
+            else:
+                spec = f"{{:,.{col.decimals}f}}" if col.decimals is not None else "{:,d}"
+                texts[known] = [spec.format(v) for v in shown.tolist()]
+        cells[col.header] = texts
     frame = pd.DataFrame(cells, columns=report.headers)
     if fmt == "csv":
-        write_frame(frame, "csv", out)
+        # only the text columns can hold a formula (the numbers are formatted here)
+        from kviewer.core.text import csv_cell, map_text_columns
+
+        text = [c.header for c in report.columns if c.text]
+        if not RAW_CSV:
+            frame[text] = map_text_columns(frame[text], csv_cell)
+        write_frame(frame, "csv", out, raw_csv=True)
     else:
         out.write(human_table(frame, numeric=[not c.text for c in report.columns], max_name=120) + "\n")
 

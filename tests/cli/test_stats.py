@@ -332,3 +332,22 @@ def test_sql_summary_views_agree_with_the_reports(sample_traces: Path) -> None:
         for ours, theirs in (("avg_ns", "Avg (ns)"), ("med_ns", "Med (ns)"), ("std_ns", "StdDev (ns)"), ("time_pct", "Time (%)")):
             diff = (got.loc[report.index, ours].astype(float) - report[theirs].astype(float)).abs()
             assert (diff <= 0.05 + 1e-6).all(), (view, ours)
+
+
+def test_csv_guards_formula_names_unless_raw(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    from kviewer import cli
+    from kviewer.core import Trace, TraceMeta, schema
+
+    kernels = schema.make_table("kernels", 2, {"name": ["=HYPERLINK(1)", "gemm"], "start": np.array([0, 10]), "end": np.array([5, 30])})
+    trace = Trace(meta=TraceMeta(path="x.json", source_format="torch"), kernels=kernels)
+    report = REPORTS["cuda_gpu_kern_sum"]
+    buf = io.StringIO()
+    cli.write_report(run_report(trace, "cuda_gpu_kern_sum"), report, "csv", buf)
+    rows = _csv(buf.getvalue())
+    assert list(rows["Name"]) == ["gemm", "'=HYPERLINK(1)"] and list(rows["Total Time (ns)"]) == ["20", "5"]
+    monkeypatch.setattr(cli, "RAW_CSV", True)
+    buf = io.StringIO()
+    cli.write_report(run_report(trace, "cuda_gpu_kern_sum"), report, "csv", buf)
+    assert list(_csv(buf.getvalue())["Name"]) == ["gemm", "=HYPERLINK(1)"]
