@@ -538,25 +538,25 @@ def write_report(df: "pd.DataFrame", report: Any, fmt: str, out: Any) -> None:
     import numpy as np
     import pandas as pd
 
-    cells = {}
+    cells: dict[str, Any] = {}
     unknown = "" if fmt == "csv" else "—"
     for col in report.columns:
         series = df[col.header]
         if col.text:  # names repeat: categorical, so the CSV guard maps each distinct name once
             cells[col.header] = pd.Categorical(series.fillna("").astype(str).to_numpy(dtype=object))
             continue
-        values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)  # None -> NaN
-        known = ~np.isnan(values)
-        texts = np.full(len(values), unknown, dtype=object)
-        if known.any():
-            shown = values[known] if col.decimals is not None else values[known].astype(np.int64)
-            if fmt == "csv":  # C-level formatting: a GPU trace has millions of cells
-                spec = f"%.{col.decimals}f" if col.decimals is not None else "%d"
-                texts[known] = np.char.mod(spec, shown).astype(object)
+        if col.decimals is None:  # integers, never through float64 (epoch nanoseconds need 63 bits)
+            known = series.notna().to_numpy()
+            ints = np.zeros(len(series), dtype=np.int64)
+            ints[known] = series[known].astype(np.int64).to_numpy()
+            if fmt == "csv":  # numbers to_csv writes itself (C), unknown ones empty
+                cells[col.header] = pd.arrays.IntegerArray(ints, ~known)
             else:
-                spec = f"{{:,.{col.decimals}f}}" if col.decimals is not None else "{:,d}"
-                texts[known] = [spec.format(v) for v in shown.tolist()]
-        cells[col.header] = texts
+                cells[col.header] = [f"{v:,d}" if k else unknown for v, k in zip(ints.tolist(), known.tolist())]
+            continue
+        values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)  # None -> NaN
+        spec = f"{{:{',' if fmt != 'csv' else ''}.{col.decimals}f}}"
+        cells[col.header] = [unknown if v != v else spec.format(v) for v in values.tolist()]
     frame = pd.DataFrame(cells, columns=report.headers)
     if fmt == "csv":
         # only the text columns can hold a formula (the numbers are formatted here)
