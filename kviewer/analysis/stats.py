@@ -5,7 +5,7 @@ median, min, max, sample standard deviation, share of the total) that ``kviewer 
 per-rank summary and every report below use. A report is a :class:`Report`: the columns, in the
 order, units and rounding of ``nsys stats --format csv`` (Nsight Systems 2025), and a function
 that builds its rows from a :class:`~kviewer.core.Trace`. Values are rounded as nsys rounds them
-(SQLite ``ROUND``: half away from zero), so a CSV written with each column's ``decimals`` is the
+(SQLite ``ROUND``: the stored double's exact value, halves away from zero), so a CSV written with each column's ``decimals`` is the
 text nsys prints. Unknown values are None (printed empty), never 0.
 
 A report that needs what a trace does not hold (an Nsight Compute report has no API calls; only
@@ -30,6 +30,7 @@ The reports, for every format where the data exists:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Callable
 
 import numpy as np
@@ -124,10 +125,24 @@ class Report:
 
 
 def sql_round(x: np.ndarray, decimals: int) -> np.ndarray:
-    """Round half away from zero, as SQLite's ROUND (numpy rounds half to even); NaN stays NaN."""
+    """Round as SQLite's ROUND (and so nsys stats): the exact value of each double to ``decimals``
+    places, halves away from zero; NaN stays NaN.
+
+    numpy rounds half to even, and ``floor(x * 10**d + 0.5)`` rounds the product instead of the
+    number: 694122.85 is stored as 694122.84999..., which nsys prints as 694122.8, while 12.25 is
+    exact and goes up to 12.3. Only values whose scaled product lies next to a half are decided
+    exactly (with :mod:`decimal`), so a long column costs no more than a numpy pass.
+    """
+    x = np.asarray(x, dtype=np.float64)
     scale = 10.0**decimals
     with np.errstate(invalid="ignore"):
-        return np.sign(x) * np.floor(np.abs(x) * scale + 0.5) / scale
+        y = np.abs(x) * scale
+        out = np.sign(x) * np.floor(y + 0.5) / scale
+        near = np.isfinite(y) & (np.abs(y - np.floor(y) - 0.5) <= 1e-7 + y * 1e-15)
+    step = Decimal(1).scaleb(-decimals)
+    for i in np.flatnonzero(near):
+        out[i] = float(Decimal(float(x[i])).quantize(step, rounding=ROUND_HALF_UP))  # half up: away from zero
+    return out
 
 
 def _summary_columns(count: str, key: str, *extra: str) -> tuple[Column, ...]:
@@ -301,9 +316,10 @@ def _gpu_trace(trace: Trace) -> pd.DataFrame:
     )  # fmt: skip
     nb = ops["bytes"].to_numpy(dtype=np.int64)
     dur = ops["dur"].to_numpy(dtype=np.int64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # bytes per ns is GB/s; nsys prints MB/s
-        throughput = np.where((nb >= 0) & (dur > 0), nb * 1000.0 / np.where(dur > 0, dur, 1), np.nan)
+    # nsys computes bytes * (1000000000 / duration) in SQLite integers: whole divisions of a second
+    # first (8192 B in 1344 ns: 8192 * 744047 B/s = 6095.233 MB/s, not 6095.238); no time, no rate
+    per_second = np.where(dur > 0, 1_000_000_000 // np.where(dur > 0, dur, 1), 0)
+    throughput = np.where((nb >= 0) & (dur > 0), nb.astype(np.float64) * per_second / mb, np.nan)  # no int64 overflow
     none = pd.Series([None] * len(ops), dtype=object, index=ops.index)
     memset = (ops["kind"] == "memset").to_numpy()
     mem = pd.DataFrame(

@@ -139,7 +139,9 @@ def test_mem_size_sum_and_gpu_trace_against_the_export(samples: Path) -> None:
     gpu = run_report(trace, "cuda_gpu_trace")
     kernels = _sql(path, "select start, end - start, correlationId, gridX, blockX, registersPerThread, staticSharedMemory, "
                          "dynamicSharedMemory, contextId, streamId from CUPTI_ACTIVITY_KIND_KERNEL order by start")  # fmt: skip
-    copies = _sql(path, "select start, end - start, bytes, srcKind, dstKind from CUPTI_ACTIVITY_KIND_MEMCPY order by start")
+    # nsys's rate in SQLite integers: bytes * (whole divisions of a second), B/s
+    copies = _sql(path, "select start, end - start, bytes, srcKind, dstKind, bytes * (1000000000 / (end - start)) "
+                        "from CUPTI_ACTIVITY_KIND_MEMCPY order by start")  # fmt: skip
     n_set = _sql(path, "select count(*) from CUPTI_ACTIVITY_KIND_MEMSET")[0][0]
     assert len(gpu) == len(kernels) + len(copies) + n_set
     assert gpu["Start (ns)"].is_monotonic_increasing
@@ -155,12 +157,13 @@ def test_mem_size_sum_and_gpu_trace_against_the_export(samples: Path) -> None:
         assert row["Device"] == "NVIDIA H200 (0)"
     mem_kinds = dict(_sql(path, "select id, label from ENUM_CUDA_MEM_KIND"))
     m = gpu[gpu["Name"].str.startswith("[CUDA memcpy")].reset_index(drop=True)
-    for i in (0, len(m) - 1):
-        start, dur, nbytes, src, dst = copies[i]
+    assert len(m) == len(copies)
+    for i in range(len(m)):
+        start, dur, nbytes, src, dst, rate = copies[i]
         row = m.iloc[i]
         assert row["Start (ns)"] == start
         assert row["Bytes (MB)"] == pytest.approx(_round(nbytes / 1e6, 3))
-        assert row["Throughput (MB/s)"] == pytest.approx(_round(nbytes * 1e3 / dur, 3))  # bytes/ns is GB/s
+        assert row["Throughput (MB/s)"] == pytest.approx(_round(rate / 1e6, 3), abs=1e-9), i
         assert (row["SrcMemKd"], row["DstMemKd"]) == (mem_kinds[src], mem_kinds[dst])
 
 
@@ -367,3 +370,28 @@ def test_gpu_trace_csv_keeps_every_digit_of_epoch_nanoseconds() -> None:
     rows = _csv(buf.getvalue())
     assert list(rows["Start (ns)"]) == [str(s) for s in start] and list(rows["Duration (ns)"]) == ["7", "7"]
     assert list(rows["CorrId"]) == ["", ""]  # unknown: empty, never -1 or 0
+
+
+def test_rounding_is_of_the_stored_double_with_halves_away_from_zero() -> None:
+    """nsys 2025.3 prints 694122.85 (stored as 694122.8499...) as 694122.8 and 4639.95 as 4639.9
+    (the perlmutter-cloverleaf oracle), exact halves away from zero (12.25 -> 12.3); Python's own
+    formatting rounds the stored double exactly too, so it decides every value that is no exact half."""
+    import random
+    from fractions import Fraction
+
+    import numpy as np
+
+    from kviewer.analysis.stats import sql_round
+
+    random.seed(7)
+    values = [694122.85, 4639.95, 2.675, 1.005, 0.15, -0.15, 1e15 + 0.3]
+    values += [random.randrange(10**9) / 10 ** random.randrange(1, 5) for _ in range(2000)]
+    for decimals in (1, 3):
+        got = sql_round(np.array(values), decimals)
+        for x, g in zip(values, got):
+            if (Fraction(x) * 10**decimals).denominator != 2:  # no exact half
+                assert f"{g:.{decimals}f}" == f"{x:.{decimals}f}", (x, decimals)
+    halves = np.array([12.25, -12.25, 0.125, 2.5, -0.5])
+    assert list(sql_round(halves, 1)) == [12.3, -12.3, 0.1, 2.5, -0.5]
+    assert list(sql_round(halves, 0)) == [12.0, -12.0, 0.0, 3.0, -1.0]
+    assert list(sql_round(np.array([0.125, -0.375, np.nan]), 2)[:2]) == [0.13, -0.38]
