@@ -173,6 +173,8 @@ CPU_SLICES = Table(
         Column("flops", FLOAT, "FLOPs the framework reports for the op"),
         Column("style", CAT, "how an NVTX range was recorded: push_pop | start_end; '' otherwise"),
         Column("domain", CAT, "NVTX domain of the range ('' = the default domain; named domains also prefix the name)"),
+        Column("name_id", INT, "the source's id of the name (Nsight Systems StringIds id of an API or OS runtime call; -1 "
+               "elsewhere): cudaMalloc and cudaMalloc_v3020 share a name but not an id, and nsys stats counts them apart"),
     ),
 )
 

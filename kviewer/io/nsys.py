@@ -602,10 +602,12 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
     name = db.string_id(table, "r", "nameId")
     c = db.query(
         f"select r.start, r.end, {db.col(table, 'r', 'globalTid')}, {db.col(table, 'r', 'correlationId')}, "
-        f"{name} from {table} as r",
-        [("start", "i"), ("end", "i"), ("gtid", "i"), ("correlation", "i"), ("name", "i")],
+        f"{name}, {db.col(table, 'r', 'eventClass')} from {table} as r",
+        [("start", "i"), ("end", "i"), ("gtid", "i"), ("correlation", "i"), ("name", "i"), ("event_class", "i")],
         table=table,
     )
+    event_class = c.pop("event_class")
+    c["name_id"] = c["name"].copy()  # nsys stats groups calls by this id, not by the text
     # each distinct name once: a categorical (codes), never a string per row
     by_name = db.strings_at(db.string_positions(c["name"]))
     uniq = [str(u) for u in by_name.categories]
@@ -622,7 +624,10 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
         c["category"] = cats[inverse] if len(uniq) else np.full(n, "runtime", dtype=object)
     else:
         c["name"] = pd.Categorical.from_codes(inverse, categories=uniq)
-        c["category"] = np.full(n, category, dtype=object)
+        # OSRT_API also holds the profiler's own "OS runtime libraries profiling started/finished"
+        # marks (other event classes): calls are only the rows of the OS runtime class
+        calls = event_class == _event_class(db, "TRACE_PROCESS_EVENT_OS_RUNTIME", 27)
+        c["category"] = np.where(calls | (event_class < 0), category, "other").astype(object)
         c["correlation"] = np.full(n, -1, dtype=np.int64)
     gtid = c.pop("gtid")
     c["pid"] = _pid(gtid)
@@ -630,10 +635,19 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
     return c
 
 
+def _event_class(db: _Db, name: str, default: int) -> int:
+    """The id of an ``ENUM_NSYS_EVENT_CLASS`` name (the export's own table when it has one)."""
+    if {"id", "name"} <= db.columns("ENUM_NSYS_EVENT_CLASS"):
+        row = db.con.execute("select id from ENUM_NSYS_EVENT_CLASS where name = ?", (name,)).fetchone()
+        if row is not None:
+            return int(row[0])
+    return default
+
+
 def _empty_slices() -> dict[str, np.ndarray]:
     i = np.empty(0, dtype=np.int64)
     s = np.empty(0, dtype=object)
-    return {"start": i, "end": i, "correlation": i, "name": s, "category": s, "pid": i, "tid": i}
+    return {"start": i, "end": i, "correlation": i, "name": s, "category": s, "pid": i, "tid": i, "name_id": i}
 
 
 def _nvtx_types(db: _Db) -> dict[str, int]:
@@ -711,6 +725,7 @@ def _nvtx(db: _Db, meta: TraceMeta) -> dict[str, np.ndarray]:
 def _cpu_slices(parts: list[dict[str, Any]]) -> pd.DataFrame:
     keys = ("start", "end", "correlation", "category", "pid", "tid")
     cols: dict[str, Any] = {k: np.concatenate([p[k] for p in parts]) for k in keys}
+    cols["name_id"] = np.concatenate([p.get("name_id", np.full(len(p["start"]), -1, dtype=np.int64)) for p in parts])
     n = len(cols["start"])
     cols["depth"] = _depths(cols["pid"], cols["tid"], cols["start"], cols["end"])
     # names arrive as categoricals where they came from StringIds: unite their categories (each
