@@ -24,7 +24,10 @@ The reports, for every format where the data exists:
 - ``nvtx_sum``: NVTX ranges by style and range (``domain:text``; ``:text`` for the default domain,
   as nsys prints it); for PyTorch and rocprof the user annotations (``record_function``, roctx).
 - ``cuda_gpu_trace``: every kernel, memcpy and memset, in start order.
-- ``osrt_sum``: OS runtime calls (Nsight Systems only).
+- ``osrt_sum``: OS runtime calls (Nsight Systems only; not the profiler's own start/finish marks).
+
+``cuda_api_sum`` and ``osrt_sum`` count calls by the name's string id, as nsys does: an export
+holding both ``cudaMalloc`` and ``cudaMalloc_v3020`` prints two ``cudaMalloc`` rows.
 """
 
 from __future__ import annotations
@@ -44,12 +47,18 @@ SUMMARY_COLUMNS = ["name", "count", "total_ns", "avg_ns", "med_ns", "min_ns", "m
 _FLOAT_STATS = ("avg_ns", "med_ns", "std_ns", "time_pct")
 
 
-def duration_stats(keys: pd.Series | np.ndarray | pd.Categorical, dur: np.ndarray) -> pd.DataFrame:
+def duration_stats(
+    keys: pd.Series | np.ndarray | pd.Categorical, dur: np.ndarray, ids: np.ndarray | None = None
+) -> pd.DataFrame:
     """Durations grouped by key: the columns of :data:`SUMMARY_COLUMNS`.
 
     std_ns is the sample standard deviation (0 for a single instance, as nsys stats reports it);
     med_ns the middle value (mean of the two middle ones for an even count); time_pct the share of
     the total of every group, percent. Sorted by total_ns descending, then name.
+
+    ``ids``: the source's id of each key (nsys string ids, -1 unknown). Groups are then (id, key),
+    as nsys stats groups by the id: two ids that print one name (cudaMalloc, cudaMalloc_v3020) are
+    two rows; equal totals go in id order, as nsys's GROUP BY hands them to its ORDER BY.
     """
     dur = np.asarray(dur, dtype=np.int64)
     if not len(dur):
@@ -61,7 +70,11 @@ def duration_stats(keys: pd.Series | np.ndarray | pd.Categorical, dur: np.ndarra
     if isinstance(keys, pd.Series):
         keys = keys.array if isinstance(keys.dtype, pd.CategoricalDtype) else keys.astype(str).to_numpy()
     df = pd.DataFrame({"name": keys, "dur": dur})
-    g = df.groupby("name", sort=False, observed=True)["dur"]
+    by = ["name"]
+    if ids is not None:
+        df["id"] = np.asarray(ids, dtype=np.int64)
+        by = ["id", "name"]
+    g = df.groupby(by, sort=False, observed=True)["dur"]
     out = pd.DataFrame(
         {
             "count": g.size().astype(np.int64),
@@ -77,7 +90,8 @@ def duration_stats(keys: pd.Series | np.ndarray | pd.Categorical, dur: np.ndarra
     out["time_pct"] = out["total_ns"] / total * 100.0 if total > 0 else 0.0
     out = out.reset_index().rename(columns={"index": "name"})
     out["name"] = out["name"].astype(object)
-    out = out.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    order = ["total_ns", *(["id"] if ids is not None else []), "name"]
+    out = out.sort_values(order, ascending=[False] + [True] * (len(order) - 1), kind="stable").reset_index(drop=True)
     return out[SUMMARY_COLUMNS]
 
 
@@ -209,6 +223,11 @@ def _slices(trace: Trace, categories: list[str]) -> pd.DataFrame:
     return c[c["category"].isin(categories)]
 
 
+def _by_name_id(calls: pd.DataFrame) -> pd.DataFrame:
+    """API or OS runtime calls summarised as nsys does: by the name's string id, printed by name."""
+    return duration_stats(calls["name"].astype(str).to_numpy(), calls["dur"].to_numpy(), ids=calls["name_id"].to_numpy())
+
+
 def _api_sum(trace: Trace, report: str, hip: bool) -> pd.DataFrame:
     # CUDA: runtime and driver calls, as nsys; HIP: the HIP API (HSA is the layer under it)
     api = _slices(trace, ["runtime"] if hip else ["runtime", "driver"])
@@ -219,7 +238,7 @@ def _api_sum(trace: Trace, report: str, hip: bool) -> pd.DataFrame:
         other = "hip_api_sum" if amd else "cuda_api_sum"
         raise _lacks(trace, report, f"no {'HIP' if hip else 'CUDA'} API calls (it traced {'AMD' if amd else 'NVIDIA'} GPUs: "
                      f"--report {other})")
-    return _as_nsys_summary(duration_stats(api["name"].astype(str).to_numpy(), api["dur"].to_numpy()), "Num Calls", "Name")
+    return _as_nsys_summary(_by_name_id(api), "Num Calls", "Name")
 
 
 _NVTX_STYLE = {"push_pop": "PushPop", "start_end": "StartEnd"}
@@ -259,7 +278,7 @@ def _osrt_sum(trace: Trace) -> pd.DataFrame:
     osrt = _slices(trace, ["osrt"])
     if not len(osrt):
         raise _lacks(trace, "osrt_sum", "no OS runtime calls (only Nsight Systems traces them, with --trace osrt)")
-    return _as_nsys_summary(duration_stats(osrt["name"].astype(str).to_numpy(), osrt["dur"].to_numpy()), "Num Calls", "Name")
+    return _as_nsys_summary(_by_name_id(osrt), "Num Calls", "Name")
 
 
 def _serialised(trace: Trace) -> bool:

@@ -15,6 +15,7 @@ import io
 import json
 import math
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -167,18 +168,42 @@ def test_mem_size_sum_and_gpu_trace_against_the_export(samples: Path) -> None:
         assert (row["SrcMemKd"], row["DstMemKd"]) == (mem_kinds[src], mem_kinds[dst])
 
 
+def _by_string_id(path: Path, table: str, where: str = "") -> list[tuple[str, str, str, str, str]]:
+    """(name, calls, total, min, max) as nsys stats counts calls: by the name's string id, totals
+    descending (equal ones in id order), the name without a four-digit ``_vNNNN`` suffix."""
+    rows = _sql(path, f"select s.value, count(*), sum(o.end - o.start), min(o.end - o.start), max(o.end - o.start) "
+                      f"from {table} o join StringIds s on s.id = o.nameId {where} group by o.nameId order by 3 desc, o.nameId")  # fmt: skip
+    strip = re.compile(r"_v\d{4}$")
+    return [(strip.sub("", name), str(n), str(total), str(lo), str(hi)) for name, n, total, lo, hi in rows]
+
+
+def _name_and_counts(out: pd.DataFrame) -> list[tuple[str, str, str, str, str]]:
+    return list(zip(out["Name"], out["Num Calls"], out["Total Time (ns)"], out["Min (ns)"], out["Max (ns)"]))
+
+
 def test_osrt_sum_against_the_export(samples: Path) -> None:
+    """Only the OS runtime event class counts: OSRT_API also holds the profiler's own zero-length
+    'OS runtime libraries profiling started/finished' marks (nsys stats leaves them out)."""
     path = samples / "nsys" / "perlmutter-cloverleaf-cuda.sqlite"
     out = _csv(_run("stats", str(path), "-r", "osrt_sum", "--format", "csv").stdout)
     assert list(out.columns) == REPORTS["osrt_sum"].headers
-    rows = _sql(path, "select s.value, count(*), sum(o.end - o.start), min(o.end - o.start), max(o.end - o.start) "
-                      "from OSRT_API o join StringIds s on s.id = o.nameId group by 1")  # fmt: skip
-    by_name = {name: (str(n), str(total), str(lo), str(hi)) for name, n, total, lo, hi in rows}
-    assert set(out["Name"]) == set(by_name)
-    for _, r in out.iterrows():
-        assert (r["Num Calls"], r["Total Time (ns)"], r["Min (ns)"], r["Max (ns)"]) == by_name[r["Name"]]
-    totals = [int(t) for t in out["Total Time (ns)"]]
-    assert totals == sorted(totals, reverse=True)
+    osrt = "where o.eventClass = (select id from ENUM_NSYS_EVENT_CLASS where name = 'TRACE_PROCESS_EVENT_OS_RUNTIME')"
+    assert _name_and_counts(out) == _by_string_id(path, "OSRT_API", osrt)
+    assert _sql(path, f"select count(*) from OSRT_API o {osrt.replace('o.eventClass =', 'o.eventClass !=')}")[0][0] > 0
+
+
+@pytest.mark.parametrize("name", ["saxpy-mpi-cuda_nsys_perlmutter0.sqlite", "perlmutter-cloverleaf-cuda.sqlite", "h200_llm_train_nvtx.sqlite"])
+def test_cuda_api_sum_counts_by_string_id(samples: Path, name: str) -> None:
+    """nsys groups API calls by the name's string id: the saxpy export holds cudaMalloc and
+    cudaMalloc_v3020 (ids 102 and 668), printed as two cudaMalloc rows, each with its own share."""
+    path = samples / "nsys" / name
+    out = _csv(_run("stats", str(path), "-r", "cuda_api_sum", "--format", "csv").stdout)
+    expected = _by_string_id(path, "CUPTI_ACTIVITY_KIND_RUNTIME")
+    assert _name_and_counts(out) == expected
+    total = sum(int(t) for _, _, t, _, _ in expected)
+    assert [float(p) for p in out["Time (%)"]] == [pytest.approx(int(t) * 100 / total, abs=0.051) for _, _, t, _, _ in expected]
+    if name.startswith("saxpy"):
+        assert len(out) > len(set(out["Name"]))  # the versioned and plain ids apart
 
 
 # ---------------------------------------------------------------------------------------------
