@@ -28,7 +28,7 @@ EXIT_USER_ERROR = 2
 #: ``kviewer compare --fail-if-slower``: B is slower than allowed (distinct from a user error)
 EXIT_SLOWER = 1
 
-SUBCOMMANDS = ("info", "summary", "kernels", "sol", "fusion", "compare", "screenshot", "report", "export", "sql", "fleet")
+SUBCOMMANDS = ("info", "summary", "stats", "kernels", "sol", "fusion", "compare", "screenshot", "report", "export", "sql", "fleet")
 
 
 #: ``--raw-csv``: CSV cells exactly as in the trace (no spreadsheet-formula guard); set by main()
@@ -324,21 +324,25 @@ def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int
         out.write(human_table(df, float_digits) + "\n")
 
 
-def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80) -> str:
-    """Right-aligned numbers, left-aligned text, long names cut with an ellipsis."""
+def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80, numeric: Sequence[bool] | None = None) -> str:
+    """Right-aligned numbers, left-aligned text, long names cut with an ellipsis.
+
+    ``numeric`` says which columns to right-align when the dtypes do not (cells already formatted
+    as text)."""
     import pandas as pd
 
     from kviewer.core.text import display_text
 
     cols = [display_text(c) for c in df.columns]
     cells: list[list[str]] = []
-    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in cols]
+    if numeric is None:
+        numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
     for row in df.itertuples(index=False):
         line = []
         for value, is_num in zip(row, numeric):
             if is_num and isinstance(value, float):
                 text = "—" if math.isnan(value) else f"{value:,.{float_digits}f}"  # unknown, never 0
-            elif is_num:
+            elif is_num and not isinstance(value, str):
                 text = f"{value:,}"
             else:
                 text = display_text(value)
@@ -491,6 +495,82 @@ def cmd_summary(args: argparse.Namespace) -> int:
         df = kernel_summary(trace, by=by)
     write_frame(df, args.format)
     return EXIT_OK
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """``nsys stats`` reports for any trace: the same columns, order, units and rounding."""
+    from kviewer.analysis.stats import REPORTS, run_report
+    from kviewer.errors import ReportUnavailable
+
+    names = [n.strip() for n in args.report.split(",") if n.strip()]
+    unknown = [n for n in names if n not in REPORTS]
+    if unknown or not names:
+        raise UserError(f"unknown report {', '.join(unknown) or repr(args.report)}; the reports are: {', '.join(REPORTS)}")
+    if args.output:
+        _output_dir_exists(args.output)
+    trace = load_trace(args.file, args.quiet)
+    unavailable = []
+    for i, name in enumerate(names):
+        try:
+            df = run_report(trace, name)
+        except ReportUnavailable as exc:
+            unavailable.append(exc)
+            continue
+        if args.output:
+            path = f"{args.output}_{name}.{'json' if args.format == 'json' else 'csv' if args.format == 'csv' else 'txt'}"
+            with open(path, "w", encoding="utf-8", newline="") as fh:
+                write_report(df, REPORTS[name], args.format, fh)
+            continue
+        if len(names) > 1:  # as nsys prints several reports
+            sys.stdout.write(f"{chr(10) if i else ''} ** {REPORTS[name].title} ({name}):\n\n")
+        write_report(df, REPORTS[name], args.format, sys.stdout)
+    for exc in unavailable:
+        if exc is not unavailable[-1]:
+            print(_say(f"kviewer: error: {exc}"), file=sys.stderr)
+    if unavailable:
+        raise UserError(str(unavailable[-1]))
+    return EXIT_OK
+
+
+def write_report(df: "pd.DataFrame", report: Any, fmt: str, out: Any) -> None:
+    """A report's rows: each number with the decimals nsys prints (csv, table) or as a number (json);
+    unknown values empty in CSV, null in JSON and "—" in the table."""
+    if fmt == "json":
+        write_frame(df, "json", out)
+        return
+    import numpy as np
+    import pandas as pd
+
+    cells: dict[str, Any] = {}
+    unknown = "" if fmt == "csv" else "—"
+    for col in report.columns:
+        series = df[col.header]
+        if col.text:  # names repeat: categorical, so the CSV guard maps each distinct name once
+            cells[col.header] = pd.Categorical(series.fillna("").astype(str).to_numpy(dtype=object))
+            continue
+        if col.decimals is None:  # integers, never through float64 (epoch nanoseconds need 63 bits)
+            known = series.notna().to_numpy()
+            ints = np.zeros(len(series), dtype=np.int64)
+            ints[known] = series[known].astype(np.int64).to_numpy()
+            if fmt == "csv":  # numbers to_csv writes itself (C), unknown ones empty
+                cells[col.header] = pd.arrays.IntegerArray(ints, ~known)
+            else:
+                cells[col.header] = [f"{v:,d}" if k else unknown for v, k in zip(ints.tolist(), known.tolist())]
+            continue
+        values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)  # None -> NaN
+        spec = f"{{:{',' if fmt != 'csv' else ''}.{col.decimals}f}}"
+        cells[col.header] = [unknown if v != v else spec.format(v) for v in values.tolist()]
+    frame = pd.DataFrame(cells, columns=report.headers)
+    if fmt == "csv":
+        # only the text columns can hold a formula (the numbers are formatted here)
+        from kviewer.core.text import csv_cell, map_text_columns
+
+        text = [c.header for c in report.columns if c.text]
+        if not RAW_CSV:
+            frame[text] = map_text_columns(frame[text], csv_cell)
+        write_frame(frame, "csv", out, raw_csv=True)
+    else:
+        out.write(human_table(frame, numeric=[not c.text for c in report.columns], max_name=120) + "\n")
 
 
 def summary_steps(trace: "Trace", fmt: str) -> int:
@@ -1089,12 +1169,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     def add(
-        name: str, help_: str, fn: Callable[[argparse.Namespace], int], formats: Sequence[str], several: bool = False
+        name: str, help_: str, fn: Callable[[argparse.Namespace], int], formats: Sequence[str], several: bool = False,
+        format_flags: Sequence[str] = ("--format",),
     ) -> argparse.ArgumentParser:
         # argparse %-formats help texts: a literal % (as in "SOL%") must be doubled
         sp = sub.add_parser(name, help=help_.replace("%", "%%"), description=help_)
         sp.add_argument("file", metavar="FILE", nargs="+" if several else None)
-        sp.add_argument("--format", choices=list(formats), default=formats[0], help="output format (default: %(default)s)")
+        sp.add_argument(*format_flags, dest="format", choices=list(formats), default=formats[0], help="output format (default: %(default)s)")
         sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
         sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
         if "csv" in formats:
@@ -1114,6 +1195,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--short", action="store_true", help="group by short name (no arguments or templates)")
     s.add_argument("--by-rank", action="store_true", help="one summary per rank (a folder of per-rank traces)")
     s.add_argument("--steps", action="store_true", help="step times per rank: spread across ranks per step, and the straggler")
+    st = add(
+        "stats",
+        "nsys stats reports for any trace, with the columns, units and rounding of nsys stats --format csv: "
+        "cuda_gpu_kern_sum, cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, cuda_api_sum (hip_api_sum for AMD), "
+        "nvtx_sum (user annotations for PyTorch and rocprof), cuda_gpu_trace, osrt_sum",
+        cmd_stats,
+        ("table", "csv", "json"),
+        format_flags=("--format", "-f"),  # nsys stats's spellings, so scripts can swap the command
+    )
+    st.add_argument("--report", "-r", required=True, metavar="R[,R...]", help="the reports, comma separated")
+    st.add_argument("--output", "-o", metavar="PREFIX",
+                    help="write each report to PREFIX_REPORT.csv (or .json, .txt) as nsys stats --output does, instead of stdout")
     kp = add("kernels", "one row per kernel in the unified schema", cmd_kernels, ("table", "csv", "json"))
     add_ncu_options(kp)
     sol = add("sol", "per-kernel speed of light (FLOPs, bytes, T_SOL, SOL%, bound)", cmd_sol, ("table", "csv", "json"))

@@ -96,3 +96,15 @@ class CacheProblem(KViewerError):
 
 class QueryError(KViewerError):
     """A SQL query over the unified model failed (bad SQL, a write, a timeout); the text is one line."""
+
+
+class ReportUnavailable(AnalysisError):
+    """A report (``kviewer stats --report``) needs what the trace does not hold.
+
+    ``report`` is the report's name and ``lacks`` what the file lacks, in words; ``path`` the file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], report: str, lacks: str):
+        self.report = report
+        self.lacks = lacks
+        super().__init__(f"{report}: the file has {lacks}", path=path)

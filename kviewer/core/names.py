@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 
-_RUNTIME_VERSION = re.compile(r"_v\d+$")
+#: nsys stats strips exactly four digits: cudaLaunchKernel_v7000 is cudaLaunchKernel, while
+#: cudaGetFuncBySymbol_v11000 and cuGetProcAddress_v2 keep theirs (another entry point of the API)
+_RUNTIME_VERSION = re.compile(r"_v\d{4}$")
 _AMD_SUFFIXES = (" [clone .kd]", " (.kd)", ".kd")
 
 
 def strip_api_version(name: str) -> str:
-    """``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel`` (Nsight Systems versioned API names)."""
+    """``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel`` (Nsight Systems versioned API names), as
+    ``nsys stats`` names them: only a four-digit suffix goes."""
     return _RUNTIME_VERSION.sub("", name)
 
 

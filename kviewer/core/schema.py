@@ -101,6 +101,8 @@ KERNELS = Table(
         Column("block_z", I32, "block size z"),
         Column("registers", I32, "registers per thread"),
         Column("shared_mem", INT, "static + dynamic shared memory (LDS) per block, bytes"),
+        Column("dynamic_shared_mem", INT, "the dynamic part of shared_mem, bytes (-1 when the source does not split it)"),
+        Column("context", INT, "CUDA context id (Nsight Systems contextId)"),
         Column("serialised", BOOL, "True when start times are not real (Nsight Compute replays)"),
         # measured (by a profiler's counters); NaN when not collected
         Column("flops_fp64", FLOAT, "measured FP64 FLOP count"),
@@ -148,6 +150,9 @@ GPU_OPS = Table(
         Column("correlation", INT, "correlation id of the API call"),
         Column("external_id", INT, "framework op id"),
         Column("value", INT, "memset: the value written; -1 for memcpy or when unknown"),
+        Column("src_kind", CAT, "memcpy: memory kind of the source as the tool names it (Pageable, Pinned, Device, ...)"),
+        Column("dst_kind", CAT, "memory kind of the destination (memcpy) or of the memory set (memset)"),
+        Column("context", INT, "CUDA context id (Nsight Systems contextId)"),
     ),
 )
 
@@ -156,7 +161,7 @@ CPU_SLICES = Table(
     "Host-side intervals: runtime/driver API calls, framework ops, python frames, NVTX / user ranges.",
     (
         Column("id", INT, "row id"),
-        Column("name", CAT, "name (runtime names without their _vNNNN suffix)"),
+        Column("name", CAT, "name (runtime names without a four-digit _vNNNN suffix, as nsys stats names them)"),
         Column("category", CAT, "runtime | driver | op | python | annotation | nvtx | sync | other"),
         *_time_cols(),
         Column("rank", I32, "distributed rank", -1),
@@ -169,6 +174,10 @@ CPU_SLICES = Table(
         Column("input_types", CAT, "op input dtypes, JSON text"),
         Column("concrete_inputs", CAT, "op scalar arguments (strides, flags), JSON text"),
         Column("flops", FLOAT, "FLOPs the framework reports for the op"),
+        Column("style", CAT, "how an NVTX range was recorded: push_pop | start_end; '' otherwise"),
+        Column("domain", CAT, "NVTX domain of the range ('' = the default domain; named domains also prefix the name)"),
+        Column("name_id", INT, "the source's id of the name (Nsight Systems StringIds id of an API or OS runtime call; -1 "
+               "elsewhere): cudaMalloc and cudaMalloc_v3020 share a name but not an id, and nsys stats counts them apart"),
     ),
 )
 

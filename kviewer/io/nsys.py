@@ -86,6 +86,11 @@ MEMCPY_KINDS: dict[int, tuple[str, str]] = {
     13: ("DtoD", "Unified Device-to-Device"),
 }
 _ENUM_DIRECTION = re.compile(r"(?:UVM_)?([HDAP])TO([HDAP])$")
+# srcKind/dstKind/memKind as nsys numbers them (its ENUM_CUDA_MEM_KIND, not CUPTI's order); used
+# when the export has no ENUM_CUDA_MEM_KIND table
+MEMORY_KINDS: dict[int, str] = {
+    0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static", 6: "Managed Static", 7: "Unknown",
+}
 
 _ID_MASK = 0xFFFFFF
 
@@ -647,6 +652,7 @@ def _kernels(db: _Db, gpus: "_Gpus", columns: Collection[str] | None = None) -> 
         ("grid_x", db.col(t, "k", "gridX")), ("grid_y", db.col(t, "k", "gridY")), ("grid_z", db.col(t, "k", "gridZ")),
         ("block_x", db.col(t, "k", "blockX")), ("block_y", db.col(t, "k", "blockY")), ("block_z", db.col(t, "k", "blockZ")),
         ("registers", db.col(t, "k", "registersPerThread")), ("shared_mem", shared),
+        ("dynamic_shared_mem", db.col(t, "k", "dynamicSharedMemory")), ("context", db.col(t, "k", "contextId")),
     ]  # fmt: skip
     if columns is not None:
         keep = {"start", "end"} | {x for col in columns for x in _KERNEL_NEEDS.get(col, (col,))}
@@ -674,7 +680,13 @@ def _gpu_ops(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
     parts: list[dict[str, np.ndarray]] = []
     t = MEMCPY_TABLE
     if t in db.tables:
-        c = db.ints(t, "m", _op_spec(db, t) + [("copy_kind", db.col(t, "m", "copyKind"))])
+        c = db.ints(
+            t,
+            "m",
+            _op_spec(db, t)
+            + [("copy_kind", db.col(t, "m", "copyKind")), ("context", db.col(t, "m", "contextId")),
+               ("src_kind", db.col(t, "m", "srcKind")), ("dst_kind", db.col(t, "m", "dstKind"))],
+        )  # fmt: skip
         kinds = {**MEMCPY_KINDS, **_memcpy_kinds(db)}
         uniq, inverse = np.unique(c.pop("copy_kind"), return_inverse=True)
         known = [kinds.get(int(u), ("", f"kind {int(u)}")) for u in uniq]
@@ -686,8 +698,15 @@ def _gpu_ops(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
         parts.append(c)
     t = MEMSET_TABLE
     if t in db.tables:
-        c = db.ints(t, "m", _op_spec(db, t) + [("value", db.col(t, "m", "value"))])
+        c = db.ints(
+            t,
+            "m",
+            _op_spec(db, t)
+            + [("value", db.col(t, "m", "value")), ("context", db.col(t, "m", "contextId")),
+               ("dst_kind", db.col(t, "m", "memKind"))],
+        )  # fmt: skip
         n = len(c["start"])
+        c["src_kind"] = np.full(n, -1, dtype=np.int64)
         c["direction"] = np.full(n, "", dtype=object)
         c["name"] = np.full(n, "[CUDA memset]", dtype=object)
         c["kind"] = np.full(n, "memset", dtype=object)
@@ -698,6 +717,12 @@ def _gpu_ops(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
     gpid = cols.pop("gpid")
     cols["pid"] = _pid(gpid)
     cols["device"] = gpus.map(cols["pid"], cols["device"])
+    # memory kinds by their label in ENUM_CUDA_MEM_KIND, as nsys stats cuda_gpu_trace prints them
+    mem_kinds = {**MEMORY_KINDS, **_enum_labels(db, "ENUM_CUDA_MEM_KIND")}
+    for k in ("src_kind", "dst_kind"):
+        uniq, inverse = np.unique(cols[k], return_inverse=True)
+        labels = np.array([mem_kinds.get(int(u), "") if u >= 0 else "" for u in uniq] or [""], dtype=object)
+        cols[k] = _categorical(labels[inverse.reshape(-1)] if len(uniq) else np.empty(0, dtype=object))
     for k in ("name", "kind", "direction"):
         cols[k] = _categorical(cols[k])
     return make_table("gpu_ops", len(cols["start"]), cols)
@@ -724,6 +749,13 @@ def _memcpy_kinds(db: _Db) -> dict[int, tuple[str, str]]:
     return out
 
 
+def _enum_labels(db: _Db, table: str) -> dict[int, str]:
+    """id -> label of an ``ENUM_*`` table when the export has it."""
+    if not {"id", "label"} <= db.columns(table):
+        return {}
+    return {int(i): str(label) for i, label in db.con.execute(f"select id, label from {table}") if label is not None}
+
+
 def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarray]:
     """CUDA runtime/driver calls (category by name: ``cuda*`` runtime, other ``cu*`` driver) or OSRT."""
     if table not in db.tables:
@@ -733,8 +765,11 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
         table,
         "r",
         [("start", "r.start"), ("end", "r.end"), ("gtid", db.col(table, "r", "globalTid")),
-         ("correlation", db.col(table, "r", "correlationId")), ("name", name)],
+         ("correlation", db.col(table, "r", "correlationId")), ("name", name),
+         ("event_class", db.col(table, "r", "eventClass"))],
     )  # fmt: skip
+    event_class = c.pop("event_class")
+    c["name_id"] = c["name"].copy()  # nsys stats groups calls by this id, not by the text
     # each distinct name once: a categorical (codes), never a string per row
     by_name = db.strings_at(db.string_positions(c["name"]))
     uniq = [str(u) for u in by_name.categories]
@@ -753,7 +788,12 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
         c["category"] = pd.Categorical.from_codes(kind, categories=pd.Index(["driver", "runtime"]))
     else:
         c["name"] = pd.Categorical.from_codes(inverse, categories=pd.Index(uniq))
-        c["category"] = _constant(category, n)
+        # OSRT_API also holds the profiler's own "OS runtime libraries profiling started/finished"
+        # marks (other event classes): calls are only the rows of the OS runtime class
+        calls = event_class == _event_class(db, "TRACE_PROCESS_EVENT_OS_RUNTIME", 27)
+        labels = sorted({category, "other"})
+        codes = np.where(calls | (event_class < 0), labels.index(category), labels.index("other")).astype(np.int8)
+        c["category"] = pd.Categorical.from_codes(codes, categories=pd.Index(labels))
         c["correlation"] = np.full(n, -1, dtype=np.int64)
     gtid = c.pop("gtid")
     c["pid"] = _pid(gtid)
@@ -761,10 +801,19 @@ def _api_calls(db: _Db, table: str, category: str | None) -> dict[str, np.ndarra
     return c
 
 
+def _event_class(db: _Db, name: str, default: int) -> int:
+    """The id of an ``ENUM_NSYS_EVENT_CLASS`` name (the export's own table when it has one)."""
+    if {"id", "name"} <= db.columns("ENUM_NSYS_EVENT_CLASS"):
+        row = db.con.execute("select id from ENUM_NSYS_EVENT_CLASS where name = ?", (name,)).fetchone()
+        if row is not None:
+            return int(row[0])
+    return default
+
+
 def _empty_slices() -> dict[str, np.ndarray]:
     i = np.empty(0, dtype=np.int64)
     s = np.empty(0, dtype=object)
-    return {"start": i, "end": i, "correlation": i, "name": s, "category": s, "pid": i, "tid": i}
+    return {"start": i, "end": i, "correlation": i, "name": s, "category": s, "pid": i, "tid": i, "name_id": i}
 
 
 def _nvtx_types(db: _Db) -> dict[str, int]:
@@ -821,20 +870,28 @@ def _nvtx(db: _Db, meta: TraceMeta) -> dict[str, np.ndarray]:
             dtype=object,
         )
     n = int(keep.sum())
+    kept_domain = c["domain"][keep]
+    kept_pid = pid[keep]
+    domain_names = np.array(
+        [domains.get((int(p), int(d)), "") if d else "" for p, d in zip(kept_pid, kept_domain)] if n else [], dtype=object
+    )
     return {
         "start": c["start"][keep],
         "end": c["end"][keep],
         "correlation": np.full(n, -1, dtype=np.int64),
         "name": names,
         "category": _constant("nvtx", n),
-        "pid": pid[keep],
+        "pid": kept_pid,
         "tid": _tid(gtid)[keep],
+        "style": np.where(c["type"][keep] == types["start_end"], "start_end", "push_pop").astype(object),
+        "domain": domain_names,
     }
 
 
 def _cpu_slices(parts: list[dict[str, Any]]) -> pd.DataFrame:
     keys = ("start", "end", "correlation", "pid", "tid")
     cols: dict[str, Any] = {k: np.concatenate([p[k] for p in parts]) for k in keys}
+    cols["name_id"] = np.concatenate([p.get("name_id", np.full(len(p["start"]), -1, dtype=np.int64)) for p in parts])
     n = len(cols["start"])
     cols["depth"] = _depths(cols["pid"], cols["tid"], cols["start"], cols["end"])
     # names arrive as categoricals where they came from StringIds: unite their categories (each
@@ -846,6 +903,8 @@ def _cpu_slices(parts: list[dict[str, Any]]) -> pd.DataFrame:
     # concatenated labels would, sorted), never hash a label per row
     kinds = [p["category"] for p in parts if len(p["category"])]
     cols["category"] = _compact(union_categoricals(kinds)) if kinds else _categorical(np.empty(0, dtype=object))
+    for key in ("style", "domain"):  # only NVTX ranges have them
+        cols[key] = _categorical(np.concatenate([p[key] if key in p else np.full(len(p["start"]), "", dtype=object) for p in parts]))
     return make_table("cpu_slices", n, cols)
 
 
