@@ -32,12 +32,12 @@ from PySide6.QtGui import (
     QPen,
     QPolygonF,
 )
-from PySide6.QtWidgets import QMenu, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QScrollBar, QToolButton, QToolTip, QVBoxLayout, QWidget
 
 from kviewer.session import colors
 from kviewer.ui.colors import qbrushes
 from kviewer.session.format import display_text, format_duration, format_time
-from kviewer.session.tracks import Group, Lane, TraceTracks
+from kviewer.session.tracks import CounterTrack, Group, Lane, TraceTracks
 from kviewer.ui.viewstate import Selection, ViewState
 
 if TYPE_CHECKING:
@@ -56,6 +56,8 @@ HEADER_BG = QColor(232, 236, 241)
 ROOT_BG = QColor(214, 221, 230)
 SELECT_PEN = QColor(20, 20, 20)
 FLOW_COLOUR = QColor(200, 40, 40)
+COUNTER_COLOUR = {"utilisation": QColor(46, 125, 50), "concurrency": QColor(40, 90, 170)}
+COUNTER_BG = QColor(244, 247, 244)
 
 
 @dataclass
@@ -65,12 +67,15 @@ class Row:
     y: float
     h: float
     kind: str
-    """header | lane"""
+    """header | lane | counter"""
     depth: int
     label: str
     tracks: TraceTracks
     group: Group | None = None
     lane: Lane | None = None
+    counter: CounterTrack | None = None
+    parent: Group | None = None
+    """the group whose children hold this row's lane, counter or group (None for a trace root)"""
 
 
 @dataclass
@@ -84,6 +89,8 @@ class Frame:
     """(palette index, first, end) runs of ``rects``, which are sorted by colour"""
     inner: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
     labels: list[tuple[QRectF, str, bool]] = field(default_factory=list)
+    counters: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    """(counter kind, rects) of the counter rows: one column per pixel"""
     bars: int = 0
 
 
@@ -150,6 +157,8 @@ class LaneAxis(pg.AxisItem):
             else:
                 p.setFont(self.font)
                 p.setPen(QColor(70, 70, 70))
+                if row.kind == "counter":
+                    p.fillRect(QRectF(0, y, width, row.h), COUNTER_BG)
                 rect.adjust(INDENT, 0, 0, 0)
                 text = QFontMetricsF(self.font).elidedText(display_text(row.label), Qt.TextElideMode.ElideRight, rect.width())
                 p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
@@ -158,17 +167,13 @@ class LaneAxis(pg.AxisItem):
 
     def mouseClickEvent(self, ev: Any) -> None:
         row = self.timeline.row_at(self.timeline.vb.viewRange()[1][0] + ev.pos().y())
-        if row is None or row.kind != "header":
+        if row is None:
             return
         ev.accept()
-        if ev.button() == Qt.MouseButton.LeftButton:
+        if ev.button() == Qt.MouseButton.LeftButton and row.kind == "header":
             self.timeline.toggle_group(row.group)
-        elif ev.button() == Qt.MouseButton.RightButton and row.depth == 0:
-            menu = QMenu()
-            close = menu.addAction(f"Close {row.tracks.label}")
-            chosen = menu.exec(ev.screenPos().toPoint())
-            if chosen is close:
-                self.timeline.closeRequested.emit(row.tracks.key)
+        elif ev.button() == Qt.MouseButton.RightButton:
+            self.timeline.row_menu(row).exec(ev.screenPos().toPoint())
 
     def hoverEvent(self, ev: Any) -> None:
         if ev.isExit():
@@ -176,12 +181,15 @@ class LaneAxis(pg.AxisItem):
         row = self.timeline.row_at(self.timeline.vb.viewRange()[1][0] + ev.pos().y())
         if row is not None and row.kind == "header" and row.group is not None and row.group.tooltip:
             self.setToolTip(row.group.tooltip)
+        elif row is not None and row.counter is not None:
+            self.setToolTip(row.counter.tooltip)
         else:
             self.setToolTip("")
 
 
 class TimelineViewBox(pg.ViewBox):
-    """Wheel zooms time around the cursor; drag pans time and scrolls rows; Shift+wheel scrolls."""
+    """As in Nsight Systems and Perfetto: the wheel scrolls the rows, Ctrl+wheel zooms time around
+    the cursor, Shift+wheel pans time; drag pans time and scrolls rows; Shift+drag selects a range."""
 
     def __init__(self, timeline: TimelineView) -> None:
         super().__init__(enableMenu=False, invertY=True)
@@ -190,11 +198,15 @@ class TimelineViewBox(pg.ViewBox):
         self.disableAutoRange()
 
     def wheelEvent(self, ev: Any, axis: Any = None) -> None:
-        if ev.modifiers() & Qt.KeyboardModifier.ShiftModifier:
-            ev.accept()
-            self.timeline.scroll_by(-ev.delta() / 2.0)
+        mods = ev.modifiers()
+        if mods & Qt.KeyboardModifier.ControlModifier:
+            super().wheelEvent(ev, axis)
             return
-        super().wheelEvent(ev, axis)
+        ev.accept()
+        if mods & Qt.KeyboardModifier.ShiftModifier:
+            self.timeline.pan(-ev.delta() / 120.0 * PAN_STEP / 2.0)
+        else:
+            self.timeline.scroll_by(-ev.delta() / 2.0)
 
     def mouseDragEvent(self, ev: Any, axis: Any = None) -> None:
         if ev.button() != Qt.MouseButton.LeftButton:
@@ -242,6 +254,9 @@ class TracksItem(pg.GraphicsObject):
         for row in tl.rows_between(top, top + height):
             lane = row.lane
             pad = 2.0
+            if row.kind == "counter" and row.counter is not None:
+                self._counter_frame(fr, row, x0, x1, top, width)
+                continue
             if row.kind == "header":
                 if row.group is None or not row.group.collapsed:
                     continue
@@ -303,22 +318,41 @@ class TracksItem(pg.GraphicsObject):
             fr.inner = np.ascontiguousarray(np.concatenate(inner_parts))
         budget = MAX_LABELS
         for row, lane, xs, ws, reps, y, h in label_jobs:
-            raw_ids = lane.ids[reps]
             colour = lane.lod.raw.colour[reps]
-            for x, w, rid, c in zip(xs.tolist(), ws.tolist(), raw_ids.tolist(), colour.tolist()):
+            for x, w, pos, c in zip(xs.tolist(), ws.tolist(), reps.tolist(), colour.tolist()):
                 if budget <= 0:
                     break
                 x_vis = max(x, 0.0)
                 w_vis = min(x + w, width) - x_vis
                 if w_vis < LABEL_MIN_PX:
                     continue
-                text = self.metrics.elidedText(display_text(row.tracks.name_of(lane.table, rid)), Qt.TextElideMode.ElideRight, w_vis - 6)
+                text = self.metrics.elidedText(display_text(row.tracks.name_of(*lane.entry(pos))), Qt.TextElideMode.ElideRight, w_vis - 6)
                 if len(text) <= 1:
                     continue
                 fr.labels.append((QRectF(x_vis + 3, y, w_vis - 6, h), text, self.dark_text[c]))
                 budget -= 1
         self._frame = fr
         return fr
+
+    def _counter_frame(self, fr: Frame, row: Row, x0: float, x1: float, top: float, width: float) -> None:
+        """A counter row: per pixel column, the mean value over its time as a filled column."""
+        ct = row.counter
+        assert ct is not None
+        n = max(int(math.ceil(width)), 1)
+        off = row.tracks.offset_ns
+        values = ct.counter.per_pixel(x0 + off, x0 + off + (x1 - x0) * n / max(width, 1e-9), n)
+        frac = np.clip(values / max(ct.scale, 1e-12), 0.0, 1.0)
+        cols = np.flatnonzero(frac > 0.0)
+        if not len(cols):
+            return
+        h = row.h - 2.0
+        bottom = row.y - top + row.h - 1.0
+        r = np.empty((len(cols), 4))
+        r[:, 0] = cols
+        r[:, 2] = 1.0
+        r[:, 3] = np.maximum(frac[cols] * h, 1.0)
+        r[:, 1] = bottom - r[:, 3]
+        fr.counters.append((ct.kind, np.ascontiguousarray(r)))
 
     # paint -----------------------------------------------------------------------------------
     def paint(self, p: QPainter, opt: Any, widget: Any) -> None:
@@ -342,7 +376,12 @@ class TracksItem(pg.GraphicsObject):
         for row in tl.rows_between(top, bottom):
             if row.kind == "header":
                 p.fillRect(QRectF(0, row.y - top, width, row.h), ROOT_BG if row.depth == 0 else HEADER_BG)
+            elif row.kind == "counter":
+                p.fillRect(QRectF(0, row.y - top, width, row.h), COUNTER_BG)
         p.setPen(Qt.PenStyle.NoPen)
+        for kind, rects in fr.counters:
+            p.setBrush(COUNTER_COLOUR.get(kind, QColor(90, 90, 90)))
+            _draw_rects(p, rects, 0, len(rects))
         for colour, first, end in fr.segments:
             p.setBrush(self.brushes[colour])
             _draw_rects(p, fr.rects, first, end)
@@ -447,6 +486,10 @@ class TimelineView(QWidget):
         self.colour_version = 0
         self.top = 0.0
         self._syncing = False
+        #: lanes and counter rows the user hid, and those pinned to the top (in pin order)
+        self.hidden: set[Lane | CounterTrack] = set()
+        self.pinned: list[tuple[TraceTracks, Lane | CounterTrack]] = []
+        self.lane_filter = ""
 
         self.canvas = TimelineCanvas(self)
         self.plot = self.canvas.getPlotItem()
@@ -460,9 +503,34 @@ class TimelineView(QWidget):
         self.item = TracksItem(self)
         self.vb.addItem(self.item, ignoreBounds=True)
         self.vb.setXRange(0, 1, padding=0)
+        self.scrollbar = QScrollBar(Qt.Orientation.Vertical)
+        self.scrollbar.setObjectName("timelineScrollBar")
+        self.scrollbar.valueChanged.connect(lambda v: self.scroll_to(float(v)) if int(self.top) != v else None)
+        self.search = QLineEdit()
+        self.search.setObjectName("laneSearch")
+        self.search.setPlaceholderText("Search lanes (GPU, stream, thread, NVTX…)")
+        self.search.setClearButtonEnabled(True)
+        self.search.setMaximumWidth(LABEL_W + 60)
+        self.search.textChanged.connect(self.set_lane_filter)
+        self.show_hidden = QToolButton()
+        self.show_hidden.setText("Show hidden lanes")
+        self.show_hidden.clicked.connect(self.unhide_all)
+        self.show_hidden.hide()
+        top_bar = QHBoxLayout()
+        top_bar.setContentsMargins(2, 2, 2, 0)
+        top_bar.addWidget(self.search)
+        top_bar.addWidget(self.show_hidden)
+        top_bar.addStretch(1)
+        body = QHBoxLayout()
+        body.setContentsMargins(0, 0, 0, 0)
+        body.setSpacing(0)
+        body.addWidget(self.canvas, 1)
+        body.addWidget(self.scrollbar)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.canvas)
+        lay.setSpacing(0)
+        lay.addLayout(top_bar)
+        lay.addLayout(body, 1)
 
         self.vb.sigXRangeChanged.connect(self._on_vb_range)
         self.vb.sigResized.connect(self._on_resize)
@@ -470,7 +538,7 @@ class TimelineView(QWidget):
         self.canvas.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         state.tracesChanged.connect(self._on_traces)
         state.rangeChanged.connect(self._on_state_range)
-        state.selectionChanged.connect(lambda _sel: self.item.update())
+        state.selectionChanged.connect(lambda _sel: self.repaint_overlay())
         state.revealRequested.connect(self.reveal)
         state.highlightChanged.connect(self._on_highlight)
 
@@ -479,35 +547,137 @@ class TimelineView(QWidget):
         rows: list[Row] = []
         lane_rows: dict[tuple[int, int], Row] = {}
         y = 0.0
+        needle = self.lane_filter.lower()
+        pinned_items = {id(item) for _t, item in self.pinned}
 
-        def visit(tracks: TraceTracks, g: Group, depth: int) -> None:
+        def shown(item: Lane | CounterTrack, path: str) -> bool:
+            if item in self.hidden or id(item) in pinned_items:
+                return False
+            return not needle or needle in (path + " " + item.label).lower()
+
+        def visit(tracks: TraceTracks, g: Group, depth: int, parent: Group | None, path: str) -> bool:
+            """Rows of ``g``; False (and nothing added) when the search leaves none of it."""
             nonlocal y
-            header = Row(y, HEADER_H, "header", depth, g.label, tracks, group=g)
+            first, y_before = len(rows), y
+            path = path + " " + g.label
+            header = Row(y, HEADER_H, "header", depth, g.label, tracks, group=g, parent=parent)
             rows.append(header)
             y += HEADER_H
-            if g.collapsed:
+            any_shown = not needle or needle in path.lower()
+            if g.collapsed and not needle:
                 for lane in g.lanes():
                     lane_rows[(tracks.key, lane.index)] = header
-                return
+                return True
             for ch in g.children:
                 if isinstance(ch, Group):
-                    visit(tracks, ch, depth + 1)
-                else:
-                    row = Row(y, LANE_H, "lane", depth + 1, ch.label, tracks, lane=ch)
-                    rows.append(row)
-                    lane_rows[(tracks.key, ch.index)] = row
+                    any_shown |= visit(tracks, ch, depth + 1, g, path)
+                elif shown(ch, path):
+                    any_shown = True
+                    if isinstance(ch, CounterTrack):
+                        rows.append(Row(y, LANE_H, "counter", depth + 1, ch.label, tracks, counter=ch, parent=g))
+                    else:
+                        row = Row(y, LANE_H, "lane", depth + 1, ch.label, tracks, lane=ch, parent=g)
+                        rows.append(row)
+                        lane_rows[(tracks.key, ch.index)] = row
                     y += LANE_H
+            if not any_shown:
+                del rows[first:]
+                y = y_before
+            return any_shown
 
+        live = {t.key for t in self.state.traces}
+        self.pinned = [(t, item) for t, item in self.pinned if t.key in live]
+        if self.pinned:
+            rows.append(Row(y, HEADER_H, "header", 0, "Pinned", self.pinned[0][0]))
+            y += HEADER_H
+            for tracks, item in self.pinned:
+                label = f"{tracks.label} › {item.label}" if len(self.state.traces) > 1 else item.label
+                if isinstance(item, CounterTrack):
+                    rows.append(Row(y, LANE_H, "counter", 1, label, tracks, counter=item))
+                else:
+                    row = Row(y, LANE_H, "lane", 1, label, tracks, lane=item)
+                    rows.append(row)
+                    lane_rows[(tracks.key, item.index)] = row
+                y += LANE_H
+            y += 6.0
         for tracks in self.state.traces:
-            visit(tracks, tracks.root, 0)
+            visit(tracks, tracks.root, 0, None, "")
             y += 6.0  # a little air between traces
         self.rows = rows
         self._row_tops = [r.y for r in rows]
         self._lane_rows = lane_rows
         self.layout_version += 1
+        self.show_hidden.setVisible(bool(self.hidden))
+        self.show_hidden.setText(f"Show {len(self.hidden)} hidden lane{'s' if len(self.hidden) != 1 else ''}")
         self.scroll_to(self.top)
         self.item.invalidate()
         self.plot.getAxis("left").update()
+
+    # lane management -------------------------------------------------------------------------
+    def set_lane_filter(self, text: str) -> None:
+        """Show only the lanes whose label, or a group above them, contains ``text``."""
+        self.lane_filter = text.strip()
+        self.relayout()
+
+    def hide_item(self, item: Lane | CounterTrack) -> None:
+        self.hidden.add(item)
+        self.pinned = [(t, i) for t, i in self.pinned if i is not item]
+        self.relayout()
+
+    def unhide_all(self) -> None:
+        self.hidden.clear()
+        self.relayout()
+
+    def pin(self, tracks: TraceTracks, item: Lane | CounterTrack) -> None:
+        """Keep a lane or counter row at the top of the timeline, above every trace."""
+        if all(i is not item for _t, i in self.pinned):
+            self.pinned.append((tracks, item))
+            self.relayout()
+
+    def unpin(self, item: Lane | CounterTrack) -> None:
+        self.pinned = [(t, i) for t, i in self.pinned if i is not item]
+        self.relayout()
+
+    def move(self, row: Row, step: int) -> None:
+        """Move a lane, counter or group ``step`` places among its siblings (pinned rows: in
+        the pinned list)."""
+        item: Any = row.lane or row.counter or row.group
+        if row.parent is None:
+            order = [i for _t, i in self.pinned]
+            if item in order:
+                j = order.index(item)
+                k = min(max(j + step, 0), len(order) - 1)
+                self.pinned.insert(k, self.pinned.pop(j))
+                self.relayout()
+            return
+        sib = row.parent.children
+        j = next(i for i, ch in enumerate(sib) if ch is item)
+        k = min(max(j + step, 0), len(sib) - 1)
+        sib.insert(k, sib.pop(j))
+        self.relayout()
+
+    def row_menu(self, row: Row) -> QMenu:
+        """The context menu of a row's label: collapse, pin, move, hide (and close a trace)."""
+        menu = QMenu(self)
+        item: Any = row.lane or row.counter
+        if row.kind == "header" and row.group is not None:
+            menu.addAction("Expand" if row.group.collapsed else "Collapse", lambda g=row.group: self.toggle_group(g))
+        if item is not None:
+            if row.parent is None:
+                menu.addAction("Unpin", lambda: self.unpin(item))
+            else:
+                menu.addAction("Pin to Top", lambda: self.pin(row.tracks, item))
+        if row.parent is not None or item is not None:
+            menu.addAction("Move Up", lambda: self.move(row, -1))
+            menu.addAction("Move Down", lambda: self.move(row, 1))
+        if item is not None:
+            menu.addAction("Hide", lambda: self.hide_item(item))
+        if self.hidden:
+            menu.addAction(f"Show Hidden Lanes ({len(self.hidden)})", self.unhide_all)
+        if row.kind == "header" and row.depth == 0 and row.group is row.tracks.root:
+            menu.addSeparator()
+            menu.addAction(f"Close {row.tracks.label}", lambda k=row.tracks.key: self.closeRequested.emit(k))
+        return menu
 
     @property
     def content_height(self) -> float:
@@ -541,14 +711,29 @@ class TimelineView(QWidget):
 
     def scroll_to(self, top: float) -> None:
         h = self._view_height()
-        self.top = float(min(max(top, 0.0), max(self.content_height - h + 20.0, 0.0)))
+        limit = max(self.content_height - h + 20.0, 0.0)
+        self.top = float(min(max(top, 0.0), limit))
         self.vb.setYRange(self.top, self.top + h, padding=0)
+        sb = self.scrollbar
+        sb.blockSignals(True)
+        sb.setRange(0, int(math.ceil(limit)))
+        sb.setPageStep(int(h))
+        sb.setSingleStep(int(LANE_H))
+        sb.setValue(int(round(self.top)))
+        sb.blockSignals(False)
+        sb.setVisible(limit > 0)
 
     def scroll_by(self, dy: float) -> None:
         self.scroll_to(self.top + dy)
 
     def _on_resize(self, *_: Any) -> None:
         self.scroll_to(self.top)
+
+    def repaint_overlay(self) -> None:
+        """Repaint now (the selection outline, the range): the item's bounding rect is the whole
+        time axis, too large for Qt's partial updates, so the viewport is updated as a whole."""
+        self.item.update()
+        self.canvas.viewport().update()
 
     # range -----------------------------------------------------------------------------------
     def visible_range(self) -> tuple[float, float]:
@@ -728,7 +913,7 @@ class TimelineView(QWidget):
             QToolTip.hideText()
             return
         tracks, lane, pos = found
-        text = tooltip_text(tracks, lane.table, int(lane.ids[pos]))
+        text = tooltip_text(tracks, *lane.entry(pos))
         QToolTip.showText(self.canvas.mapToGlobal(self.canvas.mapFromScene(scene_pos)), text, self.canvas)
 
     def _on_mouse_clicked(self, ev: Any) -> None:
@@ -740,7 +925,7 @@ class TimelineView(QWidget):
                 self.state.set_selection(None)
             return
         tracks, lane, pos = found
-        self.state.set_selection(Selection(tracks.key, lane.table, int(lane.ids[pos])))
+        self.state.set_selection(Selection(tracks.key, *lane.entry(pos)))
 
     # pictures --------------------------------------------------------------------------------
     def render_image(self, width: int, height: int) -> Any:
