@@ -478,6 +478,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     trace = load_trace(args.file, args.quiet)
     by = "short_name" if args.short else "name"
+    if args.range is not None:
+        return summary_range(trace, args.range, args.format)
     if args.steps:
         return summary_steps(trace, args.format)
     if args.by_rank:
@@ -487,6 +489,48 @@ def cmd_summary(args: argparse.Namespace) -> int:
     else:
         df = kernel_summary(trace, by=by)
     write_frame(df, args.format)
+    return EXIT_OK
+
+
+def parse_range(text: str) -> tuple[float, float]:
+    """``START:END`` with optional time units (``1.2s:1.25s``, ``400ms:450ms``; ns without one)."""
+    from kviewer.session.filterexpr import FilterError, parse_number
+
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise UserError(f"--range {text!r}: give START:END, e.g. 1.2s:1.25s")
+    try:
+        t0, t1 = (parse_number(p, "time") for p in parts)
+    except FilterError as exc:
+        raise UserError(f"--range {text!r}: {exc}") from None
+    if t1 <= t0:
+        raise UserError(f"--range {text!r}: END must be after START")
+    return t0, t1
+
+
+def summary_range(trace: "Trace", text: str, fmt: str) -> int:
+    """What lies inside a range measured from the trace's first event (as the timeline's axis):
+    the tables of the window's Range panel (kernels by name, streams busy/idle, copies by
+    direction, NVTX ranges). csv prints the kernels table; json and table all four."""
+    from kviewer.analysis.timerange import display_origin, range_summary
+    from kviewer.core.units import format_duration
+
+    t0, t1 = parse_range(text)
+    origin = display_origin(trace)
+    summary = range_summary(trace, origin + int(round(t0)), origin + int(round(t1)))
+    if fmt == "csv":
+        write_frame(summary.kernels, "csv")
+    elif fmt == "json":
+        doc = {"start_ns": int(round(t0)), "end_ns": int(round(t1)), "duration_ns": summary.duration}
+        for name, df in summary.sections().items():
+            doc[name] = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in df.to_dict(orient="records")]
+        json.dump(doc, sys.stdout, indent=1, default=_json_default, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        print(f"range {format_duration(t0)} – {format_duration(t1)} (duration {format_duration(summary.duration)}) from the trace's first event")
+        for name, df in summary.sections().items():
+            print(f"\n{name}")
+            write_frame(df, "table", float_digits=2)
     return EXIT_OK
 
 
@@ -1102,6 +1146,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--short", action="store_true", help="group by short name (no arguments or templates)")
     s.add_argument("--by-rank", action="store_true", help="one summary per rank (a folder of per-rank traces)")
     s.add_argument("--steps", action="store_true", help="step times per rank: spread across ranks per step, and the straggler")
+    s.add_argument("--range", metavar="START:END", help="what lies inside a time range from the trace's first event, as the "
+                   "window's Range panel shows it: kernels by name, streams busy/idle, copies by direction, NVTX ranges "
+                   "(units ns/us/ms/s, e.g. 1.2s:1.25s; intervals across an edge are clipped)")
     kp = add("kernels", "one row per kernel in the unified schema", cmd_kernels, ("table", "csv", "json"))
     add_ncu_options(kp)
     sol = add("sol", "per-kernel speed of light (FLOPs, bytes, T_SOL, SOL%, bound)", cmd_sol, ("table", "csv", "json"))

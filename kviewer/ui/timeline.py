@@ -58,6 +58,8 @@ SELECT_PEN = QColor(20, 20, 20)
 FLOW_COLOUR = QColor(200, 40, 40)
 COUNTER_COLOUR = {"utilisation": QColor(46, 125, 50), "concurrency": QColor(40, 90, 170)}
 COUNTER_BG = QColor(244, 247, 244)
+RANGE_FILL = QColor(60, 120, 220, 40)
+RANGE_EDGE = QColor(40, 90, 200)
 
 
 @dataclass
@@ -109,6 +111,15 @@ class TimeAxis(pg.AxisItem):
     def __init__(self) -> None:
         super().__init__("bottom")
         self.enableAutoSIPrefix(False)
+        self.timeline: TimelineView | None = None
+
+    def mouseDragEvent(self, ev: Any) -> None:
+        """Dragging along the time axis selects a range (as in Nsight Systems and Perfetto)."""
+        if self.timeline is None or ev.button() != Qt.MouseButton.LeftButton:
+            super().mouseDragEvent(ev)
+            return
+        ev.accept()
+        self.timeline.drag_select(self.mapToScene(ev.buttonDownPos()), self.mapToScene(ev.pos()), ev.isFinish())
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
         if spacing >= 1e9:
@@ -213,6 +224,9 @@ class TimelineViewBox(pg.ViewBox):
             super().mouseDragEvent(ev, axis)
             return
         ev.accept()
+        if ev.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            self.timeline.drag_select(ev.buttonDownScenePos(), ev.scenePos(), ev.isFinish())
+            return
         d = self.mapToView(ev.pos()) - self.mapToView(ev.lastPos())
         self.translateBy(x=-d.x())
         self.timeline.scroll_by(-(ev.pos().y() - ev.lastPos().y()))
@@ -395,8 +409,32 @@ class TracksItem(pg.GraphicsObject):
             for rect, text, is_dark in fr.labels:
                 p.setPen(dark if is_dark else light)
                 p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+        self._paint_time_selection(p, x0, x1, width, height)
         self._paint_selection(p, x0, x1, top, width)
         p.restore()
+
+    def _paint_time_selection(self, p: QPainter, x0: float, x1: float, width: float, height: float) -> None:
+        """The selected range: a tinted band with its edges and its duration written at the top."""
+        rng = self.timeline.state.time_selection
+        if rng is None:
+            return
+        scale = width / max(x1 - x0, 1e-9)
+        a = min(max((rng[0] - x0) * scale, -10.0), width + 10.0)
+        b = min(max((rng[1] - x0) * scale, -10.0), width + 10.0)
+        if b < 0 or a > width:
+            return
+        p.fillRect(QRectF(a, 0, max(b - a, 1.0), height), RANGE_FILL)
+        p.setPen(QPen(RANGE_EDGE, 1.0))
+        p.drawLine(QPointF(a, 0), QPointF(a, height))
+        p.drawLine(QPointF(b, 0), QPointF(b, height))
+        text = format_duration(rng[1] - rng[0])
+        p.setFont(self.font)
+        tw = self.metrics.horizontalAdvance(text) + 10
+        cx = min(max((a + b) / 2.0, tw / 2.0), width - tw / 2.0)
+        box = QRectF(cx - tw / 2.0, 2, tw, self.metrics.height() + 4)
+        p.fillRect(box, QColor(255, 255, 255, 230))
+        p.setPen(RANGE_EDGE)
+        p.drawText(box, int(Qt.AlignmentFlag.AlignCenter), text)
 
     def _bar_px(self, tracks: TraceTracks, table: str, row_id: int, x0: float, x1: float, top: float, width: float) -> QRectF | None:
         """Where a row's bar is, in frame pixels (its lane's row, or the collapsed header's)."""
@@ -501,6 +539,7 @@ class TimelineView(QWidget):
             ax.setPen(pg.mkPen(120, 120, 120))
             ax.setTextPen(pg.mkPen(40, 40, 40))
         self.item = TracksItem(self)
+        self.plot.getAxis("bottom").timeline = self  # type: ignore[attr-defined]
         self.vb.addItem(self.item, ignoreBounds=True)
         self.vb.setXRange(0, 1, padding=0)
         self.scrollbar = QScrollBar(Qt.Orientation.Vertical)
@@ -541,6 +580,7 @@ class TimelineView(QWidget):
         state.selectionChanged.connect(lambda _sel: self.repaint_overlay())
         state.revealRequested.connect(self.reveal)
         state.highlightChanged.connect(self._on_highlight)
+        state.timeSelectionChanged.connect(lambda _r: self.repaint_overlay())
 
     # layout ----------------------------------------------------------------------------------
     def relayout(self) -> None:
@@ -819,6 +859,8 @@ class TimelineView(QWidget):
         elif key == Qt.Key.Key_F:
             self.fit_selection()
         elif key == Qt.Key.Key_Escape:
+            if self.state.selection is None:
+                self.state.set_time_selection(None)
             self.state.set_selection(None)
         elif key == Qt.Key.Key_Up:
             self.scroll_by(-LANE_H * 2)
@@ -889,6 +931,13 @@ class TimelineView(QWidget):
             self.set_range(c - width / 2.0, c + width / 2.0)
 
     # mouse -----------------------------------------------------------------------------------
+    def drag_select(self, start_scene: QPointF, end_scene: QPointF, finished: bool) -> None:
+        """Select the time range between two scene positions (a drag on the axis, Shift+drag)."""
+        t0 = float(self.vb.mapSceneToView(start_scene).x())
+        t1 = float(self.vb.mapSceneToView(end_scene).x())
+        self.state.set_time_selection((t0, t1))
+
+
     def hit(self, scene_pos: QPointF) -> tuple[TraceTracks, Lane, int] | None:
         """(trace, lane, raw position) of the bar under a scene position, if any."""
         if not self.vb.sceneBoundingRect().contains(scene_pos):

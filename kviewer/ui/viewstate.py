@@ -39,6 +39,8 @@ class ViewState(QObject):
     filterChanged = Signal(str)
     currentTraceChanged = Signal(object)
     """TraceTracks | None: the trace the status bar describes"""
+    timeSelectionChanged = Signal(object)
+    """(t0, t1) in display ns, or None: the range dragged on the time axis (the Range panel's)"""
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -49,6 +51,7 @@ class ViewState(QObject):
         self.highlight: dict[int, np.ndarray] = {}
         self.filter_text = ""
         self.current: TraceTracks | None = None
+        self.time_selection: tuple[float, float] | None = None
 
     # traces ----------------------------------------------------------------------------------
     def add_trace(self, tracks: TraceTracks) -> None:
@@ -95,6 +98,15 @@ class ViewState(QObject):
         if (t0, t1) != self.range:
             self.range = (float(t0), float(t1))
             self.rangeChanged.emit(self.range[0], self.range[1])
+
+    def set_time_selection(self, rng: tuple[float, float] | None) -> None:
+        """Select a time range (display ns, either order) or clear it with None."""
+        if rng is not None:
+            t0, t1 = sorted((float(rng[0]), float(rng[1])))
+            rng = (t0, t1) if t1 > t0 else None
+        if rng != self.time_selection:
+            self.time_selection = rng
+            self.timeSelectionChanged.emit(rng)
 
     # selection -------------------------------------------------------------------------------
     def set_selection(self, sel: Selection | None, reveal: bool = False) -> None:

@@ -1,0 +1,138 @@
+"""The Range dock: what lies inside the time range dragged on the timeline's axis.
+
+The tables come from :func:`kviewer.analysis.timerange.range_summary` (the same function as
+``kviewer summary FILE --range START:END``), computed off the GUI thread, newest range winning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QTabWidget, QToolButton, QVBoxLayout, QWidget
+
+from kviewer.session.format import format_duration
+from kviewer.ui.background import BackgroundRunner
+from kviewer.ui.viewstate import ViewState
+
+HINT = "Drag along the timeline's time axis (or Shift+drag over the lanes) to select a range."
+
+
+def _columns() -> dict[str, tuple[Any, ...]]:
+    from kviewer.ui.compare_view import Column
+
+    return {
+        "kernels": (
+            Column("name", "Kernel", "text"),
+            Column("count", "Count", "count", "kernels overlapping the range"),
+            Column("total_ns", "Total", "ns", "time inside the range (kernels across an edge are clipped)"),
+            Column("avg_ns", "Avg", "ns", "total / count"),
+            Column("range_pct", "% of range", "pct", "total / range duration (above 100 when streams overlap)"),
+        ),
+        "streams": (
+            Column("device", "GPU", "count"),
+            Column("stream", "Stream", "count"),
+            Column("kernels", "Kernels", "count"),
+            Column("ops", "Copies/sets", "count"),
+            Column("busy_ns", "Busy", "ns", "time the stream ran a kernel, copy or memset"),
+            Column("idle_ns", "Idle", "ns"),
+            Column("busy_pct", "Busy %", "pct"),
+        ),
+        "copies": (
+            Column("kind", "Kind", "text"),
+            Column("direction", "Direction", "text"),
+            Column("count", "Count", "count"),
+            Column("bytes_text", "Bytes", "text", "bytes inside the range (a copy across an edge counts pro rata)"),
+            Column("total_ns", "Total", "ns"),
+            Column("bandwidth", "Bandwidth", "text", "bytes / time, over the operations that know their size"),
+        ),
+        "nvtx": (
+            Column("name", "Range", "text"),
+            Column("count", "Count", "count"),
+            Column("total_ns", "Total", "ns", "time inside the selected range"),
+            Column("range_pct", "% of range", "pct"),
+        ),
+    }
+
+
+TAB_TITLES = {"kernels": "Kernels", "streams": "GPU busy/idle", "copies": "Copies", "nvtx": "NVTX"}
+
+
+class RangePanel(QWidget):
+    def __init__(self, state: ViewState, runner: BackgroundRunner, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.state = state
+        self.runner = runner
+        self.summary: Any = None
+        """the :class:`~kviewer.analysis.timerange.RangeSummary` shown (None before a range)"""
+        self.title = QLabel(HINT)
+        self.title.setWordWrap(True)
+        self.title.setObjectName("rangeTitle")
+        clear = QToolButton()
+        clear.setText("Clear")
+        clear.setToolTip("Clear the range (Esc on the timeline)")
+        clear.clicked.connect(lambda: state.set_time_selection(None))
+        head = QHBoxLayout()
+        head.addWidget(self.title, 1)
+        head.addWidget(clear)
+        self.tabs = QTabWidget()
+        self.models: dict[str, Any] = {}
+        self.views: dict[str, Any] = {}
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(head)
+        lay.addWidget(self.tabs, 1)
+        state.timeSelectionChanged.connect(lambda _r: self.refresh())
+        state.currentTraceChanged.connect(lambda _t: self.refresh())
+
+    def _ensure_tables(self) -> None:
+        """The tables, made on first use (their model module imports pandas: not at start-up)."""
+        if self.models:
+            return
+        from kviewer.ui.compare_view import FrameModel, _table
+
+        for key, cols in _columns().items():
+            model = FrameModel(cols)
+            view = _table(model, sortable=True)
+            self.models[key] = model
+            self.views[key] = view
+            self.tabs.addTab(view, TAB_TITLES[key])
+
+    def refresh(self) -> None:
+        rng = self.state.time_selection
+        tracks = self.state.current
+        if rng is None or tracks is None:
+            self.runner.cancel("range")
+            self.summary = None
+            self.title.setText(HINT)
+            for model in self.models.values():
+                model.set_frame(model.frame.iloc[0:0])
+            return
+        from kviewer.analysis.timerange import range_summary
+
+        self._ensure_tables()
+        trace = tracks.trace
+        t0 = int(round(rng[0])) + tracks.offset_ns
+        t1 = int(round(rng[1])) + tracks.offset_ns
+        label = tracks.label
+        self.title.setText(f"<b>{format_duration(rng[1] - rng[0])}</b> · {format_duration(rng[0])} – {format_duration(rng[1])} · {label} · computing…")
+        self.runner.run("range", lambda: range_summary(trace, t0, t1), lambda s: self._show(s, rng, label), self._failed)
+
+    def _show(self, summary: Any, rng: tuple[float, float], label: str) -> None:
+        from kviewer.session.format import format_count
+
+        self.summary = summary
+        n = len(summary.kernels)
+        self.title.setText(f"<b>{format_duration(rng[1] - rng[0])}</b> · {format_duration(rng[0])} – {format_duration(rng[1])} · "
+                           f"{label} · {int(summary.kernels['count'].sum()):,} kernels of {n:,} names")
+        copies = summary.copies.copy()
+        copies["bytes_text"] = [format_count(b) + "B" if np.isfinite(b) else "—" for b in copies["bytes"].to_numpy(dtype=float)]
+        copies["bandwidth"] = [f"{g:.1f} GB/s" if np.isfinite(g) else "—" for g in copies["bandwidth_gbs"].to_numpy(dtype=float)]
+        frames = {"kernels": summary.kernels, "streams": summary.streams, "copies": copies, "nvtx": summary.nvtx}
+        for key, df in frames.items():
+            self.models[key].set_frame(df)
+            self.views[key].resizeColumnsToContents()
+
+    def _failed(self, message: str) -> None:
+        self.summary = None
+        self.title.setText(f"Range: {message.splitlines()[0]}")
