@@ -49,7 +49,7 @@ ALIASES = {
     "duration": "dur", "time": "dur", "regs": "registers", "reg": "registers", "smem": "shared_mem",
     "shared": "shared_mem", "grid_size": "grid", "block_size": "block", "mean": "avg", "average": "avg",
     "calls": "count", "n": "count", "median": "med", "gpu": "device", "kernel": "name",
-    "short": "short_name", "percent": "pct", "time_pct": "pct",
+    "short": "short_name", "percent": "pct", "time_pct": "pct", "latency": "launch_latency",
 }
 
 
@@ -173,6 +173,10 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
     ))
     cols.append(Col("start", "start", "time", num("start", shift=True)))
     cols.append(Col("dur", "duration", "time", num("dur")))
+    latency = [t.launch_latency if t.launch_latency is not None else np.full(len(k), np.nan) for t, k in zip(traces, ks)]
+    if ks and any(np.isfinite(lat).any() for lat in latency):
+        # launch call start -> kernel start (ns); unknown where the launch is not linked
+        cols.append(Col("launch_latency", "launch latency", "time", np.concatenate(latency).astype(np.float64)))
     cols.append(Col("device", "device", "int", num("device", "int64"), missing_int=True))
     cols.append(Col("stream", "stream", "int", num("stream", "int64"), missing_int=True))
     gx, gy, gz = num("grid_x", "int64"), num("grid_y", "int64"), num("grid_z", "int64")

@@ -131,6 +131,10 @@ class TraceTracks:
     sol_info: Any = None
     """:class:`~kviewer.ui.sol_info.SolInfo` of the load (None without kernels)"""
     counters: Any = None
+    launch_latency: np.ndarray | None = None
+    """per kernel, its start minus its launching call's start (ns), NaN when unknown"""
+    sync: dict[str, np.ndarray] = field(default_factory=dict)
+    """per table, a bool mask of where the host waits for the device (drawn in the sync colour)"""
     """:class:`~kviewer.analysis.attach.AttachResult` when a counter report is attached (None otherwise)"""
 
     # -----------------------------------------------------------------------------------------
@@ -157,6 +161,15 @@ class TraceTracks:
         kinner = k["t_sol_ns"].to_numpy(dtype=np.float64) if "t_sol_ns" in k.columns else None
         gcol = colors.gpu_op_colours(g["kind"], g["name"], g["direction"])
         ccol = colors.cpu_colours(c["category"], c["name"])
+        from kviewer.analysis.activity import launch_latency, sync_points  # pandas: not on the way to the window
+        from kviewer.analysis.steps import kernel_launch_calls
+
+        # synchronisations are marked in the sync colour (red), on the host call and on the
+        # device-to-host copy the host waits for
+        sync = sync_points(trace)
+        sync_colour = colors.FAMILY_INDEX["sync"] * colors.SHADES
+        ccol = np.where(sync["cpu_slices"], sync_colour + ccol % colors.SHADES, ccol).astype(np.uint16)
+        gcol = np.where(sync["gpu_ops"], sync_colour + gcol % colors.SHADES, gcol).astype(np.uint16)
         colour_of = {"kernels": kcol, "gpu_ops": gcol, "cpu_slices": ccol}
         times = {name: (trace.table(name)["start"].to_numpy(), trace.table(name)["end"].to_numpy()) for name in TABLES}
 
@@ -190,8 +203,6 @@ class TraceTracks:
                     lane_of[t][ids[mine]] = lane.index
                     pos_of[t][ids[mine]] = np.flatnonzero(mine)
             return lane
-
-        from kviewer.analysis.steps import kernel_launch_calls  # pandas: not on the way to the window
 
         device_names = _device_names(trace.devices)
         launch = kernel_launch_calls(trace)
@@ -271,7 +282,8 @@ class TraceTracks:
                 tgroup.collapsed = sum(1 for _ in tgroup.lanes()) - _python_lanes(tgroup) > COLLAPSE_THREAD_LANES
                 parent.children.append(tgroup)
 
-        return cls(trace, trace_key, label, offset, root, lanes, lane_of, pos_of, launch, (0, int(span[1]) - offset))
+        return cls(trace, trace_key, label, offset, root, lanes, lane_of, pos_of, launch, (0, int(span[1]) - offset),
+                   launch_latency=launch_latency(trace, launch), sync=sync)
 
     # -----------------------------------------------------------------------------------------
     def set_kernel_emphasis(self, mask: np.ndarray | None) -> None:

@@ -57,8 +57,14 @@ class DetailsPanel(QTextBrowser):
             src = int(tracks.launch_of_kernel[sel.row]) if sel.row < len(tracks.launch_of_kernel) else -1
             if src >= 0:
                 name = tracks.name_of("cpu_slices", src)
-                out.append(f"<p>Launched by <a href='select:{tracks.key}:cpu_slices:{src}'>{html.escape(name)}</a></p>")
-        elif sel.table == "cpu_slices":
+                lat = tracks.launch_latency[sel.row] if tracks.launch_latency is not None else float("nan")
+                latency = f" · launch latency <b>{format_duration(float(lat))}</b> (call start → kernel start)" if lat == lat else ""
+                out.append(f"<p>Launched by <a href='select:{tracks.key}:cpu_slices:{src}'>{html.escape(name)}</a>{latency}</p>")
+        sync = tracks.sync.get(sel.table)
+        if sync is not None and sel.row < len(sync) and sync[sel.row]:
+            what = "the host waits here for the GPU" if sel.table == "cpu_slices" else "a device-to-host copy the host waits for"
+            out.append(f"<p style='color:#b3261e'>⏸ Synchronisation: {what}.</p>")
+        if sel.table == "cpu_slices":
             f = tracks.trace.flows
             if len(f):
                 rows = f[(f["src"] == sel.row)]

@@ -44,7 +44,7 @@ from kviewer.ui.viewstate import ViewState
 MAX_RECENT = 10
 #: the docks the saved layout knows; a layout saved with another set (an older kviewer, before
 #: the Query and Counters docks) would leave the new docks loose beside the others
-LAYOUT_DOCKS = "kernels,details,roofline,fusion,compare,query,counters,range"
+LAYOUT_DOCKS = "kernels,details,roofline,fusion,compare,query,counters,range,idle"
 FILE_FILTER = (
     "Profiler traces (*.json *.json.gz *.json.xz *.json.zst *.sqlite *.sqlite.gz *.nsys-rep *.ncu-rep *.csv *.db *.txt *.log);;"
     "All files (*)"
@@ -97,6 +97,10 @@ class MainWindow(QMainWindow):
 
         self.range_panel = RangePanel(self.state, self.runner)
         self.range_dock = self._dock("Range", "rangeDock", self.range_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        from kviewer.ui.idle_panel import IdlePanel
+
+        self.idle_panel = IdlePanel(self.state, self.runner, self.timeline.set_idle_threshold)
+        self.idle_dock = self._dock("Idle Gaps", "idleDock", self.idle_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         # a range dragged on the time axis brings its summary forward
         self.state.timeSelectionChanged.connect(lambda r: (self.range_dock.show(), self.range_dock.raise_()) if r is not None else None)
         self.counters = CounterAttach(self, self.state, self.runner, self.analysis, self.show_message,
@@ -124,6 +128,7 @@ class MainWindow(QMainWindow):
             self.compare.arrange_default()
             self.tabifyDockWidget(self.table_dock, self.query_dock)
             self.tabifyDockWidget(self.table_dock, self.range_dock)
+            self.tabifyDockWidget(self.table_dock, self.idle_dock)
             self.table_dock.raise_()
             self.tabifyDockWidget(self.details_dock, self.counters_dock)
             self.details_dock.raise_()
@@ -205,6 +210,7 @@ class MainWindow(QMainWindow):
         view.addAction(self.query_dock.toggleViewAction())
         view.addAction(self.counters_dock.toggleViewAction())
         view.addAction(self.range_dock.toggleViewAction())
+        view.addAction(self.idle_dock.toggleViewAction())
 
         help_menu = mb.addMenu("&Help")
         help_menu.addAction(self._action("&Keys", self._show_keys))

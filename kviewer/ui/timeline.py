@@ -59,6 +59,8 @@ FLOW_COLOUR = QColor(200, 40, 40)
 COUNTER_COLOUR = {"utilisation": QColor(46, 125, 50), "concurrency": QColor(40, 90, 170)}
 COUNTER_BG = QColor(244, 247, 244)
 RANGE_FILL = QColor(60, 120, 220, 40)
+IDLE_FILL = QColor(220, 60, 40, 38)
+IDLE_EDGE = QColor(220, 60, 40, 110)
 RANGE_EDGE = QColor(40, 90, 200)
 
 
@@ -92,6 +94,8 @@ class Frame:
     inner: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
     labels: list[tuple[QRectF, str, bool]] = field(default_factory=list)
     counters: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    idle: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    """idle gaps on stream lanes longer than the threshold, shaded"""
     """(counter kind, rects) of the counter rows: one column per pixel"""
     bars: int = 0
 
@@ -245,6 +249,7 @@ class TracksItem(pg.GraphicsObject):
         self.font.setPointSizeF(8.0)
         self.metrics = QFontMetricsF(self.font)
         self._frame: Frame | None = None
+        self._gaps: dict[tuple[Lane, float], tuple[np.ndarray, np.ndarray]] = {}
 
     def boundingRect(self) -> QRectF:
         # the item covers everything; what is drawn is decided per frame from the view range
@@ -261,6 +266,7 @@ class TracksItem(pg.GraphicsObject):
         if self._frame is not None and self._frame.key == key:
             return self._frame
         fr = Frame(key)
+        idle_parts: list[np.ndarray] = []
         parts_rect: list[np.ndarray] = []
         parts_col: list[np.ndarray] = []
         inner_parts: list[np.ndarray] = []
@@ -279,6 +285,10 @@ class TracksItem(pg.GraphicsObject):
             if lane is None or len(lane.lod.raw) == 0:
                 continue
             off = row.tracks.offset_ns
+            if row.kind == "lane" and lane.table in ("kernels", "gpu_ops") and tl.idle_threshold() > 0:
+                gr = self._idle_rects(lane, tl.idle_threshold(), x0 + off, x1 + off, width, row.y - top, row.h)
+                if gr is not None:
+                    idle_parts.append(gr)
             m = lane.lod.frame(x0 + off, x1 + off, width)
             n = m.start.shape[0]
             if n == 0:
@@ -330,6 +340,8 @@ class TracksItem(pg.GraphicsObject):
             fr.segments = [(int(cols[s]), int(s), int(e)) for s, e in zip(starts, ends)]
         if inner_parts:
             fr.inner = np.ascontiguousarray(np.concatenate(inner_parts))
+        if idle_parts:
+            fr.idle = np.ascontiguousarray(np.concatenate(idle_parts))
         budget = MAX_LABELS
         for row, lane, xs, ws, reps, y, h in label_jobs:
             colour = lane.lod.raw.colour[reps]
@@ -347,6 +359,34 @@ class TracksItem(pg.GraphicsObject):
                 budget -= 1
         self._frame = fr
         return fr
+
+    def _idle_rects(self, lane: Lane, threshold: float, t0: float, t1: float, width: float, y: float, h: float) -> np.ndarray | None:
+        """The lane's gaps of at least ``threshold`` ns that reach into the view, as rectangles."""
+        key = (lane, float(threshold))
+        gaps = self._gaps.get(key)
+        if gaps is None:
+            raw = lane.lod.raw
+            gap = raw.start[1:] - raw.cend[:-1]
+            i = np.flatnonzero(gap >= threshold)
+            gaps = (raw.cend[i], raw.start[i + 1])
+            self._gaps[key] = gaps
+        gs, ge = gaps
+        a = int(np.searchsorted(ge, t0, side="left"))
+        b = int(np.searchsorted(gs, t1, side="right"))
+        if b <= a:
+            return None
+        scale = width / max(t1 - t0, 1e-9)
+        xs = np.clip((gs[a:b] - t0) * scale, -2.0, width + 2.0)
+        xe = np.clip((ge[a:b] - t0) * scale, -2.0, width + 2.0)
+        keep = xe - xs >= 2.0  # a gap narrower than two pixels is not worth a shade
+        if not keep.any():
+            return None
+        r = np.empty((int(keep.sum()), 4))
+        r[:, 0] = xs[keep]
+        r[:, 1] = y + 1.0
+        r[:, 2] = xe[keep] - xs[keep]
+        r[:, 3] = h - 2.0
+        return r
 
     def _counter_frame(self, fr: Frame, row: Row, x0: float, x1: float, top: float, width: float) -> None:
         """A counter row: per pixel column, the mean value over its time as a filled column."""
@@ -393,6 +433,11 @@ class TracksItem(pg.GraphicsObject):
             elif row.kind == "counter":
                 p.fillRect(QRectF(0, row.y - top, width, row.h), COUNTER_BG)
         p.setPen(Qt.PenStyle.NoPen)
+        if len(fr.idle):
+            p.setBrush(IDLE_FILL)
+            p.setPen(QPen(IDLE_EDGE, 1.0))
+            _draw_rects(p, fr.idle, 0, len(fr.idle))
+            p.setPen(Qt.PenStyle.NoPen)
         for kind, rects in fr.counters:
             p.setBrush(COUNTER_COLOUR.get(kind, QColor(90, 90, 90)))
             _draw_rects(p, rects, 0, len(rects))
@@ -528,6 +573,9 @@ class TimelineView(QWidget):
         self.hidden: set[Lane | CounterTrack] = set()
         self.pinned: list[tuple[TraceTracks, Lane | CounterTrack]] = []
         self.lane_filter = ""
+        #: gaps on a stream at least this long are shaded (0: none; None: the analysis default,
+        #: looked up once a trace is open: it lives with the pandas code)
+        self.idle_threshold_ns: float | None = None
 
         self.canvas = TimelineCanvas(self)
         self.plot = self.canvas.getPlotItem()
@@ -652,6 +700,19 @@ class TimelineView(QWidget):
         self.scroll_to(self.top)
         self.item.invalidate()
         self.plot.getAxis("left").update()
+
+    def idle_threshold(self) -> float:
+        if self.idle_threshold_ns is None:
+            from kviewer.analysis.activity import IDLE_GAP_NS
+
+            self.idle_threshold_ns = float(IDLE_GAP_NS)
+        return self.idle_threshold_ns
+
+    def set_idle_threshold(self, ns: float | None) -> None:
+        """Shade the gaps on each stream lasting at least ``ns`` (0: none)."""
+        self.idle_threshold_ns = ns
+        self.item._gaps.clear()
+        self.item.invalidate()
 
     # lane management -------------------------------------------------------------------------
     def set_lane_filter(self, text: str) -> None:
@@ -1005,8 +1066,13 @@ def tooltip_text(tracks: TraceTracks, table: str, row: int) -> str:
         bound = str(r["bound"]) if "bound" in df.columns else ""
         if bound:
             lines.append(f"bound: {bound}")
+        if "sol_pct" in df.columns and np.isfinite(r["sol_pct"]):
+            lines.append(f"SOL: {float(r['sol_pct']):.1f} % of speed of light")
         if "t_sol_ns" in df.columns and np.isfinite(r["t_sol_ns"]):
             lines.append(f"SOL time: {format_duration(float(r['t_sol_ns']))}")
+        lat = tracks.launch_latency[row] if tracks.launch_latency is not None and row < len(tracks.launch_latency) else float("nan")
+        if lat == lat:
+            lines.append(f"launch latency: {format_duration(float(lat))}")
         for col, label in (("sm_throughput_pct", "SM throughput"), ("mem_throughput_pct", "memory throughput")):
             v = float(r[col])
             if np.isfinite(v):
@@ -1017,6 +1083,9 @@ def tooltip_text(tracks: TraceTracks, table: str, row: int) -> str:
         lines.append(f"device {r['device']} · stream {r['stream']}")
     else:
         lines.append(f"{r['category']} · tid {r['tid']}")
+    sync = tracks.sync.get(table)
+    if sync is not None and row < len(sync) and sync[row]:
+        lines.append("<span style='color:#b3261e'>synchronisation: the host waits for the GPU</span>")
     return "<br>".join(lines)
 
 
