@@ -492,22 +492,6 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def parse_range(text: str) -> tuple[float, float]:
-    """``START:END`` with optional time units (``1.2s:1.25s``, ``400ms:450ms``; ns without one)."""
-    from kviewer.session.filterexpr import FilterError, parse_number
-
-    parts = text.split(":")
-    if len(parts) != 2:
-        raise UserError(f"--range {text!r}: give START:END, e.g. 1.2s:1.25s")
-    try:
-        t0, t1 = (parse_number(p, "time") for p in parts)
-    except FilterError as exc:
-        raise UserError(f"--range {text!r}: {exc}") from None
-    if t1 <= t0:
-        raise UserError(f"--range {text!r}: END must be after START")
-    return t0, t1
-
-
 def summary_range(trace: "Trace", text: str, fmt: str) -> int:
     """What lies inside a range measured from the trace's first event (as the timeline's axis):
     the tables of the window's Range panel (kernels by name, streams busy/idle, copies by
@@ -515,8 +499,13 @@ def summary_range(trace: "Trace", text: str, fmt: str) -> int:
     from kviewer.analysis.timerange import display_origin, range_summary
     from kviewer.core.units import format_duration
 
-    t0, t1 = parse_range(text)
+    lo, hi = parse_time_range(text)  # the same range syntax as screenshot --range
     origin = display_origin(trace)
+    span = trace.span_ns()
+    t0 = 0.0 if lo is None else lo
+    t1 = float(span[1] - span[0]) if hi is None and span else (hi or 0.0)
+    if t1 <= t0:
+        raise UserError(f"--range: the range {text!r} holds nothing of {trace.meta.path}")
     summary = range_summary(trace, origin + int(round(t0)), origin + int(round(t1)))
     if fmt == "csv":
         write_frame(summary.kernels, "csv")

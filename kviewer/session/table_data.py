@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kviewer.session.filterexpr import FilterColumn
-from kviewer.session.format import UNKNOWN, format_count, format_duration
+from kviewer.session.format import UNKNOWN, format_count, format_duration, format_time
 
 if TYPE_CHECKING:
     from kviewer.session.tracks import TraceTracks
@@ -171,7 +171,8 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
         "short_name", "kernel", "text", short_codes, short_cats, short_rank,
         tooltip=lambda i: name_cats[name_codes[i]] if name_codes[i] >= 0 else "",
     ))
-    cols.append(Col("start", "start", "time", num("start", shift=True)))
+    starts = num("start", shift=True)
+    cols.append(Col("start", "start", "time", starts, display=lambda i: format_time(float(starts[i]))))
     cols.append(Col("dur", "duration", "time", num("dur")))
     latency = [t.launch_latency if t.launch_latency is not None else np.full(len(k), np.nan) for t, k in zip(traces, ks)]
     if ks and any(np.isfinite(lat).any() for lat in latency):

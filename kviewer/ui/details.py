@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtCore import QUrl
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from kviewer.session.format import format_count, format_duration
+from kviewer.session.format import format_count, format_duration, format_time
 from kviewer.ui.viewstate import Selection, ViewState
 
 _TIME_COLS = {"start", "end", "dur", "t_sol_ns"}
@@ -105,7 +105,7 @@ def _value_text(col: str, value: Any, offset: int) -> str:
         if v == -1:
             return ""
         if col in ("start", "end"):
-            return format_duration(v - offset)
+            return format_time(v - offset)
         if col == "dur":
             return format_duration(v)
         return f"{v:,}" if col in ("shared_mem", "bytes") else str(v)

@@ -51,6 +51,36 @@ FILE_FILTER = (
 )
 
 
+class ElidedLabel(QLabel):
+    """A label that cuts its text with "…" to the width it is given."""
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__()
+        self._full = text
+        self.setMinimumWidth(10)
+
+    def setText(self, text: str) -> None:  # noqa: N802 (Qt's name)
+        self._full = text
+        self._elide()
+
+    def text(self) -> str:
+        """The whole text (what is painted may be cut)."""
+        return self._full
+
+    def shown_text(self) -> str:
+        return super().text()
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, max(self.width() - 4, 10))
+        super().setText(shown)
+        if shown != self._full:
+            self.setToolTip(self._full)
+
+
 class MainWindow(QMainWindow):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -214,6 +244,7 @@ class MainWindow(QMainWindow):
 
         help_menu = mb.addMenu("&Help")
         help_menu.addAction(self._action("&Keys", self._show_keys))
+        help_menu.addAction(self._action("&About kviewer", self._show_about))
 
     def _fill_recent(self) -> None:
         self.recent_menu.clear()
@@ -242,17 +273,42 @@ class MainWindow(QMainWindow):
             self,
             "Keys",
             "W / S  zoom in / out around the mouse\nA / D  pan left / right\nF  fit the selection (everything when nothing is selected)\n"
-            "Mouse wheel  zoom around the cursor; drag  pan; Shift+wheel  scroll tracks\n"
+            "Mouse wheel  scroll the lanes; Ctrl+wheel  zoom around the cursor; Shift+wheel  pan; drag  pan\n"
+            "Drag along the time axis (or Shift+drag over the lanes)  select a range: the Range dock sums it\n"
             "Ctrl+F  find; Enter / Shift+Enter  next / previous match\nEsc  clear the selection\nCtrl+O  open; Ctrl+C  copy table rows as TSV\n"
             "Ctrl+Shift+S  export a picture of a view; Ctrl+Shift+C  copy the focused view's picture\n"
-            "Click a group header to collapse it; right-click a trace header to close it.\n"
+            "Click a group header to collapse it; right-click a lane or header to pin, move, hide it (or close a trace);\n"
+            "type in the box above the lanes to search them.\n"
             "Drop a second report on the window to compare it with the open one.",
         )
 
+    def about_text(self) -> str:
+        """Version, Python and Qt versions, the cache location."""
+        import platform
+
+        import PySide6
+        from PySide6.QtCore import qVersion
+
+        from kviewer import __version__
+        from kviewer.io.cache import cache_dir
+
+        return (f"kviewer {__version__}\nGPU profiler traces on one timeline, with speed of light, fusion and compare.\n\n"
+                f"Python {platform.python_version()} · Qt {qVersion()} · PySide6 {PySide6.__version__} · pyqtgraph "
+                f"{__import__('pyqtgraph').__version__}\nTrace cache: {cache_dir()}\nSettings: {self._settings().fileName()}")
+
+    def _show_about(self) -> None:
+        from kviewer.ui import dialogs
+
+        dialogs.show_info(self, "About kviewer", self.about_text())
+
     # status bar --------------------------------------------------------------------------------
     def _build_status(self) -> None:
-        self.status_label = QLabel()
+        from PySide6.QtWidgets import QSizePolicy
+
+        self.status_label = ElidedLabel()
         self.range_label = QLabel()
+        # the trace description gives way (elided) to the view-range label, never overlaps it
+        self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.statusBar().addWidget(self.status_label, 1)
         self.statusBar().addPermanentWidget(self.range_label)
         self._update_status()
@@ -283,9 +339,22 @@ class MainWindow(QMainWindow):
         self.range_label.setText(f"view {format_duration(t0)} – {format_duration(t1)}  ({format_duration(t1 - t0)})")
 
     def _on_traces(self) -> None:
+        self._focus_timeline()
         self.counters.forget()
         self._update_status()
         self._update_actions()
+
+    def _focus_timeline(self) -> None:
+        """W/S/A/D work as soon as a trace opens: focus goes to the timeline unless the user is
+        typing somewhere (the filter box, the query editor)."""
+        from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QLineEdit, QPlainTextEdit, QTextEdit
+
+        if not self.state.traces:
+            return
+        focus = QApplication.focusWidget()
+        if isinstance(focus, (QLineEdit, QPlainTextEdit, QAbstractSpinBox)) or (isinstance(focus, QTextEdit) and not focus.isReadOnly()):
+            return
+        self.timeline.canvas.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _update_actions(self) -> None:
         n = len(self.state.traces)

@@ -126,6 +126,8 @@ class TimeAxis(pg.AxisItem):
         self.timeline.drag_select(self.mapToScene(ev.buttonDownPos()), self.mapToScene(ev.pos()), ev.isFinish())
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        if values and spacing > 0 and max(abs(v) for v in values) >= spacing * 1000:
+            return relative_ticks(values, spacing)
         if spacing >= 1e9:
             unit, div = "s", 1e9
         elif spacing >= 1e6:
@@ -136,6 +138,28 @@ class TimeAxis(pg.AxisItem):
             unit, div = "ns", 1.0
         decimals = max(0, -int(math.floor(math.log10(spacing / div) + 1e-9))) if spacing > 0 else 0
         return [f"{v / div:.{decimals}f} {unit}" for v in values]
+
+
+def _unit(spacing: float) -> tuple[str, float]:
+    for unit, div in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if spacing >= div:
+            return unit, div
+    return "ns", 1.0
+
+
+def relative_ticks(values: list[float], spacing: float) -> list[str]:
+    """Ticks far from 0 compared with their spacing (late in a long trace, zoomed in): the first
+    one written in full to the spacing's precision ("8.261200 s"), the others as offsets from it
+    ("+20 µs"), instead of "8261195 µs" or eight ticks that all read "8.261 s"."""
+    anchor = values[0]
+    a_unit, a_div = _unit(abs(anchor))
+    # decimals of the anchor's unit needed to show the spacing
+    digits = max(0, math.ceil(math.log10(a_div / spacing) - 1e-9)) if spacing < a_div else 0
+    unit, div = _unit(spacing)
+    decimals = max(0, -int(math.floor(math.log10(spacing / div) + 1e-9)))
+    out = [f"{anchor / a_div:.{digits}f} {a_unit}"]
+    out += [f"+{(v - anchor) / div:.{decimals}f} {unit}" for v in values[1:]]
+    return out
 
 
 class LaneAxis(pg.AxisItem):
@@ -252,8 +276,17 @@ class TracksItem(pg.GraphicsObject):
         self._gaps: dict[tuple[Lane, float], tuple[np.ndarray, np.ndarray]] = {}
 
     def boundingRect(self) -> QRectF:
-        # the item covers everything; what is drawn is decided per frame from the view range
-        return QRectF(-1e15, -1e7, 2e15, 2e8)
+        # the item covers what is in view (what is drawn is decided per frame from the view
+        # range). Not the whole time axis: mapped to pixels, a rect of 1e15 ns overflows the int
+        # coordinates of Qt's update regions, and an update (a new selection) repainted nothing
+        vb = self.timeline.vb
+        (x0, x1), (y0, y1) = vb.viewRange()
+        return QRectF(x0, y0, max(x1 - x0, 1e-9), max(y1 - y0, 1e-9))
+
+    def view_changed(self) -> None:
+        """The view range moved: the bounding rect follows."""
+        self.prepareGeometryChange()
+        self.invalidate()
 
     def invalidate(self) -> None:
         self._frame = None
@@ -510,8 +543,11 @@ class TracksItem(pg.GraphicsObject):
         if rect is None:
             return
         p.setBrush(Qt.BrushStyle.NoBrush)
+        # a dark outline with a white halo inside: visible on any bar colour and on white
         p.setPen(QPen(SELECT_PEN, 2.0))
         p.drawRect(rect.adjusted(-1, -1, 1, 1))
+        p.setPen(QPen(QColor(255, 255, 255), 1.0))
+        p.drawRect(rect.adjusted(0.5, 0.5, -0.5, -0.5))
         if sel.table == "kernels":
             src = int(tracks.launch_of_kernel[sel.row]) if sel.row < len(tracks.launch_of_kernel) else -1
             if src >= 0:
@@ -619,6 +655,7 @@ class TimelineView(QWidget):
         lay.addLayout(top_bar)
         lay.addLayout(body, 1)
 
+        self.vb.sigRangeChanged.connect(lambda *_: self.item.view_changed())
         self.vb.sigXRangeChanged.connect(self._on_vb_range)
         self.vb.sigResized.connect(self._on_resize)
         self.canvas.scene().sigMouseMoved.connect(self._on_mouse_moved)
