@@ -22,6 +22,13 @@ def shoot(files: list[Path], out: Path, prepare=None, size=(1600, 1000)) -> None
     from kviewer.ui.mainwindow import MainWindow
 
     app = create_app()
+    # a fresh settings folder: the picture shows the default layout, not the last session's
+    import tempfile
+
+    from PySide6.QtCore import QSettings
+
+    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, tempfile.mkdtemp(prefix="kviewer-shot-"))
     w = MainWindow()
     w.resize(*size)
     w.show()

@@ -105,6 +105,9 @@ class IdlePanel(QWidget):
         self._offset = offset
         self.model.set_frame(df)
         self.view.resizeColumnsToContents()
+        hh = self.view.horizontalHeader()
+        for c in (3, 5):  # NVTX range, next work: long names are elided
+            hh.resizeSection(c, min(hh.sectionSize(c), 360))
         n = len(df)
         self.status.setText(f"{n:,} gap{'s' if n != 1 else ''}" + (" (the 500 biggest)" if n >= 500 else "") + ", biggest first")
 

@@ -312,7 +312,7 @@ class KernelTable(QWidget):
     def _resize_columns(self) -> None:
         hh = self.view.horizontalHeader()
         for c, col in enumerate(self.model.data_.columns):
-            width = 320 if col.key == "short_name" else 140 if col.key == "trace" else 92
+            width = 320 if col.key == "short_name" else 140 if col.key in ("trace", "launch_latency") else 92
             hh.resizeSection(c, width)
 
     def _on_state_selection(self, sel: Selection | None) -> None:

@@ -131,7 +131,11 @@ class RangePanel(QWidget):
         frames = {"kernels": summary.kernels, "streams": summary.streams, "copies": copies, "nvtx": summary.nvtx}
         for key, df in frames.items():
             self.models[key].set_frame(df)
-            self.views[key].resizeColumnsToContents()
+            view = self.views[key]
+            view.resizeColumnsToContents()
+            # a long kernel name must not push the numbers off-screen: it is elided instead
+            first = view.horizontalHeader()
+            first.resizeSection(0, min(first.sectionSize(0), max(240, int(view.viewport().width() * 0.45))))
 
     def _failed(self, message: str) -> None:
         self.summary = None

@@ -74,6 +74,7 @@ class RooflineWidget(QWidget):
         # room on the right for the last tick label (10⁴ was cut off at the plot's edge)
         self.plot.setContentsMargins(0, 0, 14, 0)
         self.empty_text = pg.TextItem("", color=(90, 90, 90), anchor=(0.5, 0.5))
+        self.empty_text.textItem.setTextWidth(260)  # wraps inside the plot
         self.empty_text.setZValue(20)
         self.plot.addItem(self.empty_text, ignoreBounds=True)
         self.empty_reason = ""
@@ -196,7 +197,10 @@ class RooflineWidget(QWidget):
         self.empty_text.setText(self.empty_reason)
         self.empty_text.setVisible(bool(self.empty_reason))
         if self.empty_reason:
-            self.empty_text.setPos(0.5 * (np.log10(X_RANGE[0]) + np.log10(X_RANGE[1])), self._top_roof(spec) - 1.5)
+            top = self._top_roof(spec)
+            self.plot.setXRange(np.log10(X_RANGE[0]), np.log10(X_RANGE[1]), padding=0)
+            self.plot.setYRange(9.0, top + 0.3, padding=0)
+            self.empty_text.setPos(0.5 * (np.log10(X_RANGE[0]) + np.log10(X_RANGE[1])), 0.5 * (9.0 + top))
         self.set_selection(self._selected)
         if ok.any():
             self.plot.setXRange(np.log10(X_RANGE[0]), np.log10(X_RANGE[1]), padding=0)
