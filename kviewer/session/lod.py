@@ -230,6 +230,7 @@ class StepCounter:
     """value on ``[t[j], t[j+1])`` (0 after the last breakpoint)"""
     integral: np.ndarray
     """integral of the value from ``t[0]`` to ``t[j]`` (value x ns)"""
+    _tf: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
     def from_intervals(cls, start: np.ndarray, end: np.ndarray, busy: bool = False) -> StepCounter:
@@ -260,9 +261,13 @@ class StepCounter:
         x = np.asarray(x, dtype=np.float64)
         if not len(self.t):
             return np.zeros(x.shape)
-        j = np.searchsorted(self.t, x, side="right") - 1
+        if self._tf is None:
+            # searchsorted of float times in an int64 array converts the array on every call
+            # (2 million breakpoints: milliseconds per frame); convert once
+            self._tf = self.t.astype(np.float64)
+        j = np.searchsorted(self._tf, x, side="right") - 1
         jc = np.clip(j, 0, len(self.t) - 1)
-        out = self.integral[jc] + self.v[jc] * (x - self.t[jc])
+        out = self.integral[jc] + self.v[jc] * (x - self._tf[jc])
         return np.where(j < 0, 0.0, out)
 
     def mean(self, t0: float, t1: float) -> float:

@@ -429,15 +429,22 @@ class TracksItem(pg.GraphicsObject):
         off = row.tracks.offset_ns
         values = ct.counter.per_pixel(x0 + off, x0 + off + (x1 - x0) * n / max(width, 1e-9), n)
         frac = np.clip(values / max(ct.scale, 1e-12), 0.0, 1.0)
-        cols = np.flatnonzero(frac > 0.0)
-        if not len(cols):
-            return
         h = row.h - 2.0
+        # heights to half a pixel; neighbouring columns of one height become one rectangle
+        # (a busy GPU is a few long bars, not 1600 one-pixel ones)
+        q = np.ceil(frac * h * 2.0).astype(np.int64)
+        q[(frac > 0) & (q < 2)] = 2  # anything running shows at least one pixel
+        heads = np.flatnonzero(np.r_[True, q[1:] != q[:-1]])
+        ends = np.r_[heads[1:], len(q)]
+        keep = q[heads] > 0
+        if not keep.any():
+            return
+        heads, ends = heads[keep], ends[keep]
         bottom = row.y - top + row.h - 1.0
-        r = np.empty((len(cols), 4))
-        r[:, 0] = cols
-        r[:, 2] = 1.0
-        r[:, 3] = np.maximum(frac[cols] * h, 1.0)
+        r = np.empty((len(heads), 4))
+        r[:, 0] = heads
+        r[:, 2] = ends - heads
+        r[:, 3] = q[heads] / 2.0
         r[:, 1] = bottom - r[:, 3]
         fr.counters.append((ct.kind, np.ascontiguousarray(r)))
 
