@@ -510,7 +510,7 @@ def summary_range(trace: "Trace", text: str, fmt: str) -> int:
     if fmt == "csv":
         write_frame(summary.kernels, "csv")
     elif fmt == "json":
-        doc = {"start_ns": int(round(t0)), "end_ns": int(round(t1)), "duration_ns": summary.duration}
+        doc: dict[str, Any] = {"start_ns": int(round(t0)), "end_ns": int(round(t1)), "duration_ns": summary.duration}
         for name, df in summary.sections().items():
             doc[name] = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in df.to_dict(orient="records")]
         json.dump(doc, sys.stdout, indent=1, default=_json_default, ensure_ascii=False)

@@ -132,7 +132,7 @@ class MainWindow(QMainWindow):
         self.idle_panel = IdlePanel(self.state, self.runner, self.timeline.set_idle_threshold)
         self.idle_dock = self._dock("Idle Gaps", "idleDock", self.idle_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         # a range dragged on the time axis brings its summary forward
-        self.state.timeSelectionChanged.connect(lambda r: (self.range_dock.show(), self.range_dock.raise_()) if r is not None else None)
+        self.state.timeSelectionChanged.connect(self._show_range_dock)
         self.counters = CounterAttach(self, self.state, self.runner, self.analysis, self.show_message,
                                       blocked=lambda: self.compare.wants_compare, open_alone=lambda p: self.loader.open([p]))
         self.counters.attached.connect(lambda _k: self._raise_counters())
@@ -168,6 +168,11 @@ class MainWindow(QMainWindow):
         self._update_actions()
         owners = (self.loader.owner, self.runner.owner)
         self.destroyed.connect(lambda *_: [o.close() for o in owners])
+
+    def _show_range_dock(self, rng: Any) -> None:
+        if rng is not None:
+            self.range_dock.show()
+            self.range_dock.raise_()
 
     def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
