@@ -480,11 +480,13 @@ def format_ns(ns: float) -> str:
 def cmd_summary(args: argparse.Namespace) -> int:
     from kviewer.analysis.summary import SUMMARY_READS, kernel_summary
 
-    plain = not (args.steps or args.by_rank)
+    plain = not (args.steps or args.by_rank or args.range is not None)
     # a plain summary reads the kernels' names and durations alone (without the cache, an nsys
-    # export is read only that far)
+    # export is read only that far); a range needs every table (streams, copies, NVTX)
     trace = load_trace(args.file, args.quiet, tables=SUMMARY_READS if plain else None)
     by = "short_name" if args.short else "name"
+    if args.range is not None:
+        return summary_range(trace, args.range, args.format)
     if args.steps:
         return summary_steps(trace, args.format)
     if args.by_rank:
@@ -571,6 +573,37 @@ def write_report(df: "pd.DataFrame", report: Any, fmt: str, out: Any) -> None:
         write_frame(frame, "csv", out, raw_csv=True)
     else:
         out.write(human_table(frame, numeric=[not c.text for c in report.columns], max_name=120) + "\n")
+
+
+def summary_range(trace: "Trace", text: str, fmt: str) -> int:
+    """What lies inside a range measured from the trace's first event (as the timeline's axis):
+    the tables of the window's Range panel (kernels by name, streams busy/idle, copies by
+    direction, NVTX ranges). csv prints the kernels table; json and table all four."""
+    from kviewer.analysis.timerange import display_origin, range_summary
+    from kviewer.core.units import format_duration
+
+    lo, hi = parse_time_range(text)  # the same range syntax as screenshot --range
+    origin = display_origin(trace)
+    span = trace.span_ns()
+    t0 = 0.0 if lo is None else lo
+    t1 = float(span[1] - span[0]) if hi is None and span else (hi or 0.0)
+    if t1 <= t0:
+        raise UserError(f"--range: the range {text!r} holds nothing of {trace.meta.path}")
+    summary = range_summary(trace, origin + int(round(t0)), origin + int(round(t1)))
+    if fmt == "csv":
+        write_frame(summary.kernels, "csv")
+    elif fmt == "json":
+        doc: dict[str, Any] = {"start_ns": int(round(t0)), "end_ns": int(round(t1)), "duration_ns": summary.duration}
+        for name, df in summary.sections().items():
+            doc[name] = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in df.to_dict(orient="records")]
+        json.dump(doc, sys.stdout, indent=1, default=_json_default, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        print(f"range {format_duration(t0)} – {format_duration(t1)} (duration {format_duration(summary.duration)}) from the trace's first event")
+        for name, df in summary.sections().items():
+            print(f"\n{name}")
+            write_frame(df, "table", float_digits=2)
+    return EXIT_OK
 
 
 def summary_steps(trace: "Trace", fmt: str) -> int:
@@ -1195,6 +1228,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--short", action="store_true", help="group by short name (no arguments or templates)")
     s.add_argument("--by-rank", action="store_true", help="one summary per rank (a folder of per-rank traces)")
     s.add_argument("--steps", action="store_true", help="step times per rank: spread across ranks per step, and the straggler")
+    s.add_argument("--range", metavar="START:END", help="what lies inside a time range from the trace's first event, as the "
+                   "window's Range panel shows it: kernels by name, streams busy/idle, copies by direction, NVTX ranges "
+                   "(units ns/us/ms/s, e.g. 1.2s:1.25s; intervals across an edge are clipped)")
     st = add(
         "stats",
         "nsys stats reports for any trace, with the columns, units and rounding of nsys stats --format csv: "

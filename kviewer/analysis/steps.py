@@ -79,35 +79,29 @@ def busy_ns(start: np.ndarray, end: np.ndarray, device: np.ndarray | None = None
     return total
 
 
-def kernel_launch_times(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """When each kernel was launched on the host.
+def kernel_launch_calls(trace: Trace) -> np.ndarray:
+    """The cpu_slices id of each kernel's launching runtime/driver call, -1 where unknown.
 
-    Returns
-    -------
-    launch
-        Start of the launching runtime/driver call, or the kernel's own start when unknown.
-    linked
-        True where the launch call was found (through ``flows``, else the correlation id).
+    Through ``flows`` first, else the correlation id (unique per process, so matched on
+    (pid, correlation) when both sides know the pid). The one kernel -> launch join: launch
+    times, launch latency, the timeline's flow arrow and the idle-gap context all use it.
     """
     k = trace.kernels
-    launch = k["start"].to_numpy(dtype=np.int64).copy()
-    linked = np.zeros(len(k), dtype=bool)
+    calls = np.full(len(k), -1, dtype=np.int64)
     c = trace.cpu_slices
     if not len(k) or not len(c):
-        return launch, linked
-    cstart = c["start"].to_numpy(dtype=np.int64)
+        return calls
     f = trace.flows
     if len(f):
         f = f[(f["dst_table"] == "kernels") & (f["src"] >= 0) & (f["src"] < len(c)) & (f["dst"] >= 0) & (f["dst"] < len(k))]
-        dst = f["dst"].to_numpy(dtype=np.int64)
-        launch[dst] = cstart[f["src"].to_numpy(dtype=np.int64)]
-        linked[dst] = True
+        calls[f["dst"].to_numpy(dtype=np.int64)] = f["src"].to_numpy(dtype=np.int64)
+    linked = calls >= 0
     if linked.all():
-        return launch, linked
-    # correlation ids: unique per process, so match on (pid, correlation) when both know the pid
-    api = c[c["category"].isin(["runtime", "driver"]).to_numpy() & (c["correlation"].to_numpy() >= 0)]
-    if not len(api):
-        return launch, linked
+        return calls
+    api_rows = np.flatnonzero(c["category"].isin(["runtime", "driver"]).to_numpy() & (c["correlation"].to_numpy() >= 0))
+    if not len(api_rows):
+        return calls
+    api = c.iloc[api_rows]
     kc = k["correlation"].to_numpy(dtype=np.int64)
     kp = k["pid"].to_numpy(dtype=np.int64)
     ap = api["pid"].to_numpy(dtype=np.int64)
@@ -117,8 +111,26 @@ def kernel_launch_times(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     first = ~akey.duplicated()
     idx = akey[first].get_indexer(kkey)
     todo = (~linked) & (idx >= 0) & (kc >= 0)
-    launch[todo] = api["start"].to_numpy(dtype=np.int64)[first][idx[todo]]
-    linked |= todo
+    calls[todo] = api_rows[first][idx[todo]]
+    return calls
+
+
+def kernel_launch_times(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """When each kernel was launched on the host.
+
+    Returns
+    -------
+    launch
+        Start of the launching runtime/driver call, or the kernel's own start when unknown.
+    linked
+        True where the launch call was found (see :func:`kernel_launch_calls`).
+    """
+    k = trace.kernels
+    launch = k["start"].to_numpy(dtype=np.int64).copy()
+    calls = kernel_launch_calls(trace)
+    linked = calls >= 0
+    if linked.any():
+        launch[linked] = trace.cpu_slices["start"].to_numpy(dtype=np.int64)[calls[linked]]
     return launch, linked
 
 

@@ -26,6 +26,10 @@ FAMILIES: dict[str, tuple[tuple[float, float], float, tuple[float, float]]] = {
     "kernel_compute": ((105.0, 150.0), 0.50, (0.45, 0.62)),
     "memcpy": ((292.0, 320.0), 0.55, (0.55, 0.70)),
     "memset": ((262.0, 278.0), 0.45, (0.58, 0.70)),
+    # copies by direction, as Nsight Systems tells them apart (DtoD and the rest: "memcpy")
+    "memcpy_htod": ((160.0, 172.0), 0.62, (0.40, 0.50)),
+    "memcpy_dtoh": ((236.0, 246.0), 0.62, (0.50, 0.60)),
+    "memcpy_ptop": ((62.0, 74.0), 0.60, (0.40, 0.50)),
     "runtime": ((46.0, 58.0), 0.75, (0.58, 0.70)),
     "op": ((28.0, 44.0), 0.38, (0.62, 0.76)),
     "python": ((200.0, 220.0), 0.08, (0.70, 0.82)),
@@ -96,12 +100,21 @@ def kernel_colours(short_names: Any, bound: Any = None) -> np.ndarray:
     return (family * SHADES + shade).astype(np.uint16)
 
 
-def gpu_op_colours(kinds: Any, names: Any) -> np.ndarray:
-    """memcpy in the magenta family, memset in the purple one; shade by the op's name."""
+#: gpu_ops.direction -> family of a copy in that direction
+COPY_FAMILY = {"HtoD": "memcpy_htod", "DtoH": "memcpy_dtoh", "PtoP": "memcpy_ptop"}
+
+
+def gpu_op_colours(kinds: Any, names: Any, directions: Any = None) -> np.ndarray:
+    """memset in the purple family; memcpy by direction (host to device teal, device to host
+    blue, peer to peer olive, device to device and the rest magenta); shade by the op's name."""
     k = np.asarray(kinds, dtype=object).astype(str)
     codes, cats = _categorical(names)
     shades = np.array([stable_shade(c) for c in cats] + [0], dtype=np.uint16)[codes]
     family = np.where(k == "memset", FAMILY_INDEX["memset"], FAMILY_INDEX["memcpy"]).astype(np.uint16)
+    if directions is not None:
+        d = np.asarray(directions, dtype=object).astype(str)
+        for direction, fam in COPY_FAMILY.items():
+            family[(d == direction) & (k != "memset")] = FAMILY_INDEX[fam]
     return (family * SHADES + shades).astype(np.uint16)
 
 

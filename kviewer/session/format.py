@@ -135,8 +135,14 @@ def format_value(kind: str, value: float | None) -> str:
     return FORMATTERS.get(kind, format_number)(value)
 
 
-def format_time(ns: float) -> str:
-    """A point in time on the timeline (relative to the trace's first event)."""
+def format_time(ns: float | None) -> str:
+    """A point in time on the timeline (relative to the trace's first event), to the
+    microsecond: late in a long trace "8.261195 s", where a duration's three decimals would give
+    every kernel of the second the same "8.261 s"."""
+    if ns is None or ns != ns:
+        return UNKNOWN
+    if abs(ns) >= 1e9:
+        return f"{ns / 1e9:.6f} s"
     return format_duration(ns)
 
 

@@ -212,3 +212,73 @@ class LaneLOD:
                 if d <= best_d:
                     best, best_d = j, d
         return best
+
+
+@dataclass
+class StepCounter:
+    """A counter track: a step function of time built from intervals (no Qt).
+
+    ``value(t)`` is how many intervals cover ``t`` (kernels in flight), or, with ``busy=True``,
+    1 where at least one does and 0 elsewhere (GPU utilisation). A frame asks for the mean value
+    over each pixel column: the running integral at the column edges, differenced, so a pixel that
+    is 30 % busy reads 0.3 however many kernels it holds.
+    """
+
+    t: np.ndarray
+    """breakpoints, int64 ns, strictly increasing"""
+    v: np.ndarray
+    """value on ``[t[j], t[j+1])`` (0 after the last breakpoint)"""
+    integral: np.ndarray
+    """integral of the value from ``t[0]`` to ``t[j]`` (value x ns)"""
+    _tf: np.ndarray | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_intervals(cls, start: np.ndarray, end: np.ndarray, busy: bool = False) -> StepCounter:
+        start = np.asarray(start, dtype=np.int64)
+        end = np.maximum(np.asarray(end, dtype=np.int64), start)
+        times = np.concatenate([start, end])
+        delta = np.concatenate([np.ones(len(start), np.int64), -np.ones(len(end), np.int64)])
+        # at a tie the end goes first: back-to-back kernels are not in flight together
+        order = np.lexsort((delta, times))
+        times = times[order]
+        count = np.cumsum(delta[order])
+        if not len(times):
+            return cls(np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
+        last = np.r_[times[1:] != times[:-1], True]
+        t = times[last]
+        v = count[last].astype(np.float64)
+        if busy:
+            v = np.minimum(v, 1.0)
+        integral = np.r_[0.0, np.cumsum(v[:-1] * np.diff(t).astype(np.float64))]
+        return cls(t, v, integral)
+
+    @property
+    def peak(self) -> float:
+        return float(self.v.max()) if len(self.v) else 0.0
+
+    def integral_at(self, x: np.ndarray) -> np.ndarray:
+        """The integral of the value from the first breakpoint up to each time in ``x``."""
+        x = np.asarray(x, dtype=np.float64)
+        if not len(self.t):
+            return np.zeros(x.shape)
+        if self._tf is None:
+            # searchsorted of float times in an int64 array converts the array on every call
+            # (2 million breakpoints: milliseconds per frame); convert once
+            self._tf = self.t.astype(np.float64)
+        j = np.searchsorted(self._tf, x, side="right") - 1
+        jc = np.clip(j, 0, len(self.t) - 1)
+        out = self.integral[jc] + self.v[jc] * (x - self._tf[jc])
+        return np.where(j < 0, 0.0, out)
+
+    def mean(self, t0: float, t1: float) -> float:
+        """Mean value over ``[t0, t1]``."""
+        if t1 <= t0:
+            return 0.0
+        a, b = self.integral_at(np.array([t0, t1], dtype=np.float64))
+        return float((b - a) / (t1 - t0))
+
+    def per_pixel(self, t0: float, t1: float, width_px: int) -> np.ndarray:
+        """Mean value over each of ``width_px`` equal columns of ``[t0, t1]``."""
+        n = max(int(width_px), 1)
+        edges = np.linspace(t0, t1, n + 1)
+        return np.diff(self.integral_at(edges)) / max((t1 - t0) / n, 1e-12)

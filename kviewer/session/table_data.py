@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kviewer.session.filterexpr import FilterColumn
-from kviewer.session.format import format_value
+from kviewer.session.format import UNKNOWN, format_count, format_duration, format_time, format_value
 
 if TYPE_CHECKING:
     from kviewer.session.tracks import TraceTracks
@@ -51,7 +51,7 @@ ALIASES = {
     "duration": "dur", "time": "dur", "regs": "registers", "reg": "registers", "smem": "shared_mem",
     "shared": "shared_mem", "grid_size": "grid", "block_size": "block", "mean": "avg", "average": "avg",
     "calls": "count", "n": "count", "median": "med", "gpu": "device", "kernel": "name",
-    "short": "short_name", "percent": "pct", "time_pct": "pct",
+    "short": "short_name", "percent": "pct", "time_pct": "pct", "latency": "launch_latency",
 }
 
 
@@ -223,8 +223,13 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
         "short_name", "kernel", "text", short_codes, short_cats,
         tooltip=lambda i: name_cats[name_codes[i]] if name_codes[i] >= 0 else "",
     ))
-    cols.append(Col("start", "start", "time", num("start", shift=True)))
+    starts = num("start", shift=True)
+    cols.append(Col("start", "start", "time", starts, display=lambda i: format_time(float(starts[i]))))
     cols.append(Col("dur", "duration", "time", num("dur")))
+    latency = [t.launch_latency if t.launch_latency is not None else np.full(len(k), np.nan) for t, k in zip(traces, ks)]
+    if ks and any(np.isfinite(lat).any() for lat in latency):
+        # launch call start -> kernel start (ns); unknown where the launch is not linked
+        cols.append(Col("launch_latency", "launch latency", "time", np.concatenate(latency).astype(np.float64)))
     cols.append(Col("device", "device", "int", num("device", "int64"), missing_int=True))
     cols.append(Col("stream", "stream", "int", num("stream", "int64"), missing_int=True))
     gx, gy, gz = num("grid_x", "int64"), num("grid_y", "int64"), num("grid_z", "int64")

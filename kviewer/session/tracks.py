@@ -2,14 +2,19 @@
 
 Built once per opened trace, in the loading thread. The tree is
 
-    trace -> [rank] -> GPU device -> one lane per stream (kernels), memcpy, memset
+    trace -> [rank] -> GPU device -> utilisation and kernels-in-flight counter tracks
+                                  -> NVTX / user ranges projected onto the GPU (the span of the
+                                     GPU work launched inside each range), one lane per depth
+                                  -> one lane per stream: its kernels, copies and memsets, as
+                                     Nsight Systems draws a stream (a stream runs one at a time)
                     -> CPU thread  -> NVTX / user ranges, one lane per nesting depth
                                    -> runtime calls and framework ops, one lane per depth
                                    -> python stack (a group of its own, collapsed: dozens deep)
 
-Every lane holds the row ids of its bars (sorted by start) and a :class:`~kviewer.session.lod.LaneLOD`.
-Per table, ``lane_of[id]`` / ``pos_of[id]`` locate a row's bar, so selecting a row anywhere can
-find, reveal and outline it.
+Every lane holds the row ids of its bars (sorted by start; a stream lane mixes kernels and
+gpu_ops, told apart by ``Lane.tables``) and a :class:`~kviewer.session.lod.LaneLOD`. Per table,
+``lane_of[id]`` / ``pos_of[id]`` locate a row's bar (its home lane: a projected NVTX bar's home is
+its CPU thread), so selecting a row anywhere can find, reveal and outline it.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kviewer.session import colors
-from kviewer.session.lod import LaneLOD
+from kviewer.session.lod import LaneLOD, StepCounter
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,10 +40,13 @@ RANGE_CATEGORIES = ("nvtx", "annotation", "gpu_annotation")
 #: a CPU thread with more lanes than this starts collapsed (deep python stacks)
 COLLAPSE_THREAD_LANES = 16
 
+#: the tables a lane's bars come from; ``Lane.tables`` holds indices into it
+TABLES = ("kernels", "gpu_ops", "cpu_slices")
+
 _keys = itertools.count(1)
 
 
-@dataclass
+@dataclass(eq=False)
 class Lane:
     """One row of bars that do not nest."""
 
@@ -53,14 +61,42 @@ class Lane:
     """SOL time (``t_sol_ns``) per bar, NaN where unknown; drawn inside the bar"""
     index: int = -1
     """position in :attr:`TraceTracks.lanes`"""
+    tables: np.ndarray | None = None
+    """per bar, its table as an index into :data:`TABLES` (None: every bar is from ``table``)"""
+    projected: bool = False
+    """NVTX ranges drawn at the span of the GPU work they launched (not their home lane)"""
+
+    def entry(self, pos: int) -> tuple[str, int]:
+        """(table, row id) of the bar at lane position ``pos``."""
+        table = self.table if self.tables is None else TABLES[int(self.tables[pos])]
+        return table, int(self.ids[pos])
+
+    def of_table(self, table: str) -> np.ndarray:
+        """Bool mask of this lane's bars that come from ``table``."""
+        if self.tables is None:
+            return np.full(len(self.ids), self.table == table)
+        return self.tables == TABLES.index(table)
 
 
-@dataclass
+@dataclass(eq=False)
+class CounterTrack:
+    """A counter row: a value over time drawn as an area, one column per pixel."""
+
+    label: str
+    kind: str
+    """utilisation (share of time with at least one kernel running) | concurrency (kernels in flight)"""
+    counter: StepCounter
+    scale: float
+    """the value drawn full height"""
+    tooltip: str = ""
+
+
+@dataclass(eq=False)
 class Group:
     """A collapsible group of lanes and groups."""
 
     label: str
-    children: list[Group | Lane] = field(default_factory=list)
+    children: list[Group | Lane | CounterTrack] = field(default_factory=list)
     collapsed: bool = False
     tooltip: str = ""
 
@@ -68,7 +104,7 @@ class Group:
         for c in self.children:
             if isinstance(c, Lane):
                 yield c
-            else:
+            elif isinstance(c, Group):
                 yield from c.lanes()
 
     def first_lane(self) -> Lane | None:
@@ -97,6 +133,10 @@ class TraceTracks:
     """the trace's speed of light (:class:`~kviewer.session.analyses.SolInfo`; None without kernels):
     kernels are coloured by its ``bound`` and draw its ``t_sol_ns`` inside their bars"""
     counters: Any = None
+    launch_latency: np.ndarray | None = None
+    """per kernel, its start minus its launching call's start (ns), NaN when unknown"""
+    sync: dict[str, np.ndarray] = field(default_factory=dict)
+    """per table, a bool mask of where the host waits for the device (drawn in the sync colour)"""
     """:class:`~kviewer.analysis.attach.AttachResult` when a counter report is attached (None otherwise)"""
     source: Any = None
     """the file's identity when it was loaded (:func:`kviewer.session.analysis_cache.identity`), for
@@ -120,33 +160,69 @@ class TraceTracks:
             lane_of[name] = np.full(n, -1, dtype=np.int32)
             pos_of[name] = np.full(n, -1, dtype=np.int64)
 
-        def add_lane(lbl: str, table: str, ids: np.ndarray, colour: np.ndarray, inner: np.ndarray | None = None) -> Lane:
-            df = trace.table(table)
-            start = df["start"].to_numpy()[ids]
-            end = df["end"].to_numpy()[ids]
-            lane = Lane(lbl, table, ids, LaneLOD.build(start, end, colour[ids]), colour[ids], None, len(lanes))
-            if inner is not None:
-                lane.inner = inner[ids]
-            lanes.append(lane)
-            lane_of[table][ids] = lane.index
-            pos_of[table][ids] = np.arange(len(ids))
-            return lane
-
         k = trace.kernels
         g = trace.gpu_ops
         c = trace.cpu_slices
-        kcol, inner = _kernel_colours(trace, sol)
-        gcol = colors.gpu_op_colours(g["kind"], g["name"])
+        kcol, kinner = _kernel_colours(trace, sol)
+        gcol = colors.gpu_op_colours(g["kind"], g["name"], g["direction"])
         ccol = colors.cpu_colours(c["category"], c["name"])
+        from kviewer.analysis.activity import launch_latency, sync_points  # pandas: not on the way to the window
+        from kviewer.analysis.steps import kernel_launch_calls
+
+        # synchronisations are marked in the sync colour (red), on the host call and on the
+        # device-to-host copy the host waits for
+        sync = sync_points(trace)
+        sync_colour = colors.FAMILY_INDEX["sync"] * colors.SHADES
+        ccol = np.where(sync["cpu_slices"], sync_colour + ccol % colors.SHADES, ccol).astype(np.uint16)
+        gcol = np.where(sync["gpu_ops"], sync_colour + gcol % colors.SHADES, gcol).astype(np.uint16)
+        colour_of = {"kernels": kcol, "gpu_ops": gcol, "cpu_slices": ccol}
+        times = {name: (trace.table(name)["start"].to_numpy(), trace.table(name)["end"].to_numpy()) for name in TABLES}
+
+        def add_lane(lbl: str, parts: list[tuple[str, np.ndarray]], home: bool = True,
+                     span_of: tuple[np.ndarray, np.ndarray] | None = None) -> Lane:
+            """A lane of the bars ``parts`` ((table, ids), ...), sorted by start. ``span_of``
+            draws them at other times than their own (projected ranges)."""
+            parts = [(t, ids) for t, ids in parts if len(ids)]
+            tcode = np.concatenate([np.full(len(ids), TABLES.index(t), dtype=np.int8) for t, ids in parts])
+            ids = np.concatenate([ids for _t, ids in parts]).astype(np.int64)
+            if span_of is not None:
+                start, end = span_of
+            else:
+                start = np.concatenate([times[t][0][i] for t, i in parts])
+                end = np.concatenate([times[t][1][i] for t, i in parts])
+            colour = np.concatenate([colour_of[t][i] for t, i in parts])
+            inner = None
+            if kinner is not None and any(t == "kernels" for t, _ in parts):
+                inner = np.concatenate([kinner[i] if t == "kernels" else np.full(len(i), np.nan) for t, i in parts])
+            if len(parts) > 1 or span_of is not None:
+                order = np.lexsort((end, start))
+                tcode, ids, start, end, colour = tcode[order], ids[order], start[order], end[order], colour[order]
+                inner = None if inner is None else inner[order]
+            table = parts[0][0]
+            lane = Lane(lbl, table, ids, LaneLOD.build(start, end, colour), colour, inner, len(lanes),
+                        tables=tcode if len(parts) > 1 else None, projected=span_of is not None)
+            lanes.append(lane)
+            if home:
+                for t, _i in parts:
+                    mine = lane.of_table(t)
+                    lane_of[t][ids[mine]] = lane.index
+                    pos_of[t][ids[mine]] = np.flatnonzero(mine)
+            return lane
+
         device_names = _device_names(trace.devices)
+        launch = kernel_launch_calls(trace)
 
         ranks = sorted(set(_ints(k, "rank")) | set(_ints(g, "rank")) | set(_ints(c, "rank")))
         multi_rank = len(ranks) > 1 or (ranks and ranks[0] != -1)
         root = Group(label, tooltip=f"{trace.meta.path}\n{trace.meta.format_label or trace.meta.source_format}")
         kg = _groups(k, ["rank", "device", "stream"])
-        gg = _groups(g, ["rank", "device", "kind"])
+        gg = _groups(g, ["rank", "device", "stream"])
         cg = _groups(c, ["rank", "pid", "tid"])
         serialised = k["serialised"].to_numpy() if len(k) else np.zeros(0, dtype=bool)
+        kdev = k["device"].to_numpy() if len(k) else np.zeros(0, dtype=np.int64)
+        krank = k["rank"].to_numpy() if len(k) else np.zeros(0, dtype=np.int64)
+        cats = c["category"].astype(str).to_numpy() if len(c) else np.zeros(0, dtype=object)
+        projections = projected_ranges(trace, launch)
         for rank in ranks or [-1]:
             parent = root
             if multi_rank:
@@ -157,17 +233,33 @@ class TraceTracks:
                 dname = device_names.get(dev, "")
                 dgroup = Group(f"GPU {dev}" + (f" · {dname}" if dname else "") if dev >= 0 else "GPU")
                 parent.children.append(dgroup)
-                for key in sorted(kk for kk in kg if kk[0] == rank and kk[1] == dev):
-                    ids = kg[key]
-                    lbl = f"stream {key[2]}" if key[2] >= 0 else "kernels"
-                    if serialised[ids].all():
+                on_dev = np.flatnonzero((kdev == dev) & (krank == rank))
+                if len(on_dev) and not serialised[on_dev].all():
+                    ks, ke = times["kernels"][0][on_dev], times["kernels"][1][on_dev]
+                    util = StepCounter.from_intervals(ks, ke, busy=True)
+                    conc = StepCounter.from_intervals(ks, ke)
+                    dgroup.children.append(CounterTrack("GPU utilisation", "utilisation", util, 1.0,
+                                                        "share of each pixel's time with at least one kernel running"))
+                    dgroup.children.append(CounterTrack(f"kernels in flight (peak {conc.peak:.0f})", "concurrency", conc,
+                                                        max(conc.peak, 1.0), "mean number of kernels running during each pixel's time"))
+                proj = projections.get((rank, dev))
+                if proj is not None:
+                    pids, pstart, pend = proj
+                    depth = nesting_depth(pstart, pend)
+                    for j in np.unique(depth):
+                        sel = depth == j
+                        lbl = "NVTX (projected)" if j == 0 else f"NVTX (projected) {j}"
+                        dgroup.children.append(add_lane(lbl, [("cpu_slices", pids[sel])], home=False, span_of=(pstart[sel], pend[sel])))
+                streams = sorted({kk[2] for kk in kg if kk[0] == rank and kk[1] == dev} | {kk[2] for kk in gg if kk[0] == rank and kk[1] == dev})
+                for stream in streams:
+                    kids = kg.get((rank, dev, stream), np.zeros(0, dtype=np.int64))
+                    gids = gg.get((rank, dev, stream), np.zeros(0, dtype=np.int64))
+                    lbl = f"stream {stream}" if stream >= 0 else ("kernels" if len(kids) else "memory ops")
+                    if len(kids) and serialised[kids].all():
                         lbl += " (serialised)"
-                    dgroup.children.append(add_lane(lbl, "kernels", ids, kcol, inner))
-                for key in sorted((kk for kk in gg if kk[0] == rank and kk[1] == dev), key=lambda t: (str(t[2]) != "memcpy", str(t[2]))):
-                    dgroup.children.append(add_lane(str(key[2]) or "memory ops", "gpu_ops", gg[key], gcol))
-            cats = c["category"].astype(str).to_numpy() if len(c) else np.zeros(0, dtype=object)
-            starts_c = c["start"].to_numpy() if len(c) else np.zeros(0, dtype=np.int64)
-            ends_c = c["end"].to_numpy() if len(c) else np.zeros(0, dtype=np.int64)
+                    dgroup.children.append(add_lane(lbl, [("kernels", kids), ("gpu_ops", gids)]))
+            starts_c = times["cpu_slices"][0]
+            ends_c = times["cpu_slices"][1]
             for key in sorted(kk for kk in cg if kk[0] == rank):
                 ids = cg[key]
                 tgroup = Group(_thread_label(key[1], key[2]))
@@ -191,30 +283,26 @@ class TraceTracks:
                         tgroup.children.append(target)
                     for j in range(len(levels)):
                         lbl = title if j == 0 else f"{title} {j}"
-                        target.children.append(add_lane(lbl, "cpu_slices", sub[dense == j], ccol))
+                        target.children.append(add_lane(lbl, [("cpu_slices", sub[dense == j])]))
                 tgroup.collapsed = sum(1 for _ in tgroup.lanes()) - _python_lanes(tgroup) > COLLAPSE_THREAD_LANES
                 parent.children.append(tgroup)
 
-        launch = np.full(len(k), -1, dtype=np.int64)
-        f = trace.flows
-        if len(f) and len(k):
-            sel = (f["dst_table"].astype(str).to_numpy() == "kernels")
-            dst = f["dst"].to_numpy()[sel]
-            src = f["src"].to_numpy()[sel]
-            ok = (dst >= 0) & (dst < len(k)) & (src >= 0) & (src < len(c))
-            launch[dst[ok]] = src[ok]
-        return cls(trace, trace_key, label, offset, root, lanes, lane_of, pos_of, launch, (0, int(span[1]) - offset), sol_info=sol)
+        return cls(trace, trace_key, label, offset, root, lanes, lane_of, pos_of, launch, (0, int(span[1]) - offset),
+                   launch_latency=launch_latency(trace, launch), sync=sync, sol_info=sol)
 
     # -----------------------------------------------------------------------------------------
     def set_kernel_emphasis(self, mask: np.ndarray | None) -> None:
         """Dim the kernels outside ``mask`` (a bool per kernel id); None shows all normally."""
         self.emphasis = mask
         for lane in self.lanes:
-            if lane.table != "kernels":
+            mine = lane.of_table("kernels")
+            if not mine.any():
                 continue
             colour = lane.base_colour
             if mask is not None:
-                colour = np.where(mask[lane.ids], colour, colour + colors.DIM).astype(np.uint16)
+                dim = mine.copy()
+                dim[mine] = ~mask[lane.ids[mine]]
+                colour = np.where(dim, colour + colors.DIM, colour).astype(np.uint16)
             raw = lane.lod.raw
             lane.lod = LaneLOD.build(raw.start, raw.end, colour)
 
@@ -229,9 +317,16 @@ class TraceTracks:
         self.sol_info = info
         kcol, inner = _kernel_colours(self.trace, info)
         for lane in self.lanes:
-            if lane.table == "kernels":
-                lane.base_colour = kcol[lane.ids]
-                lane.inner = None if inner is None else inner[lane.ids]
+            mine = lane.of_table("kernels")
+            if not mine.any():
+                continue
+            lane.base_colour = lane.base_colour.copy()
+            lane.base_colour[mine] = kcol[lane.ids[mine]]
+            if inner is None:
+                lane.inner = None
+            else:
+                lane.inner = np.full(len(lane.ids), np.nan)
+                lane.inner[mine] = inner[lane.ids[mine]]
         self.set_kernel_emphasis(self.emphasis)  # rebuilds each lane's mipmap from the new colours
 
     def sol_column(self, col: str) -> np.ndarray | None:
@@ -313,6 +408,68 @@ def _kernel_colours(trace: Trace, sol: SolInfo | None) -> tuple[np.ndarray, np.n
     if table is None or len(table) != len(k):
         return colors.kernel_colours(k["short_name"], None), None
     return colors.kernel_colours(k["short_name"], table["bound"]), table["t_sol_ns"].to_numpy(dtype=np.float64)
+
+
+def projected_ranges(trace: Trace, launch: np.ndarray) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """NVTX / user ranges projected onto the GPUs, as Nsight Systems does: per (rank, device),
+    the ranges (cpu_slices ids) inside which kernels of that device were launched, each with the
+    span of that GPU work (first kernel start, last kernel end). ``launch`` is the launching
+    call of each kernel (:func:`~kviewer.analysis.steps.kernel_launch_calls`)."""
+    c = trace.cpu_slices
+    k = trace.kernels
+    out: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    if not len(c) or not len(k):
+        return out
+    cat = c["category"].astype(str).to_numpy()
+    ranges = np.flatnonzero(np.isin(cat, ("nvtx", "annotation")))
+    linked = np.flatnonzero(launch >= 0)
+    if not len(ranges) or not len(linked):
+        return out
+    cstart = c["start"].to_numpy()
+    cend = c["end"].to_numpy()
+    ctid = c["tid"].to_numpy()
+    cpid = c["pid"].to_numpy()
+    calls = launch[linked]
+    kstart = k["start"].to_numpy()[linked]
+    kend = k["end"].to_numpy()[linked]
+    kdev = k["device"].to_numpy()[linked]
+    krank = k["rank"].to_numpy()[linked]
+    for rank, dev in sorted(set(zip(krank.tolist(), kdev.tolist()))):
+        on = (kdev == dev) & (krank == rank)
+        ids_out, s_out, e_out = [], [], []
+        # per host thread: its launches sorted by call start, each range takes the launches
+        # whose call starts inside it (searchsorted), min/max of their GPU times (reduceat)
+        for pid, tid in set(zip(cpid[calls[on]].tolist(), ctid[calls[on]].tolist())):
+            mine = on & (cpid[calls] == pid) & (ctid[calls] == tid)
+            t = cstart[calls[mine]]
+            order = np.argsort(t, kind="stable")
+            t = t[order]
+            gs = kstart[mine][order]
+            ge = kend[mine][order]
+            rr = ranges[(ctid[ranges] == tid) & (cpid[ranges] == pid)]
+            if not len(rr):
+                continue
+            i0 = np.searchsorted(t, cstart[rr], side="left")
+            i1 = np.searchsorted(t, cend[rr], side="right")
+            has = i1 > i0
+            if not has.any():
+                continue
+            rr, i0, i1 = rr[has], i0[has], i1[has]
+            idx = np.empty(2 * len(rr), dtype=np.int64)
+            idx[0::2] = i0
+            idx[1::2] = i1
+            lo = np.minimum.reduceat(np.r_[gs, 0], idx)[0::2]
+            hi = np.maximum.reduceat(np.r_[ge, 0], idx)[0::2]
+            ids_out.append(rr)
+            s_out.append(lo)
+            e_out.append(hi)
+        if ids_out:
+            ids = np.concatenate(ids_out)
+            st = np.concatenate(s_out)
+            en = np.concatenate(e_out)
+            order = np.lexsort((-(en - st), st))
+            out[(int(rank), int(dev))] = (ids[order], st[order], en[order])
+    return out
 
 
 def nesting_depth(start: np.ndarray, end: np.ndarray) -> np.ndarray:

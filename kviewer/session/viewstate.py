@@ -76,6 +76,8 @@ class ViewState:
         self.selection: Selection | None = None
         self.filter_text = ""
         self.current: TraceTracks | None = None
+        self.time_selection: tuple[float, float] | None = None
+        """the range dragged on the time axis (display ns, t0 < t1), or None: the Range panel's"""
         self._layers: dict[str, dict[int, np.ndarray]] = {FILTER: {}, PICK: {}}
         self.stack: list[ViewFrame] = []
         """frames to go back to (:meth:`pop`), the oldest first"""
@@ -87,6 +89,7 @@ class ViewState:
         self.filter_changed = Event("filter_changed")
         self.current_changed = Event("current_changed")
         self.stack_changed = Event("stack_changed")
+        self.time_selection_changed = Event("time_selection_changed")
 
     # traces ------------------------------------------------------------------------------------
     @property
@@ -168,6 +171,16 @@ class ViewState:
             self._layers[name] = {}
         if before or self.highlight:
             self.highlight_changed.emit()
+
+    # time selection ----------------------------------------------------------------------------
+    def set_time_selection(self, rng: tuple[float, float] | None) -> None:
+        """Select a time range (display ns, either order) or clear it with None."""
+        if rng is not None:
+            t0, t1 = sorted((float(rng[0]), float(rng[1])))
+            rng = (t0, t1) if t1 > t0 else None
+        if rng != self.time_selection:
+            self.time_selection = rng
+            self.time_selection_changed.emit(rng)
 
     # filter ------------------------------------------------------------------------------------
     def set_filter(self, text: str) -> None:

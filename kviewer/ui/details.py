@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtCore import QUrl
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from kviewer.session.format import format_bytes, format_count, format_duration
+from kviewer.session.format import format_bytes, format_count, format_duration, format_time
 from kviewer.ui.viewstate import Selection, ViewState
 
 _TIME_COLS = {"start", "end", "dur", "t_sol_ns"}
@@ -66,8 +66,14 @@ class DetailsPanel(QTextBrowser):
             src = int(tracks.launch_of_kernel[sel.row]) if sel.row < len(tracks.launch_of_kernel) else -1
             if src >= 0:
                 name = tracks.name_of("cpu_slices", src)
-                out.append(f"<p>Launched by <a href='select:{tracks.key}:cpu_slices:{src}'>{html.escape(name)}</a></p>")
-        elif sel.table == "cpu_slices":
+                lat = tracks.launch_latency[sel.row] if tracks.launch_latency is not None else float("nan")
+                latency = f" · launch latency <b>{format_duration(float(lat))}</b> (call start → kernel start)" if lat == lat else ""
+                out.append(f"<p>Launched by <a href='select:{tracks.key}:cpu_slices:{src}'>{html.escape(name)}</a>{latency}</p>")
+        sync = tracks.sync.get(sel.table)
+        if sync is not None and sel.row < len(sync) and sync[sel.row]:
+            what = "the host waits here for the GPU" if sel.table == "cpu_slices" else "a device-to-host copy the host waits for"
+            out.append(f"<p style='color:#b3261e'>⏸ Synchronisation: {what}.</p>")
+        if sel.table == "cpu_slices":
             f = tracks.trace.flows
             if len(f):
                 rows = f[(f["src"] == sel.row)]
@@ -108,7 +114,7 @@ def _value_text(col: str, value: Any, offset: int) -> str:
         if v == -1:
             return ""
         if col in ("start", "end"):
-            return format_duration(v - offset)
+            return format_time(v - offset)
         if col == "dur":
             return format_duration(v)
         if col in ("shared_mem", "bytes"):

@@ -194,7 +194,7 @@ class KernelTable(QWidget):
         hh = self.view.horizontalHeader()
         fm = self.view.fontMetrics()
         for c, col in enumerate(self.model.data_.columns):
-            width = 320 if col.key == "short_name" else 92
+            width = 320 if col.key == "short_name" else 140 if col.key == "launch_latency" else 92
             if col.key == "trace":
                 # wide enough for the whole label ("A · file" and "B · file" must read apart)
                 width = min(360, max([140] + [fm.horizontalAdvance(str(t)) + 16 for t in col.categories or []]))

@@ -44,11 +44,41 @@ from kviewer.ui.viewstate import ViewState
 MAX_RECENT = 10
 #: the docks the saved layout knows; a layout saved with another set (an older kviewer, before
 #: the Query and Counters docks) would leave the new docks loose beside the others
-LAYOUT_DOCKS = "kernels,details,roofline,fusion,compare,query,counters"
+LAYOUT_DOCKS = "kernels,details,roofline,fusion,compare,query,counters,range,idle"
 FILE_FILTER = (
     "Profiler traces (*.json *.json.gz *.json.xz *.json.zst *.sqlite *.sqlite.gz *.nsys-rep *.ncu-rep *.csv *.db *.txt *.log);;"
     "All files (*)"
 )
+
+
+class ElidedLabel(QLabel):
+    """A label that cuts its text with "…" to the width it is given."""
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__()
+        self._full = text
+        self.setMinimumWidth(10)
+
+    def setText(self, text: str) -> None:  # noqa: N802 (Qt's name)
+        self._full = text
+        self._elide()
+
+    def text(self) -> str:
+        """The whole text (what is painted may be cut)."""
+        return self._full
+
+    def shown_text(self) -> str:
+        return super().text()
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, max(self.width() - 4, 10))
+        super().setText(shown)
+        if shown != self._full:
+            self.setToolTip(self._full)
 
 
 class MainWindow(QMainWindow):
@@ -93,6 +123,16 @@ class MainWindow(QMainWindow):
         self.query = QueryPanel(self.state, self.runner)
         self.query_dock = self._dock("Query", "queryDock", self.query, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.counters_dock = self._dock("Counters", "countersDock", self.ncu_panel, Qt.DockWidgetArea.RightDockWidgetArea)
+        from kviewer.ui.range_panel import RangePanel
+
+        self.range_panel = RangePanel(self.state, self.runner)
+        self.range_dock = self._dock("Range", "rangeDock", self.range_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        from kviewer.ui.idle_panel import IdlePanel
+
+        self.idle_panel = IdlePanel(self.state, self.runner, self.timeline.set_idle_threshold)
+        self.idle_dock = self._dock("Idle Gaps", "idleDock", self.idle_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        # a range dragged on the time axis brings its summary forward
+        self.state.timeSelectionChanged.connect(self._show_range_dock)
         self.counters = CounterAttach(self, self.state, self.runner, self.analysis, self.show_message,
                                       blocked=lambda: self.compare.wants_compare, open_alone=lambda p: self.loader.open([p]))
         self.counters.attached.connect(lambda _k: self._raise_counters())
@@ -117,6 +157,8 @@ class MainWindow(QMainWindow):
             self.analysis.arrange_default()
             self.compare.arrange_default()
             self.tabifyDockWidget(self.table_dock, self.query_dock)
+            self.tabifyDockWidget(self.table_dock, self.range_dock)
+            self.tabifyDockWidget(self.table_dock, self.idle_dock)
             self.table_dock.raise_()
             self.tabifyDockWidget(self.details_dock, self.counters_dock)
             self.details_dock.raise_()
@@ -126,6 +168,11 @@ class MainWindow(QMainWindow):
         self._update_actions()
         owners = (self.loader.owner, self.runner.owner)
         self.destroyed.connect(lambda *_: [o.close() for o in owners])
+
+    def _show_range_dock(self, rng: Any) -> None:
+        if rng is not None:
+            self.range_dock.show()
+            self.range_dock.raise_()
 
     def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -197,9 +244,12 @@ class MainWindow(QMainWindow):
         view.addAction(self.compare.dock.toggleViewAction())
         view.addAction(self.query_dock.toggleViewAction())
         view.addAction(self.counters_dock.toggleViewAction())
+        view.addAction(self.range_dock.toggleViewAction())
+        view.addAction(self.idle_dock.toggleViewAction())
 
         help_menu = mb.addMenu("&Help")
         help_menu.addAction(self._action("&Keys", self._show_keys))
+        help_menu.addAction(self._action("&About kviewer", self._show_about))
 
     def _fill_recent(self) -> None:
         self.recent_menu.clear()
@@ -229,17 +279,42 @@ class MainWindow(QMainWindow):
             "Keys",
             "W / S  zoom in / out around the mouse\nA / D  pan left / right\nF  fit the selection (everything when nothing is selected)\n"
             "Backspace  back to the view before the last F\n"
-            "Mouse wheel  zoom around the cursor; drag  pan; Shift+wheel  scroll tracks\n"
+            "Mouse wheel  scroll the lanes; Ctrl+wheel  zoom around the cursor; Shift+wheel  pan; drag  pan\n"
+            "Drag along the time axis (or Shift+drag over the lanes)  select a range: the Range dock sums it\n"
             "Ctrl+F  find; Enter / Shift+Enter  next / previous match\nEsc  clear the selection\nCtrl+O  open; Ctrl+C  copy table rows as TSV\n"
             "Ctrl+Shift+S  export a picture of a view; Ctrl+Shift+C  copy the focused view's picture\n"
-            "Click a group header to collapse it; right-click a trace header to close it.\n"
+            "Click a group header to collapse it; right-click a lane or header to pin, move, hide it (or close a trace);\n"
+            "type in the box above the lanes to search them.\n"
             "Drop a second report on the window to compare it with the open one.",
         )
 
+    def about_text(self) -> str:
+        """Version, Python and Qt versions, the cache location."""
+        import platform
+
+        import PySide6
+        from PySide6.QtCore import qVersion
+
+        from kviewer import __version__
+        from kviewer.io.cache import cache_dir
+
+        return (f"kviewer {__version__}\nGPU profiler traces on one timeline, with speed of light, fusion and compare.\n\n"
+                f"Python {platform.python_version()} · Qt {qVersion()} · PySide6 {PySide6.__version__} · pyqtgraph "
+                f"{__import__('pyqtgraph').__version__}\nTrace cache: {cache_dir()}\nSettings: {self._settings().fileName()}")
+
+    def _show_about(self) -> None:
+        from kviewer.ui import dialogs
+
+        dialogs.show_info(self, "About kviewer", self.about_text())
+
     # status bar --------------------------------------------------------------------------------
     def _build_status(self) -> None:
-        self.status_label = QLabel()
+        from PySide6.QtWidgets import QSizePolicy
+
+        self.status_label = ElidedLabel()
         self.range_label = QLabel()
+        # the trace description gives way (elided) to the view-range label, never overlaps it
+        self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.statusBar().addWidget(self.status_label, 1)
         self.statusBar().addPermanentWidget(self.range_label)
         self._update_status()
@@ -270,8 +345,21 @@ class MainWindow(QMainWindow):
         self.range_label.setText(f"view {format_duration(t0)} – {format_duration(t1)}  ({format_duration(t1 - t0)})")
 
     def _on_traces(self) -> None:
+        self._focus_timeline()
         self._update_status()
         self._update_actions()
+
+    def _focus_timeline(self) -> None:
+        """W/S/A/D work as soon as a trace opens: focus goes to the timeline unless the user is
+        typing somewhere (the filter box, the query editor)."""
+        from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QLineEdit, QPlainTextEdit, QTextEdit
+
+        if not self.state.traces:
+            return
+        focus = QApplication.focusWidget()
+        if isinstance(focus, (QLineEdit, QPlainTextEdit, QAbstractSpinBox)) or (isinstance(focus, QTextEdit) and not focus.isReadOnly()):
+            return
+        self.timeline.canvas.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _update_actions(self) -> None:
         n = len(self.state.traces)

@@ -71,11 +71,20 @@ class RooflineWidget(QWidget):
         self.plot.getAxis("bottom").enableAutoSIPrefix(False)
         self.plot.setLabel("left", "achieved", units="FLOP/s")
         self.legend = self.plot.addLegend(offset=(10, 10))
+        # room on the right for the last tick label (10⁴ was cut off at the plot's edge)
+        self.plot.setContentsMargins(0, 0, 14, 0)
+        self.empty_text = pg.TextItem("", color=(90, 90, 90), anchor=(0.5, 0.5))
+        self.empty_text.textItem.setTextWidth(260)  # wraps inside the plot
+        self.empty_text.setZValue(20)
+        self.plot.addItem(self.empty_text, ignoreBounds=True)
+        self.empty_reason = ""
+        """one line saying why no point is drawn ("" when some are)"""
+        self._tips: dict[int, str] = {}
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot_widget)
         self.roofs: list[pg.PlotDataItem] = []
-        self.points = pg.ScatterPlotItem(pxMode=True, hoverable=True)
+        self.points = pg.ScatterPlotItem(pxMode=True, hoverable=True, tip=self.point_tip)
         self.points.sigClicked.connect(self._clicked)
         self.highlight = pg.ScatterPlotItem(pxMode=True)
         # the selection ring must not take the clicks meant for the points under it
@@ -92,6 +101,7 @@ class RooflineWidget(QWidget):
         self.off_roof = 0
         """kernels that would sit above their own roof (kept off the plot)"""
         self.style_items: list[pg.ScatterPlotItem] = []
+        self.bound_items: list[pg.ScatterPlotItem] = []
 
     # -- data in
     def set_data(self, sol: pd.DataFrame, spec: DeviceSpec | None, counters: Sequence[str] | np.ndarray | None = None) -> None:
@@ -100,12 +110,13 @@ class RooflineWidget(QWidget):
         ``counters`` (by kernel id, the kernels' ``counters`` column) marks the points whose
         measured values were inherited from another launch.
         """
-        for item in self.roofs + self.style_items:
+        for item in self.roofs + self.style_items + self.bound_items:
             if item in self.roofs:
                 self.plot.removeItem(item)
             self.legend.removeItem(item)
         self.roofs = []
         self.style_items = []
+        self.bound_items = []
         if spec is not None:
             self._draw_roofs(spec)
             self.plot.setTitle(spec.name)
@@ -127,7 +138,8 @@ class RooflineWidget(QWidget):
         y = flops[ok] / (dur[ok] * 1e-9)
         self._ids = sol["id"].to_numpy(np.int64)[ok]
         self._xy = np.column_stack([np.log10(x), np.log10(y)]) if ok.any() else np.zeros((0, 2))
-        bounds = sol["bound"].astype(str).to_numpy()[ok]
+        bounds_all = sol["bound"].astype(str).to_numpy()
+        bounds = bounds_all[ok]
         measured = (sol["flops_source"].astype(str).to_numpy()[ok] == "measured")
         # one pen and two brushes per bound, shared by every point (a pen per point made a
         # trace of 10k kernels take 0.4 s on the GUI thread)
@@ -152,6 +164,17 @@ class RooflineWidget(QWidget):
         draw = np.argsort(np.where(inherited, 0, np.where(measured, 2, 1)), kind="stable")
         self._ids, self._xy = self._ids[draw], self._xy[draw]
         pens, brushes, symbols, measured, inherited = pens[draw], brushes[draw], symbols[draw], measured[draw], inherited[draw]
+        # a readable tooltip per point: kernel, intensity, achieved rate, SOL %
+        names = sol["short_name"].astype(str).to_numpy() if "short_name" in sol else sol["name"].astype(str).to_numpy()
+        sol_pct = sol["sol_pct"].to_numpy(np.float64) if "sol_pct" in sol else np.full(len(sol), np.nan)
+        row_of = {int(i): r for r, i in enumerate(sol["id"].to_numpy(np.int64))}
+        self._tips = {}
+        for kid, (lx, ly) in zip(self._ids.tolist(), self._xy.tolist()):
+            r = row_of[kid]
+            pct = sol_pct[r]
+            self._tips[kid] = (f"{names[r]}\n{10 ** lx:,.3g} FLOP/byte · {10 ** ly / 1e12:,.3g} TFLOP/s achieved"
+                               f"\nSOL {pct:.1f} %" + (f" · {bounds_all[r]}-bound" if bounds_all[r] in ("memory", "compute") else "")
+                               if pct == pct else f"{names[r]}\n{10 ** lx:,.3g} FLOP/byte · {10 ** ly / 1e12:,.3g} TFLOP/s achieved\nSOL —")
         # the scatter lives in the plot's log space: give it log10 coordinates
         self.points.setData(
             x=self._xy[:, 0], y=self._xy[:, 1], data=self._ids, size=9, pen=pens, brush=brushes, symbol=symbols
@@ -165,12 +188,44 @@ class RooflineWidget(QWidget):
                 item = pg.ScatterPlotItem(size=8, symbol=symbol, pen=pg.mkPen(90, 90, 90, width=1.5), brush=pg.mkBrush(90, 90, 90, alpha))
                 self.legend.addItem(item, label)
                 self.style_items.append(item)
+        for kind in kinds:
+            if (bounds == kind).any():
+                item = pg.ScatterPlotItem(size=8, symbol="o", pen=pg.mkPen(BOUND_COLOURS[kind], width=1.5), brush=pg.mkBrush(*BOUND_COLOURS[kind], 220))
+                self.legend.addItem(item, f"{kind}-bound" if kind != "unknown" else "bound unknown")
+                self.bound_items.append(item)
+        self.empty_reason = "" if ok.any() else self._why_empty(flops, nbytes, dur)
+        self.empty_text.setText(self.empty_reason)
+        self.empty_text.setVisible(bool(self.empty_reason))
+        if self.empty_reason:
+            top = self._top_roof(spec)
+            self.plot.setXRange(np.log10(X_RANGE[0]), np.log10(X_RANGE[1]), padding=0)
+            self.plot.setYRange(9.0, top + 0.3, padding=0)
+            self.empty_text.setPos(0.5 * (np.log10(X_RANGE[0]) + np.log10(X_RANGE[1])), 0.5 * (9.0 + top))
         self.set_selection(self._selected)
         if ok.any():
             self.plot.setXRange(np.log10(X_RANGE[0]), np.log10(X_RANGE[1]), padding=0)
             lo = min(float(self._xy[:, 1].min()), 9.0)
             hi = max(float(self._xy[:, 1].max()), self._top_roof(spec))
             self.plot.setYRange(lo - 0.3, hi + 0.3, padding=0)
+
+    def _why_empty(self, flops: np.ndarray, nbytes: np.ndarray, dur: np.ndarray) -> str:
+        """One line: why the roofline has no point."""
+        if not len(flops):
+            return "No kernels to plot."
+        if not (flops > 0).any():
+            return "No kernel's FLOPs are known: attach an Nsight Compute report or record shapes (record_shapes=True)."
+        if not ((flops > 0) & (nbytes > 0)).any():
+            return "No kernel has both FLOPs and bytes known: attach a counter report with DRAM bytes."
+        if self.exceeding or self.off_roof:
+            return f"Every kernel with FLOPs and bytes exceeds its roof ({self.exceeding + self.off_roof:,}): a model or counter error, not plotted."
+        return "No kernel has a measured duration."
+
+    def point_tip(self, x: float, y: float, data: Any) -> str:
+        """The hover text of a point: kernel, FLOP/byte, achieved TFLOP/s, SOL %."""
+        try:
+            return self._tips.get(int(data), "")
+        except (TypeError, ValueError):
+            return ""
 
     @staticmethod
     def _top_roof(spec: DeviceSpec | None) -> float:
@@ -189,6 +244,13 @@ class RooflineWidget(QWidget):
             seen.add(field)
             ys = np.minimum(peak, bw * xs)
             item = self.plot.plot(xs, ys, pen=pg.mkPen(rgb, width=2), name=f"{label} {peak / 1e12:,.1f} TFLOP/s")
+            self.roofs.append(item)
+        if bw > 0:
+            # the memory roof on its own: every roof's slanted part is this line
+            top = max((spec.peak_flops(p, pipe)[0] for _l, p, pipe, _c in ROOFS), default=0.0) or bw * xs[-1]
+            keep = bw * xs <= top * 1.5
+            item = self.plot.plot(xs[keep], bw * xs[keep], pen=pg.mkPen((110, 110, 110), width=1.5, style=Qt.PenStyle.DashLine),
+                                  name=f"memory roof {bw / 1e12:,.2f} TB/s")
             self.roofs.append(item)
 
     # -- selection in / out

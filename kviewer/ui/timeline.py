@@ -32,12 +32,12 @@ from PySide6.QtGui import (
     QPen,
     QPolygonF,
 )
-from PySide6.QtWidgets import QMenu, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QScrollBar, QToolButton, QToolTip, QVBoxLayout, QWidget
 
 from kviewer.session import colors
 from kviewer.ui.colors import qbrushes
 from kviewer.session.format import display_text, format_duration, format_time
-from kviewer.session.tracks import Group, Lane, TraceTracks
+from kviewer.session.tracks import CounterTrack, Group, Lane, TraceTracks
 from kviewer.ui.viewstate import Selection, ViewState
 
 if TYPE_CHECKING:
@@ -56,6 +56,12 @@ HEADER_BG = QColor(232, 236, 241)
 ROOT_BG = QColor(214, 221, 230)
 SELECT_PEN = QColor(20, 20, 20)
 FLOW_COLOUR = QColor(200, 40, 40)
+COUNTER_COLOUR = {"utilisation": QColor(46, 125, 50), "concurrency": QColor(40, 90, 170)}
+COUNTER_BG = QColor(244, 247, 244)
+RANGE_FILL = QColor(60, 120, 220, 40)
+IDLE_FILL = QColor(220, 60, 40, 38)
+IDLE_EDGE = QColor(220, 60, 40, 110)
+RANGE_EDGE = QColor(40, 90, 200)
 
 
 @dataclass
@@ -65,12 +71,15 @@ class Row:
     y: float
     h: float
     kind: str
-    """header | lane"""
+    """header | lane | counter"""
     depth: int
     label: str
     tracks: TraceTracks
     group: Group | None = None
     lane: Lane | None = None
+    counter: CounterTrack | None = None
+    parent: Group | None = None
+    """the group whose children hold this row's lane, counter or group (None for a trace root)"""
 
 
 @dataclass
@@ -84,6 +93,10 @@ class Frame:
     """(palette index, first, end) runs of ``rects``, which are sorted by colour"""
     inner: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
     labels: list[tuple[QRectF, str, bool]] = field(default_factory=list)
+    counters: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    idle: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    """idle gaps on stream lanes longer than the threshold, shaded"""
+    """(counter kind, rects) of the counter rows: one column per pixel"""
     bars: int = 0
 
 
@@ -102,8 +115,19 @@ class TimeAxis(pg.AxisItem):
     def __init__(self) -> None:
         super().__init__("bottom")
         self.enableAutoSIPrefix(False)
+        self.timeline: TimelineView | None = None
+
+    def mouseDragEvent(self, ev: Any) -> None:
+        """Dragging along the time axis selects a range (as in Nsight Systems and Perfetto)."""
+        if self.timeline is None or ev.button() != Qt.MouseButton.LeftButton:
+            super().mouseDragEvent(ev)
+            return
+        ev.accept()
+        self.timeline.drag_select(self.mapToScene(ev.buttonDownPos()), self.mapToScene(ev.pos()), ev.isFinish())
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        if values and spacing > 0 and max(abs(v) for v in values) >= spacing * 1000:
+            return relative_ticks(values, spacing)
         if spacing >= 1e9:
             unit, div = "s", 1e9
         elif spacing >= 1e6:
@@ -114,6 +138,28 @@ class TimeAxis(pg.AxisItem):
             unit, div = "ns", 1.0
         decimals = max(0, -int(math.floor(math.log10(spacing / div) + 1e-9))) if spacing > 0 else 0
         return [f"{v / div:.{decimals}f} {unit}" for v in values]
+
+
+def _unit(spacing: float) -> tuple[str, float]:
+    for unit, div in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if spacing >= div:
+            return unit, div
+    return "ns", 1.0
+
+
+def relative_ticks(values: list[float], spacing: float) -> list[str]:
+    """Ticks far from 0 compared with their spacing (late in a long trace, zoomed in): the first
+    one written in full to the spacing's precision ("8.261200 s"), the others as offsets from it
+    ("+20 µs"), instead of "8261195 µs" or eight ticks that all read "8.261 s"."""
+    anchor = values[0]
+    a_unit, a_div = _unit(abs(anchor))
+    # decimals of the anchor's unit needed to show the spacing
+    digits = max(0, math.ceil(math.log10(a_div / spacing) - 1e-9)) if spacing < a_div else 0
+    unit, div = _unit(spacing)
+    decimals = max(0, -int(math.floor(math.log10(spacing / div) + 1e-9)))
+    out = [f"{anchor / a_div:.{digits}f} {a_unit}"]
+    out += [f"+{(v - anchor) / div:.{decimals}f} {unit}" for v in values[1:]]
+    return out
 
 
 class LaneAxis(pg.AxisItem):
@@ -150,6 +196,8 @@ class LaneAxis(pg.AxisItem):
             else:
                 p.setFont(self.font)
                 p.setPen(QColor(70, 70, 70))
+                if row.kind == "counter":
+                    p.fillRect(QRectF(0, y, width, row.h), COUNTER_BG)
                 rect.adjust(INDENT, 0, 0, 0)
                 text = QFontMetricsF(self.font).elidedText(display_text(row.label), Qt.TextElideMode.ElideRight, rect.width())
                 p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
@@ -158,17 +206,13 @@ class LaneAxis(pg.AxisItem):
 
     def mouseClickEvent(self, ev: Any) -> None:
         row = self.timeline.row_at(self.timeline.vb.viewRange()[1][0] + ev.pos().y())
-        if row is None or row.kind != "header":
+        if row is None:
             return
         ev.accept()
-        if ev.button() == Qt.MouseButton.LeftButton:
+        if ev.button() == Qt.MouseButton.LeftButton and row.kind == "header":
             self.timeline.toggle_group(row.group)
-        elif ev.button() == Qt.MouseButton.RightButton and row.depth == 0:
-            menu = QMenu()
-            close = menu.addAction(f"Close {row.tracks.label}")
-            chosen = menu.exec(ev.screenPos().toPoint())
-            if chosen is close:
-                self.timeline.closeRequested.emit(row.tracks.key)
+        elif ev.button() == Qt.MouseButton.RightButton:
+            self.timeline.row_menu(row).exec(ev.screenPos().toPoint())
 
     def hoverEvent(self, ev: Any) -> None:
         if ev.isExit():
@@ -176,12 +220,15 @@ class LaneAxis(pg.AxisItem):
         row = self.timeline.row_at(self.timeline.vb.viewRange()[1][0] + ev.pos().y())
         if row is not None and row.kind == "header" and row.group is not None and row.group.tooltip:
             self.setToolTip(row.group.tooltip)
+        elif row is not None and row.counter is not None:
+            self.setToolTip(row.counter.tooltip)
         else:
             self.setToolTip("")
 
 
 class TimelineViewBox(pg.ViewBox):
-    """Wheel zooms time around the cursor; drag pans time and scrolls rows; Shift+wheel scrolls."""
+    """As in Nsight Systems and Perfetto: the wheel scrolls the rows, Ctrl+wheel zooms time around
+    the cursor, Shift+wheel pans time; drag pans time and scrolls rows; Shift+drag selects a range."""
 
     def __init__(self, timeline: TimelineView) -> None:
         super().__init__(enableMenu=False, invertY=True)
@@ -190,17 +237,24 @@ class TimelineViewBox(pg.ViewBox):
         self.disableAutoRange()
 
     def wheelEvent(self, ev: Any, axis: Any = None) -> None:
-        if ev.modifiers() & Qt.KeyboardModifier.ShiftModifier:
-            ev.accept()
-            self.timeline.scroll_by(-ev.delta() / 2.0)
+        mods = ev.modifiers()
+        if mods & Qt.KeyboardModifier.ControlModifier:
+            super().wheelEvent(ev, axis)
             return
-        super().wheelEvent(ev, axis)
+        ev.accept()
+        if mods & Qt.KeyboardModifier.ShiftModifier:
+            self.timeline.pan(-ev.delta() / 120.0 * PAN_STEP / 2.0)
+        else:
+            self.timeline.scroll_by(-ev.delta() / 2.0)
 
     def mouseDragEvent(self, ev: Any, axis: Any = None) -> None:
         if ev.button() != Qt.MouseButton.LeftButton:
             super().mouseDragEvent(ev, axis)
             return
         ev.accept()
+        if ev.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            self.timeline.drag_select(ev.buttonDownScenePos(), ev.scenePos(), ev.isFinish())
+            return
         d = self.mapToView(ev.pos()) - self.mapToView(ev.lastPos())
         self.translateBy(x=-d.x())
         self.timeline.scroll_by(-(ev.pos().y() - ev.lastPos().y()))
@@ -219,10 +273,20 @@ class TracksItem(pg.GraphicsObject):
         self.font.setPointSizeF(8.0)
         self.metrics = QFontMetricsF(self.font)
         self._frame: Frame | None = None
+        self._gaps: dict[tuple[Lane, float], tuple[np.ndarray, np.ndarray]] = {}
 
     def boundingRect(self) -> QRectF:
-        # the item covers everything; what is drawn is decided per frame from the view range
-        return QRectF(-1e15, -1e7, 2e15, 2e8)
+        # the item covers what is in view (what is drawn is decided per frame from the view
+        # range). Not the whole time axis: mapped to pixels, a rect of 1e15 ns overflows the int
+        # coordinates of Qt's update regions, and an update (a new selection) repainted nothing
+        vb = self.timeline.vb
+        (x0, x1), (y0, y1) = vb.viewRange()
+        return QRectF(x0, y0, max(x1 - x0, 1e-9), max(y1 - y0, 1e-9))
+
+    def view_changed(self) -> None:
+        """The view range moved: the bounding rect follows."""
+        self.prepareGeometryChange()
+        self.invalidate()
 
     def invalidate(self) -> None:
         self._frame = None
@@ -235,6 +299,7 @@ class TracksItem(pg.GraphicsObject):
         if self._frame is not None and self._frame.key == key:
             return self._frame
         fr = Frame(key)
+        idle_parts: list[np.ndarray] = []
         parts_rect: list[np.ndarray] = []
         parts_col: list[np.ndarray] = []
         inner_parts: list[np.ndarray] = []
@@ -242,6 +307,9 @@ class TracksItem(pg.GraphicsObject):
         for row in tl.rows_between(top, top + height):
             lane = row.lane
             pad = 2.0
+            if row.kind == "counter" and row.counter is not None:
+                self._counter_frame(fr, row, x0, x1, top, width)
+                continue
             if row.kind == "header":
                 if row.group is None or not row.group.collapsed:
                     continue
@@ -250,6 +318,10 @@ class TracksItem(pg.GraphicsObject):
             if lane is None or len(lane.lod.raw) == 0:
                 continue
             off = row.tracks.offset_ns
+            if row.kind == "lane" and lane.table in ("kernels", "gpu_ops") and tl.idle_threshold() > 0:
+                gr = self._idle_rects(lane, tl.idle_threshold(), x0 + off, x1 + off, width, row.y - top, row.h)
+                if gr is not None:
+                    idle_parts.append(gr)
             m = lane.lod.frame(x0 + off, x1 + off, width)
             n = m.start.shape[0]
             if n == 0:
@@ -301,24 +373,80 @@ class TracksItem(pg.GraphicsObject):
             fr.segments = [(int(cols[s]), int(s), int(e)) for s, e in zip(starts, ends)]
         if inner_parts:
             fr.inner = np.ascontiguousarray(np.concatenate(inner_parts))
+        if idle_parts:
+            fr.idle = np.ascontiguousarray(np.concatenate(idle_parts))
         budget = MAX_LABELS
         for row, lane, xs, ws, reps, y, h in label_jobs:
-            raw_ids = lane.ids[reps]
             colour = lane.lod.raw.colour[reps]
-            for x, w, rid, c in zip(xs.tolist(), ws.tolist(), raw_ids.tolist(), colour.tolist()):
+            for x, w, pos, c in zip(xs.tolist(), ws.tolist(), reps.tolist(), colour.tolist()):
                 if budget <= 0:
                     break
                 x_vis = max(x, 0.0)
                 w_vis = min(x + w, width) - x_vis
                 if w_vis < LABEL_MIN_PX:
                     continue
-                text = self.metrics.elidedText(display_text(row.tracks.name_of(lane.table, rid)), Qt.TextElideMode.ElideRight, w_vis - 6)
+                text = self.metrics.elidedText(display_text(row.tracks.name_of(*lane.entry(pos))), Qt.TextElideMode.ElideRight, w_vis - 6)
                 if len(text) <= 1:
                     continue
                 fr.labels.append((QRectF(x_vis + 3, y, w_vis - 6, h), text, self.dark_text[c]))
                 budget -= 1
         self._frame = fr
         return fr
+
+    def _idle_rects(self, lane: Lane, threshold: float, t0: float, t1: float, width: float, y: float, h: float) -> np.ndarray | None:
+        """The lane's gaps of at least ``threshold`` ns that reach into the view, as rectangles."""
+        key = (lane, float(threshold))
+        gaps = self._gaps.get(key)
+        if gaps is None:
+            raw = lane.lod.raw
+            gap = raw.start[1:] - raw.cend[:-1]
+            i = np.flatnonzero(gap >= threshold)
+            gaps = (raw.cend[i], raw.start[i + 1])
+            self._gaps[key] = gaps
+        gs, ge = gaps
+        a = int(np.searchsorted(ge, t0, side="left"))
+        b = int(np.searchsorted(gs, t1, side="right"))
+        if b <= a:
+            return None
+        scale = width / max(t1 - t0, 1e-9)
+        xs = np.clip((gs[a:b] - t0) * scale, -2.0, width + 2.0)
+        xe = np.clip((ge[a:b] - t0) * scale, -2.0, width + 2.0)
+        keep = xe - xs >= 2.0  # a gap narrower than two pixels is not worth a shade
+        if not keep.any():
+            return None
+        r = np.empty((int(keep.sum()), 4))
+        r[:, 0] = xs[keep]
+        r[:, 1] = y + 1.0
+        r[:, 2] = xe[keep] - xs[keep]
+        r[:, 3] = h - 2.0
+        return r
+
+    def _counter_frame(self, fr: Frame, row: Row, x0: float, x1: float, top: float, width: float) -> None:
+        """A counter row: per pixel column, the mean value over its time as a filled column."""
+        ct = row.counter
+        assert ct is not None
+        n = max(int(math.ceil(width)), 1)
+        off = row.tracks.offset_ns
+        values = ct.counter.per_pixel(x0 + off, x0 + off + (x1 - x0) * n / max(width, 1e-9), n)
+        frac = np.clip(values / max(ct.scale, 1e-12), 0.0, 1.0)
+        h = row.h - 2.0
+        # heights to half a pixel; neighbouring columns of one height become one rectangle
+        # (a busy GPU is a few long bars, not 1600 one-pixel ones)
+        q = np.ceil(frac * h * 2.0).astype(np.int64)
+        q[(frac > 0) & (q < 2)] = 2  # anything running shows at least one pixel
+        heads = np.flatnonzero(np.r_[True, q[1:] != q[:-1]])
+        ends = np.r_[heads[1:], len(q)]
+        keep = q[heads] > 0
+        if not keep.any():
+            return
+        heads, ends = heads[keep], ends[keep]
+        bottom = row.y - top + row.h - 1.0
+        r = np.empty((len(heads), 4))
+        r[:, 0] = heads
+        r[:, 2] = ends - heads
+        r[:, 3] = q[heads] / 2.0
+        r[:, 1] = bottom - r[:, 3]
+        fr.counters.append((ct.kind, np.ascontiguousarray(r)))
 
     # paint -----------------------------------------------------------------------------------
     def paint(self, p: QPainter, opt: Any, widget: Any) -> None:
@@ -342,7 +470,17 @@ class TracksItem(pg.GraphicsObject):
         for row in tl.rows_between(top, bottom):
             if row.kind == "header":
                 p.fillRect(QRectF(0, row.y - top, width, row.h), ROOT_BG if row.depth == 0 else HEADER_BG)
+            elif row.kind == "counter":
+                p.fillRect(QRectF(0, row.y - top, width, row.h), COUNTER_BG)
         p.setPen(Qt.PenStyle.NoPen)
+        if len(fr.idle):
+            p.setBrush(IDLE_FILL)
+            p.setPen(QPen(IDLE_EDGE, 1.0))
+            _draw_rects(p, fr.idle, 0, len(fr.idle))
+            p.setPen(Qt.PenStyle.NoPen)
+        for kind, rects in fr.counters:
+            p.setBrush(COUNTER_COLOUR.get(kind, QColor(90, 90, 90)))
+            _draw_rects(p, rects, 0, len(rects))
         for colour, first, end in fr.segments:
             p.setBrush(self.brushes[colour])
             _draw_rects(p, fr.rects, first, end)
@@ -356,8 +494,32 @@ class TracksItem(pg.GraphicsObject):
             for rect, text, is_dark in fr.labels:
                 p.setPen(dark if is_dark else light)
                 p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+        self._paint_time_selection(p, x0, x1, width, height)
         self._paint_selection(p, x0, x1, top, width)
         p.restore()
+
+    def _paint_time_selection(self, p: QPainter, x0: float, x1: float, width: float, height: float) -> None:
+        """The selected range: a tinted band with its edges and its duration written at the top."""
+        rng = self.timeline.state.time_selection
+        if rng is None:
+            return
+        scale = width / max(x1 - x0, 1e-9)
+        a = min(max((rng[0] - x0) * scale, -10.0), width + 10.0)
+        b = min(max((rng[1] - x0) * scale, -10.0), width + 10.0)
+        if b < 0 or a > width:
+            return
+        p.fillRect(QRectF(a, 0, max(b - a, 1.0), height), RANGE_FILL)
+        p.setPen(QPen(RANGE_EDGE, 1.0))
+        p.drawLine(QPointF(a, 0), QPointF(a, height))
+        p.drawLine(QPointF(b, 0), QPointF(b, height))
+        text = format_duration(rng[1] - rng[0])
+        p.setFont(self.font)
+        tw = self.metrics.horizontalAdvance(text) + 10
+        cx = min(max((a + b) / 2.0, tw / 2.0), width - tw / 2.0)
+        box = QRectF(cx - tw / 2.0, 2, tw, self.metrics.height() + 4)
+        p.fillRect(box, QColor(255, 255, 255, 230))
+        p.setPen(RANGE_EDGE)
+        p.drawText(box, int(Qt.AlignmentFlag.AlignCenter), text)
 
     def _bar_px(self, tracks: TraceTracks, table: str, row_id: int, x0: float, x1: float, top: float, width: float) -> QRectF | None:
         """Where a row's bar is, in frame pixels (its lane's row, or the collapsed header's)."""
@@ -388,8 +550,11 @@ class TracksItem(pg.GraphicsObject):
         if rect is None:
             return
         p.setBrush(Qt.BrushStyle.NoBrush)
+        # a dark outline with a white halo inside: visible on any bar colour and on white
         p.setPen(QPen(SELECT_PEN, 2.0))
         p.drawRect(rect.adjusted(-1, -1, 1, 1))
+        p.setPen(QPen(QColor(255, 255, 255), 1.0))
+        p.drawRect(rect.adjusted(0.5, 0.5, -0.5, -0.5))
         if sel.table == "kernels":
             src = int(tracks.launch_of_kernel[sel.row]) if sel.row < len(tracks.launch_of_kernel) else -1
             if src >= 0:
@@ -447,6 +612,13 @@ class TimelineView(QWidget):
         self.colour_version = 0
         self.top = 0.0
         self._syncing = False
+        #: lanes and counter rows the user hid, and those pinned to the top (in pin order)
+        self.hidden: set[Lane | CounterTrack] = set()
+        self.pinned: list[tuple[TraceTracks, Lane | CounterTrack]] = []
+        self.lane_filter = ""
+        #: gaps on a stream at least this long are shaded (0: none; None: the analysis default,
+        #: looked up once a trace is open: it lives with the pandas code)
+        self.idle_threshold_ns: float | None = None
 
         self.canvas = TimelineCanvas(self)
         self.plot = self.canvas.getPlotItem()
@@ -458,56 +630,200 @@ class TimelineView(QWidget):
             ax.setPen(pg.mkPen(120, 120, 120))
             ax.setTextPen(pg.mkPen(40, 40, 40))
         self.item = TracksItem(self)
+        self.plot.getAxis("bottom").timeline = self  # type: ignore[attr-defined]
         self.vb.addItem(self.item, ignoreBounds=True)
         self.vb.setXRange(0, 1, padding=0)
+        self.scrollbar = QScrollBar(Qt.Orientation.Vertical)
+        self.scrollbar.setObjectName("timelineScrollBar")
+        self.scrollbar.valueChanged.connect(lambda v: self.scroll_to(float(v)) if int(self.top) != v else None)
+        self.search = QLineEdit()
+        self.search.setObjectName("laneSearch")
+        self.search.setPlaceholderText("Search lanes (GPU, stream, thread, NVTX…)")
+        self.search.setClearButtonEnabled(True)
+        self.search.setMinimumWidth(LABEL_W)
+        self.search.setMaximumWidth(LABEL_W + 120)
+        self.search.textChanged.connect(self.set_lane_filter)
+        self.show_hidden = QToolButton()
+        self.show_hidden.setText("Show hidden lanes")
+        self.show_hidden.clicked.connect(self.unhide_all)
+        self.show_hidden.hide()
+        top_bar = QHBoxLayout()
+        top_bar.setContentsMargins(2, 2, 2, 0)
+        top_bar.addWidget(self.search)
+        top_bar.addWidget(self.show_hidden)
+        top_bar.addStretch(1)
+        body = QHBoxLayout()
+        body.setContentsMargins(0, 0, 0, 0)
+        body.setSpacing(0)
+        body.addWidget(self.canvas, 1)
+        body.addWidget(self.scrollbar)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.canvas)
+        lay.setSpacing(0)
+        lay.addLayout(top_bar)
+        lay.addLayout(body, 1)
 
+        self.vb.sigRangeChanged.connect(lambda *_: self.item.view_changed())
         self.vb.sigXRangeChanged.connect(self._on_vb_range)
         self.vb.sigResized.connect(self._on_resize)
         self.canvas.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.canvas.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         state.tracesChanged.connect(self._on_traces)
         state.rangeChanged.connect(self._on_state_range)
-        state.selectionChanged.connect(lambda _sel: self.item.update())
+        state.selectionChanged.connect(lambda _sel: self.repaint_overlay())
         state.revealRequested.connect(self.reveal)
         state.highlightChanged.connect(self._on_highlight)
+        state.timeSelectionChanged.connect(lambda _r: self.repaint_overlay())
 
     # layout ----------------------------------------------------------------------------------
     def relayout(self) -> None:
         rows: list[Row] = []
         lane_rows: dict[tuple[int, int], Row] = {}
         y = 0.0
+        needle = self.lane_filter.lower()
+        pinned_items = {id(item) for _t, item in self.pinned}
 
-        def visit(tracks: TraceTracks, g: Group, depth: int) -> None:
+        def shown(item: Lane | CounterTrack, path: str) -> bool:
+            if item in self.hidden or id(item) in pinned_items:
+                return False
+            return not needle or needle in (path + " " + item.label).lower()
+
+        def visit(tracks: TraceTracks, g: Group, depth: int, parent: Group | None, path: str) -> bool:
+            """Rows of ``g``; False (and nothing added) when the search leaves none of it."""
             nonlocal y
-            header = Row(y, HEADER_H, "header", depth, g.label, tracks, group=g)
+            first, y_before = len(rows), y
+            path = path + " " + g.label
+            header = Row(y, HEADER_H, "header", depth, g.label, tracks, group=g, parent=parent)
             rows.append(header)
             y += HEADER_H
-            if g.collapsed:
+            any_shown = not needle or needle in path.lower()
+            if g.collapsed and not needle:
                 for lane in g.lanes():
                     lane_rows[(tracks.key, lane.index)] = header
-                return
+                return True
             for ch in g.children:
                 if isinstance(ch, Group):
-                    visit(tracks, ch, depth + 1)
-                else:
-                    row = Row(y, LANE_H, "lane", depth + 1, ch.label, tracks, lane=ch)
-                    rows.append(row)
-                    lane_rows[(tracks.key, ch.index)] = row
+                    any_shown |= visit(tracks, ch, depth + 1, g, path)
+                elif shown(ch, path):
+                    any_shown = True
+                    if isinstance(ch, CounterTrack):
+                        rows.append(Row(y, LANE_H, "counter", depth + 1, ch.label, tracks, counter=ch, parent=g))
+                    else:
+                        row = Row(y, LANE_H, "lane", depth + 1, ch.label, tracks, lane=ch, parent=g)
+                        rows.append(row)
+                        lane_rows[(tracks.key, ch.index)] = row
                     y += LANE_H
+            if not any_shown:
+                del rows[first:]
+                y = y_before
+            return any_shown
 
+        live = {t.key for t in self.state.traces}
+        self.pinned = [(t, item) for t, item in self.pinned if t.key in live]
+        if self.pinned:
+            rows.append(Row(y, HEADER_H, "header", 0, "Pinned", self.pinned[0][0]))
+            y += HEADER_H
+            for tracks, item in self.pinned:
+                label = f"{tracks.label} › {item.label}" if len(self.state.traces) > 1 else item.label
+                if isinstance(item, CounterTrack):
+                    rows.append(Row(y, LANE_H, "counter", 1, label, tracks, counter=item))
+                else:
+                    row = Row(y, LANE_H, "lane", 1, label, tracks, lane=item)
+                    rows.append(row)
+                    lane_rows[(tracks.key, item.index)] = row
+                y += LANE_H
+            y += 6.0
         for tracks in self.state.traces:
-            visit(tracks, tracks.root, 0)
+            visit(tracks, tracks.root, 0, None, "")
             y += 6.0  # a little air between traces
         self.rows = rows
         self._row_tops = [r.y for r in rows]
         self._lane_rows = lane_rows
         self.layout_version += 1
+        self.show_hidden.setVisible(bool(self.hidden))
+        self.show_hidden.setText(f"Show {len(self.hidden)} hidden lane{'s' if len(self.hidden) != 1 else ''}")
         self.scroll_to(self.top)
         self.item.invalidate()
         self.plot.getAxis("left").update()
+
+    def idle_threshold(self) -> float:
+        if self.idle_threshold_ns is None:
+            from kviewer.analysis.activity import IDLE_GAP_NS
+
+            self.idle_threshold_ns = float(IDLE_GAP_NS)
+        return self.idle_threshold_ns
+
+    def set_idle_threshold(self, ns: float | None) -> None:
+        """Shade the gaps on each stream lasting at least ``ns`` (0: none)."""
+        self.idle_threshold_ns = ns
+        self.item._gaps.clear()
+        self.item.invalidate()
+
+    # lane management -------------------------------------------------------------------------
+    def set_lane_filter(self, text: str) -> None:
+        """Show only the lanes whose label, or a group above them, contains ``text``."""
+        self.lane_filter = text.strip()
+        self.relayout()
+
+    def hide_item(self, item: Lane | CounterTrack) -> None:
+        self.hidden.add(item)
+        self.pinned = [(t, i) for t, i in self.pinned if i is not item]
+        self.relayout()
+
+    def unhide_all(self) -> None:
+        self.hidden.clear()
+        self.relayout()
+
+    def pin(self, tracks: TraceTracks, item: Lane | CounterTrack) -> None:
+        """Keep a lane or counter row at the top of the timeline, above every trace."""
+        if all(i is not item for _t, i in self.pinned):
+            self.pinned.append((tracks, item))
+            self.relayout()
+
+    def unpin(self, item: Lane | CounterTrack) -> None:
+        self.pinned = [(t, i) for t, i in self.pinned if i is not item]
+        self.relayout()
+
+    def move(self, row: Row, step: int) -> None:
+        """Move a lane, counter or group ``step`` places among its siblings (pinned rows: in
+        the pinned list)."""
+        item: Any = row.lane or row.counter or row.group
+        if row.parent is None:
+            order = [i for _t, i in self.pinned]
+            if item in order:
+                j = order.index(item)
+                k = min(max(j + step, 0), len(order) - 1)
+                self.pinned.insert(k, self.pinned.pop(j))
+                self.relayout()
+            return
+        sib = row.parent.children
+        j = next(i for i, ch in enumerate(sib) if ch is item)
+        k = min(max(j + step, 0), len(sib) - 1)
+        sib.insert(k, sib.pop(j))
+        self.relayout()
+
+    def row_menu(self, row: Row) -> QMenu:
+        """The context menu of a row's label: collapse, pin, move, hide (and close a trace)."""
+        menu = QMenu(self)
+        item: Any = row.lane or row.counter
+        if row.kind == "header" and row.group is not None:
+            menu.addAction("Expand" if row.group.collapsed else "Collapse", lambda g=row.group: self.toggle_group(g))
+        if item is not None:
+            if row.parent is None:
+                menu.addAction("Unpin", lambda: self.unpin(item))
+            else:
+                menu.addAction("Pin to Top", lambda: self.pin(row.tracks, item))
+        if row.parent is not None or item is not None:
+            menu.addAction("Move Up", lambda: self.move(row, -1))
+            menu.addAction("Move Down", lambda: self.move(row, 1))
+        if item is not None:
+            menu.addAction("Hide", lambda: self.hide_item(item))
+        if self.hidden:
+            menu.addAction(f"Show Hidden Lanes ({len(self.hidden)})", self.unhide_all)
+        if row.kind == "header" and row.depth == 0 and row.group is row.tracks.root:
+            menu.addSeparator()
+            menu.addAction(f"Close {row.tracks.label}", lambda k=row.tracks.key: self.closeRequested.emit(k))
+        return menu
 
     @property
     def content_height(self) -> float:
@@ -541,14 +857,29 @@ class TimelineView(QWidget):
 
     def scroll_to(self, top: float) -> None:
         h = self._view_height()
-        self.top = float(min(max(top, 0.0), max(self.content_height - h + 20.0, 0.0)))
+        limit = max(self.content_height - h + 20.0, 0.0)
+        self.top = float(min(max(top, 0.0), limit))
         self.vb.setYRange(self.top, self.top + h, padding=0)
+        sb = self.scrollbar
+        sb.blockSignals(True)
+        sb.setRange(0, int(math.ceil(limit)))
+        sb.setPageStep(int(h))
+        sb.setSingleStep(int(LANE_H))
+        sb.setValue(int(round(self.top)))
+        sb.blockSignals(False)
+        sb.setVisible(limit > 0)
 
     def scroll_by(self, dy: float) -> None:
         self.scroll_to(self.top + dy)
 
     def _on_resize(self, *_: Any) -> None:
         self.scroll_to(self.top)
+
+    def repaint_overlay(self) -> None:
+        """Repaint now (the selection outline, the range): the item's bounding rect is the whole
+        time axis, too large for Qt's partial updates, so the viewport is updated as a whole."""
+        self.item.update()
+        self.canvas.viewport().update()
 
     # range -----------------------------------------------------------------------------------
     def visible_range(self) -> tuple[float, float]:
@@ -636,6 +967,8 @@ class TimelineView(QWidget):
         elif key == Qt.Key.Key_Backspace:
             self.state.pop()  # back to the view before the last F
         elif key == Qt.Key.Key_Escape:
+            if self.state.selection is None:
+                self.state.set_time_selection(None)
             self.state.set_selection(None)
         elif key == Qt.Key.Key_Up:
             self.scroll_by(-LANE_H * 2)
@@ -707,6 +1040,13 @@ class TimelineView(QWidget):
             self.set_range(c - width / 2.0, c + width / 2.0)
 
     # mouse -----------------------------------------------------------------------------------
+    def drag_select(self, start_scene: QPointF, end_scene: QPointF, finished: bool) -> None:
+        """Select the time range between two scene positions (a drag on the axis, Shift+drag)."""
+        t0 = float(self.vb.mapSceneToView(start_scene).x())
+        t1 = float(self.vb.mapSceneToView(end_scene).x())
+        self.state.set_time_selection((t0, t1))
+
+
     def hit(self, scene_pos: QPointF) -> tuple[TraceTracks, Lane, int] | None:
         """(trace, lane, raw position) of the bar under a scene position, if any."""
         if not self.vb.sceneBoundingRect().contains(scene_pos):
@@ -731,7 +1071,7 @@ class TimelineView(QWidget):
             QToolTip.hideText()
             return
         tracks, lane, pos = found
-        text = tooltip_text(tracks, lane.table, int(lane.ids[pos]))
+        text = tooltip_text(tracks, *lane.entry(pos))
         QToolTip.showText(self.canvas.mapToGlobal(self.canvas.mapFromScene(scene_pos)), text, self.canvas)
 
     def _on_mouse_clicked(self, ev: Any) -> None:
@@ -743,7 +1083,7 @@ class TimelineView(QWidget):
                 self.state.set_selection(None)
             return
         tracks, lane, pos = found
-        self.state.set_selection(Selection(tracks.key, lane.table, int(lane.ids[pos])))
+        self.state.set_selection(Selection(tracks.key, *lane.entry(pos)))
 
     # pictures --------------------------------------------------------------------------------
     def render_image(self, width: int, height: int) -> Any:
@@ -771,11 +1111,16 @@ def tooltip_text(tracks: TraceTracks, table: str, row: int) -> str:
         if int(r["grid_x"]) >= 0:
             lines.append(f"grid: {r['grid_x']}×{r['grid_y']}×{r['grid_z']}   block: {r['block_x']}×{r['block_y']}×{r['block_z']}")
         lines.append(f"device {r['device']} · stream {r['stream']}")
-        bounds, t_sol = tracks.sol_column("bound"), tracks.sol_column("t_sol_ns")
+        bounds, t_sol, pct = tracks.sol_column("bound"), tracks.sol_column("t_sol_ns"), tracks.sol_column("sol_pct")
         if bounds is not None and str(bounds[row]):
             lines.append(f"bound: {bounds[row]}")
+        if pct is not None and np.isfinite(pct[row]):
+            lines.append(f"SOL: {float(pct[row]):.1f} % of speed of light")
         if t_sol is not None and np.isfinite(t_sol[row]):
             lines.append(f"SOL time: {format_duration(float(t_sol[row]))}")
+        lat = tracks.launch_latency[row] if tracks.launch_latency is not None and row < len(tracks.launch_latency) else float("nan")
+        if lat == lat:
+            lines.append(f"launch latency: {format_duration(float(lat))}")
         for col, label in (("sm_throughput_pct", "SM throughput"), ("mem_throughput_pct", "memory throughput")):
             v = float(r[col])
             if np.isfinite(v):
@@ -786,6 +1131,9 @@ def tooltip_text(tracks: TraceTracks, table: str, row: int) -> str:
         lines.append(f"device {r['device']} · stream {r['stream']}")
     else:
         lines.append(f"{r['category']} · tid {r['tid']}")
+    sync = tracks.sync.get(table)
+    if sync is not None and row < len(sync) and sync[row]:
+        lines.append("<span style='color:#b3261e'>synchronisation: the host waits for the GPU</span>")
     return "<br>".join(lines)
 
 

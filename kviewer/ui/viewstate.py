@@ -36,6 +36,8 @@ class ViewState(QObject):
     currentTraceChanged = Signal(object)
     """TraceTracks | None: the trace the status bar describes"""
     stackChanged = Signal()
+    timeSelectionChanged = Signal(object)
+    """(t0, t1) in display ns, or None: the range dragged on the time axis (the Range panel's)"""
 
     def __init__(self, parent: QObject | None = None, session: SessionViewState | None = None) -> None:
         super().__init__(parent)
@@ -50,6 +52,7 @@ class ViewState(QObject):
         s.filter_changed.connect(self.filterChanged.emit)
         s.current_changed.connect(self.currentTraceChanged.emit)
         s.stack_changed.connect(self.stackChanged.emit)
+        s.time_selection_changed.connect(self.timeSelectionChanged.emit)
 
     # what the views read -----------------------------------------------------------------------
     @property
@@ -102,6 +105,14 @@ class ViewState(QObject):
 
     def set_range(self, t0: float, t1: float) -> None:
         self.session.set_range(t0, t1)
+
+    @property
+    def time_selection(self) -> tuple[float, float] | None:
+        return self.session.time_selection
+
+    def set_time_selection(self, rng: tuple[float, float] | None) -> None:
+        """Select a time range (display ns, either order) or clear it with None."""
+        self.session.set_time_selection(rng)
 
     def set_selection(self, sel: Selection | None, reveal: bool = False) -> None:
         self.session.set_selection(sel, reveal)

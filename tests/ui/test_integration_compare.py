@@ -84,12 +84,13 @@ def test_both_timelines_are_drawn_and_zoom_together(qtbot: Any, window: Any, sam
     window.compare.dock.hide()  # room for both traces' rows
     tl.fit_all()
     qtbot.wait(50)
-    img = tl.canvas.grab().toImage()
-    dpr = img.devicePixelRatio()
 
     def coloured_pixels(tracks: Any) -> int:
         lane = next(ln for ln in tracks.lanes if ln.table == "kernels")
         row = tl.row_of_lane(tracks, lane)
+        tl.scroll_to(row.y - 40)  # the rows of both traces no longer fit: scroll to the lane
+        img = tl.canvas.grab().toImage()
+        dpr = img.devicePixelRatio()
         y = int((tl.canvas.mapFromScene(tl.vb.mapViewToScene(row_centre(row)))).y() * dpr)
         count = 0
         for x in range(int(tl.plot.getAxis("left").width() * dpr) + 2, img.width(), 2):

@@ -211,7 +211,7 @@ def test_unknown_gpu_offers_the_device_picker(qtbot: Any, window: Any, eager: Tr
     docks.roofline_dock.raise_()
     # bars are all in the "unknown" kernel family before a GPU is chosen
     lanes = [ln for ln in tracks.lanes if ln.table == "kernels"]
-    before = np.concatenate([ln.base_colour for ln in lanes]) // colors.SHADES
+    before = np.concatenate([ln.base_colour[ln.of_table("kernels")] for ln in lanes]) // colors.SHADES
     assert set(before.tolist()) == {colors.FAMILY_INDEX["kernel"]}
 
     # the user picks the H200: SOL is recomputed, the bars recoloured, the roofline drawn
@@ -224,7 +224,7 @@ def test_unknown_gpu_offers_the_device_picker(qtbot: Any, window: Any, eager: Tr
     assert tracks.sol_info.ok and tracks.sol_info.device == "h200"
     assert panel.roofline.point_count() == int(((expected["flops"] > 0) & (expected["bytes"] > 0) & (expected["dur"] > 0)).sum())
     assert (tracks.sol_column("bound") == expected["bound"].astype(str).to_numpy()).all()
-    after = np.concatenate([ln.base_colour for ln in lanes]) // colors.SHADES
+    after = np.concatenate([ln.base_colour[ln.of_table("kernels")] for ln in lanes]) // colors.SHADES
     assert {colors.FAMILY_INDEX["kernel_memory"], colors.FAMILY_INDEX["kernel_compute"]} <= set(after.tolist())
     assert all(ln.inner is not None for ln in lanes)
     assert not any(w.kind == "unknown_device" for w in tracks.trace.meta.warnings)

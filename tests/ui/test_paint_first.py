@@ -21,8 +21,8 @@ EAGER = "h200_llm_block_eager.pt.trace.json.gz"
 
 
 def _kernel_families(tracks: Any) -> set[int]:
-    lanes = [ln for ln in tracks.lanes if ln.table == "kernels"]
-    return set((np.concatenate([ln.base_colour for ln in lanes]) // colors.SHADES).tolist())
+    """Colour families of the kernel bars (stream lanes also hold copies and memsets)."""
+    return set((np.concatenate([ln.base_colour[ln.of_table("kernels")] for ln in tracks.lanes]) // colors.SHADES).tolist())
 
 
 def test_trace_shows_before_its_speed_of_light(qtbot: Any, window: Any, sample_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -121,3 +121,30 @@ def test_kernel_table_marks_exceeding_kernels_and_never_shows_above_100(sample_t
     shown = [pct.text(i) for i in range(len(data))]
     assert all(t == "—" or 0 <= float(t) <= 100 for t in shown)
     assert all(shown[i] == "—" for i, t in enumerate(texts) if t == "exceeds_peak")
+
+
+def test_readable_tooltip_legend_and_empty_reason(qtbot, eager_sol) -> None:  # type: ignore[no-untyped-def]
+    """Issue 16: the hover text names the kernel with its FLOP/byte, TFLOP/s and SOL % (not
+    pyqtgraph's log10 "x: 2.91 y: 14.9 data=135"); the legend explains point colours and the
+    memory roof; an empty roofline says why in one line."""
+    w = RooflineWidget()
+    qtbot.addWidget(w)
+    w.resize(800, 500)
+    w.set_data(eager_sol, load_devices()["h200"])
+    kid = int(w._ids[0])
+    row = eager_sol.set_index("id").loc[kid]
+    tip = w.points.opts["tip"](x=w._xy[0, 0], y=w._xy[0, 1], data=kid)
+    assert str(row["short_name"]) in tip
+    assert f"{row['flops'] / row['bytes']:,.3g} FLOP/byte" in tip
+    assert f"{row['flops'] / (row['dur'] * 1e-9) / 1e12:,.3g} TFLOP/s" in tip
+    assert f"SOL {row['sol_pct']:.1f} %" in tip and "data=" not in tip
+    labels = [str(w.legend.getLabel(i).text) for i in w.bound_items]
+    assert "memory-bound" in labels and "compute-bound" in labels
+    assert any(s.startswith("memory roof 4.80 TB/s") for s in w.roof_labels())
+    assert w.empty_reason == "" and not w.empty_text.isVisible()
+    # no FLOPs known: no point, and one line saying why
+    unknown = eager_sol.copy()
+    unknown["flops"] = np.nan
+    w.set_data(unknown, load_devices()["h200"])
+    assert w.point_count() == 0
+    assert "FLOPs" in w.empty_reason and w.empty_text.isVisible() and "\n" not in w.empty_reason

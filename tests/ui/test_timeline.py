@@ -193,7 +193,9 @@ def test_collapse_a_group_by_clicking_its_header(qtbot: Any, timeline: TimelineV
     pos = _to_widget(timeline, timeline.visible_range()[0], gpu.y + gpu.h / 2)
     qtbot.mouseClick(timeline.canvas.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(30, pos.y()))
     assert gpu.group.collapsed
-    assert len(timeline.rows) == n_rows - 3
+    # its rows (3 stream lanes, the utilisation and kernels-in-flight counters) go
+    assert len(gpu.group.children) == 5
+    assert len(timeline.rows) == n_rows - 5
     # revealing a kernel expands its group again
     tracks = timeline.state.traces[0]
     timeline.state.set_selection(Selection(tracks.key, "kernels", 3), reveal=True)

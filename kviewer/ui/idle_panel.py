@@ -1,0 +1,127 @@
+"""The Idle gaps dock: gaps on each stream longer than a threshold, biggest first, with what the
+host was doing (the enclosing NVTX range, the runtime call before the next launch).
+
+The list is :func:`kviewer.analysis.activity.idle_gaps`, computed off the GUI thread; the timeline
+shades the same gaps. Choosing a row selects the gap as a range and zooms the timeline to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from kviewer.ui.background import BackgroundRunner
+from kviewer.ui.viewstate import ViewState
+
+
+class IdlePanel(QWidget):
+    def __init__(self, state: ViewState, runner: BackgroundRunner, on_threshold: Callable[[float], None],
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.state = state
+        self.runner = runner
+        self.on_threshold = on_threshold
+        self.gaps: Any = None
+        """the DataFrame listed (None before a trace)"""
+        self._offset = 0
+        self.threshold = QDoubleSpinBox()
+        self.threshold.setObjectName("idleThreshold")
+        self.threshold.setRange(0.1, 1e7)
+        self.threshold.setDecimals(1)
+        self.threshold.setSuffix(" µs")
+        self.threshold.setKeyboardTracking(False)
+        self.threshold.setToolTip("List and shade gaps on a stream at least this long")
+        self.status = QLabel("")
+        head = QHBoxLayout()
+        head.addWidget(QLabel("Gaps on a stream of at least"))
+        head.addWidget(self.threshold)
+        head.addWidget(self.status, 1)
+        self.model: Any = None
+        self.view: Any = None
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(head)
+        self._lay = lay
+        self._init_threshold = False
+        self.threshold.valueChanged.connect(self._threshold_changed)
+        state.currentTraceChanged.connect(lambda _t: self.refresh())
+        state.tracesChanged.connect(self.refresh)
+
+    def _threshold_changed(self, value_us: float) -> None:
+        self.on_threshold(value_us * 1e3)
+        self.refresh()
+
+    def refresh(self) -> None:
+        tracks = self.state.current
+        if tracks is None:
+            self.runner.cancel("idle")
+            self.gaps = None
+            self.status.setText("")
+            if self.model is not None and self.model.frame is not None:
+                self.model.set_frame(self.model.frame.iloc[0:0], self.cols)
+            return
+        from kviewer.analysis.activity import IDLE_GAP_NS, idle_gaps
+
+        if not self._init_threshold:
+            self._init_threshold = True
+            self.threshold.blockSignals(True)
+            self.threshold.setValue(IDLE_GAP_NS / 1e3)
+            self.threshold.blockSignals(False)
+        trace = tracks.trace
+        min_ns = int(round(self.threshold.value() * 1e3))
+        offset = tracks.offset_ns
+        key = tracks.key
+        self.status.setText("computing…")
+        self.runner.run("idle", lambda: idle_gaps(trace, min_ns), lambda df: self._show(df, offset, key), self._failed)
+
+    def _ensure_table(self) -> None:
+        if self.model is not None:
+            return
+        from kviewer.session.table_data import Col
+        from kviewer.ui.table_model import TableModel, TableView
+
+        cols = (
+            Col("where", "Stream", "text"),
+            Col("start_display", "Start", "time", header_tip="when the stream went idle (from the trace's first event)"),
+            Col("gap_ns", "Gap", "time"),
+            Col("nvtx", "NVTX range (host)", "text", header_tip="the innermost NVTX / user range open on the launching thread when the gap began"),
+            Col("call_before", "Call before next launch", "text", header_tip="the runtime call on that thread just before the launch that ended the gap"),
+            Col("next_name", "Next work", "text"),
+        )
+        self.cols = cols
+        self.model = TableModel()
+        self.view = TableView(self.model, sortable=True)
+        self.view.clicked.connect(self._on_row)
+        self.view.activated.connect(self._on_row)
+        self._lay.addWidget(self.view, 1)
+
+    def _show(self, df: Any, offset: int, key: int) -> None:
+        self._ensure_table()
+        df = df.copy()
+        df["where"] = [f"GPU {d} · stream {s}" for d, s in zip(df["device"], df["stream"])]
+        df["start_display"] = df["start"] - offset
+        for col in ("nvtx", "call_before"):
+            df[col] = df[col].replace("", "—")
+        self.gaps = df
+        self._offset = offset
+        self.model.set_frame(df, self.cols)
+        self.view.resizeColumnsToContents()
+        hh = self.view.horizontalHeader()
+        for c in (3, 5):  # NVTX range, next work: long names are elided
+            hh.resizeSection(c, min(hh.sectionSize(c), 360))
+        n = len(df)
+        self.status.setText(f"{n:,} gap{'s' if n != 1 else ''}" + (" (the 500 biggest)" if n >= 500 else "") + ", biggest first")
+
+    def _failed(self, message: str) -> None:
+        self.status.setText(message.splitlines()[0])
+
+    def _on_row(self, index: Any) -> None:
+        if self.gaps is None or not index.isValid():
+            return
+        r = self.gaps.iloc[self.model.frame_row(index.row())]
+        t0 = float(r["start"] - self._offset)
+        t1 = float(r["end"] - self._offset)
+        pad = (t1 - t0) * 0.25
+        self.state.set_range(t0 - pad, t1 + pad)
+        self.state.set_time_selection((t0, t1))

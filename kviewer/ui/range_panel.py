@@ -1,0 +1,142 @@
+"""The Range dock: what lies inside the time range dragged on the timeline's axis.
+
+The tables come from :func:`kviewer.analysis.timerange.range_summary` (the same function as
+``kviewer summary FILE --range START:END``), computed off the GUI thread, newest range winning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QTabWidget, QToolButton, QVBoxLayout, QWidget
+
+from kviewer.session.format import format_duration
+from kviewer.ui.background import BackgroundRunner
+from kviewer.ui.viewstate import ViewState
+
+HINT = "Drag along the timeline's time axis (or Shift+drag over the lanes) to select a range."
+
+
+def _columns() -> dict[str, tuple[Any, ...]]:
+    from kviewer.session.table_data import Col
+
+    return {
+        "kernels": (
+            Col("name", "Kernel", "text"),
+            Col("count", "Count", "count", header_tip="kernels overlapping the range"),
+            Col("total_ns", "Total", "time", header_tip="time inside the range (kernels across an edge are clipped)"),
+            Col("avg_ns", "Avg", "time", header_tip="total / count"),
+            Col("range_pct", "% of range", "pct", header_tip="total / range duration (above 100 when streams overlap)"),
+        ),
+        "streams": (
+            Col("device", "GPU", "int"),
+            Col("stream", "Stream", "int"),
+            Col("kernels", "Kernels", "count"),
+            Col("ops", "Copies/sets", "count"),
+            Col("busy_ns", "Busy", "time", header_tip="time the stream ran a kernel, copy or memset"),
+            Col("idle_ns", "Idle", "time"),
+            Col("busy_pct", "Busy %", "pct"),
+        ),
+        "copies": (
+            Col("kind", "Kind", "text"),
+            Col("direction", "Direction", "text"),
+            Col("count", "Count", "count"),
+            Col("bytes", "Bytes", "bytes", header_tip="bytes inside the range (a copy across an edge counts pro rata)"),
+            Col("total_ns", "Total", "time"),
+            Col("bandwidth", "Bandwidth", "text", header_tip="bytes / time, over the operations that know their size"),
+        ),
+        "nvtx": (
+            Col("name", "Range", "text"),
+            Col("count", "Count", "count"),
+            Col("total_ns", "Total", "time", header_tip="time inside the selected range"),
+            Col("range_pct", "% of range", "pct"),
+        ),
+    }
+
+
+TAB_TITLES = {"kernels": "Kernels", "streams": "GPU busy/idle", "copies": "Copies", "nvtx": "NVTX"}
+
+
+class RangePanel(QWidget):
+    def __init__(self, state: ViewState, runner: BackgroundRunner, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.state = state
+        self.runner = runner
+        self.summary: Any = None
+        """the :class:`~kviewer.analysis.timerange.RangeSummary` shown (None before a range)"""
+        self.title = QLabel(HINT)
+        self.title.setWordWrap(True)
+        self.title.setObjectName("rangeTitle")
+        clear = QToolButton()
+        clear.setText("Clear")
+        clear.setToolTip("Clear the range (Esc on the timeline)")
+        clear.clicked.connect(lambda: state.set_time_selection(None))
+        head = QHBoxLayout()
+        head.addWidget(self.title, 1)
+        head.addWidget(clear)
+        self.tabs = QTabWidget()
+        self.models: dict[str, Any] = {}
+        self.views: dict[str, Any] = {}
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(head)
+        lay.addWidget(self.tabs, 1)
+        state.timeSelectionChanged.connect(lambda _r: self.refresh())
+        state.currentTraceChanged.connect(lambda _t: self.refresh())
+
+    def _ensure_tables(self) -> None:
+        """The tables, made on first use (their model module imports pandas: not at start-up)."""
+        if self.models:
+            return
+        from kviewer.ui.table_model import TableModel, TableView
+
+        self.columns = _columns()
+        for key in self.columns:
+            model = TableModel()
+            view = TableView(model, sortable=True)
+            self.models[key] = model
+            self.views[key] = view
+            self.tabs.addTab(view, TAB_TITLES[key])
+
+    def refresh(self) -> None:
+        rng = self.state.time_selection
+        tracks = self.state.current
+        if rng is None or tracks is None:
+            self.runner.cancel("range")
+            self.summary = None
+            self.title.setText(HINT)
+            for key, model in self.models.items():
+                if model.frame is not None:
+                    model.set_frame(model.frame.iloc[0:0], self.columns[key])
+            return
+        from kviewer.analysis.timerange import range_summary
+
+        self._ensure_tables()
+        trace = tracks.trace
+        t0 = int(round(rng[0])) + tracks.offset_ns
+        t1 = int(round(rng[1])) + tracks.offset_ns
+        label = tracks.label
+        self.title.setText(f"<b>{format_duration(rng[1] - rng[0])}</b> · {format_duration(rng[0])} – {format_duration(rng[1])} · {label} · computing…")
+        self.runner.run("range", lambda: range_summary(trace, t0, t1), lambda s: self._show(s, rng, label), self._failed)
+
+    def _show(self, summary: Any, rng: tuple[float, float], label: str) -> None:
+
+        self.summary = summary
+        n = len(summary.kernels)
+        self.title.setText(f"<b>{format_duration(rng[1] - rng[0])}</b> · {format_duration(rng[0])} – {format_duration(rng[1])} · "
+                           f"{label} · {int(summary.kernels['count'].sum()):,} kernels of {n:,} names")
+        copies = summary.copies.copy()
+        copies["bandwidth"] = [f"{g:.1f} GB/s" if np.isfinite(g) else "—" for g in copies["bandwidth_gbs"].to_numpy(dtype=float)]
+        frames = {"kernels": summary.kernels, "streams": summary.streams, "copies": copies, "nvtx": summary.nvtx}
+        for key, df in frames.items():
+            self.models[key].set_frame(df, self.columns[key])
+            view = self.views[key]
+            view.resizeColumnsToContents()
+            # a long kernel name must not push the numbers off-screen: it is elided instead
+            first = view.horizontalHeader()
+            first.resizeSection(0, min(first.sectionSize(0), max(240, int(view.viewport().width() * 0.45))))
+
+    def _failed(self, message: str) -> None:
+        self.summary = None
+        self.title.setText(f"Range: {message.splitlines()[0]}")
