@@ -99,21 +99,28 @@ def _connect() -> sqlite3.Connection:
     return conn
 
 
+def _read(sid: SourceId, table: str, first: str) -> tuple[Any, Any] | None:
+    """(``first``, data) of ``sid``'s row in ``table`` ("sol" or "fusion"), marked as used now;
+    None on a miss."""
+    with _lock:
+        conn = _connect()
+        try:
+            key = _key(sid)
+            row = conn.execute(f"SELECT {first}, data FROM {table} WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                with conn:
+                    conn.execute(f"UPDATE {table} SET last_used = ? WHERE key = ?", (time.time(), key))
+        finally:
+            conn.close()
+    return None if row is None else (row[0], row[1])
+
+
 def get(sid: SourceId | None, trace: Trace) -> SolInfo | None:
     """The cached speed of light of ``trace`` (loaded from the file ``sid`` names), None on a miss."""
     if sid is None or not len(trace.kernels):
         return None
     try:
-        with _lock:
-            conn = _connect()
-            try:
-                key = _key(sid)
-                row = conn.execute("SELECT specs, data FROM sol WHERE key = ?", (key,)).fetchone()
-                if row is not None:
-                    with conn:
-                        conn.execute("UPDATE sol SET last_used = ? WHERE key = ?", (time.time(), key))
-            finally:
-                conn.close()
+        row = _read(sid, "sol", "specs")
         if row is None:
             return None
         return _decode(row[0], row[1], trace)
@@ -214,16 +221,7 @@ def get_fusion(sid: SourceId | None, trace: Trace) -> FusionResult | None:
     if sid is None or not len(trace.kernels):
         return None
     try:
-        with _lock:
-            conn = _connect()
-            try:
-                key = _key(sid)
-                row = conn.execute("SELECT kernel_ns, data FROM fusion WHERE key = ?", (key,)).fetchone()
-                if row is not None:
-                    with conn:
-                        conn.execute("UPDATE fusion SET last_used = ? WHERE key = ?", (time.time(), key))
-            finally:
-                conn.close()
+        row = _read(sid, "fusion", "kernel_ns")
         if row is None:
             return None
         return _decode_fusion(float(row[0]), row[1])
