@@ -490,7 +490,7 @@ def _fusion_table(groups: pd.DataFrame) -> pd.DataFrame:
         tb = int(part["total_b_ns"].sum())
         rows.append(
             {
-                "fusion_set": int(s),
+                "fusion_set": int(str(s)),
                 "rows_a": "; ".join(part.loc[part["total_a_ns"] > 0, "name"]),
                 "rows_b": "; ".join(part.loc[part["total_b_ns"] > 0, "name"]),
                 "total_a_ns": ta,

@@ -210,8 +210,8 @@ def find_chains(
     end = start + sol["dur"].to_numpy(np.int64)
     step = steps if steps is not None else np.full(len(sol), -1, dtype=np.int64)
     op_names = links.op_name if links is not None else np.full(len(sol), "", dtype=object)
-    for _, idx in sol.groupby(["device", "stream"], sort=False).indices.items():
-        idx = idx[np.argsort(start[idx], kind="stable")]
+    for _, group in sol.groupby(["device", "stream"], sort=False).indices.items():
+        idx = np.asarray(group, dtype=np.int64)[np.argsort(start[group], kind="stable")]
         cur: list[int] = []
         mode = ""
         for j in idx:

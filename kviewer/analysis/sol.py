@@ -150,7 +150,7 @@ def speed_of_light(
     # -- measured FLOPs: every counter family that was collected (fp64, fp32, fp16 vector; tensor)
     fam_cols = ["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]
     meas = np.column_stack([k[c].to_numpy(np.float64) for c in fam_cols]) if n else np.zeros((0, 4))
-    any_meas = ~np.isnan(meas).all(axis=1) if n else np.zeros(0, dtype=bool)
+    any_meas = np.asarray(~np.isnan(meas).all(axis=1) if n else np.zeros(0, dtype=bool), dtype=bool)
     meas_flops = np.where(any_meas, np.nansum(np.nan_to_num(meas, nan=0.0), axis=1), np.nan)
     tensor_pct = k["tensor_pipe_pct"].to_numpy(np.float64)
     tensor_missing = any_meas & np.isnan(meas[:, 3]) & (tensor_pct > _TENSOR_ACTIVE_PCT)
