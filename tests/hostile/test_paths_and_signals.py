@@ -155,10 +155,27 @@ def test_signal_during_a_compressed_nsys_load_leaves_nothing(tmp_path: Path, sig
     assert leftovers(tmp_path) == []
 
 
+def _wait_until_open(proc: subprocess.Popen[bytes], path: Path, limit: float = 60) -> None:
+    """Until ``proc`` has ``path`` open (the load is under way: Python has started and installed
+    its SIGINT handler long before; a signal sent earlier would find the default disposition)."""
+    t0 = time.monotonic()
+    fds = Path(f"/proc/{proc.pid}/fd")
+    while time.monotonic() - t0 < limit and proc.poll() is None:
+        try:
+            if any(os.path.realpath(fd) == str(path.resolve()) for fd in fds.iterdir()):
+                return
+        except OSError:
+            pass
+        time.sleep(0.002)
+
+
 def test_ctrl_c_stops_an_nsys_load(tmp_path: Path) -> None:
     db = _big_export(tmp_path, 1_000_000)
-    proc = _start(["summary", str(db)], tmp_path)
-    time.sleep(1.5)
+    proc = _start(["summary", "--steps", str(db)], tmp_path)  # --steps reads every table
+    if sys.platform.startswith("linux"):
+        _wait_until_open(proc, db)
+    else:
+        time.sleep(1.5)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert b"Traceback" not in err

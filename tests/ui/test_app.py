@@ -27,12 +27,16 @@ def test_recent_files_and_layout_survive_a_restart(qtbot: Any, window: Any, samp
     assert window.recent_files() == [str(path.resolve())]
     window.details_dock.hide()
     window.resize(640, 480)  # within the offscreen screen (800x800)
+    # the docks' minimum sizes may hold the window a few pixels wider (the Idle Gaps table fills
+    # in from a worker, whenever it finishes): what is saved is the size the window has
+    saved = window.size()
+    assert 640 <= saved.width() <= 700 and saved.height() == 480
     window.close()  # saves geometry and dock state
 
     again = MainWindow()
     qtbot.addWidget(again)
     assert again.recent_files() == [str(path.resolve())]
-    assert again.size().width() == 640 and again.size().height() == 480
+    assert again.size() == saved
     assert again.details_dock.isHidden()
     again._fill_recent()
     entries = [a.text() for a in again.recent_menu.actions() if a.text()]
