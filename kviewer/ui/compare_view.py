@@ -283,11 +283,11 @@ class CompareView(QWidget):
 
     def _on_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
         if current.isValid():
-            self.rowSelected.emit(self.selection_for(self.diff_model.frame_row(current.row())))
+            self.rowSelected.emit(self.selection_for(self.diff_model.source_row(current.row())))
 
     def _on_activated(self, index: QModelIndex) -> None:
         if index.isValid():
-            self.rowActivated.emit(self.selection_for(self.diff_model.frame_row(index.row())))
+            self.rowActivated.emit(self.selection_for(self.diff_model.source_row(index.row())))
 
 
 def _escape(text: str) -> str:

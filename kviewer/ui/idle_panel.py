@@ -108,7 +108,7 @@ class IdlePanel(QWidget):
         self.model.set_frame(df, self.cols)
         self.view.resizeColumnsToContents()
         hh = self.view.horizontalHeader()
-        for c in (3, 5):  # NVTX range, next work: long names are elided
+        for c in (self.model.column_index("nvtx"), self.model.column_index("next_name")):  # long names are elided
             hh.resizeSection(c, min(hh.sectionSize(c), 360))
         n = len(df)
         self.status.setText(f"{n:,} gap{'s' if n != 1 else ''}" + (" (the 500 biggest)" if n >= 500 else "") + ", biggest first")
@@ -119,7 +119,7 @@ class IdlePanel(QWidget):
     def _on_row(self, index: Any) -> None:
         if self.gaps is None or not index.isValid():
             return
-        r = self.gaps.iloc[self.model.frame_row(index.row())]
+        r = self.gaps.iloc[self.model.source_row(index.row())]
         t0 = float(r["start"] - self._offset)
         t1 = float(r["end"] - self._offset)
         pad = (t1 - t0) * 0.25

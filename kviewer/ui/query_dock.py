@@ -212,7 +212,7 @@ class QueryPanel(QWidget):
         df = self.result
         if df is None or self.model is None or not index.isValid():
             return
-        row = df.iloc[self.model.frame_row(index.row())].to_dict()
+        row = df.iloc[self.model.source_row(index.row())].to_dict()
         event = event_of(list(df.columns), row, self._keys)
         if event is not None:
             key, table, rid = event

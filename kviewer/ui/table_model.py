@@ -112,7 +112,6 @@ class TableModel(QAbstractTableModel):
         """The table row shown at ``view_row``."""
         return int(self.order[view_row])
 
-    frame_row = source_row
 
     def view_row(self, source_row: int) -> int:
         """The view row showing a table row, -1 when filtered out."""

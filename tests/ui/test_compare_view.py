@@ -83,7 +83,7 @@ def test_cells_show_the_result(view: CompareView) -> None:
     keys = [c.key for c in model.columns]
     g = view.result.groups
     for r in range(model.rowCount()):
-        row = model.frame_row(r)
+        row = model.source_row(r)
         assert model.data(model.index(r, keys.index("delta_ns")), Qt.ItemDataRole.UserRole) == g["delta_ns"].iat[row]
         assert model.data(model.index(r, keys.index("name")), Qt.ItemDataRole.DisplayRole) == g["name"].iat[row]
     # the first row is the largest |delta|, a +822 µs Triton kernel; its delta reads as signed time

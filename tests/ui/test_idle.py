@@ -75,7 +75,7 @@ def test_idle_gap_list_matches_numpy_and_is_shaded(qtbot: Any, window: Any) -> N
     # choosing a row selects the gap as the range and zooms to it
     view = panel.view
     view.clicked.emit(panel.model.index(0, 0))
-    first = panel.gaps.iloc[panel.model.frame_row(0)]
+    first = panel.gaps.iloc[panel.model.source_row(0)]
     rng = window.state.time_selection
     assert rng == (float(first["start"] - tracks.offset_ns), float(first["end"] - tracks.offset_ns))
     x0, x1 = tl.visible_range()
