@@ -28,7 +28,13 @@ EXIT_USER_ERROR = 2
 #: ``kviewer compare --fail-if-slower``: B is slower than allowed (distinct from a user error)
 EXIT_SLOWER = 1
 
-SUBCOMMANDS = ("info", "summary", "stats", "kernels", "sol", "fusion", "compare", "screenshot", "report", "export", "sql", "fleet")
+#: subcommands that live in a module of their own, ``kviewer/cli/NAME.py``, each a thin shell over
+#: the library with ``register(sub)`` adding its parser (``set_defaults(func=...)``). A new
+#: subcommand goes here, not into this file.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+SUBCOMMANDS = ("info", "summary", "stats", "kernels", "sol", "fusion", "compare", "screenshot", "report", "export", "sql",
+               "fleet") + COMMAND_MODULES
 
 
 #: ``--raw-csv``: CSV cells exactly as in the trace (no spreadsheet-formula guard); set by main()
@@ -1255,6 +1261,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export_parsers(sub)
     _add_sql_parsers(sub)
     _add_fleet_parser(sub)
+    import importlib
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"kviewer.cli.{name}").register(sub)
     return p
 
 
