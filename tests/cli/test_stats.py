@@ -385,7 +385,7 @@ def test_sql_summary_views_agree_with_the_reports(sample_traces: Path) -> None:
             assert (diff <= 0.05 + 1e-6).all(), (view, ours)
 
 
-def test_csv_guards_formula_names_unless_raw(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_csv_guards_formula_names_unless_raw() -> None:
     import numpy as np
 
     from kviewer import cli
@@ -398,9 +398,8 @@ def test_csv_guards_formula_names_unless_raw(monkeypatch: pytest.MonkeyPatch) ->
     cli.write_report(run_report(trace, "cuda_gpu_kern_sum"), report, "csv", buf)
     rows = _csv(buf.getvalue())
     assert list(rows["Name"]) == ["gemm", "'=HYPERLINK(1)"] and list(rows["Total Time (ns)"]) == ["20", "5"]
-    monkeypatch.setattr(cli, "RAW_CSV", True)
     buf = io.StringIO()
-    cli.write_report(run_report(trace, "cuda_gpu_kern_sum"), report, "csv", buf)
+    cli.write_report(run_report(trace, "cuda_gpu_kern_sum"), report, "csv", buf, raw_csv=True)
     assert list(_csv(buf.getvalue())["Name"]) == ["gemm", "=HYPERLINK(1)"]
 
 

@@ -1,0 +1,110 @@
+"""Ctrl+C, SIGTERM and SIGHUP during a command's load: cancel the load, then end the process.
+
+Signal handling only: :func:`kviewer.cli.common.load_trace` wraps each load in :class:`CtrlCCancels`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Any
+
+__all__ = ["CtrlCCancels"]
+
+
+class CtrlCCancels:
+    """During a load, Ctrl+C (SIGINT) cancels the load's token, and the load stops within 2 s.
+
+    Three layers, because a signal's Python handler runs only when the main thread runs Python:
+
+    * the SIGINT handler cancels the token and raises KeyboardInterrupt (raised inside a SQLite
+      progress callback, KeyboardInterrupt alone is swallowed by the sqlite3 module; the token
+      makes the loader stop for certain, and the CLI exits with 130);
+    * a watcher thread reads the signal wakeup fd, which the C-level handler writes at once even
+      while the main thread is busy in C code (a pandas parse, a long numpy step): it cancels the
+      token right away;
+    * if the load has still not stopped :data:`GRACE` seconds after SIGINT, SIGTERM or SIGHUP,
+      the watcher removes the temporary files and ends the process (exit 130, or 128 + signal).
+    """
+
+    GRACE = 1.5
+
+    def __init__(self, token: Any) -> None:
+        self.token = token
+        self.previous: Any = None
+        self.old_fd: int | None = None
+        self.fds: tuple[int, int] | None = None
+        self.done: Any = None
+
+    def __enter__(self) -> "CtrlCCancels":
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        self.previous = signal.getsignal(signal.SIGINT)
+        if self.previous is signal.default_int_handler:
+            signal.signal(signal.SIGINT, self._handler)
+        else:
+            self.previous = None
+        self.done = threading.Event()
+        try:
+            r, w = os.pipe()
+            os.set_blocking(w, False)
+            self.old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+            self.fds = (r, w)
+            threading.Thread(target=self._watch, args=(r,), name="kviewer-signal-watch", daemon=True).start()
+        except (OSError, ValueError):  # no pipes or not allowed: the handler alone
+            self.fds = None
+        return self
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.token.cancel()
+        raise KeyboardInterrupt
+
+    def _watch(self, r: int) -> None:
+        while True:
+            try:
+                data = os.read(r, 64)
+            except OSError:
+                return
+            if not data or self.done.is_set():
+                return
+            for num in data:
+                if num == signal.SIGINT:
+                    self.token.cancel()
+                    self._deadline(130, "interrupted")
+                elif num in (signal.SIGTERM, getattr(signal, "SIGHUP", -1)):
+                    self.token.cancel()
+                    self._deadline(128 + num, "")
+
+    def _deadline(self, code: int, words: str) -> None:
+        def force() -> None:
+            if self.done.wait(self.GRACE):
+                return
+            from kviewer.tempdir import remove_private_tmpdir
+
+            remove_private_tmpdir()
+            if words:
+                os.write(2, f"kviewer: {words}\n".encode())
+            os._exit(code)
+
+        threading.Thread(target=force, name="kviewer-signal-deadline", daemon=True).start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.done is not None:
+            self.done.set()
+        if self.fds is not None:
+            r, w = self.fds
+            try:
+                signal.set_wakeup_fd(self.old_fd if self.old_fd is not None else -1)
+            except (OSError, ValueError):
+                pass
+            try:
+                os.write(w, b"\0")  # wake the watcher so it sees done and ends
+            except OSError:
+                pass
+            os.close(w)
+            # the read end closes with the watcher's last read; leave it to the OS at exit
+            self.fds = None
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+

@@ -1,0 +1,70 @@
+"""``kviewer sol FILE``: per-kernel speed of light (FLOPs, bytes, T_SOL, SOL%, bound)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from kviewer.cli.common import EXIT_OK, add_command, add_ncu_options, attach_report, load_for, wants_raw_csv, write_frame
+from kviewer.errors import UserError
+
+if TYPE_CHECKING:
+    from kviewer.core import Trace
+
+DEVICE_HELP = "the GPU (id, name or reported spelling) when the trace does not say or to override it"
+
+
+def register(sub: Any) -> None:
+    sol = add_command(sub, "sol", "per-kernel speed of light (FLOPs, bytes, T_SOL, SOL%, bound)", cmd_sol, ("table", "csv", "json"))
+    sol.add_argument("--device", metavar="NAME", help=DEVICE_HELP)
+    add_ncu_options(sol)
+
+
+def trace_with_kernels(args: argparse.Namespace) -> "Trace":
+    """FILE loaded (with ``--ncu`` attached); a user error when it has no kernels."""
+    trace = attach_report(load_for(args, args.file), args)
+    if not len(trace.kernels):
+        raise UserError(f"{args.file}: the trace has no kernels")
+    return trace
+
+
+def cmd_sol(args: argparse.Namespace) -> int:
+    """Per-kernel speed of light: FLOPs, bytes (measured or modelled), T_SOL, SOL%, bound."""
+    from kviewer.analysis.sol import sol_result
+    from kviewer.errors import AnalysisError
+    from kviewer.session import analysis_cache
+    from kviewer.session.analyses import SolInfo
+
+    # the window's analysis cache answers for the file as loaded on its own GPU (taken before the load)
+    own = args.device is None and not getattr(args, "ncu", None) and not args.no_cache
+    source = analysis_cache.identity(args.file) if own else None
+    trace = trace_with_kernels(args)
+    cached = analysis_cache.get(source, trace)
+    if cached is not None and cached.result is not None:
+        result = cached.result
+    else:
+        try:
+            result = sol_result(trace, device=args.device)
+        except AnalysisError as exc:
+            raise UserError(str(exc)) from exc
+        analysis_cache.put(source, trace, SolInfo(result))
+    warn_exceeds(result.warnings())
+    df = result.table.rename(columns={"start": "start_ns", "dur": "dur_ns"})
+    if args.format == "table":
+        cols = ["short_name", "dur_ns", "kind", "precision", "flops", "flops_source", "bytes", "bytes_source",
+                "t_sol_ns", "sol_pct", "sol_status", "bound", "ncu_sm_pct", "ncu_mem_pct", "note"]
+        view = df[cols].copy()
+        view["short_name"] = view["short_name"].str.slice(0, 60)
+        write_frame(view, "table")
+    else:
+        write_frame(df, args.format, raw_csv=wants_raw_csv(args))
+    return EXIT_OK
+
+
+def warn_exceeds(bad: dict[str, int]) -> None:
+    """One stderr line counting the kernels whose SOL% would exceed 100 (a model or counter error),
+    from :meth:`kviewer.analysis.sol.SolResult.warnings`."""
+    if bad:
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(bad.items()))
+        print(f"warning: {sum(bad.values())} kernel(s) exceed peak: model or counter error, SOL% not shown ({why})", file=sys.stderr)

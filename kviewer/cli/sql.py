@@ -1,0 +1,46 @@
+"""``kviewer sql FILE [FILE ...] QUERY``: one read-only SQL statement against the files' unified
+model (or a database written by ``kviewer export``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kviewer.cli.common import EXIT_OK, add_load_options, load_for, write_frame
+from kviewer.errors import UserError
+
+
+def register(sub: Any) -> None:
+    qp = sub.add_parser(
+        "sql", help="run a SQL query against the files' unified model (read-only)",
+        description="Run one SQL statement (the schema of kviewer export) against FILE(s), loaded into a read-only "
+        "in-memory database, or against a database written by kviewer export. Nothing is written.",
+    )
+    qp.add_argument("items", metavar="FILE [FILE ...] QUERY", nargs="+", help="trace files (or one export), then the query")
+    qp.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: %(default)s)")
+    qp.add_argument("--timeout", type=float, default=60.0, metavar="S", help="interrupt the query after S seconds (default: %(default)s)")
+    qp.add_argument("--no-analysis", action="store_true", help="leave out the speed of light and fusion tables (faster)")
+    add_load_options(qp)
+    qp.set_defaults(func=cmd_sql)
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    """Run one SQL statement against the files' unified model (read-only, nothing written)."""
+    from kviewer import sqldb
+
+    if len(args.items) < 2:
+        raise UserError("sql needs at least one FILE and a QUERY (kviewer sql FILE [FILE ...] \"SELECT ...\")")
+    *files, sql = args.items
+    conn = sqldb.open_export(files[0]) if len(files) == 1 else None  # a database written by kviewer export
+    if conn is None:
+        traces = [load_for(args, f) for f in files]
+        conn = sqldb.in_memory(traces, analysis=not args.no_analysis)
+    try:
+        df = sqldb.query(conn, sql, timeout_s=args.timeout)
+    except sqldb.QueryError as exc:
+        raise UserError(str(exc)) from exc
+    finally:
+        conn.close()
+    write_frame(df, args.format)
+    return EXIT_OK
+

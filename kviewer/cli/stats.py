@@ -1,0 +1,116 @@
+"""``kviewer stats FILE -r REPORTS``: the ``nsys stats`` reports for any trace, with the columns,
+units and rounding of ``nsys stats --format csv``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from kviewer.cli.common import (
+    EXIT_OK,
+    add_command,
+    human_table,
+    load_for,
+    output_dir_exists,
+    say,
+    wants_raw_csv,
+    write_frame,
+)
+from kviewer.errors import UserError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def register(sub: Any) -> None:
+    st = add_command(
+        sub,
+        "stats",
+        "nsys stats reports for any trace, with the columns, units and rounding of nsys stats --format csv: "
+        "cuda_gpu_kern_sum, cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, cuda_api_sum (hip_api_sum for AMD), "
+        "nvtx_sum (user annotations for PyTorch and rocprof), cuda_gpu_trace, osrt_sum",
+        cmd_stats,
+        ("table", "csv", "json"),
+        format_flags=("--format", "-f"),  # nsys stats's spellings, so scripts can swap the command
+    )
+    st.add_argument("--report", "-r", required=True, metavar="R[,R...]", help="the reports, comma separated")
+    st.add_argument("--output", "-o", metavar="PREFIX",
+                    help="write each report to PREFIX_REPORT.csv (or .json, .txt) as nsys stats --output does, instead of stdout")
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """``nsys stats`` reports for any trace: the same columns, order, units and rounding."""
+    from kviewer.analysis.stats import REPORTS, run_report
+    from kviewer.errors import ReportUnavailable
+
+    names = [n.strip() for n in args.report.split(",") if n.strip()]
+    unknown = [n for n in names if n not in REPORTS]
+    if unknown or not names:
+        raise UserError(f"unknown report {', '.join(unknown) or repr(args.report)}; the reports are: {', '.join(REPORTS)}")
+    if args.output:
+        output_dir_exists(args.output)
+    trace = load_for(args, args.file)
+    unavailable = []
+    for i, name in enumerate(names):
+        try:
+            df = run_report(trace, name)
+        except ReportUnavailable as exc:
+            unavailable.append(exc)
+            continue
+        if args.output:
+            path = f"{args.output}_{name}.{'json' if args.format == 'json' else 'csv' if args.format == 'csv' else 'txt'}"
+            with open(path, "w", encoding="utf-8", newline="") as fh:
+                write_report(df, REPORTS[name], args.format, fh, wants_raw_csv(args))
+            continue
+        if len(names) > 1:  # as nsys prints several reports
+            sys.stdout.write(f"{chr(10) if i else ''} ** {REPORTS[name].title} ({name}):\n\n")
+        write_report(df, REPORTS[name], args.format, sys.stdout, wants_raw_csv(args))
+    for problem in unavailable[:-1]:
+        print(say(f"kviewer: error: {problem}"), file=sys.stderr)
+    if unavailable:
+        raise UserError(str(unavailable[-1]))
+    return EXIT_OK
+
+
+def write_report(df: "pd.DataFrame", report: Any, fmt: str, out: Any, raw_csv: bool = False) -> None:
+    """A report's rows: each number with the decimals nsys prints (csv, table) or as a number (json);
+    unknown values empty in CSV, null in JSON and "—" in the table; ``raw_csv``: text cells
+    without the spreadsheet-formula guard."""
+    if fmt == "json":
+        write_frame(df, "json", out)
+        return
+    import numpy as np
+    import pandas as pd
+
+    cells: dict[str, Any] = {}
+    unknown = "" if fmt == "csv" else "—"
+    for col in report.columns:
+        series = df[col.header]
+        if col.text:  # names repeat: categorical, so the CSV guard maps each distinct name once
+            cells[col.header] = pd.Categorical(series.fillna("").astype(str).to_numpy(dtype=object))
+            continue
+        if col.decimals is None:  # integers, never through float64 (epoch nanoseconds need 63 bits)
+            known = series.notna().to_numpy()
+            ints = np.zeros(len(series), dtype=np.int64)
+            ints[known] = series[known].astype(np.int64).to_numpy()
+            if fmt == "csv":  # numbers to_csv writes itself (C), unknown ones empty
+                cells[col.header] = pd.arrays.IntegerArray(ints, ~known)
+            else:
+                cells[col.header] = [f"{v:,d}" if k else unknown for v, k in zip(ints.tolist(), known.tolist())]
+            continue
+        values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)  # None -> NaN
+        spec = f"{{:{',' if fmt != 'csv' else ''}.{col.decimals}f}}"
+        cells[col.header] = [unknown if v != v else spec.format(v) for v in values.tolist()]
+    frame = pd.DataFrame(cells, columns=report.headers)
+    if fmt == "csv":
+        # only the text columns can hold a formula (the numbers are formatted here)
+        from kviewer.core.text import csv_cell, map_text_columns
+
+        text = [c.header for c in report.columns if c.text]
+        if not raw_csv:
+            frame[text] = map_text_columns(frame[text], csv_cell)
+        write_frame(frame, "csv", out, raw_csv=True)
+    else:
+        out.write(human_table(frame, numeric=[not c.text for c in report.columns], max_name=120) + "\n")
+

@@ -1,0 +1,99 @@
+"""``kviewer summary FILE``: kernels grouped by name (as ``nsys stats cuda_gpu_kern_sum``), per rank,
+step times across ranks, or what a time range holds."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from kviewer.cli.common import EXIT_OK, add_command, dump_json, format_ns, load_for, parse_time_range, wants_raw_csv, write_frame
+from kviewer.errors import UserError
+
+if TYPE_CHECKING:
+    from kviewer.core import Trace
+
+
+def register(sub: Any) -> None:
+    s = add_command(sub, "summary", "kernels grouped by name (as nsys stats cuda_gpu_kern_sum)", cmd_summary, ("table", "csv", "json"))
+    s.add_argument("--short", action="store_true", help="group by short name (no arguments or templates)")
+    s.add_argument("--by-rank", action="store_true", help="one summary per rank (a folder of per-rank traces)")
+    s.add_argument("--steps", action="store_true", help="step times per rank: spread across ranks per step, and the straggler")
+    s.add_argument("--range", metavar="START:END", help="what lies inside a time range from the trace's first event, as the "
+                   "window's Range panel shows it: kernels by name, streams busy/idle, copies by direction, NVTX ranges "
+                   "(units ns/us/ms/s, e.g. 1.2s:1.25s; intervals across an edge are clipped)")
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from kviewer.analysis.summary import SUMMARY_READS, kernel_summary
+
+    plain = not (args.steps or args.by_rank or args.range is not None)
+    # a plain summary reads the kernels' names and durations alone (without the cache, an nsys
+    # export is read only that far); a range needs every table (streams, copies, NVTX)
+    trace = load_for(args, args.file, tables=SUMMARY_READS if plain else None)
+    by = "short_name" if args.short else "name"
+    raw = wants_raw_csv(args)
+    if args.range is not None:
+        return summary_range(trace, args.range, args.format, raw)
+    if args.steps:
+        return summary_steps(trace, args.format, raw)
+    if args.by_rank:
+        from kviewer.analysis.ranks import kernel_summary_by_rank
+
+        df = kernel_summary_by_rank(trace, by=by)
+    else:
+        df = kernel_summary(trace, by=by)
+    write_frame(df, args.format, raw_csv=raw)
+    return EXIT_OK
+
+
+def summary_range(trace: "Trace", text: str, fmt: str, raw_csv: bool = False) -> int:
+    """What lies inside a range measured from the trace's first event (as the timeline's axis):
+    the tables of the window's Range panel (kernels by name, streams busy/idle, copies by
+    direction, NVTX ranges). csv prints the kernels table; json and table all four."""
+    from kviewer.analysis.timerange import display_origin, range_summary
+    from kviewer.session.documents import range_document
+
+    lo, hi = parse_time_range(text)  # the same range syntax as screenshot --range
+    origin = display_origin(trace)
+    span = trace.span_ns()
+    t0 = 0.0 if lo is None else lo
+    t1 = float(span[1] - span[0]) if hi is None and span else (hi or 0.0)
+    if t1 <= t0:
+        raise UserError(f"--range: the range {text!r} holds nothing of {trace.meta.path}")
+    summary = range_summary(trace, origin + int(round(t0)), origin + int(round(t1)))
+    if fmt == "csv":
+        write_frame(summary.kernels, "csv", raw_csv=raw_csv)
+    elif fmt == "json":
+        dump_json(range_document(summary, int(round(t0)), int(round(t1))))
+    else:
+        print(f"range {format_ns(t0)} – {format_ns(t1)} (duration {format_ns(summary.duration)}) from the trace's first event")
+        for name, df in summary.sections().items():
+            print(f"\n{name}")
+            write_frame(df, "table", float_digits=2)
+    return EXIT_OK
+
+
+def summary_steps(trace: "Trace", fmt: str, raw_csv: bool = False) -> int:
+    """Per step the spread of step time across ranks, then per rank (slowest first)."""
+    from kviewer.analysis.ranks import rank_step_stats, step_spread, step_times, straggler
+    from kviewer.session.documents import steps_document
+
+    steps = step_times(trace)
+    if not len(steps):
+        raise UserError(f"{trace.meta.path}: no steps found (no ProfilerStep#N or step_N ranges)")
+    spread, per_rank, slow = step_spread(trace, steps), rank_step_stats(trace, steps), straggler(trace, steps)
+    if fmt == "json":
+        dump_json(steps_document(spread, per_rank, slow))
+    elif fmt == "csv":
+        write_frame(spread, "csv", raw_csv=raw_csv)
+    else:
+        print("step time across ranks (ns)")
+        write_frame(spread, "table", float_digits=1)
+        print("\nper rank, slowest first (ns)")
+        write_frame(per_rank, "table", float_digits=1)
+        if slow is not None:
+            row = per_rank.iloc[0]
+            contested = int((spread["ranks"] > 1).sum())
+            print(f"\nstraggler: rank {slow} (mean step {format_ns(row['mean_ns'])}, {row['excess_pct']:.1f}% over the median rank; "
+                  f"slowest in {int(row['times_slowest'])} of {contested} steps)")
+    return EXIT_OK
