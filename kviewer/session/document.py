@@ -1,22 +1,22 @@
 """The open document: what a window (or the headless path) has open, without Qt.
 
-- the traces, each laid out as :class:`~kviewer.session.tracks.TraceTracks` (with its speed of
-  light, :attr:`TraceTracks.sol_info`);
-- the compare pair (A, B) and its :class:`~kviewer.analysis.compare.CompareResult`;
-- the counter reports attached to traces (the trace as loaded is kept, so a report can be
-  attached again at another step);
-- the cached analysis results of each trace (fusion candidates, or why they failed).
+- the open traces, each owned by an :class:`~kviewer.session.open_trace.OpenTrace` (its time
+  offset and A/B role, its attached counter report, its analyses as pending/failed/ready) and
+  drawn from its :class:`~kviewer.session.tracks.TraceTracks`;
+- the compare pair (A, B) and its :class:`~kviewer.analysis.compare.CompareResult`.
 
-Closing a trace forgets everything that belongs to it, in one place. Views learn about changes
-through the events (plain callbacks; the GUI adapts them to Qt signals).
+The methods here and :mod:`kviewer.session.compare` are the commands that change an open trace;
+views send them and learn about the changes through the events (plain callbacks; the GUI adapts
+them to Qt signals). Closing a trace forgets everything that belongs to it, in one place.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kviewer.session.events import Event
+from kviewer.session.open_trace import FUSION, PENDING, SOL, AnalysisState, Failed, OpenTrace, Ready
 
 if TYPE_CHECKING:
     from kviewer.analysis.compare import CompareResult
@@ -35,77 +35,85 @@ class ComparePair:
     result: CompareResult
 
 
-@dataclass(frozen=True)
-class Attached:
-    """A counter report attached to an open trace."""
-
-    base: Trace
-    """the trace as it was loaded, before the report's counters were merged onto it"""
-    report: Trace
-
-
 class Document:
-    """Open traces, the compare pair, attached reports and cached analysis results.
+    """Open traces (each an :class:`OpenTrace`) and the compare pair.
 
     Events
     ------
     traces_changed()
         a trace was opened or closed, or the content of an open one changed (its kernels, its
-        speed of light, its display offset): every view reloads.
+        speed of light, its display offset or label): every view reloads.
     analysis_changed(key)
-        a cached analysis result of trace ``key`` was stored or dropped.
+        an analysis of trace ``key`` started, finished, failed or was dropped.
     compare_changed()
         a comparison started or stopped.
     """
 
     def __init__(self) -> None:
         self.traces: list[TraceTracks] = []
+        """what the views draw, in opening order (one per :attr:`open` trace)"""
+        self.open: dict[int, OpenTrace] = {}
         self.compare: ComparePair | None = None
-        self.attached: dict[int, Attached] = {}
-        self.fusion: dict[int, FusionResult] = {}
-        """fusion candidates per trace key (computed once per speed of light)"""
-        self.fusion_errors: dict[int, str] = {}
-        """why the fusion candidates of a trace could not be computed"""
         self.traces_changed = Event("traces_changed")
         self.analysis_changed = Event("analysis_changed")
         self.compare_changed = Event("compare_changed")
 
     # traces ------------------------------------------------------------------------------------
-    def add(self, tracks: TraceTracks) -> None:
+    def add(self, tracks: TraceTracks) -> OpenTrace:
+        """Open a loaded trace."""
+        opened = OpenTrace(tracks)
+        self.open[tracks.key] = opened
         self.traces.append(tracks)
         self.traces_changed.emit()
+        return opened
 
     def remove(self, key: int, notify: bool = True) -> bool:
         """Close trace ``key`` and forget what belongs to it; False when it was not open.
 
+        A comparison with it ends first (the other trace goes back to its own times).
         ``notify=False`` leaves :attr:`traces_changed` to the caller (:meth:`changed`), which
         first settles what depends on the trace (the selection)."""
-        before = len(self.traces)
-        self.traces = [t for t in self.traces if t.key != key]
-        if len(self.traces) == before:
+        if key not in self.open:
             return False
-        self.forget(key)
+        if self.compare is not None and key in (self.compare.a, self.compare.b):
+            self.end_compare(notify=False)
+        self.traces = [t for t in self.traces if t.key != key]
+        closed = self.open.pop(key)
+        if closed.analyses:
+            self.analysis_changed.emit(key)  # its analyses are gone with it
         if notify:
             self.traces_changed.emit()
         return True
 
     def trace(self, key: int | None) -> TraceTracks | None:
-        if key is None:
-            return None
-        for t in self.traces:
-            if t.key == key:
-                return t
-        return None
+        """The view model of open trace ``key`` (None when not open)."""
+        opened = self.open.get(key) if key is not None else None
+        return opened.tracks if opened is not None else None
 
-    def forget(self, key: int) -> None:
-        """Drop the attached report and cached results of trace ``key`` (closed). A compare pair
-        with it is left to its owner, which puts the other trace back on its own times."""
-        self.attached.pop(key, None)
-        self.drop_analysis(key)
+    def get(self, key: int | None) -> OpenTrace | None:
+        """The owner of open trace ``key`` (None when not open)."""
+        return self.open.get(key) if key is not None else None
 
     def changed(self) -> None:
         """The content of open traces changed (kernels, speed of light, display offsets)."""
         self.traces_changed.emit()
+
+    def end_compare(self, notify: bool = True) -> None:
+        """Leave compare mode: both traces back on their own times and labels (what
+        :func:`kviewer.session.compare.stop_compare` runs, and closing a compared trace).
+
+        ``notify=False`` leaves :attr:`traces_changed` to the caller (closing a trace)."""
+        pair = self.compare
+        if pair is None:
+            return
+        for key in (pair.a, pair.b):
+            opened = self.open.get(key)
+            if opened is not None:
+                opened._place(opened.own_offset_ns, None)
+        self.compare = None
+        if notify:
+            self.traces_changed.emit()
+        self.compare_changed.emit()
 
     # analyses ----------------------------------------------------------------------------------
     def sol(self, key: int) -> SolInfo | None:
@@ -116,49 +124,61 @@ class Document:
     def set_sol(self, key: int, info: SolInfo, trace: Trace | None = None) -> None:
         """Trace ``key`` has a new speed of light (a GPU chosen; counters attached, with the merged
         ``trace``): its bars are recoloured, the results computed from the old one are dropped."""
-        t = self.trace(key)
-        if t is None:
+        opened = self.open.get(key)
+        if opened is None:
             return
-        if info.ok or trace is not None:
-            t.set_sol(info, trace)
-        else:
-            t.sol_info = info
-        self.drop_analysis(key)
+        opened._set_sol(info, trace)
+        self.analysis_changed.emit(key)
         self.traces_changed.emit()
 
-    def set_fusion(self, key: int, result: FusionResult) -> None:
-        if self.trace(key) is None:
-            return
-        self.fusion[key] = result
-        self.fusion_errors.pop(key, None)
-        self.analysis_changed.emit(key)
-
-    def set_fusion_error(self, key: int, why: str) -> None:
-        if self.trace(key) is None:
-            return
-        self.fusion_errors[key] = why
-        self.fusion.pop(key, None)
-        self.analysis_changed.emit(key)
-
-    def drop_analysis(self, key: int) -> None:
-        had = key in self.fusion or key in self.fusion_errors
-        self.fusion.pop(key, None)
-        self.fusion_errors.pop(key, None)
-        if had:
+    def begin(self, key: int, name: str) -> None:
+        """Analysis ``name`` of trace ``key`` is being computed."""
+        opened = self.open.get(key)
+        if opened is not None:
+            opened.analyses[name] = PENDING
             self.analysis_changed.emit(key)
 
-    # compare and attached reports --------------------------------------------------------------
-    def set_compare(self, pair: ComparePair | None) -> None:
-        self.compare = pair
-        self.compare_changed.emit()
+    def settle(self, key: int, name: str, state: Ready[Any] | Failed) -> None:
+        """Analysis ``name`` of trace ``key`` is done (or failed)."""
+        opened = self.open.get(key)
+        if opened is not None:
+            opened.analyses[name] = state
+            self.analysis_changed.emit(key)
 
-    def attach(self, key: int, base: Trace, report: Trace) -> None:
-        self.attached[key] = Attached(base, report)
+    def analysis(self, key: int, name: str) -> AnalysisState | None:
+        opened = self.open.get(key)
+        return opened.analysis(name) if opened is not None else None
+
+    def fusion(self, key: int) -> FusionResult | None:
+        """The fusion candidates of trace ``key`` when computed."""
+        opened = self.open.get(key)
+        return opened.ready(FUSION) if opened is not None else None
+
+    def drop_analysis(self, key: int) -> None:
+        """Forget the analyses computed from the trace's speed of light (fusion)."""
+        opened = self.open.get(key)
+        if opened is not None and opened.analyses.pop(FUSION, None) is not None:
+            self.analysis_changed.emit(key)
+
+    # attached reports --------------------------------------------------------------------------
+    def attach(self, key: int, report: Trace, result: Any, info: SolInfo) -> None:
+        """Counter ``report`` is attached to trace ``key``: its kernels carry the merged counters
+        (``result``, an :class:`~kviewer.analysis.attach.AttachResult`) with their speed of light."""
+        opened = self.open.get(key)
+        if opened is None:
+            return
+        opened._attach(report, result)
+        self.set_sol(key, info, result.trace)
+
+    def report_of(self, key: int) -> Trace | None:
+        """The counter report attached to trace ``key``, None when none."""
+        opened = self.open.get(key)
+        return opened.report if opened is not None else None
 
     def base_of(self, key: int) -> Trace | None:
         """The trace ``key`` as loaded (before an attached report's counters), None when not open."""
-        a = self.attached.get(key)
-        if a is not None:
-            return a.base
-        t = self.trace(key)
-        return t.trace if t is not None else None
+        opened = self.open.get(key)
+        return opened.base if opened is not None else None
+
+
+__all__ = ["SOL", "FUSION", "ComparePair", "Document"]

@@ -133,19 +133,21 @@ class TraceTracks:
     """the trace's speed of light (:class:`~kviewer.session.analyses.SolInfo`; None without kernels):
     kernels are coloured by its ``bound`` and draw its ``t_sol_ns`` inside their bars"""
     counters: Any = None
+    """:class:`~kviewer.analysis.attach.AttachResult` when a counter report is attached (None
+    otherwise; set by :meth:`kviewer.session.document.Document.attach`)"""
     launch_latency: np.ndarray | None = None
     """per kernel, its start minus its launching call's start (ns), NaN when unknown"""
     sync: dict[str, np.ndarray] = field(default_factory=dict)
     """per table, a bool mask of where the host waits for the device (drawn in the sync colour)"""
-    """:class:`~kviewer.analysis.attach.AttachResult` when a counter report is attached (None otherwise)"""
     source: Any = None
     """the file's identity when it was loaded (:func:`kviewer.session.analysis_cache.identity`), for
     the analysis cache; None when unknown"""
 
     # -----------------------------------------------------------------------------------------
     @classmethod
-    def build(cls, trace: Trace, label: str | None = None, sol: SolInfo | None = None) -> TraceTracks:
-        """Lay out ``trace``; ``sol`` colours its kernels by bound (grey-blue "unknown" without)."""
+    def build(cls, trace: Trace, label: str | None = None, sol: SolInfo | None = None, source: Any = None) -> TraceTracks:
+        """Lay out ``trace``; ``sol`` colours its kernels by bound (grey-blue "unknown" without);
+        ``source``: the file's identity at load (for the analysis cache)."""
         import os
 
         trace_key = next(_keys)
@@ -288,7 +290,7 @@ class TraceTracks:
                 parent.children.append(tgroup)
 
         return cls(trace, trace_key, label, offset, root, lanes, lane_of, pos_of, launch, (0, int(span[1]) - offset),
-                   launch_latency=launch_latency(trace, launch), sync=sync, sol_info=sol)
+                   launch_latency=launch_latency(trace, launch), sync=sync, sol_info=sol, source=source)
 
     # -----------------------------------------------------------------------------------------
     def set_kernel_emphasis(self, mask: np.ndarray | None) -> None:

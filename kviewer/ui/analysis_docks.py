@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from kviewer.ui.roofline import RooflineWidget
     from kviewer.analysis.fusion import FusionResult
     from kviewer.session.analyses import SolInfo
+    from kviewer.session.open_trace import Failed, Ready
     from kviewer.session.tracks import TraceTracks
 
 #: rings drawn in the roofline for a highlight (a broad filter would otherwise ring everything)
@@ -251,7 +252,6 @@ class AnalysisDocks(QObject):
         self.fusion_dock = self._dock("Fusion candidates", "fusionDock", self.fusion_panel)
         self.below = below
         self.document = state.document
-        self._fusion_request: tuple[int, int] | None = None
         self._roofline_connected = False
         self._fusion_connected = False
 
@@ -311,6 +311,8 @@ class AnalysisDocks(QObject):
             self._fill_fusion(tracks)
 
     def _fill_fusion(self, tracks: TraceTracks) -> None:
+        from kviewer.session.open_trace import FUSION, Failed, Pending, Ready
+
         info = tracks.sol_info
         key = tracks.key
         if info is None and self.computing_sol(key):
@@ -322,44 +324,38 @@ class AnalysisDocks(QObject):
         if not info.ok:
             self.fusion_panel.show_message("The GPU is not known: choose it in the Roofline dock to estimate fusion savings.")
             return
-        if key in self.document.fusion_errors:
-            self.fusion_panel.show_message(f"Fusion candidates could not be computed: {self.document.fusion_errors[key]}")
-            return
-        result = self.document.fusion.get(key)
-        if result is None:
-            if self._fusion_request != (key, id(info)):
-                self.fusion_panel.show_message(f"Looking for fusion candidates in {tracks.label}…")
+        state = self.document.analysis(key, FUSION)
+        if isinstance(state, Failed):
+            self.fusion_panel.show_message(f"Fusion candidates could not be computed: {state.problem}")
+        elif isinstance(state, Ready):
+            if self.fusion_panel.shown != (key, id(state.result.candidates)):
+                self.fusion_panel.show_candidates(key, state.result)
+                self._connect_fusion()
+        else:
+            self.fusion_panel.show_message(f"Looking for fusion candidates in {tracks.label}…")
+            if not isinstance(state, Pending):
                 self._compute_fusion(tracks)
-            return
-        if self.fusion_panel.shown != (key, id(result.candidates)):
-            self.fusion_panel.show_candidates(key, result)
-            self._connect_fusion()
 
     def _compute_fusion(self, tracks: TraceTracks) -> None:
+        """Fusion candidates of the trace from its speed of light, on the runner (one channel per
+        trace: a trace left before its candidates arrived still gets them)."""
         from kviewer.session.analysis_cache import fusion_for_open
+        from kviewer.session.open_trace import FUSION, Failed, Ready, run_analysis
 
         trace, info, key = tracks.trace, tracks.sol_info, tracks.key
         assert info is not None
         # the analysis cache describes the file as loaded, on its own GPU
         source = tracks.source if tracks.counters is None else None
-        self._fusion_request = (key, id(info))
+        self.document.begin(key, FUSION)
 
-        def current() -> bool:
-            self._fusion_request = None
+        def done(state: Ready[FusionResult] | Failed | None) -> None:
             now = self.state.trace(key)
-            return now is not None and now.sol_info is info  # not closed or recomputed meanwhile
-
-        def done(result: FusionResult) -> None:
-            if current():
-                self.document.set_fusion(key, result)
+            if now is not None and now.sol_info is info and state is not None:  # not closed or recomputed meanwhile
+                self.document.settle(key, FUSION, state)
                 self.refresh()
 
-        def failed(message: str) -> None:
-            if current():
-                self.document.set_fusion_error(key, message.split("\n", 1)[0])
-                self.refresh()
-
-        self.runner.run("fusion", lambda: fusion_for_open(trace, info, source), done, failed)
+        self.runner.run(f"fusion:{key}", lambda: run_analysis(lambda: fusion_for_open(trace, info, source), trace.meta.path),
+                        done, lambda message: done(_failed(message, trace.meta.path)))
 
     def _connect_roofline(self) -> None:
         if not self._roofline_connected and self.roofline_panel.roofline is not None:
@@ -434,7 +430,7 @@ class AnalysisDocks(QObject):
 
     def _first_instance(self, key: int, ids: list[int]) -> list[int]:
         """The kernel ids of the first instance of the candidate whose kernels are ``ids``."""
-        result = self.document.fusion.get(key)
+        result = self.document.fusion(key)
         if result is not None:
             for instances in result.candidates["kernel_ids"]:
                 if instances and instances[0] and int(instances[0][0]) == int(ids[0]):
@@ -451,7 +447,10 @@ class AnalysisDocks(QObject):
 
         if tracks.sol_info is not None or not len(tracks.trace.kernels):
             return
+        from kviewer.session.open_trace import SOL
+
         key, trace, source = tracks.key, tracks.trace, tracks.source
+        self.document.begin(key, SOL)
 
         def current() -> TraceTracks | None:
             # not closed, not given counters or another GPU meanwhile
@@ -477,14 +476,16 @@ class AnalysisDocks(QObject):
 
     def computing_sol(self, key: int | None = None) -> bool:
         """Whether the speed of light of trace ``key`` (None: of any trace) is being computed."""
-        if key is not None:
-            return self.runner.pending(f"sol:{key}")
-        return any(self.runner.pending(f"sol:{t.key}") for t in self.state.traces)
+        from kviewer.session.open_trace import SOL
+
+        keys = [key] if key is not None else [t.key for t in self.state.traces]
+        return any(o is not None and o.pending(SOL) for o in map(self.document.get, keys))
 
     # device picker ----------------------------------------------------------------------------
     def choose_device(self, device: str) -> None:
         """Recompute the shown trace's speed of light on ``device`` (in the background)."""
         from kviewer.session.analyses import compute_sol
+        from kviewer.session.open_trace import SOL
 
         shown = self.roofline_panel.shown
         tracks = self.state.trace(shown[0]) if shown is not None else None
@@ -494,9 +495,15 @@ class AnalysisDocks(QObject):
         name = self.roofline_panel.device_box.currentText()
         self.roofline_panel.show_busy(f"Computing the speed of light on {name}…")
 
+        def failed(message: str) -> None:
+            self.roofline_panel.show_busy(f"⚠ {message}")
+            opened = self.document.get(key)
+            if opened is not None and opened.pending(SOL):  # the load-time SOL this choice superseded
+                self.document.settle(key, SOL, _failed(message, trace.meta.path))
+                self.refresh()
+
         # the channel of the trace's load-time SOL: a choice made while that runs supersedes it
-        self.runner.run(f"sol:{key}", lambda: compute_sol(trace, device), lambda info: self.apply_sol(key, info),
-                        lambda m: self.roofline_panel.show_busy(f"⚠ {m}"))
+        self.runner.run(f"sol:{key}", lambda: compute_sol(trace, device), lambda info: self.apply_sol(key, info), failed)
 
     def apply_sol(self, key: int, info: SolInfo) -> None:
         """Take a recomputed SOL for an open trace: recolour its bars, refill the docks."""
@@ -512,3 +519,11 @@ class AnalysisDocks(QObject):
         self.refresh()
         if hasattr(self.window, "statusBar") and info.ok and info.spec is not None:
             self.window.statusBar().showMessage(f"{tracks.label}: kernels bound on {info.spec.name}", 6000)
+
+
+def _failed(message: str, path: str) -> Failed:
+    """A background computation's error message (the runner's) as a failed analysis."""
+    from kviewer.errors import AnalysisError
+    from kviewer.session.open_trace import Failed
+
+    return Failed(AnalysisError(message.split("\n", 1)[0], path=path))

@@ -12,9 +12,12 @@ How a comparison starts:
 A third report dropped while comparing simply opens as another trace.
 
 The comparison (:func:`kviewer.analysis.compare.compare`, about half a second on big traces) runs
-on the background runner. Its result shifts B on the shared time axis by ``align_offset_ns`` so both
-start their first step (or first kernel) at the same x; the timeline stacks both traces' track
-groups (labelled "A ·" and "B ·"), and because they share one axis, zoom and pan stay in step.
+on the background runner. Its result goes to the session's command
+(:func:`kviewer.session.compare.start_compare`), which shifts B on the shared time axis by
+``align_offset_ns`` so both start their first step (or first kernel) at the same x and labels the
+track groups "A ·" and "B ·"; because they share one axis, zoom and pan stay in step. This class
+follows the document's ``compare_changed`` to show the Compare dock, so a comparison started
+elsewhere (the headless screenshot runs the same command) shows the same window.
 Choosing a row of the diff table highlights that group's kernels in both traces (double-click or
 Enter also reveals the longest one on the timeline).
 """
@@ -22,7 +25,6 @@ Enter also reveals the longest one on the timeline).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -43,15 +45,6 @@ PLACEHOLDER = (
     "Drop a second report on the window to compare it with the open one, "
     "or use File › Compare With…"
 )
-
-
-@dataclass
-class _Saved:
-    """What compare mode changed on a trace, to put back when it ends."""
-
-    key: int
-    offset_ns: int
-    label: str
 
 
 class CompareMode(QObject):
@@ -93,15 +86,13 @@ class CompareMode(QObject):
         self.dock.hide()
         self.beside = beside
         self.view: CompareView | None = None
-        self._saved: list[_Saved] = []
         self._armed = False
         self._arm_a: int | None = None
         self._pending: tuple[int, int] | None = None
-        self._restoring = False
         self._explicit = False
         loader.traceLoaded.connect(self._on_loaded)
         loader.idle.connect(self._on_idle)
-        state.tracesChanged.connect(self._on_traces)
+        state.compareChanged.connect(self._on_compare_changed)
 
     def arrange_default(self) -> None:
         """The first-run layout: the Compare dock in a tab beside the kernel table (see
@@ -230,17 +221,28 @@ class CompareMode(QObject):
             self.dock.hide()
 
     def _show(self, a: TraceTracks, b: TraceTracks, result: CompareResult) -> None:
+        from kviewer.session.compare import start_compare
+
+        start_compare(self.state.document, a.key, b.key, result)  # -> _on_compare_changed
+
+    def _on_compare_changed(self) -> None:
+        """The document's comparison started or stopped: the dock, the range and the status
+        follow (whoever ran the command: this class, a closed trace, the headless path)."""
+        pair = self.state.document.compare
+        a, b = self.traces()
+        if pair is None or a is None or b is None:
+            self.placeholder.setText(PLACEHOLDER)
+            if self._pending is None:
+                self.stack.setCurrentWidget(self.placeholder)
+                self.dock.hide()
+            self.state.clear_highlight(PICK)  # the diff row's kernels
+            self.status("")
+            self.changed.emit()
+            return
         from kviewer.ui.compare_view import CompareView
 
-        from kviewer.session.document import ComparePair
-
-        self.state.document.set_compare(ComparePair(a.key, b.key, result))
+        result = pair.result
         self.placeholder.setText(PLACEHOLDER)
-        self._saved = [_Saved(a.key, a.offset_ns, a.root.label), _Saved(b.key, b.offset_ns, b.root.label)]
-        # time_in_A = time_in_B + align_offset_ns: B drawn at (t_B + align - A's offset)
-        b.set_display_offset(a.offset_ns - int(result.align_offset_ns))
-        a.root.label = f"A · {a.label}"
-        b.root.label = f"B · {b.label}"
         if self.view is None:
             self.view = CompareView(a.trace, b.trace, result)
             self.view.rowSelected.connect(lambda sel: self.select_row(sel, reveal=False))
@@ -253,7 +255,6 @@ class CompareMode(QObject):
         self.dock.raise_()
         # the totals and the diff rows need more height than the kernel table's default
         self.window.resizeDocks([self.dock], [max(380, int(self.window.height() * 0.42))], Qt.Orientation.Vertical)
-        self.state.traces_updated()  # B's times moved: every view redraws
         lo, hi = self.state.span()
         pad = (hi - lo) * 0.02
         self.state.set_range(lo - pad, hi + pad)
@@ -272,31 +273,9 @@ class CompareMode(QObject):
         if not self.active:
             self._end_pending()
             return
-        self._restoring = True
-        try:
-            for saved in self._saved:
-                tracks = self.state.trace(saved.key)
-                if tracks is not None:
-                    tracks.set_display_offset(saved.offset_ns)
-                    tracks.root.label = saved.label
-            self._saved = []
-            self.state.document.set_compare(None)
-            self.placeholder.setText(PLACEHOLDER)
-            self.stack.setCurrentWidget(self.placeholder)
-            self.dock.hide()
-            self.state.clear_highlight(PICK)  # the diff row's kernels
-            self.state.traces_updated()
-        finally:
-            self._restoring = False
-        self.status("")
-        self.changed.emit()
+        from kviewer.session.compare import stop_compare
 
-    def _on_traces(self) -> None:
-        if self._restoring or not self.active:
-            return
-        a, b = self.traces()
-        if a is None or b is None:
-            self.stop()  # one side was closed: the other goes back to its own times
+        stop_compare(self.state.document)  # -> _on_compare_changed
 
     # rows -> state -----------------------------------------------------------------------------
     def select_row(self, sel: CompareSelection, reveal: bool = False) -> None:

@@ -11,8 +11,9 @@ How a report gets attached:
 
 The merge (:func:`kviewer.analysis.attach.attach_counters`), the speed of light on the merged
 counters and the recolouring run on the background runner; the GUI thread only swaps the trace's
-kernels in place (same kernels, same ids: the timeline lanes stay) and keeps the
-:class:`~kviewer.analysis.attach.AttachResult` on the tracks for the Counters dock, which shows the
+kernels in place through the document's command (same kernels, same ids: the timeline lanes stay),
+which keeps the report and the :class:`~kviewer.analysis.attach.AttachResult` with the open trace
+for the Counters dock, which shows the
 match report and, when several windows fit equally well, lets the user choose the step.
 """
 
@@ -167,10 +168,8 @@ class CounterAttach(QObject):
                 self._alone_paths.add(os.path.abspath(report.meta.path))
                 self.open_alone(report.meta.path)
                 return
-            self.document.attach(key, base, report)
-            tracks.counters = result
             # the merged kernels and their SOL: bars recoloured, old results dropped, views reload
-            self.document.set_sol(key, info, result.trace)
+            self.document.attach(key, report, result, info)
             self.analysis.refresh()
             where = f" ({', '.join(result.steps)})" if result.steps else ""
             choice = "; several steps fit equally well: choose in the Counters dock" if result.ambiguous else ""
@@ -186,8 +185,7 @@ class CounterAttach(QObject):
 
     def choose_window(self, key: int, start: int) -> None:
         """Re-attach the report of trace ``key`` at another window start (another step)."""
-        attached = self.document.attached.get(key)
-        report = attached.report if attached is not None else None
+        report = self.document.report_of(key)
         tracks = self.state.trace(key)
         if report is None or tracks is None or getattr(tracks, "counters", None) is None:
             return
@@ -199,4 +197,4 @@ class CounterAttach(QObject):
     def reports(self) -> dict[int, Trace]:
         """trace key -> the attached report (kept by the open document, forgotten when its trace
         closes)."""
-        return {key: a.report for key, a in self.document.attached.items()}
+        return {key: o.report for key, o in self.document.open.items() if o.report is not None}

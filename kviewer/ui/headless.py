@@ -105,7 +105,9 @@ def build_view(
     view
         One of :data:`VIEWS`.
     traces
-        One trace, or two (the second is compared with the first; ``compare`` needs two).
+        One trace, or two: the second is compared with the first, as the window does with
+        ``kviewer A B`` (aligned on A, labelled A and B, the Compare dock filled); ``compare``
+        needs two.
     size
         Width and height in device-independent pixels.
     time_range
@@ -162,6 +164,16 @@ def build_view(
         state.setParent(widget)  # the state lives as long as its view
     for t in tracks:
         state.add_trace(t)
+    if len(tracks) == 2:
+        # what the window does with ``kviewer A B``: B aligned on A, labelled A and B, the
+        # Compare dock filled (the same session command; here computed in this thread)
+        from kviewer.errors import KViewerError
+        from kviewer.session.compare import compare_open
+
+        try:
+            compare_open(state.document)
+        except KViewerError:
+            pass  # as in the window after a failed comparison: both traces open, on their own times
     _show(widget, size)
     if timeline is not None:
         if time_range is not None:

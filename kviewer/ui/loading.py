@@ -53,8 +53,7 @@ def load_file(path: str, token: CancelToken, progress: Callable[[float, str], No
     progress(0.95, f"{name}: building the timeline")
     # paint first: the speed of light comes with the trace from the analysis cache, or the window
     # computes it after showing the trace (AnalysisDocks.analyse)
-    tracks = TraceTracks.build(trace, sol=analysis_cache.get(source, trace))
-    tracks.source = source
+    tracks = TraceTracks.build(trace, sol=analysis_cache.get(source, trace), source=source)
     token.check()
     return tracks
 

@@ -38,6 +38,10 @@ class ViewState(QObject):
     stackChanged = Signal()
     timeSelectionChanged = Signal(object)
     """(t0, t1) in display ns, or None: the range dragged on the time axis (the Range panel's)"""
+    compareChanged = Signal()
+    """a comparison started or stopped (the document's ``compare_changed``)"""
+    analysisChanged = Signal(int)
+    """an analysis of the trace with this key started, finished, failed or was dropped"""
 
     def __init__(self, parent: QObject | None = None, session: SessionViewState | None = None) -> None:
         super().__init__(parent)
@@ -53,6 +57,8 @@ class ViewState(QObject):
         s.current_changed.connect(self.currentTraceChanged.emit)
         s.stack_changed.connect(self.stackChanged.emit)
         s.time_selection_changed.connect(self.timeSelectionChanged.emit)
+        s.document.compare_changed.connect(self.compareChanged.emit)
+        s.document.analysis_changed.connect(self.analysisChanged.emit)
 
     # what the views read -----------------------------------------------------------------------
     @property

@@ -114,10 +114,16 @@ def test_closing_a_trace_forgets_what_belongs_to_it() -> None:
     state.add_trace(b)
     state.set_selection(Selection(b.key, "kernels", 1))
     state.set_highlight({a.key: np.ones(6, bool), b.key: np.ones(6, bool)})
-    doc.attach(b.key, b.trace, small_trace())
-    from kviewer.analysis.fusion import FusionResult
+    from types import SimpleNamespace
 
-    doc.set_fusion(b.key, FusionResult(make_table("kernels", 0), 0.0))
+    from kviewer.analysis.fusion import FusionResult
+    from kviewer.session.analyses import SolInfo
+    from kviewer.session.open_trace import FUSION, Ready
+
+    report = small_trace()
+    doc.attach(b.key, report, SimpleNamespace(trace=small_trace()), SolInfo(None, no_kernels=True))
+    assert doc.report_of(b.key) is report and b.trace is not doc.base_of(b.key)
+    doc.settle(b.key, FUSION, Ready(FusionResult(make_table("kernels", 0), 0.0)))
     changed: list[int] = []
     doc.analysis_changed.connect(changed.append)
     order: list[str] = []
@@ -127,7 +133,7 @@ def test_closing_a_trace_forgets_what_belongs_to_it() -> None:
     assert state.traces == [a] and state.current is a and state.selection is None
     assert order == ["selection", "traces"]  # views reload after the selection is settled
     assert b.key not in state.highlight and a.key in state.highlight
-    assert b.key not in doc.attached and b.key not in doc.fusion and changed == [b.key]
+    assert doc.report_of(b.key) is None and doc.fusion(b.key) is None and changed == [b.key]
     assert doc.base_of(a.key) is a.trace and doc.base_of(b.key) is None
 
 
@@ -141,13 +147,15 @@ def test_set_sol_recolours_and_drops_results_of_the_old_one() -> None:
     trace = small_trace()
     t = TraceTracks.build(trace)
     doc.add(t)
-    doc.set_fusion(t.key, FusionResult(make_table("kernels", 0), 0.0))
+    from kviewer.session.open_trace import FUSION, Ready
+
+    doc.settle(t.key, FUSION, Ready(FusionResult(make_table("kernels", 0), 0.0)))
     reloads: list[bool] = []
     doc.traces_changed.connect(lambda: reloads.append(True))
     n = len(trace.kernels)
     table = make_table(SOL, n, {"id": np.arange(n), "dur": np.full(n, 500), "bound": ["memory"] * n, "t_sol_ns": np.full(n, 100.0)})
     doc.set_sol(t.key, SolInfo(SolResult(table)))
     assert doc.sol(t.key) is t.sol_info and t.sol_column("bound").tolist() == ["memory"] * n
-    assert t.key not in doc.fusion and reloads == [True]
+    assert doc.fusion(t.key) is None and reloads == [True]
     lane = next(ln for ln in t.lanes if ln.table == "kernels")
     assert lane.inner is not None and np.allclose(lane.inner, 100.0)
