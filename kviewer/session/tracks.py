@@ -99,6 +99,10 @@ class Group:
     children: list[Group | Lane | CounterTrack] = field(default_factory=list)
     collapsed: bool = False
     tooltip: str = ""
+    start_collapsed: bool = False
+    """collapsed when the trace opened (a deep CPU thread, the python stack)"""
+    initial_order: list[str] = field(default_factory=list)
+    """the children's labels as built (what a saved row order is compared with)"""
 
     def lanes(self) -> Iterator[Lane]:
         for c in self.children:
@@ -289,6 +293,7 @@ class TraceTracks:
                 tgroup.collapsed = sum(1 for _ in tgroup.lanes()) - _python_lanes(tgroup) > COLLAPSE_THREAD_LANES
                 parent.children.append(tgroup)
 
+        _remember_as_built(root)
         return cls(trace, trace_key, label, offset, root, lanes, lane_of, pos_of, launch, (0, int(span[1]) - offset),
                    launch_latency=launch_latency(trace, launch), sync=sync, sol_info=sol, source=source)
 
@@ -494,6 +499,16 @@ def nesting_depth(start: np.ndarray, end: np.ndarray) -> np.ndarray:
         stack.append(e)
     out[order] = res
     return out
+
+
+def _remember_as_built(g: Group) -> None:
+    """Record each group's opening state and child order (:mod:`kviewer.session.lanes` saves
+    what the user changed from it)."""
+    g.start_collapsed = g.collapsed
+    g.initial_order = [c.label for c in g.children]
+    for c in g.children:
+        if isinstance(c, Group):
+            _remember_as_built(c)
 
 
 def _python_lanes(g: Group) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -504,6 +505,7 @@ class MainWindow(QMainWindow):
         geometry = s.value("window/geometry")
         if geometry is not None:
             self.restoreGeometry(geometry)
+        self._restore_lanes(s.value("timeline/lanes"))
         state = s.value("window/state")
         if state is None or str(s.value("window/docks", "")) != LAYOUT_DOCKS:
             return False  # no layout, or one made for other docks: the default arrangement
@@ -514,7 +516,20 @@ class MainWindow(QMainWindow):
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState())
         s.setValue("window/docks", LAYOUT_DOCKS)
+        saved = self.timeline.lanes_layout.saved(self.state.traces)
+        s.setValue("timeline/lanes", json.dumps(saved.to_json()))  # the row layout, by label path
         s.sync()
+
+    def _restore_lanes(self, text: Any) -> None:
+        """The timeline's row layout saved with the window (pins, hidden rows, order, collapsed
+        groups, lane filter); a malformed value is ignored."""
+        from kviewer.session.lanes import SavedLayout
+
+        try:
+            data = json.loads(str(text)) if text else None
+        except ValueError:
+            data = None
+        self.timeline.lanes_layout.restore(SavedLayout.from_json(data))
 
     def closeEvent(self, event: Any) -> None:
         self.save_settings()

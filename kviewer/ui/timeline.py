@@ -37,14 +37,13 @@ from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QScrollBar, QToolBu
 from kviewer.session import colors
 from kviewer.ui.colors import qbrushes
 from kviewer.session.format import display_text, format_duration, format_time
+from kviewer.session.lanes import HEADER_H, LANE_H, LaneLayout, Row
 from kviewer.session.tracks import CounterTrack, Group, Lane, TraceTracks
 from kviewer.ui.viewstate import Selection, ViewState
 
 if TYPE_CHECKING:
     from PySide6.QtGui import QKeyEvent
 
-LANE_H = 18.0
-HEADER_H = 20.0
 LABEL_W = 230
 INDENT = 12.0
 #: bars at least this wide (px) get their name written inside
@@ -62,24 +61,6 @@ RANGE_FILL = QColor(60, 120, 220, 40)
 IDLE_FILL = QColor(220, 60, 40, 38)
 IDLE_EDGE = QColor(220, 60, 40, 110)
 RANGE_EDGE = QColor(40, 90, 200)
-
-
-@dataclass
-class Row:
-    """One horizontal band of the timeline."""
-
-    y: float
-    h: float
-    kind: str
-    """header | lane | counter"""
-    depth: int
-    label: str
-    tracks: TraceTracks
-    group: Group | None = None
-    lane: Lane | None = None
-    counter: CounterTrack | None = None
-    parent: Group | None = None
-    """the group whose children hold this row's lane, counter or group (None for a trace root)"""
 
 
 @dataclass
@@ -612,10 +593,8 @@ class TimelineView(QWidget):
         self.colour_version = 0
         self.top = 0.0
         self._syncing = False
-        #: lanes and counter rows the user hid, and those pinned to the top (in pin order)
-        self.hidden: set[Lane | CounterTrack] = set()
-        self.pinned: list[tuple[TraceTracks, Lane | CounterTrack]] = []
-        self.lane_filter = ""
+        #: the row layout (pins, hidden rows, order, collapsed groups, lane filter): Qt-free
+        self.lanes_layout = LaneLayout()
         #: gaps on a stream at least this long are shaded (0: none; None: the analysis default,
         #: looked up once a trace is open: it lives with the pandas code)
         self.idle_threshold_ns: float | None = None
@@ -676,72 +655,30 @@ class TimelineView(QWidget):
         state.timeSelectionChanged.connect(lambda _r: self.repaint_overlay())
 
     # layout ----------------------------------------------------------------------------------
+    @property
+    def hidden(self) -> set[Lane | CounterTrack]:
+        """Lanes and counter rows the user hid."""
+        return self.lanes_layout.hidden
+
+    @property
+    def pinned(self) -> list[tuple[TraceTracks, Lane | CounterTrack]]:
+        """Rows pinned to the top, in pin order."""
+        return self.lanes_layout.pinned
+
+    @property
+    def lane_filter(self) -> str:
+        return self.lanes_layout.filter
+
     def relayout(self) -> None:
-        rows: list[Row] = []
-        lane_rows: dict[tuple[int, int], Row] = {}
-        y = 0.0
-        needle = self.lane_filter.lower()
-        pinned_items = {id(item) for _t, item in self.pinned}
-
-        def shown(item: Lane | CounterTrack, path: str) -> bool:
-            if item in self.hidden or id(item) in pinned_items:
-                return False
-            return not needle or needle in (path + " " + item.label).lower()
-
-        def visit(tracks: TraceTracks, g: Group, depth: int, parent: Group | None, path: str) -> bool:
-            """Rows of ``g``; False (and nothing added) when the search leaves none of it."""
-            nonlocal y
-            first, y_before = len(rows), y
-            path = path + " " + g.label
-            header = Row(y, HEADER_H, "header", depth, g.label, tracks, group=g, parent=parent)
-            rows.append(header)
-            y += HEADER_H
-            any_shown = not needle or needle in path.lower()
-            if g.collapsed and not needle:
-                for lane in g.lanes():
-                    lane_rows[(tracks.key, lane.index)] = header
-                return True
-            for ch in g.children:
-                if isinstance(ch, Group):
-                    any_shown |= visit(tracks, ch, depth + 1, g, path)
-                elif shown(ch, path):
-                    any_shown = True
-                    if isinstance(ch, CounterTrack):
-                        rows.append(Row(y, LANE_H, "counter", depth + 1, ch.label, tracks, counter=ch, parent=g))
-                    else:
-                        row = Row(y, LANE_H, "lane", depth + 1, ch.label, tracks, lane=ch, parent=g)
-                        rows.append(row)
-                        lane_rows[(tracks.key, ch.index)] = row
-                    y += LANE_H
-            if not any_shown:
-                del rows[first:]
-                y = y_before
-            return any_shown
-
-        live = {t.key for t in self.state.traces}
-        self.pinned = [(t, item) for t, item in self.pinned if t.key in live]
-        if self.pinned:
-            rows.append(Row(y, HEADER_H, "header", 0, "Pinned", self.pinned[0][0]))
-            y += HEADER_H
-            for tracks, item in self.pinned:
-                label = f"{tracks.label} › {item.label}" if len(self.state.traces) > 1 else item.label
-                if isinstance(item, CounterTrack):
-                    rows.append(Row(y, LANE_H, "counter", 1, label, tracks, counter=item))
-                else:
-                    row = Row(y, LANE_H, "lane", 1, label, tracks, lane=item)
-                    rows.append(row)
-                    lane_rows[(tracks.key, item.index)] = row
-                y += LANE_H
-            y += 6.0
-        for tracks in self.state.traces:
-            visit(tracks, tracks.root, 0, None, "")
-            y += 6.0  # a little air between traces
+        rows = self.lanes_layout.layout(self.state.traces)
         self.rows = rows
         self._row_tops = [r.y for r in rows]
-        self._lane_rows = lane_rows
+        self._lane_rows = self.lanes_layout.lane_rows
         self.layout_version += 1
         self.show_hidden.setVisible(bool(self.hidden))
         self.show_hidden.setText(f"Show {len(self.hidden)} hidden lane{'s' if len(self.hidden) != 1 else ''}")
+        if self.search.text().strip() != self.lane_filter:
+            self.search.setText(self.lane_filter)  # a restored layout's filter
         self.scroll_to(self.top)
         self.item.invalidate()
         self.plot.getAxis("left").update()
@@ -759,48 +696,35 @@ class TimelineView(QWidget):
         self.item._gaps.clear()
         self.item.invalidate()
 
-    # lane management -------------------------------------------------------------------------
+    # lane management: commands to the Qt-free row layout, then a redraw -----------------------
     def set_lane_filter(self, text: str) -> None:
         """Show only the lanes whose label, or a group above them, contains ``text``."""
-        self.lane_filter = text.strip()
-        self.relayout()
+        if text.strip() != self.lane_filter:
+            self.lanes_layout.set_filter(text)
+            self.relayout()
 
     def hide_item(self, item: Lane | CounterTrack) -> None:
-        self.hidden.add(item)
-        self.pinned = [(t, i) for t, i in self.pinned if i is not item]
+        self.lanes_layout.hide(item)
         self.relayout()
 
     def unhide_all(self) -> None:
-        self.hidden.clear()
+        self.lanes_layout.unhide_all()
         self.relayout()
 
     def pin(self, tracks: TraceTracks, item: Lane | CounterTrack) -> None:
         """Keep a lane or counter row at the top of the timeline, above every trace."""
-        if all(i is not item for _t, i in self.pinned):
-            self.pinned.append((tracks, item))
+        if self.lanes_layout.pin(tracks, item):
             self.relayout()
 
     def unpin(self, item: Lane | CounterTrack) -> None:
-        self.pinned = [(t, i) for t, i in self.pinned if i is not item]
+        self.lanes_layout.unpin(item)
         self.relayout()
 
     def move(self, row: Row, step: int) -> None:
         """Move a lane, counter or group ``step`` places among its siblings (pinned rows: in
         the pinned list)."""
-        item: Any = row.lane or row.counter or row.group
-        if row.parent is None:
-            order = [i for _t, i in self.pinned]
-            if item in order:
-                j = order.index(item)
-                k = min(max(j + step, 0), len(order) - 1)
-                self.pinned.insert(k, self.pinned.pop(j))
-                self.relayout()
-            return
-        sib = row.parent.children
-        j = next(i for i, ch in enumerate(sib) if ch is item)
-        k = min(max(j + step, 0), len(sib) - 1)
-        sib.insert(k, sib.pop(j))
-        self.relayout()
+        if self.lanes_layout.move(row, step):
+            self.relayout()
 
     def row_menu(self, row: Row) -> QMenu:
         """The context menu of a row's label: collapse, pin, move, hide (and close a trace)."""
@@ -848,7 +772,7 @@ class TimelineView(QWidget):
 
     def toggle_group(self, group: Group | None) -> None:
         if group is not None:
-            group.collapsed = not group.collapsed
+            self.lanes_layout.toggle(group)
             self.relayout()
 
     # vertical scrolling ----------------------------------------------------------------------
@@ -1011,12 +935,7 @@ class TimelineView(QWidget):
         if loc is None:
             return
         lane, _pos = loc
-        changed = False
-        for g in tracks.group_path(lane):
-            if g.collapsed:
-                g.collapsed = False
-                changed = True
-        if changed:
+        if self.lanes_layout.expand_to(tracks, lane):
             self.relayout()
         row = self.row_of_lane(tracks, lane)
         if row is not None:
