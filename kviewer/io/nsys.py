@@ -34,6 +34,7 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from kviewer.core import Diagnostic, Trace, TraceMeta, make_table
+from kviewer.core.intervals import nesting_depth
 from kviewer.core.names import strip_api_version
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
 from kviewer.io.registry import CancelToken, LoaderSpec, Wanted
@@ -893,7 +894,7 @@ def _cpu_slices(parts: list[dict[str, Any]]) -> pd.DataFrame:
     cols: dict[str, Any] = {k: np.concatenate([p[k] for p in parts]) for k in keys}
     cols["name_id"] = np.concatenate([p.get("name_id", np.full(len(p["start"]), -1, dtype=np.int64)) for p in parts])
     n = len(cols["start"])
-    cols["depth"] = _depths(cols["pid"], cols["tid"], cols["start"], cols["end"])
+    cols["depth"] = nesting_depth(cols["start"], cols["end"], cols["pid"], cols["tid"])
     # names arrive as categoricals where they came from StringIds: unite their categories (each
     # distinct name hashed once), never hash a string per row
     names = [p["name"] if isinstance(p["name"], pd.Categorical) else _categorical(p["name"]) for p in parts if len(p["name"])]
@@ -906,69 +907,6 @@ def _cpu_slices(parts: list[dict[str, Any]]) -> pd.DataFrame:
     for key in ("style", "domain"):  # only NVTX ranges have them
         cols[key] = _categorical(np.concatenate([p[key] if key in p else np.full(len(p["start"]), "", dtype=object) for p in parts]))
     return make_table("cpu_slices", n, cols)
-
-
-def _depths(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Nesting depth of each interval on its (pid, tid) track: outer intervals first, 0 = outermost.
-
-    Intervals that overlap without nesting (NVTX start/end ranges may) are put one level deeper
-    than what is still open, so no two intervals on one level overlap.
-
-    The rule is a stack walk in (track, start, longest first) order: pop what ended by this
-    start, the depth is what is left open. It runs level by level in numpy: on one level the
-    intervals fall into runs that start on an empty stack (the start is at or past every end
-    before it); a run whose first interval outlasts the rest is that interval (at this level)
-    and, one level down, a problem of the same kind (its first interval never pops there). Only
-    runs with an interval outlasting the first (a partial overlap) walk the stack in Python.
-    """
-    n = len(start)
-    depth = np.zeros(n, dtype=np.int32)
-    if not n:
-        return depth
-    order = np.lexsort((-end, start, tid, pid))
-    s_all, e_all = start[order], end[order]
-    p_s, t_s = pid[order], tid[order]
-    group = np.cumsum(np.concatenate([[True], (p_s[1:] != p_s[:-1]) | (t_s[1:] != t_s[:-1])]))
-    d_s = np.zeros(n, dtype=np.int32)
-    idx = np.arange(n)
-    level = 0
-    while len(idx):
-        s, e = s_all[idx], e_all[idx]
-        first = np.ones(len(idx), dtype=bool)
-        first[1:] = group[1:] != group[:-1]
-        # the latest end so far in the group, before each interval
-        latest = pd.Series(e).groupby(group, sort=False).cummax().to_numpy()
-        run_start = first.copy()
-        run_start[1:] |= s[1:] >= latest[:-1]
-        heads = np.flatnonzero(run_start)
-        run = np.cumsum(run_start) - 1
-        nested = np.maximum.reduceat(e, heads) <= e[heads]
-        d_s[idx[heads]] = level
-        inside = nested[run] & ~run_start
-        if not nested.all():
-            _walk(idx[~nested[run]], run[~nested[run]], s_all, e_all, d_s, level)
-        idx, group = idx[inside], run[inside]
-        level += 1
-    depth[order] = d_s
-    return depth
-
-
-def _walk(members: np.ndarray, run: np.ndarray, s_all: np.ndarray, e_all: np.ndarray, d_s: np.ndarray, level: int) -> None:
-    """The stack walk over runs of intervals (consecutive in ``members``, ``run`` numbering them)
-    that each start on a stack of ``level`` enclosing intervals that do not end inside them."""
-    s_l, e_l, r_l = s_all[members].tolist(), e_all[members].tolist(), run.tolist()
-    out = [0] * len(s_l)
-    stack: list[int] = []
-    prev = None
-    for i, (s, e, r) in enumerate(zip(s_l, e_l, r_l)):
-        if r != prev:
-            stack.clear()
-            prev = r
-        while stack and stack[-1] <= s:
-            stack.pop()
-        out[i] = level + len(stack)
-        stack.append(e)
-    d_s[members] = out
 
 
 def _flows(cpu: pd.DataFrame, kernels: pd.DataFrame, gpu_ops: pd.DataFrame) -> pd.DataFrame:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kviewer.core.intervals import nesting_depth
 from kviewer.session import colors
 from kviewer.session.lod import LaneLOD, StepCounter
 
@@ -476,28 +477,6 @@ def projected_ranges(trace: Trace, launch: np.ndarray) -> dict[tuple[int, int], 
             en = np.concatenate(e_out)
             order = np.lexsort((-(en - st), st))
             out[(int(rank), int(dev))] = (ids[order], st[order], en[order])
-    return out
-
-
-def nesting_depth(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Depth of each interval (sorted by start) when nested on one thread: 0 for an outermost
-    one, 1 inside it, ... An interval that starts inside another but ends after it (clock noise)
-    is treated as nested. One pass with a stack of open ends (a Python loop: a few hundred
-    thousand slices take well under a second, in the loading thread)."""
-    n = start.shape[0]
-    out = np.zeros(n, dtype=np.int64)
-    # ties: the longer interval first, so it becomes the parent
-    order = np.lexsort((-(end - start), start))
-    stack: list[int] = []
-    s_list = start[order].tolist()
-    e_list = end[order].tolist()
-    res = [0] * n
-    for i, (s, e) in enumerate(zip(s_list, e_list)):
-        while stack and stack[-1] <= s:
-            stack.pop()
-        res[i] = len(stack)
-        stack.append(e)
-    out[order] = res
     return out
 
 

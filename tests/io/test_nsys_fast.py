@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kviewer.core.intervals import nesting_depth
 from kviewer.io import nsys
 from kviewer.io.source import connect_readonly
 from tests.hostile.build import nsys_export
@@ -169,7 +170,7 @@ def test_depths_follow_the_stack_rule_on_random_intervals() -> None:
         pid, tid = rng.integers(0, 2, n), rng.integers(0, 3, n)
         start = rng.integers(0, 30, n)
         end = start + rng.integers(-3 if trial % 5 == 0 else 0, 15, n)
-        got = nsys._depths(pid, tid, start, end)
+        got = nesting_depth(start, end, pid, tid)
         assert got.tolist() == _walk_reference(pid, tid, start, end).tolist(), (pid, tid, start, end)
 
 
@@ -178,4 +179,4 @@ def test_depths_of_deep_nesting() -> None:
     start = np.concatenate([np.arange(n), [5]])
     end = np.concatenate([1000 - np.arange(n), [2000]])
     pid = tid = np.zeros(n + 1, dtype=np.int64)
-    assert nsys._depths(pid, tid, start, end).tolist() == _walk_reference(pid, tid, start, end).tolist()
+    assert nesting_depth(start, end, pid, tid).tolist() == _walk_reference(pid, tid, start, end).tolist()

@@ -14,7 +14,7 @@ import pytest
 
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace, UnsupportedFormat
 from kviewer.io import load, registry
-from kviewer.io.rocprof.common import nesting_depth
+from kviewer.core.intervals import nesting_depth
 
 pytestmark = pytest.mark.samples
 
@@ -277,8 +277,8 @@ def test_v1_fragment_sniffed_not_kineto(tmp_path: Path) -> None:
 
 
 def test_nesting_depth() -> None:
-    #           A [0,100)   B [10,50) in A   C [20,30) in B   D [60,70) in A   E [95,120) overlaps A
+    #           A [0,100)   B [10,50) in A   C [20,30) in B   D [60,70) in A   E [95,120) overlaps A: one level down
     start = np.array([0, 10, 20, 60, 95, 0])
     end = np.array([100, 50, 30, 70, 120, 5])
     tid = np.array([1, 1, 1, 1, 1, 2])
-    assert nesting_depth(tid, start, end).tolist() == [0, 1, 2, 1, 0, 0]
+    assert nesting_depth(start, end, tid).tolist() == [0, 1, 2, 1, 1, 0]

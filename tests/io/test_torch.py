@@ -32,7 +32,7 @@ from kviewer.errors import (
 from kviewer.io import CancelToken, detect, load
 from kviewer.io import torch as kineto
 from kviewer.io.source import HEAD_SIZE, read_head
-from kviewer.io.torch.columns import _depth
+from kviewer.core.intervals import nesting_depth
 
 # every PyTorch profiler trace in ../shared/samples/torch (the big one has its own test)
 SHARED = [
@@ -202,38 +202,31 @@ def test_every_launched_kernel_has_a_flow(trace_path: Path) -> None:
 
 
 def test_depth_is_nesting_on_each_track(trace_path: Path) -> None:
-    """The vectorised depth equals a direct count: slices before it on its track (start order,
-    longest first) that are still open at its start."""
+    """The loaded depth follows the stack rule (:func:`brute_depth`, one slice at a time) on each
+    track of the real trace (a CPU thread, or a GPU annotation track)."""
     cpu = load(trace_path).cpu_slices
     gpu_track = cpu["category"].astype(str).isin(["gpu_annotation", "sync"]).to_numpy()
     keys = list(zip(cpu["pid"].tolist(), cpu["tid"].tolist(), gpu_track.tolist()))
-    rows: dict[tuple[int, int, bool], list[int]] = collections.defaultdict(list)
-    for i, key in enumerate(keys):
-        rows[key].append(i)
-    start, end, depth = cpu["start"].to_numpy(), cpu["end"].to_numpy(), cpu["depth"].to_numpy()
-    for idx in rows.values():
-        order = sorted(idx, key=lambda i: (start[i], -max(end[i], start[i])))
-        open_ends: list[float] = []  # ends of earlier slices, sorted
-        for i in order:
-            s = start[i]
-            # a zero-length slice occupies [s, s + 0.5): it contains slices starting at s
-            e = end[i] if end[i] > s else s + 0.5
-            still_open = len(open_ends) - bisect.bisect_right(open_ends, s)
-            assert depth[i] == still_open
-            bisect.insort(open_ends, e)
+    number = {k: i for i, k in enumerate(sorted(set(keys)))}
+    track = [number[k] for k in keys]
+    start, end = cpu["start"].tolist(), cpu["end"].tolist()
+    assert cpu["depth"].tolist() == brute_depth(track, start, end)
 
 
 def brute_depth(track: list[int], start: list[int], end: list[int]) -> list[int]:
-    """Slices before me on my track (start order, longest first) still open at my start; a
-    zero-length slice is open for half a nanosecond."""
-    order = sorted(range(len(start)), key=lambda i: (track[i], start[i], -max(end[i], start[i] + 0.5)))
+    """The stack rule one slice at a time: per track in (start, longest first) order, pop what
+    ended by my start; my depth is what is left open (a partial overlap goes one level down)."""
+    order = sorted(range(len(start)), key=lambda i: (track[i], start[i], -end[i]))
     depth = [0] * len(start)
-    for pos, i in enumerate(order):
-        depth[i] = sum(
-            1
-            for j in order[:pos]
-            if track[j] == track[i] and (end[j] if end[j] > start[j] else start[j] + 0.5) > start[i]
-        )
+    stack: list[int] = []
+    current = None
+    for i in order:
+        if track[i] != current:
+            stack, current = [], track[i]
+        while stack and stack[-1] <= start[i]:
+            stack.pop()
+        depth[i] = len(stack)
+        stack.append(end[i])
     return depth
 
 
@@ -249,7 +242,7 @@ def test_depth_with_ties_and_zero_length_slices(presorted: bool, ties: bool) -> 
     if presorted:
         spans.sort(key=lambda x: x[1])
     track, start, end = (np.array(v, dtype=np.int64) for v in zip(*spans))
-    got = _depth(track, start, end)
+    got = nesting_depth(start, end, track)
     assert got.tolist() == brute_depth(track.tolist(), start.tolist(), end.tolist())
 
 

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kviewer.session.tracks import Group, TraceTracks, nesting_depth
+from kviewer.core.intervals import nesting_depth
+from kviewer.session.tracks import Group, TraceTracks
 
 
 def test_nesting_depth() -> None:

@@ -480,39 +480,6 @@ def flops_columns(counters: Mapping[str, np.ndarray], n: int) -> dict[str, np.nd
 
 
 # ---------------------------------------------------------------------------------------------
-# host intervals
-
-
-def nesting_depth(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Nesting depth of intervals on their thread (``group`` = one id per thread).
-
-    Intervals are taken in (thread, start, longest first) order; an interval is nested in the
-    innermost open one that ends at or after it. A partial overlap (which API traces can show
-    when a callback is delayed) is treated as a sibling rather than a child.
-    """
-    n = len(start)
-    depth = np.zeros(n, dtype=np.int32)
-    if n == 0:
-        return depth
-    order = np.lexsort((-(end - start), start, group))
-    stack_end: list[int] = []
-    current = None
-    g = group[order]
-    s = start[order]
-    e = end[order]
-    for k in range(n):
-        if g[k] != current:
-            current = g[k]
-            stack_end = []
-        # pop what closed before this one starts, and what only partly overlaps it
-        while stack_end and (stack_end[-1] <= s[k] or stack_end[-1] < e[k]):
-            stack_end.pop()
-        depth[order[k]] = len(stack_end)
-        stack_end.append(int(e[k]))
-    return depth
-
-
-# ---------------------------------------------------------------------------------------------
 # rocprof --stats files
 
 

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import Diagnostic, Trace, TraceMeta, schema
+from kviewer.core.intervals import nesting_depth
 from kviewer.errors import LoadError, UnsupportedFormat
 from kviewer.io.rocprof import common as rc
 from kviewer.io.registry import CancelToken, LoaderSpec
@@ -774,7 +775,7 @@ def api_parts_with_depth(parts: list[Part]) -> None:
     groups = np.concatenate([np.full(len(p.cols["start"]), i) for i, p in enumerate(parts)])
     group_names = np.array([p.group for p in parts], dtype=object)[groups]
     key = pd.factorize(pd.Series(list(zip(group_names, pid, tid))))[0] if len(starts) else np.array([], dtype=np.int64)
-    depth = rc.nesting_depth(np.asarray(key), starts, ends)
+    depth = nesting_depth(starts, ends, np.asarray(key))
     k = 0
     for p in parts:
         n = len(p.cols["start"])

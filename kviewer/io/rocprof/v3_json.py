@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import Diagnostic, Trace, TraceMeta, schema
+from kviewer.core.intervals import nesting_depth
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
 from kviewer.io.rocprof import common as rc
 from kviewer.io.registry import CancelToken, LoaderSpec
@@ -598,7 +599,7 @@ def _api(entry: ToolEntry, pid: int) -> dict[str, Any] | None:
         "tid": tid,
         "pid": np.full(m, pid, dtype=np.int64),
         "correlation": np.where(corr > 0, corr, -1),
-        "depth": rc.nesting_depth(tid, start, end),
+        "depth": nesting_depth(start, end, tid),
     }
 
 

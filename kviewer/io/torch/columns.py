@@ -14,6 +14,7 @@ import pandas as pd
 from msgspec import Raw
 
 from kviewer.core import Diagnostic, Trace, TraceMeta, make_table
+from kviewer.core.intervals import nesting_depth
 from kviewer.core.names import short_name
 from kviewer.errors import CorruptTrace
 from kviewer.io.registry import CancelToken
@@ -166,46 +167,6 @@ def _int_or(values: list[Any]) -> np.ndarray:
         if _I64_MIN <= number <= _I64_MAX:
             out[i] = number
     return out
-
-
-def _depth(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Nesting depth of intervals on their track, vectorised.
-
-    Sort by (track, start, longest first); the depth of a slice is the number of slices before
-    it on its track that have not ended by its start. In doubled units a zero-length slice
-    occupies [2s, 2s+1), so every interval has end > start and the slices counted as "ended by
-    my start" are always among those sorted before me. Partly overlapping slices (which Kineto
-    does write, e.g. a runtime call that outlives its op by a few ns) get stack-like depths.
-    """
-    n = len(track)
-    if n == 0:
-        return np.zeros(0, dtype=np.int32)
-    lo = int(start.min())
-    s2 = (start - lo) * 2
-    e2 = np.where(end > start, (end - lo) * 2, s2 + 1)
-    span = int(e2.max()) + 2
-    n_tracks = int(track.max()) + 1
-    if n_tracks * span < 2**62:
-        rs, re_, m = s2, e2, np.int64(span)
-    else:  # a long trace with many tracks: rank the times so (track, time) fits one int64
-        times, inv = np.unique(np.concatenate([s2, e2]), return_inverse=True)
-        rs, re_, m = inv[:n].astype(np.int64), inv[n:].astype(np.int64), np.int64(len(times) + 1)
-    order = None
-    if np.all(start[1:] >= start[:-1]):
-        # already in start order (the loader's case): a stable sort by track gives (track, start)
-        # order, which is the full key unless two slices of a track start together
-        order = np.argsort(track, kind="stable")
-        t_o, s_o = track[order], start[order]
-        if np.any((t_o[1:] == t_o[:-1]) & (s_o[1:] == s_o[:-1])):
-            order = None
-    if order is None:
-        order = np.lexsort((-re_, rs, track))
-    first = np.searchsorted(track[order], track, side="left")  # each track's first sorted position
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n, dtype=np.int64)
-    ekey = np.sort(track * m + re_)
-    ended = np.searchsorted(ekey, track * m + rs, side="right") - np.searchsorted(ekey, track * m, side="left")
-    return (rank - first - ended).astype(np.int32)
 
 
 def _track(pid: np.ndarray, tid: np.ndarray, gpu: np.ndarray) -> np.ndarray:
@@ -428,7 +389,7 @@ class _Columns:
         c_cat = ccat[ci].astype(np.int8)
         c_start, c_dur = start[ci], dur[ci]
         track = _track(pid[ci], tid[ci], np.isin(c_cat, _GPU_TRACK))
-        depth = _depth(track, c_start, c_start + np.maximum(c_dur, 0))
+        depth = nesting_depth(c_start, c_start + np.maximum(c_dur, 0), track)
         cpu_slices = make_table(
             "cpu_slices",
             n_cpu,
