@@ -29,7 +29,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kviewer.core.text import display_text
-from kviewer.core.units import format_duration, format_signed_duration
+from kviewer.session.format import (
+    UNKNOWN,
+    format_count,
+    format_count_int,
+    format_duration,
+    format_percent,
+    format_signed_duration,
+    format_signed_pct,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -123,37 +131,17 @@ class Report:
 # formatting
 
 
-#: how an unknown value is shown: never 0
-UNKNOWN = "—"
-
-
-def fmt_ns(value: float) -> str:
-    return format_duration(value) if value is not None and math.isfinite(value) else UNKNOWN
-
-
+# the one formatting module's formatters under the names this module and fleet/write use; an
+# unknown value is "—" in a report, as in the window (session/format.py)
+fmt_ns = format_duration
 fmt_signed_ns = format_signed_duration
+fmt_count = format_count
+fmt_int = format_count_int
 
 
 def fmt_pct(value: float, signed: bool = False) -> str:
-    if value is None or not math.isfinite(value):
-        return UNKNOWN
-    return f"{value:+.1f}%" if signed else f"{value:.1f}%"
-
-
-def fmt_int(value: float) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return ""
-    return f"{int(value):,}"
-
-
-def fmt_count(value: float) -> str:
-    """``1.2e12`` -> ``1.20 T``."""
-    if value is None or not math.isfinite(value):
-        return UNKNOWN
-    for suffix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= scale:
-            return f"{value / scale:.2f} {suffix}"
-    return f"{value:.0f}"
+    """``12.34`` -> ``12.3%`` (``+12.3%`` when ``signed``); unknown "—"."""
+    return format_signed_pct(value) if signed else format_percent(value)
 
 
 def report_format(path: str | os.PathLike[str]) -> str:
@@ -417,7 +405,7 @@ def _fusion_section(t: Trace, sol: SolResult | None, top: int, who: str) -> Sect
     total = result.summary()
     sec.blocks.append(
         Paragraph(
-            f"{len(df):,} candidates; estimated saving {fmt_ns(total['savings_ns']) if math.isfinite(total['savings_ns']) else UNKNOWN} "
+            f"{len(df):,} candidates; estimated saving {fmt_ns(total['savings_ns'])} "
             f"of {fmt_ns(total['kernel_ns'])} kernel time ({fmt_pct(total['savings_pct'])})"
             + (f"; {total['unknown']:,} without an estimate (unknown sizes)." if total["unknown"] else ".")
         )
@@ -425,7 +413,7 @@ def _fusion_section(t: Trace, sol: SolResult | None, top: int, who: str) -> Sect
     rows = [
         [
             fmt_int(r.rank), str(r.kind), str(r.chain), fmt_int(r.count), fmt_ns(r.measured_ns),
-            fmt_ns(r.fused_est_ns) if math.isfinite(r.fused_est_ns) else UNKNOWN, fmt_ns(r.savings_ns) if math.isfinite(r.savings_ns) else UNKNOWN,
+            fmt_ns(r.fused_est_ns), fmt_ns(r.savings_ns),
             fmt_pct(r.gpu_time_pct), f"{r.remedy} ({r.confidence} confidence)", str(r.note),
         ]
         for r in df.head(top).itertuples(index=False)
@@ -457,8 +445,8 @@ def _compare_section(r: CompareResult, top: int) -> Section:
     rows = []
     for t in r.totals.itertuples(index=False):
         is_ns = str(t.unit) == "ns"
-        f = fmt_ns if is_ns else (lambda v: fmt_int(v) if math.isfinite(v) else "")
-        delta = fmt_signed_ns(t.delta) if is_ns else (f"{t.delta:+,.0f}" if math.isfinite(t.delta) else "")
+        f = fmt_ns if is_ns else fmt_int
+        delta = fmt_signed_ns(t.delta) if is_ns else (f"{t.delta:+,.0f}" if math.isfinite(t.delta) else UNKNOWN)
         rows.append([str(t.metric), f(t.a), f(t.b), delta, fmt_pct(t.delta_pct, signed=True)])
     sec.blocks.append(Table(["metric", "A", "B", "B − A", "change"], rows, [False, True, True, True, True], caption="totals"))
 

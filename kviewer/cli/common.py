@@ -272,6 +272,7 @@ def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80, n
     import pandas as pd
 
     from kviewer.core.text import display_text
+    from kviewer.session.format import UNKNOWN
 
     cols = [display_text(c) for c in df.columns]
     cells: list[list[str]] = []
@@ -281,7 +282,7 @@ def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80, n
         line = []
         for value, is_num in zip(row, numeric):
             if is_num and isinstance(value, float):
-                text = "—" if math.isnan(value) else f"{value:,.{float_digits}f}"  # unknown, never 0
+                text = UNKNOWN if math.isnan(value) else f"{value:,.{float_digits}f}"  # unknown, never 0
             elif is_num and not isinstance(value, str):
                 text = f"{value:,}"
             else:

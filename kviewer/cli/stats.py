@@ -83,8 +83,10 @@ def write_report(df: "pd.DataFrame", report: Any, fmt: str, out: Any, raw_csv: b
     import numpy as np
     import pandas as pd
 
+    from kviewer.session.format import UNKNOWN, UNKNOWN_CSV
+
     cells: dict[str, Any] = {}
-    unknown = "" if fmt == "csv" else "—"
+    unknown = UNKNOWN_CSV if fmt == "csv" else UNKNOWN
     for col in report.columns:
         series = df[col.header]
         if col.text:  # names repeat: categorical, so the CSV guard maps each distinct name once

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from kviewer.fleet.analyze import FleetResult
-from kviewer.report import Facts, Paragraph, Report, Section, Svg, Table, fmt_ns, fmt_pct, html_escape, write_report
+from kviewer.report import Facts, Paragraph, Report, Section, Svg, Table, fmt_pct, html_escape, write_report
+from kviewer.session.format import UNKNOWN, format_count_int, format_duration, format_signed_duration
 
 #: index columns of the SQLite tables
 KEYS = {"runs": ["run"], "files": ["run", "rank"], "ranks": ["run", "rank"], "steps": ["run", "step"], "rank_steps": ["run", "rank", "step"],
@@ -77,7 +78,7 @@ def build_fleet_report(result: FleetResult, pictures: bool = True, max_runs: int
     sections = [Section("Fleet", [Facts(facts)] + [Paragraph(w) for w in r.warnings[:20]])]
     if len(r.runs) > 1:
         rows = [[str(x.run), f"{x.ranks:,}", f"{x.failed:,}", _ns(x.mean_step_ns), _ns(x.kernel_ns_per_rank), _ns(x.comm_ns_per_rank),
-                 "baseline" if x.baseline else fmt_pct(x.slower_pct, signed=True), "" if pd.isna(x.straggler) else str(x.straggler)]
+                 "baseline" if x.baseline else fmt_pct(x.slower_pct, signed=True), UNKNOWN if pd.isna(x.straggler) else str(x.straggler)]
                 for x in r.runs.itertuples()]
         blocks: list = [Table(["run", "ranks", "failed", "mean step", "kernel time / rank", "communication / rank", "vs baseline", "straggler"],
                               rows, [False, True, True, True, True, True, True, True], wide=(0,))]
@@ -105,11 +106,10 @@ def build_fleet_report(result: FleetResult, pictures: bool = True, max_runs: int
 
 
 def _ns(v: object, signed: bool = False) -> str:
-    if v is None or v is pd.NA or (isinstance(v, float) and not math.isfinite(v)):
-        return ""
-    from kviewer.report import fmt_signed_ns
-
-    return fmt_signed_ns(float(v)) if signed else fmt_ns(float(v))
+    """A duration in the fleet report; unknown "—" (the one formatting module's rule)."""
+    if v is None or v is pd.NA:
+        return UNKNOWN
+    return format_signed_duration(float(v)) if signed else format_duration(float(v))  # type: ignore[arg-type]
 
 
 def _run_sections(r: FleetResult, run: str, pictures: bool) -> list[Section]:
@@ -155,7 +155,7 @@ def _run_sections(r: FleetResult, run: str, pictures: bool) -> list[Section]:
 
 
 def _int(v: object) -> str:
-    return "" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{int(v):,}"  # type: ignore[call-overload]
+    return UNKNOWN if v is None or v is pd.NA else format_count_int(v)  # type: ignore[arg-type]
 
 
 def _key(prefix: str, run: str) -> str:
@@ -179,7 +179,7 @@ def _axis_ms(y0: float, y1: float, top: int, bottom: int, left: int, right: int)
         v = y0 + (y1 - y0) * i / 4
         y = bottom - (bottom - top) * i / 4
         out.append(f'<line x1="{left}" x2="{right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e7eb"/>')
-        out.append(f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{html_escape(fmt_ns(v))}</text>')
+        out.append(f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{html_escape(format_duration(v))}</text>')
     return out
 
 

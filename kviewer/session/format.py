@@ -1,8 +1,10 @@
-"""Human formatting of times and numbers for the views (no Qt).
+"""The one formatting module: how numbers and times are written for people, by the window, the
+CLI's tables, the report and the fleet report (no Qt, no pandas).
 
-The formatters live in :mod:`kviewer.core.units`; they are imported on first use because importing
-any ``kviewer.core`` module imports the package, which loads pandas, and the window must appear
-without it (the loaders import it in the background).
+Unknown is never 0; it is written one way per destination: :data:`UNKNOWN` ("—") wherever a
+person reads it (the window, terminal tables, HTML/Markdown reports), :data:`UNKNOWN_CSV` (an
+empty cell) in CSV and ``null`` in JSON. Every formatter here returns :data:`UNKNOWN` for None,
+NaN and infinities.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "FORMATTERS",
     "UNKNOWN",
+    "UNKNOWN_CSV",
     "format_bytes",
     "format_count",
     "format_duration",
@@ -17,6 +20,7 @@ __all__ = [
     "format_int",
     "format_number",
     "format_pct",
+    "format_percent",
     "format_plain",
     "format_signed_duration",
     "format_signed_pct",
@@ -24,39 +28,47 @@ __all__ = [
     "format_value",
 ]
 
+import math
 from collections.abc import Callable
 
-
-#: how the GUI shows an unknown value: never 0
+#: how an unknown value is shown to a person (window, terminal table, report): never 0
 UNKNOWN = "—"
+#: how an unknown value is written in CSV: an empty cell
+UNKNOWN_CSV = ""
+
+
+def known(value: float | None) -> bool:
+    """A value that can be shown (not None, NaN or infinite)."""
+    return value is not None and math.isfinite(value)
 
 
 def format_duration(ns: float | None) -> str:
-    """A duration with a unit chosen for it (ns, µs, ms, s); see :func:`kviewer.core.units.format_duration`.
-    Unknown (None, NaN) is "—"."""
-    from kviewer.core.units import format_duration as impl
-
-    if ns is None or ns != ns:
+    """``1234`` -> ``1.234 µs``: three decimals in the largest unit that fits (ns, µs, ms, s)."""
+    if ns is None or not known(ns):
         return UNKNOWN
-    return impl(ns)
+    a = abs(ns)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if a >= scale:
+            return f"{ns / scale:.3f} {unit}"
+    return f"{ns:.0f} ns"
 
 
 def format_count(value: float | None) -> str:
-    """A count with an SI suffix (k, M, G, T); see :func:`kviewer.core.units.format_count`."""
-    from kviewer.core.units import format_count as impl
-
-    if value is None or value != value:
+    """A count with an SI suffix: ``1.5e9`` -> ``1.50 G``; below 1000 whole numbers as they are,
+    fractions with two decimals (``2.5`` -> ``2.50``)."""
+    if value is None or not known(value):
         return UNKNOWN
-    return impl(value)
+    a = abs(value)
+    for suffix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if a >= scale:
+            return f"{value / scale:.2f} {suffix}"
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
 
 
 def format_signed_duration(ns: float | None) -> str:
     """A difference of durations: like :func:`format_duration` with a ``+`` on positive values."""
-    from kviewer.core.units import format_signed_duration as impl
-
-    if ns is None or ns != ns:
-        return UNKNOWN
-    return impl(ns)
+    text = format_duration(ns)
+    return "+" + text if text != UNKNOWN and ns is not None and ns > 0 else text
 
 
 def format_bytes(value: float | None) -> str:
@@ -69,28 +81,34 @@ def format_bytes(value: float | None) -> str:
 
 def format_pct(value: float | None) -> str:
     """A percentage (the header says "%"): ``12.345`` -> ``12.3``."""
-    if value is None or value != value:
+    if value is None or not known(value):
         return UNKNOWN
     return f"{float(value):.1f}"
 
 
+def format_percent(value: float | None) -> str:
+    """A percentage in running text: ``12.345`` -> ``12.3%``."""
+    text = format_pct(value)
+    return text if text == UNKNOWN else text + "%"
+
+
 def format_signed_pct(value: float | None) -> str:
     """A relative change: ``12.345`` -> ``+12.3%``."""
-    if value is None or value != value:
+    if value is None or not known(value):
         return UNKNOWN
     return f"{float(value):+.1f}%"
 
 
 def format_int(value: float | None) -> str:
     """An identifier-like integer (device, stream, rank), without separators."""
-    if value is None or value != value:
+    if value is None or not known(value):
         return UNKNOWN
     return str(int(value))
 
 
 def format_count_int(value: float | None) -> str:
     """A count with thousands separators: ``12345`` -> ``12,345``."""
-    if value is None or value != value:
+    if value is None or not known(value):
         return UNKNOWN
     return f"{int(value):,}"
 
