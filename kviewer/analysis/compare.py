@@ -387,7 +387,7 @@ def _labels(name_a: np.ndarray, name_b: np.ndarray, variant_a: np.ndarray, varia
             base = va if va == vb else f"{va} / {vb}"
         else:
             # the normalised name: no Triton index suffix, no template arguments
-            base = short_name(matching.normalise_name(na or nb))
+            base = short_name(matching.normalise_kernel_name(na or nb))
         labels.append(f"{base} [{o}]" if o and o != base else base)
     out = np.array(labels, dtype=object)
     # labels that coincide (one template kernel instantiated for several functors, or launched
@@ -412,7 +412,7 @@ _HINT_SKIP = frozenset({"float", "double", "int", "bool", "char", "half", "long"
 def template_hint(name: str) -> str:
     """The first telling template argument of a kernel, e.g. ``CUDAFunctor_add`` for
     ``vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3>>``."""
-    norm = matching.normalise_name(name)
+    norm = matching.normalise_kernel_name(name)
     if "<" not in norm:
         return ""
     inner = norm[norm.index("<") + 1 : norm.rindex(">")] if norm.endswith(">") else ""

@@ -122,7 +122,7 @@ class DeviceSpec:
         return any(re.search(p, normalised) for p in self.match)
 
 
-def normalise_name(name: str) -> str:
+def normalise_device_name(name: str) -> str:
     """Lower-case, punctuation to single spaces: "NVIDIA A100-SXM4-40GB" -> "nvidia a100 sxm4 40gb"."""
     return " ".join(re.sub(r"[^a-z0-9]+", " ", name.lower()).split())
 
@@ -264,7 +264,7 @@ def recognise(
     memory_bytes = float(memory_bytes) if memory_bytes is not None else -1.0
     clock_hz = float(clock_hz) if clock_hz is not None else math.nan
     reported = _describe(name, architecture, compute_capability, sm_count, memory_bytes, clock_hz)
-    norm = normalise_name(name or "")
+    norm = normalise_device_name(name or "")
     arch = _arch_key(architecture)
     if not arch and compute_capability:
         cc_match = re.match(r"(\d+)\.(\d+)", compute_capability.strip())
@@ -342,8 +342,8 @@ def find_device(query: str, devices: Mapping[str, DeviceSpec] | None = None) -> 
     key = q.lower().replace("-", "_").replace(" ", "_")
     if key in table:
         return table[key]
-    norm = normalise_name(q)
-    exact = [s for s in table.values() if normalise_name(s.name) == norm]
+    norm = normalise_device_name(q)
+    exact = [s for s in table.values() if normalise_device_name(s.name) == norm]
     if len(exact) == 1:
         return exact[0]
     hits = [s for s in table.values() if s.matches_name(norm)]
@@ -432,3 +432,7 @@ def devices_for_trace(
                     advice=device_hint(table),
                 )
     return result
+
+
+#: the name :func:`normalise_device_name` had before; kept for branches written against it
+normalise_name = normalise_device_name

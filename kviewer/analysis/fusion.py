@@ -356,9 +356,9 @@ def _empty() -> pd.DataFrame:
 
 
 def _op_dims(trace: Trace, sol: pd.DataFrame) -> np.ndarray:
-    from kviewer.analysis.kinds import kernel_op_names
+    from kviewer.analysis.kinds import kernel_op_info
 
-    return kernel_op_names(trace)[1]
+    return kernel_op_info(trace)[1]
 
 
 _EPILOGUE_OPS = frozenset("add sub mul div gelu relu silu sigmoid tanh clamp clamp_min hardtanh leaky_relu dropout".split())

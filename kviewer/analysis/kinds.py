@@ -249,7 +249,7 @@ def op_kind(op_name: str) -> str:
     return ""
 
 
-def kernel_ops(trace: Trace) -> np.ndarray:
+def kernel_op_rows(trace: Trace) -> np.ndarray:
     """THE kernel -> op join: for every kernel, the ``cpu_slices`` row position of the framework op
     that launched it (-1 when unknown).
 
@@ -282,9 +282,9 @@ def kernel_ops(trace: Trace) -> np.ndarray:
     return out
 
 
-def kernel_op_names(trace: Trace, ops: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def kernel_op_info(trace: Trace, ops: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Launching op name and its input shapes (JSON text) per kernel, ``""`` where unknown."""
-    ops = kernel_ops(trace) if ops is None else ops
+    ops = kernel_op_rows(trace) if ops is None else ops
     names = np.full(len(ops), "", dtype=object)
     dims = np.full(len(ops), "", dtype=object)
     has = ops >= 0
@@ -354,8 +354,8 @@ def classify(trace: Trace, ops: np.ndarray | None = None) -> pd.DataFrame:
     """
     k = trace.kernels
     n = len(k)
-    ops = kernel_ops(trace) if ops is None else ops
-    op_names, _ = kernel_op_names(trace, ops)
+    ops = kernel_op_rows(trace) if ops is None else ops
+    op_names, _ = kernel_op_info(trace, ops)
     cats = k["name"].astype("category") if n else pd.Series([], dtype="category")
     by_cat = np.array([name_kind(str(c)) for c in cats.cat.categories] + ["other"], dtype=object)
     nkind = by_cat[cats.cat.codes.to_numpy()] if n else np.array([], dtype=object)
@@ -396,3 +396,8 @@ def classify(trace: Trace, ops: np.ndarray | None = None) -> pd.DataFrame:
          "op_kind": okind, "name_kind": nkind},
         columns=CLASSIFY_COLUMNS,
     )
+
+
+#: the name :func:`kernel_op_rows` had before (it returns row positions); kept for branches
+#: written against it, to be removed
+kernel_ops = kernel_op_rows

@@ -12,7 +12,7 @@ the other report shares.
 Keys of a kernel
 ----------------
 ``norm``
-    :func:`normalise_name`: no return type, no argument list, no namespace qualifiers (the .ncu-rep
+    :func:`normalise_kernel_name`: no return type, no argument list, no namespace qualifiers (the .ncu-rep
     and the CSV export of one Nsight Compute report disagree on them), canonical spacing and integer
     literals, AMD ``.kd`` suffixes and compiler index/hash suffixes removed; template arguments
     kept (``vectorized_elementwise_kernel<8, CUDAFunctor_add<BFloat16>, ...>`` and ``<4, ...>``
@@ -154,7 +154,7 @@ def _unqualified(s: str) -> str:
     return _QUALIFIER.sub("", s)
 
 
-def normalise_name(name: str, strip_templates: bool = False) -> str:
+def normalise_kernel_name(name: str, strip_templates: bool = False) -> str:
     """The matching name of a kernel.
 
     Parameters
@@ -166,11 +166,11 @@ def normalise_name(name: str, strip_templates: bool = False) -> str:
 
     Examples
     --------
-    >>> normalise_name("void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)")
+    >>> normalise_kernel_name("void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)")
     'vectorized_elementwise_kernel<8,CUDAFunctor_add<BFloat16>,array<char*,3>>'
-    >>> normalise_name("triton_poi_fused__unsafe_view_add_gelu_mul_2")
+    >>> normalise_kernel_name("triton_poi_fused__unsafe_view_add_gelu_mul_2")
     'triton_poi_fused__unsafe_view_add_gelu_mul'
-    >>> normalise_name("Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1 (.kd)")
+    >>> normalise_kernel_name("Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1 (.kd)")
     'Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1'
     """
     s = _unqualified(_identifier(name))
@@ -199,7 +199,7 @@ def variant_name(name: str) -> str:
     ``void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>(...)``
     -> ``cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_tn_align8``.
     """
-    ident = normalise_name(name)
+    ident = normalise_kernel_name(name)
     bare = drop_templates(ident)
     if bare in _WRAPPERS and "<" in ident:
         inner = ident[ident.index("<") + 1 : -1]
@@ -239,7 +239,7 @@ def fused_ops(name: str) -> str | None:
     Inductor names a fused kernel after the aten ops it fuses, joined by ``_``; op names contain
     underscores themselves, so the caller tests ``f"_{op}_" in fused`` rather than splitting.
     """
-    m = _FUSED.search(normalise_name(name))
+    m = _FUSED.search(normalise_kernel_name(name))
     if not m:
         return None
     return "_" + m.group(1) + "_"
@@ -252,7 +252,7 @@ def _op_word(op: str) -> str:
 
 
 def _name_words(name: str) -> set[str]:
-    return {w.lower() for w in _CAMEL.findall(normalise_name(name))}
+    return {w.lower() for w in _CAMEL.findall(normalise_kernel_name(name))}
 
 
 def fused_into(op: str, names: Iterable[str], fused: str) -> bool:
@@ -287,23 +287,23 @@ def factorize(values: pd.Series | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int64), np.array(["" if u is None else str(u) for u in uniq], dtype=object)
 
 
-def kernel_ops(trace: Trace) -> np.ndarray:
+def kernel_op_names(trace: Trace) -> np.ndarray:
     """The framework op that launched each kernel (object array of str, ``""`` when unknown).
 
     PyTorch traces carry an External id on every kernel and on the op that launched it; the op is
     the ``cpu_slices`` row of category ``op`` with that id (the innermost op, since Kineto gives
     the launch the id of the op it ran in). When several op rows share an id, the deepest wins.
     """
-    return kernel_op_info(trace)[0]
+    return _kinds.kernel_op_info(trace)[0]
 
 
-def kernel_op_info(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Launching op name and its input shapes (``cpu_slices.input_dims``) per kernel.
+#: launching op name and its input shapes per kernel (:func:`kviewer.analysis.kinds.kernel_op_info`)
+kernel_op_info = _kinds.kernel_op_info
 
-    Both are object arrays of str, ``""`` where unknown; the join is
-    :func:`kviewer.analysis.kinds.kernel_ops` (on rank and external id).
-    """
-    return _kinds.kernel_op_names(trace)
+#: the names these had before (``kernel_ops`` and ``normalise_name`` now say what they return);
+#: kept for branches written against them, to be removed
+kernel_ops = kernel_op_names
+normalise_name = normalise_kernel_name
 
 
 @dataclass(frozen=True)
@@ -347,7 +347,7 @@ def kernel_groups(
     trace
         The report.
     ops
-        Launching op per kernel (from :func:`kernel_ops`); pass an array of ``""`` to group
+        Launching op per kernel (from :func:`kernel_op_names`); pass an array of ``""`` to group
         without ops. Computed when None.
     options
         Name normalisation and launch-size options.
@@ -375,10 +375,10 @@ def kernel_groups(
             {"count": np.int64, "total_ns": np.int64, "ss": np.float64, "nsub": np.int64}
         ), np.zeros(0, dtype=np.int64)
     if ops is None:
-        ops = kernel_ops(trace)
+        ops = kernel_op_names(trace)
     # normalise each distinct name once (names repeat a lot); group on integer codes
     inv, uniq = factorize(k["name"])
-    norm_u = np.array([normalise_name(s, opts.strip_templates) for s in uniq], dtype=object)
+    norm_u = np.array([normalise_kernel_name(s, opts.strip_templates) for s in uniq], dtype=object)
     variant_u = np.array([variant_name(s) for s in uniq], dtype=object)
     kind_u = np.array([kernel_kind(s) for s in uniq], dtype=object)
     norm_code_u, norm_vals = pd.factorize(norm_u)

@@ -1,7 +1,7 @@
 """FLOPs and bytes of a kernel, modelled from the PyTorch op that launched it.
 
 A kernel's launching op comes from the one kernel -> op join
-(:func:`kviewer.analysis.kinds.kernel_ops`: rank and External id, the innermost op). That op's
+(:func:`kviewer.analysis.kinds.kernel_op_rows`: rank and External id, the innermost op). That op's
 recorded input shapes (``input_dims``), dtypes (``input_types``) and scalar arguments
 (``concrete_inputs``: strides, paddings, ``is_causal``) give:
 

@@ -2,7 +2,7 @@
 
 Kernels are paired by launch order within each (normalised name, grid, block) group: the n-th
 launch of a kernel in A with the n-th launch of the same kernel in B. Names go through
-:func:`kviewer.analysis.matching.normalise_name`, so one kernel written by two demanglers (the
+:func:`kviewer.analysis.matching.normalise_kernel_name`, so one kernel written by two demanglers (the
 .ncu-rep's ``at::native::…<(int)4, …>`` and its CSV export's ``at::…<4, …>``) is one kernel.
 
 For every pair, every metric of either report is put side by side: ``a``, ``b``, ``delta = b - a``
@@ -59,11 +59,11 @@ class Baseline:
 
 
 def _keys(trace: Trace) -> list[tuple]:
-    from kviewer.analysis.matching import normalise_name
+    from kviewer.analysis.matching import normalise_kernel_name
 
     k = trace.kernels
     names = k["name"].astype(str).to_numpy()
-    norm = {n: normalise_name(n) for n in set(names.tolist())}
+    norm = {n: normalise_kernel_name(n) for n in set(names.tolist())}
     dims = k[["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]].to_numpy(dtype=np.int64)
     return [(norm[n], *map(int, d)) for n, d in zip(names, dims)]
 

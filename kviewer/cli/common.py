@@ -15,7 +15,9 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 from kviewer.cli.signals import CtrlCCancels
+from kviewer.core.text import csv_cell, display_text, map_text_columns
 from kviewer.errors import UserError
+from kviewer.session.format import UNKNOWN, format_duration
 
 if TYPE_CHECKING:  # heavy imports stay out of start-up
     import pandas as pd
@@ -35,15 +37,11 @@ NO_CACHE_HELP = "neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)"
 
 def say(text: object) -> str:
     """Text from a trace (names, paths, warnings) made safe for a terminal (core.text)."""
-    from kviewer.core.text import display_text
-
     return display_text(text)
 
 
-def format_ns(ns: float) -> str:
+def format_ns(ns: float | None) -> str:
     """A duration for a terminal line (the one formatter, :mod:`kviewer.session.format`)."""
-    from kviewer.session.format import format_duration
-
     return format_duration(ns)
 
 
@@ -242,8 +240,6 @@ def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int
     if fmt == "csv":
         import csv
 
-        from kviewer.core.text import csv_cell, map_text_columns
-
         if not raw_csv:
             df = map_text_columns(df, csv_cell)
 
@@ -270,9 +266,6 @@ def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80, n
     ``numeric`` says which columns to right-align when the dtypes do not (cells already formatted
     as text)."""
     import pandas as pd
-
-    from kviewer.core.text import display_text
-    from kviewer.session.format import UNKNOWN
 
     cols = [display_text(c) for c in df.columns]
     cells: list[list[str]] = []

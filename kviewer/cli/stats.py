@@ -17,7 +17,9 @@ from kviewer.cli.common import (
     wants_raw_csv,
     write_frame,
 )
+from kviewer.core.text import csv_cell, map_text_columns
 from kviewer.errors import UserError
+from kviewer.session.format import UNKNOWN, UNKNOWN_CSV
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -83,8 +85,6 @@ def write_report(df: "pd.DataFrame", report: Any, fmt: str, out: Any, raw_csv: b
     import numpy as np
     import pandas as pd
 
-    from kviewer.session.format import UNKNOWN, UNKNOWN_CSV
-
     cells: dict[str, Any] = {}
     unknown = UNKNOWN_CSV if fmt == "csv" else UNKNOWN
     for col in report.columns:
@@ -107,8 +107,6 @@ def write_report(df: "pd.DataFrame", report: Any, fmt: str, out: Any, raw_csv: b
     frame = pd.DataFrame(cells, columns=report.headers)
     if fmt == "csv":
         # only the text columns can hold a formula (the numbers are formatted here)
-        from kviewer.core.text import csv_cell, map_text_columns
-
         text = [c.header for c in report.columns if c.text]
         if not raw_csv:
             frame[text] = map_text_columns(frame[text], csv_cell)

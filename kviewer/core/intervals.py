@@ -1,4 +1,5 @@
-"""Intervals on one timeline track: the one nesting-depth rule (no Qt, no I/O).
+"""Intervals on one timeline track: the one nesting-depth rule (no Qt, no I/O, numpy only: the
+timeline imports it on the way to the first window).
 
 Every loader computes ``cpu_slices.depth`` with :func:`nesting_depth`, and the timeline lays its
 lanes out with it, so a slice has one depth everywhere: on ``[0,10), [5,15)`` the second is one
@@ -8,7 +9,6 @@ level below the first (``[0, 1]``), and no two intervals of one level on a track
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 __all__ = ["nesting_depth"]
 
@@ -50,7 +50,7 @@ def nesting_depth(start: np.ndarray, end: np.ndarray, *track: np.ndarray) -> np.
         first = np.ones(len(idx), dtype=bool)
         first[1:] = group[1:] != group[:-1]
         # the latest end so far in the group, before each interval
-        latest = pd.Series(e).groupby(group, sort=False).cummax().to_numpy()
+        latest = _group_cummax(e, group)
         run_start = first.copy()
         run_start[1:] |= s[1:] >= latest[:-1]
         heads = np.flatnonzero(run_start)
@@ -64,6 +64,16 @@ def nesting_depth(start: np.ndarray, end: np.ndarray, *track: np.ndarray) -> np.
         level += 1
     depth[order] = d_s
     return depth
+
+
+def _group_cummax(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` within each run of equal ``group`` (non-decreasing group
+    numbers). Values are ranked so that (group, rank) fits one int64, then one accumulate."""
+    distinct, rank = np.unique(values, return_inverse=True)
+    g = (group - group[0]).astype(np.int64) if len(group) else group.astype(np.int64)
+    width = np.int64(len(distinct) + 1)
+    best = np.maximum.accumulate(g * width + rank.reshape(-1))
+    return distinct[best - g * width]
 
 
 def _walk(members: np.ndarray, run: np.ndarray, s_all: np.ndarray, e_all: np.ndarray, d_s: np.ndarray, level: int) -> None:

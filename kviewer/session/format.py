@@ -26,10 +26,15 @@ __all__ = [
     "format_signed_pct",
     "format_time",
     "format_value",
+    "display_text",
+    "xml_text",
 ]
 
 import math
 from collections.abc import Callable
+
+# trace text made safe for a destination (re-exported: views import their text helpers from here)
+from kviewer.core.text import display_text, xml_text
 
 #: how an unknown value is shown to a person (window, terminal table, report): never 0
 UNKNOWN = "—"
@@ -162,17 +167,3 @@ def format_time(ns: float | None) -> str:
     if abs(ns) >= 1e9:
         return f"{ns / 1e9:.6f} s"
     return format_duration(ns)
-
-
-def display_text(text: str) -> str:
-    """Trace text with control and bidi characters made visible; see :func:`kviewer.core.text.display_text`."""
-    from kviewer.core.text import display_text as impl
-
-    return impl(text)
-
-
-def xml_text(text: str) -> str:
-    """Text with the characters XML 1.0 forbids escaped; see :func:`kviewer.core.text.xml_text`."""
-    from kviewer.core.text import xml_text as impl
-
-    return impl(text)

@@ -2,7 +2,7 @@
 
 Run from the repository root (``python tests/analysis/extract_kernel_names.py > names.tsv``): it
 loads every file of ../shared/samples and sample_traces, keeps one name per kernel *variant*
-(:func:`kviewer.analysis.matching.normalise_name` without its digits: tile sizes and counts
+(:func:`kviewer.analysis.matching.normalise_kernel_name` without its digits: tile sizes and counts
 dropped, template arguments kept, so a FillFunctor and an add kernel stay apart) so the table stays
 diverse, and prints ``kind<TAB>sample<TAB>name`` with the classifier's current kind
 in the first column. That column is only a starting point: every row of
@@ -18,7 +18,7 @@ from pathlib import Path
 from kviewer.analysis.kinds import name_kind
 import re
 
-from kviewer.analysis.matching import normalise_name
+from kviewer.analysis.matching import normalise_kernel_name
 from kviewer.errors import KViewerError
 from kviewer.io.registry import load
 
@@ -37,7 +37,7 @@ def main() -> None:
             continue
         picked = 0
         for name in dict.fromkeys(trace.kernels["name"].astype(str)):
-            key = re.sub(r"\d+", "", normalise_name(name))
+            key = re.sub(r"\d+", "", normalise_kernel_name(name))
             if key in seen or "\t" in name or "\n" in name:
                 continue
             seen.add(key)

@@ -20,7 +20,7 @@ from kviewer.analysis.matching import (
     fused_into,
     fused_ops,
     kernel_kind,
-    normalise_name,
+    normalise_kernel_name,
     variant_name,
 )
 from kviewer.core import Trace, TraceMeta, make_table
@@ -45,24 +45,24 @@ CUPTI_NSYS_PAIRS = [
 
 @pytest.mark.parametrize("cupti, nsys", CUPTI_NSYS_PAIRS)
 def test_demangler_styles_normalise_to_one_name(cupti: str, nsys: str) -> None:
-    assert normalise_name(cupti) == normalise_name(nsys)
-    assert "(" not in normalise_name(cupti).replace("(anonymous namespace)", "")
+    assert normalise_kernel_name(cupti) == normalise_kernel_name(nsys)
+    assert "(" not in normalise_kernel_name(cupti).replace("(anonymous namespace)", "")
 
 
 def test_template_arguments_kept_or_stripped() -> None:
     a = "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)"
     b = a.replace("<8,", "<4,")
-    assert normalise_name(a) != normalise_name(b)
-    assert normalise_name(a, strip_templates=True) == normalise_name(b, strip_templates=True) == "vectorized_elementwise_kernel"
+    assert normalise_kernel_name(a) != normalise_kernel_name(b)
+    assert normalise_kernel_name(a, strip_templates=True) == normalise_kernel_name(b, strip_templates=True) == "vectorized_elementwise_kernel"
     assert variant_name(a) == variant_name(b)
 
 
 def test_suffixes_removed() -> None:
-    assert normalise_name("triton_poi_fused__unsafe_view_add_gelu_mul_2") == normalise_name("triton_poi_fused__unsafe_view_add_gelu_mul_11")
-    assert normalise_name("Cijk_Alik_Bljk_HHS_BH_MT128x128x32 (.kd)") == "Cijk_Alik_Bljk_HHS_BH_MT128x128x32"
-    assert normalise_name("_attn_fwd_0d1d2d3de4de5c") == "_attn_fwd"
+    assert normalise_kernel_name("triton_poi_fused__unsafe_view_add_gelu_mul_2") == normalise_kernel_name("triton_poi_fused__unsafe_view_add_gelu_mul_11")
+    assert normalise_kernel_name("Cijk_Alik_Bljk_HHS_BH_MT128x128x32 (.kd)") == "Cijk_Alik_Bljk_HHS_BH_MT128x128x32"
+    assert normalise_kernel_name("_attn_fwd_0d1d2d3de4de5c") == "_attn_fwd"
     # cuDNN's trailing "kernel0_0" is part of the name, not an index suffix
-    assert normalise_name("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_kernel0_0").endswith("kernel0_0")
+    assert normalise_kernel_name("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_kernel0_0").endswith("kernel0_0")
 
 
 def test_gemm_tiles_and_vendors_share_a_kind() -> None:
@@ -197,6 +197,6 @@ def test_ladder_without_ops_has_no_op_levels() -> None:
     ],
 )
 def test_ncu_report_and_csv_spellings_normalise_to_one_name(rep: str, csv: str) -> None:
-    assert normalise_name(rep) == normalise_name(csv)
+    assert normalise_kernel_name(rep) == normalise_kernel_name(csv)
     torch = "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float, false>(int, float)"
-    assert normalise_name(torch) == normalise_name(csv if "layer_norm" in csv else torch)
+    assert normalise_kernel_name(torch) == normalise_kernel_name(csv if "layer_norm" in csv else torch)

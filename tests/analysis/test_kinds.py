@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.analysis import kinds, matching, model
-from kviewer.analysis.kinds import KINDS, classify, kernel_ops, name_kind
+from kviewer.analysis.kinds import KINDS, classify, kernel_op_rows, name_kind
 from kviewer.core import Trace, TraceMeta, make_table
 
 TABLE = Path(__file__).parent / "data" / "kernel_kinds.tsv"
@@ -59,10 +59,22 @@ def test_words_not_substrings() -> None:
 
 
 def test_matching_and_model_use_the_one_taxonomy() -> None:
-    for name in ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "void cudnn::fusion::convert_dq_to_16bits<true>()",
-                 "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*)", "sm90_xmma_fprop_implicit_gemm_bf16bf16"):
-        assert matching.kernel_kind(name) == model.kernel_kind(name) == kinds.kernel_kind(name)
-    assert matching.KINDS == KINDS
+    """What the compare's groups and the model's kernels say a kernel is, through each module's
+    own output, equals the hand-checked kind of every real name in the table (a second rule in
+    matching or model would disagree somewhere)."""
+    rows = _table()
+    names = [name for _, _, name in rows]
+    n = len(names)
+    kernels = make_table("kernels", n, {"name": names, "short_name": names, "start": np.arange(n) * 100, "dur": np.full(n, 50)})
+    trace = Trace(meta=TraceMeta(path="kinds.json", source_format="test"), kernels=kernels)
+    assert trace.kernels["name"].astype(str).tolist() == names  # the table kept the order
+    want = [kind for kind, _, _ in rows]
+    groups, group_of = matching.kernel_groups(trace, ops=np.full(n, "", dtype=object))
+    by_matching = groups["kind"].to_numpy(dtype=object)[group_of].tolist()
+    assert [(w, g, nm[:80]) for w, g, nm in zip(want, by_matching, names) if w != g] == []
+    by_model = model.model_kernels(trace)["kind"].tolist()
+    assert [(w, g, nm[:80]) for w, g, nm in zip(want, by_model, names) if w != g] == []
+    assert matching.KINDS == KINDS == kinds.KINDS
 
 
 def _two_rank_trace() -> Trace:
@@ -83,7 +95,7 @@ def _two_rank_trace() -> Trace:
 
 def test_the_join_keeps_ranks_apart_and_the_signals_are_ordered() -> None:
     t = _two_rank_trace()  # (tables are sorted by start: look rows up by name)
-    ops = kernel_ops(t)
+    ops = kernel_op_rows(t)
     op_name = {str(n): str(t.cpu_slices["name"].iloc[o]) for n, o in zip(t.kernels["name"], ops)}
     assert op_name["nvjet_sm90_tst_256x128"] == "aten::mm"
     assert op_name["nvjet_sm90_tst_128x128"] == "aten::add"  # rank 1's id 7, not rank 0's aten::mm

@@ -67,7 +67,6 @@ def test_summary(samples: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_info_timeline_and_report(samples: Path, sample_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("kviewer.io.torch")
     torch_trace = sample_traces / "h200_llm_block_eager.pt.trace.json.gz"
     rep = samples / "ncu" / "h200_llm_block_eager.ncu-rep"
     out = run(capsys, "info", str(torch_trace), str(rep))
