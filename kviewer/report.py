@@ -37,6 +37,7 @@ from kviewer.session.format import (
     format_percent,
     format_signed_duration,
     format_signed_pct,
+    number,
 )
 
 if TYPE_CHECKING:
@@ -139,9 +140,14 @@ fmt_count = format_count
 fmt_int = format_count_int
 
 
-def fmt_pct(value: float, signed: bool = False) -> str:
+def fmt_pct(value: object, signed: bool = False) -> str:
     """``12.34`` -> ``12.3%`` (``+12.3%`` when ``signed``); unknown "—"."""
     return format_signed_pct(value) if signed else format_percent(value)
+
+
+def _most_common(values: pd.Series) -> object:
+    """The most frequent value of a group (the first of the ties)."""
+    return values.mode().iat[0]
 
 
 def report_format(path: str | os.PathLike[str]) -> str:
@@ -325,7 +331,7 @@ def _sol_section(info: SolInfo, top: int, who: str, key: str, index: int, pictur
     rows = [
         [
             str(r.short_name), str(r.kind), fmt_int(r.count), fmt_ns(r.dur), fmt_ns(r.t_sol),
-            f"exceeds peak ({r.exceeds:,})" if r.exceeds else fmt_pct(r.sol_pct), str(r.bound),
+            f"exceeds peak ({format_count_int(r.exceeds)})" if r.exceeds else fmt_pct(r.sol_pct), str(r.bound),
             fmt_count(r.flops), fmt_count(r.nbytes), str(r.source),
         ]
         for r in g.itertuples(index=False)
@@ -374,14 +380,14 @@ def _sol_groups(sol: pd.DataFrame) -> pd.DataFrame:
     g = df.groupby("short_name", sort=False)
     out = pd.DataFrame(
         {
-            "kind": g["kind"].agg(lambda v: v.mode().iat[0]),
+            "kind": g["kind"].agg(_most_common),
             "count": g.size(),
             "dur": g["dur"].sum(),
             "t_sol": g["t_sol"].sum(min_count=1),
             "flops": g["flops"].sum(min_count=1),
             "nbytes": g["nbytes"].sum(min_count=1),
-            "bound": g["bound"].agg(lambda v: v.mode().iat[0]),
-            "source": g["source"].agg(lambda v: v.mode().iat[0]),
+            "bound": g["bound"].agg(_most_common),
+            "source": g["source"].agg(_most_common),
             "exceeds": g["exceeds"].sum().astype(np.int64),
             "known_dur": g["known_dur"].sum(),
         }
@@ -446,7 +452,8 @@ def _compare_section(r: CompareResult, top: int) -> Section:
     for t in r.totals.itertuples(index=False):
         is_ns = str(t.unit) == "ns"
         f = fmt_ns if is_ns else fmt_int
-        delta = fmt_signed_ns(t.delta) if is_ns else (f"{t.delta:+,.0f}" if math.isfinite(t.delta) else UNKNOWN)
+        d = number(t.delta)
+        delta = fmt_signed_ns(d) if is_ns else (UNKNOWN if d is None else f"{d:+,.0f}")
         rows.append([str(t.metric), f(t.a), f(t.b), delta, fmt_pct(t.delta_pct, signed=True)])
     sec.blocks.append(Table(["metric", "A", "B", "B − A", "change"], rows, [False, True, True, True, True], caption="totals"))
 

@@ -54,6 +54,13 @@ TIME_COLUMNS = {"start": "start_ns", "end": "end_ns", "dur": "dur_ns"}
 PK_STRIDE = 1 << 32
 
 
+def _or_null(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``values`` where ``keep``, else None (SQL NULL): an object array, as a foreign key column."""
+    out = values.astype(object)
+    out[~keep] = None
+    return out
+
+
 def _summary_view(name: str, source: str, key: str) -> str:
     """A view with the ``kviewer summary`` columns over ``source`` (columns trace_id, key, dur_ns).
 
@@ -170,7 +177,7 @@ def _insert(db: sqlite_utils.Database, name: str, df: pd.DataFrame, trace_id: in
         columns["pk"] = int
     if not table.exists():
         order = (["pk"] if pk is not None else []) + ["trace_id"] + list(df.columns)
-        db.create_table(name, {c: columns[c] for c in order}, pk="pk" if pk is not None else None, **kw)  # type: ignore[attr-defined]
+        db.create_table(name, {c: columns[c] for c in order}, pk="pk" if pk is not None else None, **kw)
     if len(df):
         db[name].insert_all(_records(df, {"trace_id": trace_id}, pk), batch_size=5000, alter=True)  # type: ignore[union-attr]
 
@@ -206,14 +213,14 @@ def add_trace(db: sqlite_utils.Database, trace: Trace, trace_id: int, analysis: 
             dst = df["dst"].to_numpy(dtype=np.int64)
             to_k = (df["dst_table"].astype(str) == "kernels").to_numpy()
             frame = frame.assign(
-                src_pk=np.where(df["src"].to_numpy() >= 0, base + df["src"].to_numpy(dtype=np.int64), None),
-                kernel_pk=np.where(to_k & (dst >= 0), base + dst, None),
-                op_pk=np.where(~to_k & (dst >= 0), base + dst, None),
+                src_pk=_or_null(base + df["src"].to_numpy(dtype=np.int64), df["src"].to_numpy() >= 0),
+                kernel_pk=_or_null(base + dst, to_k & (dst >= 0)),
+                op_pk=_or_null(base + dst, ~to_k & (dst >= 0)),
             )
             _insert(db, name, frame, trace_id)
         elif name == "metrics":
             kernel = df["kernel"].to_numpy(dtype=np.int64)
-            frame = frame.assign(kernel_pk=np.where(kernel >= 0, base + kernel, None))
+            frame = frame.assign(kernel_pk=_or_null(base + kernel, kernel >= 0))
             _insert(db, name, frame, trace_id)
         else:
             _insert(db, name, frame, trace_id)
@@ -266,7 +273,7 @@ def _finish(db: sqlite_utils.Database) -> None:
             ("metrics", "kernel_pk", "kernels", "pk")]  # fmt: skip
     if "kernel_sol" in names:
         fks.append(("kernel_sol", "kernel_pk", "kernels", "pk"))
-    db.add_foreign_keys([fk for fk in fks if fk[0] in names and fk[1] in db[fk[0]].columns_dict])  # type: ignore[union-attr]
+    db.add_foreign_keys([fk for fk in fks if fk[0] in names and fk[1] in db[fk[0]].columns_dict])
     for t in EVENT_TABLES:
         db[t].create_index(["trace_id", "start_ns"], if_not_exists=True)  # type: ignore[union-attr]
         db[t].create_index(["name"], if_not_exists=True)  # type: ignore[union-attr]
@@ -341,7 +348,7 @@ def write_tables(tables: dict[str, pd.DataFrame], out: str, kind: str, keys: dic
     def fill(db: sqlite_utils.Database) -> None:
         _schema_row(db, kind=kind)
         for name, df in tables.items():
-            db.create_table(name, {c: _column_type(df[c].dropna()) if df[c].dtype == object else _column_type(df[c]) for c in df.columns})  # type: ignore[attr-defined]
+            db.create_table(name, {c: _column_type(df[c].dropna()) if df[c].dtype == object else _column_type(df[c]) for c in df.columns})
             if len(df):
                 db[name].insert_all(_records(df), batch_size=5000)  # type: ignore[union-attr]
             cols = [c for c in (keys or {}).get(name, []) if c in df.columns]

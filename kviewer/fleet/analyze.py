@@ -20,6 +20,8 @@ rank and how much slower than the baseline it is.
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -90,7 +92,14 @@ def analyze(summaries: Sequence[FileSummary], runs: Sequence[str] | None = None,
     if baseline is None:
         baseline = next((r for r in order if any(s.ok for s in by_run[r])), order[0] if order else "")
     warnings: list[str] = []
-    files, ranks, steps, rank_steps, groups, rank_groups, stragglers, run_rows = [], [], [], [], [], [], [], []
+    files: list[pd.DataFrame] = []
+    run_rows: list[Any] = []
+    ranks: list[pd.DataFrame] = []
+    steps: list[pd.DataFrame] = []
+    rank_steps: list[pd.DataFrame] = []
+    groups: list[pd.DataFrame] = []
+    rank_groups: list[pd.DataFrame] = []
+    stragglers: list[pd.DataFrame] = []
     for run in order:
         part = _one_run(run, by_run[run], warnings)
         files.append(part["files"])
@@ -123,7 +132,7 @@ def _cat(parts: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[columns]
 
 
-def _one_run(run: str, summaries: list[FileSummary], warnings: list[str]) -> dict[str, object]:
+def _one_run(run: str, summaries: list[FileSummary], warnings: list[str]) -> dict[str, Any]:
     good = [s for s in summaries if s.ok]
     ranks_of_good, how = decide_ranks([s.rank_in_file for s in good], [s.name for s in good]) if good else ([], [])
     warnings += [f"{run}: {w}" for w in how]
@@ -193,7 +202,7 @@ def _one_run(run: str, summaries: list[FileSummary], warnings: list[str]) -> dic
     ranks["excess_pct"] = col("excess_pct")
     ranks["times_slowest"] = pd.array([int(v) if math.isfinite(v) else None for v in col("times_slowest")], dtype="Int64")
     for c in ("reason_kind", "reason", "reason_excess_ns"):
-        ranks[c] = [reasons[r][c] for r in rank_list]
+        ranks[c] = pd.Series([reasons[r][c] for r in rank_list], index=ranks.index, dtype=object)
     out["ranks"] = ranks[RANK_COLUMNS] if len(ranks) else pd.DataFrame(columns=RANK_COLUMNS)
 
     # stragglers: slowest first
@@ -203,7 +212,7 @@ def _one_run(run: str, summaries: list[FileSummary], warnings: list[str]) -> dic
                            "basis": basis, "mean_ns": stats["mean_ns"].to_numpy(dtype=np.float64),
                            "excess_pct": stats["excess_pct"].to_numpy(dtype=np.float64), "times_slowest": stats["times_slowest"].to_numpy()})
         for c in ("reason_kind", "reason", "reason_excess_ns"):
-            sg[c] = [reasons[int(r)][c] for r in sg["rank"]]
+            sg[c] = pd.Series([reasons[int(r)][c] for r in sg["rank"]], index=sg.index, dtype=object)
         sg["path"] = [path_of[int(r)] for r in sg["rank"]]
         out["stragglers"] = sg[STRAGGLER_TABLE]
     else:
@@ -320,6 +329,7 @@ def _series(order: list[str], by_run: dict[str, list[FileSummary]], rank_groups:
                                               np.array([float(b["count_per_rank"])]), np.array([float(b["var"])]))[0])
                     status = UNCHANGED if abs(delta) <= nz else CHANGED
             src = b if b is not None else a
+            assert src is not None  # a group is in the baseline, this run, or both
             rows.append({"run": run, "group": grp, "comm": bool(src["comm"]), "ranks": n_ranks[run],
                          "count_per_rank": float(b["count_per_rank"]) if b is not None else 0.0, "ns_per_rank": tb,
                          "baseline_ns_per_rank": ta if a is not None else float("nan"), "delta_ns": delta, "delta_pct": pct, "noise_ns": nz, "status": status})

@@ -61,7 +61,8 @@ def run_fleet(args: argparse.Namespace) -> int:
         print(p)
     for row in result.runs.itertuples():
         if row.straggler is not None and row.straggler is not __import__("pandas").NA:
-            print(f"{row.run}: straggler rank {row.straggler} ({row.straggler_reason or 'no single cause'})", file=sys.stderr)
+            reason = str(row.straggler_reason or "no single cause")
+            print(f"{row.run!s}: straggler rank {row.straggler!s} ({reason})", file=sys.stderr)
     if limit is not None:
         worst = result.slowest_run()
         if worst is not None and worst[1] > limit:

@@ -8,12 +8,14 @@ import math
 import os
 from pathlib import Path
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from kviewer.fleet.analyze import FleetResult
-from kviewer.report import Facts, Paragraph, Report, Section, Svg, Table, fmt_pct, html_escape, write_report
-from kviewer.session.format import UNKNOWN, format_count_int, format_duration, format_signed_duration
+from kviewer.report import Facts, Paragraph, Picture, Report, Section, Svg, Table, fmt_pct, html_escape, write_report
+from kviewer.session.format import UNKNOWN, format_count_int, format_duration, format_signed_duration, number
 
 #: index columns of the SQLite tables
 KEYS = {"runs": ["run"], "files": ["run", "rank"], "ranks": ["run", "rank"], "steps": ["run", "step"], "rank_steps": ["run", "rank", "step"],
@@ -36,7 +38,7 @@ def write_tables(result: FleetResult, out: Path) -> list[Path]:
         p = out / f"{name}.csv"
         df.to_csv(p, index=False, lineterminator="\n")
         written.append(p)
-    doc = {"baseline": result.baseline, "warnings": result.warnings}
+    doc: dict[str, Any] = {"baseline": result.baseline, "warnings": result.warnings}
     for name, df in result.tables().items():
         doc[name] = [{k: _json_value(v) for k, v in rec.items()} for rec in _plain(df).to_dict(orient="records")]
     p = out / "fleet.json"
@@ -75,12 +77,13 @@ def build_fleet_report(result: FleetResult, pictures: bool = True, max_runs: int
     bad = r.files[r.files["status"] != "ok"]
     facts = [("runs", str(len(r.runs))), ("files", f"{len(r.files):,}"), ("ranks read", f"{len(ok):,}"),
              ("files skipped or failed", f"{len(bad):,}"), ("baseline run", r.baseline)]
-    sections = [Section("Fleet", [Facts(facts)] + [Paragraph(w) for w in r.warnings[:20]])]
+    blocks: list[Paragraph | Facts | Table | Picture | Svg] = [Facts(facts), *(Paragraph(w) for w in r.warnings[:20])]
+    sections = [Section("Fleet", blocks)]
     if len(r.runs) > 1:
         rows = [[str(x.run), f"{x.ranks:,}", f"{x.failed:,}", _ns(x.mean_step_ns), _ns(x.kernel_ns_per_rank), _ns(x.comm_ns_per_rank),
-                 "baseline" if x.baseline else fmt_pct(x.slower_pct, signed=True), UNKNOWN if pd.isna(x.straggler) else str(x.straggler)]
+                 "baseline" if x.baseline else fmt_pct(x.slower_pct, signed=True), UNKNOWN if number(x.straggler) is None else str(x.straggler)]
                 for x in r.runs.itertuples()]
-        blocks: list = [Table(["run", "ranks", "failed", "mean step", "kernel time / rank", "communication / rank", "vs baseline", "straggler"],
+        blocks = [Table(["run", "ranks", "failed", "mean step", "kernel time / rank", "communication / rank", "vs baseline", "straggler"],
                               rows, [False, True, True, True, True, True, True, True], wide=(0,))]
         if pictures:
             blocks.append(Svg("runs", runs_svg(r.runs), "kernel time per rank in each run (baseline dashed)"))
@@ -107,9 +110,7 @@ def build_fleet_report(result: FleetResult, pictures: bool = True, max_runs: int
 
 def _ns(v: object, signed: bool = False) -> str:
     """A duration in the fleet report; unknown "—" (the one formatting module's rule)."""
-    if v is None or v is pd.NA:
-        return UNKNOWN
-    return format_signed_duration(float(v)) if signed else format_duration(float(v))  # type: ignore[arg-type]
+    return format_signed_duration(v) if signed else format_duration(v)
 
 
 def _run_sections(r: FleetResult, run: str, pictures: bool) -> list[Section]:
@@ -155,7 +156,7 @@ def _run_sections(r: FleetResult, run: str, pictures: bool) -> list[Section]:
 
 
 def _int(v: object) -> str:
-    return UNKNOWN if v is None or v is pd.NA else format_count_int(v)  # type: ignore[arg-type]
+    return format_count_int(v)
 
 
 def _key(prefix: str, run: str) -> str:

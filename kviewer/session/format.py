@@ -42,41 +42,60 @@ UNKNOWN = "—"
 UNKNOWN_CSV = ""
 
 
-def known(value: float | None) -> bool:
-    """A value that can be shown (not None, NaN or infinite)."""
-    return value is not None and math.isfinite(value)
+def number(value: object) -> int | float | None:
+    """``value`` (a table cell: a Python or numpy number, None, pandas NA, text...) as a number
+    that can be shown, or None when it is unknown (None, NA, NaN, infinite) or not a number."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if hasattr(value, "dtype") and getattr(value.dtype, "kind", "") in "iu":  # numpy integers: every digit
+        return int(value)  # type: ignore[call-overload]
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
 
 
-def format_duration(ns: float | None) -> str:
+def known(value: object) -> bool:
+    """A value that can be shown (a number, not None, NA, NaN or infinite)."""
+    return number(value) is not None
+
+
+def format_duration(ns: object) -> str:
     """``1234`` -> ``1.234 µs``: three decimals in the largest unit that fits (ns, µs, ms, s)."""
-    if ns is None or not known(ns):
+    v = number(ns)
+    if v is None:
         return UNKNOWN
-    a = abs(ns)
+    a = abs(v)
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
         if a >= scale:
-            return f"{ns / scale:.3f} {unit}"
-    return f"{ns:.0f} ns"
+            return f"{v / scale:.3f} {unit}"
+    return f"{v:.0f} ns"
 
 
-def format_count(value: float | None) -> str:
+def format_count(value: object) -> str:
     """A count with an SI suffix: ``1.5e9`` -> ``1.50 G``; below 1000 whole numbers as they are,
     fractions with two decimals (``2.5`` -> ``2.50``)."""
-    if value is None or not known(value):
+    v = number(value)
+    if v is None:
         return UNKNOWN
-    a = abs(value)
+    a = abs(v)
     for suffix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if a >= scale:
-            return f"{value / scale:.2f} {suffix}"
-    return f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
+            return f"{v / scale:.2f} {suffix}"
+    return f"{v:.0f}" if float(v).is_integer() else f"{v:.2f}"
 
 
-def format_signed_duration(ns: float | None) -> str:
+def format_signed_duration(ns: object) -> str:
     """A difference of durations: like :func:`format_duration` with a ``+`` on positive values."""
-    text = format_duration(ns)
-    return "+" + text if text != UNKNOWN and ns is not None and ns > 0 else text
+    v = number(ns)
+    text = format_duration(v)
+    return "+" + text if v is not None and v > 0 else text
 
 
-def format_bytes(value: float | None) -> str:
+def format_bytes(value: object) -> str:
     """A size in bytes with an SI prefix: ``213188`` -> ``213.19 kB``, ``24`` -> ``24 B``."""
     text = format_count(value)
     if text == UNKNOWN:
@@ -84,61 +103,58 @@ def format_bytes(value: float | None) -> str:
     return f"{text}B" if text[-1:].isalpha() else f"{text} B"
 
 
-def format_pct(value: float | None) -> str:
+def format_pct(value: object) -> str:
     """A percentage (the header says "%"): ``12.345`` -> ``12.3``."""
-    if value is None or not known(value):
-        return UNKNOWN
-    return f"{float(value):.1f}"
+    v = number(value)
+    return UNKNOWN if v is None else f"{float(v):.1f}"
 
 
-def format_percent(value: float | None) -> str:
+def format_percent(value: object) -> str:
     """A percentage in running text: ``12.345`` -> ``12.3%``."""
     text = format_pct(value)
     return text if text == UNKNOWN else text + "%"
 
 
-def format_signed_pct(value: float | None) -> str:
+def format_signed_pct(value: object) -> str:
     """A relative change: ``12.345`` -> ``+12.3%``."""
-    if value is None or not known(value):
-        return UNKNOWN
-    return f"{float(value):+.1f}%"
+    v = number(value)
+    return UNKNOWN if v is None else f"{float(v):+.1f}%"
 
 
-def format_int(value: float | None) -> str:
+def format_int(value: object) -> str:
     """An identifier-like integer (device, stream, rank), without separators."""
-    if value is None or not known(value):
-        return UNKNOWN
-    return str(int(value))
+    v = number(value)
+    return UNKNOWN if v is None else str(int(v))
 
 
-def format_count_int(value: float | None) -> str:
+def format_count_int(value: object) -> str:
     """A count with thousands separators: ``12345`` -> ``12,345``."""
-    if value is None or not known(value):
-        return UNKNOWN
-    return f"{int(value):,}"
+    v = number(value)
+    return UNKNOWN if v is None else f"{int(v):,}"
 
 
-def format_number(value: float | None) -> str:
+def format_number(value: object) -> str:
     """A plain number: integers with separators from 10,000 on, fractions with two decimals."""
-    if value is None or value != value:
+    n = number(value)
+    if n is None:
         return UNKNOWN
-    v = float(value)
-    if v in (float("inf"), float("-inf")):
-        return UNKNOWN
+    v = float(n)
     if not v.is_integer():
         return f"{v:,.2f}"
     return f"{int(v):,}" if abs(v) >= 10000 else str(int(v))
 
 
-def format_plain(value: float | None) -> str:
+def format_plain(value: object) -> str:
     """A number as Python writes it, every digit kept (query results of unknown meaning)."""
-    if value is None or value != value:
-        return UNKNOWN
-    return str(value)
+    try:
+        missing = value is None or bool(value != value)  # None, NaN
+    except TypeError:  # pandas NA: its comparisons are NA
+        missing = True
+    return UNKNOWN if missing else str(value)
 
 
 #: one formatter per unit (a column's ``kind``); every table of the app formats through these
-FORMATTERS: dict[str, Callable[[float | None], str]] = {
+FORMATTERS: dict[str, Callable[[object], str]] = {
     "time": format_duration,
     "delta_time": format_signed_duration,
     "pct": format_pct,
@@ -153,17 +169,18 @@ FORMATTERS: dict[str, Callable[[float | None], str]] = {
 }
 
 
-def format_value(kind: str, value: float | None) -> str:
+def format_value(kind: str, value: object) -> str:
     """``value`` shown in the unit ``kind`` (a key of :data:`FORMATTERS`); unknown is "—"."""
     return FORMATTERS.get(kind, format_number)(value)
 
 
-def format_time(ns: float | None) -> str:
+def format_time(ns: object) -> str:
     """A point in time on the timeline (relative to the trace's first event), to the
     microsecond: late in a long trace "8.261195 s", where a duration's three decimals would give
     every kernel of the second the same "8.261 s"."""
-    if ns is None or ns != ns:
+    v = number(ns)
+    if v is None:
         return UNKNOWN
-    if abs(ns) >= 1e9:
-        return f"{ns / 1e9:.6f} s"
-    return format_duration(ns)
+    if abs(v) >= 1e9:
+        return f"{v / 1e9:.6f} s"
+    return format_duration(v)

@@ -67,7 +67,7 @@ def run(files: Sequence[str]) -> int:
     files = _open_fleets(window, list(files))
     if files:
         QTimer.singleShot(0, lambda: window.open_files(list(files)))
-    code = int(app.exec())  # type: ignore[attr-defined]
+    code = int(app.exec())
     return code or status["code"]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QToolButton, QWidget
 
 from kviewer.ui.viewstate import Selection, ViewState
@@ -48,7 +49,7 @@ class FindBar(QWidget):
     def close_bar(self) -> None:
         self.hide()
 
-    def keyPressEvent(self, ev) -> None:  # type: ignore[no-untyped-def]
+    def keyPressEvent(self, ev: QKeyEvent) -> None:
         if ev.key() == Qt.Key.Key_Escape:
             self.close_bar()
             ev.accept()

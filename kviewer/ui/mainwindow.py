@@ -168,7 +168,12 @@ class MainWindow(QMainWindow):
             self.compare.dock.hide()  # a restored layout must not show an empty Compare dock
         self._update_actions()
         owners = (self.loader.owner, self.runner.owner)
-        self.destroyed.connect(lambda *_: [o.close() for o in owners])
+
+        def close_owners(*_: object) -> None:
+            for owner in owners:
+                owner.close()
+
+        self.destroyed.connect(close_owners)
 
     def _show_range_dock(self, rng: Any) -> None:
         if rng is not None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
-from kviewer.session.format import format_bytes, format_count, format_duration
+from kviewer.session.format import UNKNOWN, format_bytes, format_count, format_duration, number
 from kviewer.ui.viewstate import Selection, ViewState
 
 if TYPE_CHECKING:
@@ -137,8 +137,9 @@ def sections_html(trace: Any, row: int) -> str:
     return "".join(parts)
 
 
-def _num(v: float) -> str:
-    return "—" if v != v else f"{v:,.4g}"
+def _num(v: object) -> str:
+    n = number(v)
+    return UNKNOWN if n is None else f"{n:,.4g}"
 
 
 def _table(rows: list[Row]) -> str:
@@ -319,10 +320,11 @@ class NcuPanel(QWidget):
         parts = [f"<b>Baseline: A #{ka} vs B #{kb}</b> <span style='{_MUTED}'>({int(both.sum())} metrics compared, {n_diff} differ)</span>",
                  "<table cellspacing='0' cellpadding='1'><tr><th align='left'>metric</th><th>A</th><th>B</th><th>delta</th></tr>"]
         for r in list(main.itertuples()) + list(differ.itertuples())[:40]:
-            pct = "" if r.delta_pct != r.delta_pct else f" ({r.delta_pct:+.1f} %)"
+            delta_pct, d = number(r.delta_pct), number(r.delta)
+            pct = "" if delta_pct is None else f" ({delta_pct:+.1f} %)"
             colour = "#000" if r.same else "#9a4b00"
-            delta = "—" if r.delta != r.delta else f"{r.delta:,.4g}{pct}"
-            parts.append(f"<tr><td style='color:#555;padding-right:8px'>{html.escape(r.metric)}</td><td align='right'>{_num(r.a)}</td>"
+            delta = UNKNOWN if d is None else f"{d:,.4g}{pct}"
+            parts.append(f"<tr><td style='color:#555;padding-right:8px'>{html.escape(str(r.metric))}</td><td align='right'>{_num(r.a)}</td>"
                          f"<td align='right'>{_num(r.b)}</td><td align='right' style='color:{colour}'>{delta}</td></tr>")
         parts.append("</table>")
         return "".join(parts)

@@ -204,7 +204,7 @@ class QueryPanel(QWidget):
         df = self.result
         if df is None or not len(df):
             return False
-        return event_of(list(df.columns), df.iloc[0].to_dict(), self._keys) is not None or {"start_ns", "end_ns"} <= set(df.columns)
+        return event_of(list(df.columns), {str(k): v for k, v in df.iloc[0].to_dict().items()}, self._keys) is not None or {"start_ns", "end_ns"} <= set(df.columns)
 
     def _on_row(self, index: QModelIndex) -> None:
         from kviewer.ui.viewstate import Selection
@@ -212,7 +212,7 @@ class QueryPanel(QWidget):
         df = self.result
         if df is None or self.model is None or not index.isValid():
             return
-        row = df.iloc[self.model.source_row(index.row())].to_dict()
+        row = {str(k): v for k, v in df.iloc[self.model.source_row(index.row())].to_dict().items()}
         event = event_of(list(df.columns), row, self._keys)
         if event is not None:
             key, table, rid = event

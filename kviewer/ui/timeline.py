@@ -603,13 +603,13 @@ class TimelineView(QWidget):
         self.plot = self.canvas.getPlotItem()
         self.plot.hideButtons()
         self.plot.setMenuEnabled(False)
-        self.vb: TimelineViewBox = self.plot.getViewBox()  # type: ignore[assignment]
+        self.vb: TimelineViewBox = self.plot.getViewBox()
         for name in ("bottom", "left"):
             ax = self.plot.getAxis(name)
             ax.setPen(pg.mkPen(120, 120, 120))
             ax.setTextPen(pg.mkPen(40, 40, 40))
         self.item = TracksItem(self)
-        self.plot.getAxis("bottom").timeline = self  # type: ignore[attr-defined]
+        self.plot.getAxis("bottom").timeline = self
         self.vb.addItem(self.item, ignoreBounds=True)
         self.vb.setXRange(0, 1, padding=0)
         self.scrollbar = QScrollBar(Qt.Orientation.Vertical)
@@ -720,7 +720,7 @@ class TimelineView(QWidget):
         self.lanes_layout.unpin(item)
         self.relayout()
 
-    def move(self, row: Row, step: int) -> None:
+    def move_row(self, row: Row, step: int) -> None:
         """Move a lane, counter or group ``step`` places among its siblings (pinned rows: in
         the pinned list)."""
         if self.lanes_layout.move(row, step):
@@ -738,15 +738,16 @@ class TimelineView(QWidget):
             else:
                 menu.addAction("Pin to Top", lambda: self.pin(row.tracks, item))
         if row.parent is not None or item is not None:
-            menu.addAction("Move Up", lambda: self.move(row, -1))
-            menu.addAction("Move Down", lambda: self.move(row, 1))
+            menu.addAction("Move Up", lambda: self.move_row(row, -1))
+            menu.addAction("Move Down", lambda: self.move_row(row, 1))
         if item is not None:
             menu.addAction("Hide", lambda: self.hide_item(item))
         if self.hidden:
             menu.addAction(f"Show Hidden Lanes ({len(self.hidden)})", self.unhide_all)
         if row.kind == "header" and row.depth == 0 and row.group is row.tracks.root:
             menu.addSeparator()
-            menu.addAction(f"Close {row.tracks.label}", lambda k=row.tracks.key: self.closeRequested.emit(k))
+            key = row.tracks.key
+            menu.addAction(f"Close {row.tracks.label}", lambda: self.closeRequested.emit(key))
         return menu
 
     @property
@@ -909,8 +910,8 @@ class TimelineView(QWidget):
         df = tracks.trace.table(sel.table)
         if not (0 <= sel.row < len(df)):
             return None
-        s = float(df["start"].iat[sel.row] - tracks.offset_ns)
-        e = float(df["end"].iat[sel.row] - tracks.offset_ns)
+        s = float(df["start"].to_numpy()[sel.row] - tracks.offset_ns)
+        e = float(df["end"].to_numpy()[sel.row] - tracks.offset_ns)
         return s, max(e, s + 1.0)
 
     def fit_selection(self) -> None:

@@ -183,7 +183,7 @@ def test_lanes_pin_move_hide_and_search(timeline: TimelineView) -> None:
     timeline.unpin(s9)
     # move: stream 9 up one place
     row9 = timeline.row_of_lane(tracks, s9)
-    timeline.move(row9, -1)
+    timeline.move_row(row9, -1)
     assert [r.label for r in timeline.rows if r.kind == "lane" and r.label.startswith("stream")] == ["stream 7", "stream 9", "stream 8"]
     # hide, then show again
     timeline.hide_item(s9)
