@@ -37,7 +37,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QScrollBar, QToolBu
 from kviewer.session import colors
 from kviewer.ui.colors import qbrushes
 from kviewer.session.format import display_text, format_duration, format_time
-from kviewer.session.lanes import HEADER_H, LANE_H, LaneLayout, Row
+from kviewer.session.lanes import LANE_H, LaneLayout, Row
 from kviewer.session.tracks import CounterTrack, Group, Lane, TraceTracks
 from kviewer.ui.viewstate import Selection, ViewState
 

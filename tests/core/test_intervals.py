@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from kviewer.core import Trace, TraceMeta
 from kviewer.core.intervals import nesting_depth

@@ -306,7 +306,9 @@ def test_cli_no_cache_flag(sample_traces: Path, tmp_path: Path, cache_dir: Path,
         assert cli.main([command, str(f), "-q", "--no-cache"]) == 0
     assert len(calls) == 3
     assert not (cache_dir / cache.DB_NAME).exists()
-    monkeypatch.delenv("KVIEWER_NO_CACHE", raising=False)  # the flag sets it for its process
+    # the flag travels as an argument (use_cache=False), never through the environment
+    assert "KVIEWER_NO_CACHE" not in os.environ
+    monkeypatch.delenv("KVIEWER_NO_CACHE", raising=False)
     assert cli.main(["summary", str(f), "-q"]) == 0
     assert cli.main(["summary", str(f), "-q"]) == 0
     assert len(calls) == 4

@@ -7,7 +7,6 @@ counts and bytes, start times, launch/kernel pairs.
 
 from __future__ import annotations
 
-import bisect
 import collections
 import gzip
 import json
