@@ -164,9 +164,10 @@ def build_view(
         state.setParent(widget)  # the state lives as long as its view
     for t in tracks:
         state.add_trace(t)
+    _show(widget, size)
     if len(tracks) == 2:
-        # what the window does with ``kviewer A B``: B aligned on A, labelled A and B, the
-        # Compare dock filled (the same session command; here computed in this thread)
+        # what the window does with ``kviewer A B`` once both are open: B aligned on A, labelled A
+        # and B, the Compare dock filled and on top (the same session command; computed here)
         from kviewer.errors import KViewerError
         from kviewer.session.compare import compare_open
 
@@ -174,7 +175,7 @@ def build_view(
             compare_open(state.document)
         except KViewerError:
             pass  # as in the window after a failed comparison: both traces open, on their own times
-    _show(widget, size)
+        settle(widget)
     if timeline is not None:
         if time_range is not None:
             lo, hi = state.span()

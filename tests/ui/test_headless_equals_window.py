@@ -24,6 +24,8 @@ def _shown(window: Any) -> dict[str, Any]:
     return {
         "active": window.compare.active,
         "dock": window.compare.dock.isVisible() and view is not None and view.isVisible(),
+        # the Compare tab is the one on top (a tabbed dock behind another still says isVisible)
+        "dock_on_top": not window.compare.dock.visibleRegion().isEmpty(),
         "rows": [(r.kind, r.depth, r.label) for r in window.timeline.rows],
         "paths": [a.trace.meta.path.rsplit("/", 1)[-1], b.trace.meta.path.rsplit("/", 1)[-1]],
         "b_minus_a_offset": b.offset_ns - a.offset_ns,
@@ -51,7 +53,7 @@ def test_screenshot_of_two_files_equals_the_window(qtbot: Any, window: Any, samp
     assert drawn == opened
     # and both are what the comparison computed directly from the files says
     expected = compare(load(sample_traces / EAGER), load(sample_traces / COMPILED))
-    assert drawn["active"] and drawn["dock"]
+    assert drawn["active"] and drawn["dock"] and drawn["dock_on_top"]
     assert drawn["b_minus_a_offset"] == -int(expected.align_offset_ns)
     assert drawn["diff_rows"] == len(expected.groups) > 0
     roots = [label for kind, depth, label in drawn["rows"] if kind == "header" and depth == 0]
