@@ -28,6 +28,7 @@ def test_fleet_table_and_double_click(qtbot: Any, qtmodeltester: Any, window: An
     capsys.readouterr()
     rest = _open_fleets(window, [str(out), str(tmp_path / "other.json")])
     assert rest == [str(tmp_path / "other.json")]
+    qtbot.waitUntil(lambda: len(window.fleet_windows) == 1, timeout=20000)  # read on a worker thread
     (fw,) = window.fleet_windows
     qtbot.addWidget(fw)
     qtmodeltester.check(fw.model, force_py=True)
