@@ -291,23 +291,50 @@ def build(
     _finish(db)
 
 
+class OutputBusy(OSError):
+    """Another process is writing the same output file right now."""
+
+
 def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> None:
     """Write a new database file ``out`` with ``fill`` (beside it as ``OUT.partial`` first, so an
-    interrupted write never leaves a half database under the final name; replaced when it exists)."""
+    interrupted write never leaves a half database under the final name; replaced when it exists).
+
+    ``OUT.partial`` is locked while it is written: a second writer of the same output fails at
+    once with :class:`OutputBusy` instead of writing into the first one's file. Ctrl+C, SIGTERM
+    or an error remove it (:func:`kviewer.tempdir.track_temp_file`); a file left by a killed
+    writer (SIGKILL) holds no lock and is simply replaced."""
+    import fcntl
     import os
 
     import sqlite_utils
 
+    from kviewer.tempdir import remove_quietly, track_temp_file, untrack_temp_file
+
     tmp = f"{out}.partial"
-    if os.path.exists(tmp):
-        os.remove(tmp)
-    db = sqlite_utils.Database(tmp)
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
-        fill(db)
-        db.conn.commit()
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise OutputBusy(f"another kviewer is writing {out} right now (it holds {tmp}); try again when it is done") from None
+    track_temp_file(tmp)
+    try:
+        os.ftruncate(fd, 0)
+        remove_quietly(f"{tmp}-journal")
+        db = sqlite_utils.Database(tmp)
+        try:
+            fill(db)
+            db.conn.commit()
+        finally:
+            db.close()
+        os.replace(tmp, out)
+    except BaseException:
+        for suffix in ("", "-journal"):
+            remove_quietly(tmp + suffix)
+        raise
     finally:
-        db.close()
-    os.replace(tmp, out)
+        untrack_temp_file(tmp)
+        os.close(fd)  # the lock goes with it
 
 
 def _schema_row(db: sqlite_utils.Database, **extra: Any) -> None:

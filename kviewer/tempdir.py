@@ -53,6 +53,21 @@ def untrack_temp_dir(path: str | os.PathLike[str]) -> None:
     _extra_dirs.discard(os.fspath(path))
 
 
+_extra_files: set[str] = set()
+
+
+def track_temp_file(path: str | os.PathLike[str]) -> None:
+    """Also remove the file ``path`` at exit and on SIGTERM/SIGHUP (an output being written
+    under a temporary name, e.g. ``OUT.sqlite.partial``); :func:`untrack_temp_file` once it is
+    renamed or removed."""
+    _extra_files.add(os.fspath(path))
+    private_tmpdir()  # registers the exit hook
+
+
+def untrack_temp_file(path: str | os.PathLike[str]) -> None:
+    _extra_files.discard(os.fspath(path))
+
+
 def remove_private_tmpdir() -> None:
     """Remove the private temporary folder and everything in it, and the tracked folders (idempotent)."""
     global _private_dir
@@ -62,6 +77,10 @@ def remove_private_tmpdir() -> None:
     for extra in list(_extra_dirs):
         shutil.rmtree(extra, ignore_errors=True)
         _extra_dirs.discard(extra)
+    for name in list(_extra_files):
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            remove_quietly(name + suffix)
+        _extra_files.discard(name)
 
 
 def remove_quietly(path: str | os.PathLike[str]) -> None:

@@ -4,7 +4,7 @@ used to ship traces between processes)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,15 +260,21 @@ def decode_frame(name: str, blobs: Iterable[ColumnBlob], zero_copy: bool = False
     return df
 
 
-def encode_trace(trace: Trace, compress: bool = True) -> EncodedTrace:
-    """Every table of a trace as column blobs, and its metadata as JSON."""
-    enc = EncodedTrace(encode_meta(trace.meta))
+def iter_encoded(trace: Trace, compress: bool = True) -> Iterator[ColumnBlob]:
+    """The column blobs of a trace, one table at a time (the cache writes each table before the
+    next is encoded, so at most one table's blobs are held beside the trace)."""
     for name in schema.TABLES:
         df = trace.table(name)
         blobs = encode_frame(name, df, compress)
         if not any(b.kind != "index" for b in blobs):
             raise NotCacheable(f"{name}: no columns")
-        enc.columns.extend(blobs)
+        yield from blobs
+
+
+def encode_trace(trace: Trace, compress: bool = True) -> EncodedTrace:
+    """Every table of a trace as column blobs, and its metadata as JSON."""
+    enc = EncodedTrace(encode_meta(trace.meta))
+    enc.columns.extend(iter_encoded(trace, compress))
     return enc
 
 
