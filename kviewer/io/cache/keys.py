@@ -105,7 +105,7 @@ SAMPLES = 64
 SAMPLE_BLOCK = 64 * 1024
 
 
-def content_digest(path: str | os.PathLike[str], size: int, whole_max: int = WHOLE_HASH_MAX, samples: int = SAMPLES) -> str:
+def content_digest(path: str | os.PathLike[str], size: int, whole_max: int | None = None, samples: int | None = None) -> str:
     """A fast fingerprint of a file's bytes (blake2b): the whole file up to
     :data:`WHOLE_HASH_MAX` (~0.1 s), else :data:`SAMPLES` blocks of :data:`SAMPLE_BLOCK` bytes
     spread evenly from the first to the last byte (4 MiB read, whatever the size). With the
@@ -114,6 +114,9 @@ def content_digest(path: str | os.PathLike[str], size: int, whole_max: int = WHO
     from kviewer.io.source import open_input  # regular files only (a FIFO never blocks here)
     from kviewer.errors import LoadError
 
+    whole_max = WHOLE_HASH_MAX if whole_max is None else whole_max
+    samples = SAMPLES if samples is None else samples
+    block = SAMPLE_BLOCK
     h = hashlib.blake2b(digest_size=16)
     try:
         f = open_input(path)
@@ -124,10 +127,10 @@ def content_digest(path: str | os.PathLike[str], size: int, whole_max: int = WHO
             while block := f.read(1 << 20):
                 h.update(block)
         else:
-            step = (size - SAMPLE_BLOCK) / (samples - 1)
+            step = (size - block) / (samples - 1)
             for i in range(samples):
                 f.seek(int(i * step))
-                h.update(f.read(SAMPLE_BLOCK))
+                h.update(f.read(block))
     return h.hexdigest()
 
 
@@ -167,7 +170,7 @@ def source_id(path: str | os.PathLike[str]) -> SourceId:
                     continue
                 est = entry.stat()
                 # members: 16 blocks each (1 MiB), so a folder of many ranks stays quick
-                digest = content_digest(entry.path, est.st_size, whole_max=16 * SAMPLE_BLOCK, samples=16)
+                digest = content_digest(entry.path, est.st_size, whole_max=16 * SAMPLE_BLOCK, samples=16)  # noqa: E501
             except OSError:  # a symlink loop or a vanished file: not part of the folder's trace
                 continue
             members.append((entry.name, est.st_size, est.st_mtime_ns, est.st_ctime_ns, est.st_ino, digest))
