@@ -305,20 +305,32 @@ def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> No
     writer (SIGKILL) holds no lock and is simply replaced."""
     import fcntl
     import os
+    import signal
 
     import sqlite_utils
 
     from kviewer.tempdir import remove_quietly, track_temp_file, untrack_temp_file
 
     tmp = f"{out}.partial"
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    # signals wait while the file is made, locked and registered for removal: a Ctrl+C or SIGTERM
+    # landing in between would otherwise leave it behind
+    blocked = {signal.SIGINT, signal.SIGTERM}
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is not None:
+        mask(signal.SIG_BLOCK, blocked)
+    fd = -1
+    mine = False
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise OutputBusy(f"another kviewer is writing {out} right now (it holds {tmp}); try again when it is done") from None
-    track_temp_file(tmp)
-    try:
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputBusy(f"another kviewer is writing {out} right now (it holds {tmp}); try again when it is done") from None
+        mine = True
+        track_temp_file(tmp)
+        if mask is not None:
+            mask(signal.SIG_UNBLOCK, blocked)  # a signal that came meanwhile acts now, inside this try
+            mask = None
         os.ftruncate(fd, 0)
         remove_quietly(f"{tmp}-journal")
         db = sqlite_utils.Database(tmp)
@@ -329,12 +341,16 @@ def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> No
             db.close()
         os.replace(tmp, out)
     except BaseException:
-        for suffix in ("", "-journal"):
-            remove_quietly(tmp + suffix)
+        if mine:
+            for suffix in ("", "-journal"):
+                remove_quietly(tmp + suffix)
         raise
     finally:
+        if mask is not None:
+            mask(signal.SIG_UNBLOCK, blocked)
         untrack_temp_file(tmp)
-        os.close(fd)  # the lock goes with it
+        if fd >= 0:
+            os.close(fd)  # the lock goes with it
 
 
 def _schema_row(db: sqlite_utils.Database, **extra: Any) -> None:

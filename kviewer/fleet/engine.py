@@ -95,7 +95,8 @@ def _folder(folder: Path, notes: list[str] | None = None) -> list[FleetFile]:
     def files_of(d: Path) -> list[Path]:
         s = survey(d, within=folder)
         if notes is not None:
-            notes.extend(f"{d / name}: a symbolic link out of {folder} (to {target}), not followed" for name, target in s.links_out)
+            say = (f"{d / name}: a symbolic link out of {folder} (to {target}), not followed" for name, target in s.links_out)
+            notes.extend(n for n in say if n not in notes)
         return s.files
 
     files = files_of(folder)
@@ -107,8 +108,9 @@ def _folder(folder: Path, notes: list[str] | None = None) -> list[FleetFile]:
             continue
         target = outside(e.path, folder)
         if target is not None:
-            if notes is not None:
-                notes.append(f"{e.path}: a symbolic link out of {folder} (to {target}), not followed")
+            note = f"{e.path}: a symbolic link out of {folder} (to {target}), not followed"
+            if notes is not None and note not in notes:
+                notes.append(note)
             continue
         subs.append(Path(e.path))
     subs.sort(key=lambda q: _natural_key(q.name))
