@@ -124,8 +124,8 @@ def content_digest(path: str | os.PathLike[str], size: int, whole_max: int | Non
         raise OSError(str(exc)) from exc
     with f:
         if size <= whole_max or samples < 2:
-            while block := f.read(1 << 20):
-                h.update(block)
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
         else:
             step = (size - block) / (samples - 1)
             for i in range(samples):
@@ -170,7 +170,7 @@ def source_id(path: str | os.PathLike[str]) -> SourceId:
                     continue
                 est = entry.stat()
                 # members: 16 blocks each (1 MiB), so a folder of many ranks stays quick
-                digest = content_digest(entry.path, est.st_size, whole_max=16 * SAMPLE_BLOCK, samples=16)  # noqa: E501
+                digest = content_digest(entry.path, est.st_size, whole_max=16 * SAMPLE_BLOCK, samples=16)
             except OSError:  # a symlink loop or a vanished file: not part of the folder's trace
                 continue
             members.append((entry.name, est.st_size, est.st_mtime_ns, est.st_ctime_ns, est.st_ino, digest))
