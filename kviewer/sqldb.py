@@ -305,32 +305,25 @@ def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> No
     writer (SIGKILL) holds no lock and is simply replaced."""
     import fcntl
     import os
-    import signal
 
     import sqlite_utils
 
-    from kviewer.tempdir import remove_quietly, track_temp_file, untrack_temp_file
+    from kviewer.tempdir import remove_quietly, signals_deferred, track_temp_file, untrack_temp_file
 
     tmp = f"{out}.partial"
     # signals wait while the file is made, locked and registered for removal: a Ctrl+C or SIGTERM
     # landing in between would otherwise leave it behind
-    blocked = {signal.SIGINT, signal.SIGTERM}
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is not None:
-        mask(signal.SIG_BLOCK, blocked)
     fd = -1
     mine = False
     try:
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise OutputBusy(f"another kviewer is writing {out} right now (it holds {tmp}); try again when it is done") from None
-        mine = True
-        track_temp_file(tmp)
-        if mask is not None:
-            mask(signal.SIG_UNBLOCK, blocked)  # a signal that came meanwhile acts now, inside this try
-            mask = None
+        with signals_deferred():
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise OutputBusy(f"another kviewer is writing {out} right now (it holds {tmp}); try again when it is done") from None
+            mine = True
+            track_temp_file(tmp)
         os.ftruncate(fd, 0)
         remove_quietly(f"{tmp}-journal")
         db = sqlite_utils.Database(tmp)
@@ -346,8 +339,6 @@ def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> No
                 remove_quietly(tmp + suffix)
         raise
     finally:
-        if mask is not None:
-            mask(signal.SIG_UNBLOCK, blocked)
         untrack_temp_file(tmp)
         if fd >= 0:
             os.close(fd)  # the lock goes with it

@@ -127,6 +127,42 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class signals_deferred:
+    """``with signals_deferred(): ...``: SIGINT, SIGTERM and SIGHUP that arrive inside wait until
+    its end (then act as usual), so a few statements that make a file and register it for removal
+    (:func:`track_temp_file`) run as one. Blocking the signals (``pthread_sigmask``) is not enough:
+    another thread can take the signal and Python still runs the handler in the main thread.
+    Main thread only; elsewhere it does nothing."""
+
+    NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
+
+    def __init__(self) -> None:
+        self.previous: dict[int, Any] = {}
+        self.pending: list[int] = []
+
+    def _record(self, num: int, frame: Any) -> None:
+        self.pending.append(num)
+
+    def __enter__(self) -> "signals_deferred":
+        if threading.current_thread() is threading.main_thread():
+            for name in self.NAMES:
+                num = getattr(signal, name, None)
+                if num is None:
+                    continue
+                try:
+                    self.previous[num] = signal.signal(num, self._record)
+                except (OSError, ValueError):
+                    continue
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for num, handler in self.previous.items():
+            signal.signal(num, handler if handler is not None else signal.SIG_DFL)
+        self.previous.clear()
+        for num in dict.fromkeys(self.pending):
+            os.kill(os.getpid(), num)  # acts now, with the handler put back
+
+
 def install_signal_cleanup() -> None:
     """On SIGTERM / SIGHUP remove the private temporary folder, then die of the signal as usual.
 
