@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kviewer.core import Diagnostic, Trace
+from kviewer.core import Diagnostic, Trace, schema
 from kviewer.errors import CacheProblem
 from kviewer.io.cache import keys
-from kviewer.io.cache.codec import CacheDamaged, ColumnBlob, EncodedTrace, NotCacheable, decode_trace, encode_meta, iter_encoded
+from kviewer.io.cache.codec import CacheDamaged, ColumnBlob, NotCacheable, decode_frame, decode_meta, encode_meta, iter_encoded
 from kviewer.io.cache.keys import SourceId, cache_dir, max_bytes_from_env, source_id
 
 log = logging.getLogger(__name__)
@@ -264,16 +264,24 @@ class TraceCache:
             row = db.execute("select meta, path_as_given from entries where key = ?", [key]).fetchone()
             if row is None:
                 return None
-            cur = db.execute("select tbl, col, pos, kind, dtype, nrows, info, codec, data from columns where key = ?", [key])
             try:
-                blobs = []
-                for tbl, col, pos, kind, dtype, nrows, info, codec, data in cur:
-                    try:
-                        info_obj = json.loads(info) if info else {}
-                    except ValueError as exc:
-                        raise CacheDamaged(f"{tbl}.{col}: {exc}") from exc
-                    blobs.append(ColumnBlob(tbl, col, pos, kind, dtype, nrows, info_obj, data or b"", codec))
-                trace = decode_trace(EncodedTrace(row[0], blobs))
+                # table by table: only one table's compressed blobs are held beside the decoded trace
+                meta = decode_meta(row[0])
+                tables = {}
+                for name in schema.TABLES:
+                    cur = db.execute("select tbl, col, pos, kind, dtype, nrows, info, codec, data from columns where key = ? and tbl = ?", [key, name])
+                    blobs = []
+                    for tbl, col, pos, kind, dtype, nrows, info, codec, data in cur:
+                        try:
+                            info_obj = json.loads(info) if info else {}
+                        except ValueError as exc:
+                            raise CacheDamaged(f"{tbl}.{col}: {exc}") from exc
+                        blobs.append(ColumnBlob(tbl, col, pos, kind, dtype, nrows, info_obj, data or b"", codec))
+                    if not blobs:
+                        raise CacheDamaged(f"table {name} is missing")
+                    tables[name] = decode_frame(name, blobs)
+                    del blobs
+                trace = Trace(meta=meta, **tables)
             except (CacheDamaged, ValueError, TypeError, KeyError) as exc:
                 msg = f"a cached trace of {sid.path} was damaged ({exc}); it was loaded from the file again"
                 self._say(msg)
