@@ -298,23 +298,57 @@ def build(
     _finish(db)
 
 
+class OutputBusy(OSError):
+    """Another process is writing the same output file right now."""
+
+
 def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> None:
     """Write a new database file ``out`` with ``fill`` (beside it as ``OUT.partial`` first, so an
-    interrupted write never leaves a half database under the final name; replaced when it exists)."""
+    interrupted write never leaves a half database under the final name; replaced when it exists).
+
+    ``OUT.partial`` is locked while it is written: a second writer of the same output fails at
+    once with :class:`OutputBusy` instead of writing into the first one's file. Ctrl+C, SIGTERM
+    or an error remove it (:func:`kviewer.tempdir.track_temp_file`); a file left by a killed
+    writer (SIGKILL) holds no lock and is simply replaced."""
+    import fcntl
     import os
 
     import sqlite_utils
 
+    from kviewer.tempdir import remove_quietly, signals_deferred, track_temp_file, untrack_temp_file
+
     tmp = f"{out}.partial"
-    if os.path.exists(tmp):
-        os.remove(tmp)
-    db = sqlite_utils.Database(tmp)
+    # signals wait while the file is made, locked and registered for removal: a Ctrl+C or SIGTERM
+    # landing in between would otherwise leave it behind
+    fd = -1
+    mine = False
     try:
-        fill(db)
-        db.conn.commit()
+        with signals_deferred():
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise OutputBusy(f"another kviewer is writing {out} right now (it holds {tmp}); try again when it is done") from None
+            mine = True
+            track_temp_file(tmp)
+        os.ftruncate(fd, 0)
+        remove_quietly(f"{tmp}-journal")
+        db = sqlite_utils.Database(tmp)
+        try:
+            fill(db)
+            db.conn.commit()
+        finally:
+            db.close()
+        os.replace(tmp, out)
+    except BaseException:
+        if mine:
+            for suffix in ("", "-journal"):
+                remove_quietly(tmp + suffix)
+        raise
     finally:
-        db.close()
-    os.replace(tmp, out)
+        untrack_temp_file(tmp)
+        if fd >= 0:
+            os.close(fd)  # the lock goes with it
 
 
 def _schema_row(db: sqlite_utils.Database, **extra: Any) -> None:
@@ -336,7 +370,9 @@ def in_memory(traces: Sequence[Trace], analysis: bool = True, sols: Sequence[pd.
     db = sqlite_utils.Database(conn)
     build(db, traces, analysis, sols=sols)
     conn.commit()
-    conn.execute("PRAGMA query_only = ON")
+    from kviewer.io.sqlite_safety import harden_query_connection
+
+    harden_query_connection(conn)
     return conn
 
 
@@ -360,12 +396,14 @@ def write_tables(tables: dict[str, pd.DataFrame], out: str, kind: str, keys: dic
 
 def open_export(path: str) -> sqlite3.Connection | None:
     """A database written by :func:`export`, opened read-only; None when ``path`` is not one."""
+    from kviewer.errors import KViewerError
+
     try:
         with open(path, "rb") as f:
             if f.read(16) != b"SQLite format 3\x00":
                 return None
         conn = open_readonly(path)
-    except (OSError, sqlite3.Error):
+    except (OSError, sqlite3.Error, KViewerError):
         return None
     try:
         if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kviewer_schema'").fetchone() is not None:
@@ -376,43 +414,48 @@ def open_export(path: str) -> sqlite3.Connection | None:
     return None
 
 
-def open_readonly(path: str) -> sqlite3.Connection:
-    """An export opened read-only (nothing can change it)."""
-    from pathlib import Path
+def open_readonly(path: str, policy: str = "query") -> sqlite3.Connection:
+    """An export (or ``fleet.sqlite``) opened read-only through the one hardened open
+    (:func:`kviewer.io.source.connect_readonly`): ``policy="query"`` for user SQL (views allowed,
+    every write, ATTACH and PRAGMA write refused), ``"strict"`` for kviewer's own reads (tables only).
+    Raises :class:`~kviewer.errors.LoadError` when it cannot be opened."""
+    from kviewer.io.source import connect_readonly
 
-    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
-    conn.execute("PRAGMA query_only = ON")
-    # a database someone sent is untrusted: its views and triggers may not call functions with
-    # side effects (kviewer's own views use only innocuous built-ins)
-    conn.execute("PRAGMA trusted_schema = OFF")
-    return conn
+    return connect_readonly(path, "kviewer database", policy=policy)
 
 
-def query(conn: sqlite3.Connection, sql: str, timeout_s: float | None = None) -> pd.DataFrame:
-    """Run one statement; the result as a frame. Raises :class:`QueryError` with a one-line text."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    timed_out = [False]
+def query(conn: sqlite3.Connection, sql: str, timeout_s: float | None = None, cancel: Callable[[], bool] | None = None) -> pd.DataFrame:
+    """Run one statement; the result as a frame. Raises :class:`QueryError` with a one-line text.
 
-    def check() -> int:
-        if deadline is not None and time.monotonic() > deadline:
-            timed_out[0] = True
-            return 1
-        return 0
+    The statement runs under the ``query`` policy (:mod:`kviewer.io.sqlite_safety`: read-only,
+    no ATTACH, no PRAGMA writes) and within ``timeout_s``, the memory budget
+    (``KVIEWER_MAX_MEMORY``) and ``cancel()``."""
+    from kviewer.io.sqlite_safety import QueryWatch, harden_query_connection
 
-    conn.set_progress_handler(check, 10_000)
+    refusals = harden_query_connection(conn)
+    watch = QueryWatch(conn, timeout_s, cancel=cancel)
     try:
-        cur = conn.execute(sql)
-        cols = [d[0] for d in cur.description] if cur.description else []
-        rows = cur.fetchall()
+        with watch:
+            cur = conn.execute(sql)
+            cols = [d[0] for d in cur.description] if cur.description else []
+            rows = watch.fetch(cur)
+            cur.close()
+            if watch.over():
+                raise sqlite3.OperationalError("interrupted")
+            df = pd.DataFrame.from_records(rows, columns=cols)
     except sqlite3.Warning as exc:  # e.g. more than one statement
         raise QueryError(f"SQL error: {exc}") from exc
+    except MemoryError as exc:  # SQLite's heap limit (SQLITE_NOMEM) or Python's own
+        watch.reason = "memory"
+        raise QueryError(watch.message()) from None
     except sqlite3.Error as exc:
-        if timed_out[0]:
-            raise QueryError(f"the query ran longer than {timeout_s:g} s and was interrupted") from exc
-        raise QueryError(f"SQL error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
-    finally:
-        conn.set_progress_handler(None, 0)
-    return pd.DataFrame.from_records(rows, columns=cols)
+        if watch.reason is not None:
+            raise QueryError(watch.message()) from exc
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if refusals.actions:
+            text = "not allowed: queries are read-only (no writes, ATTACH, VACUUM INTO, PRAGMA settings or fts3_tokenizer)"
+        raise QueryError(f"SQL error: {text}") from exc
+    return df
 
 
 __all__ = ["PK_STRIDE", "SCHEMA_VERSION", "VIEWS", "QueryError", "add_trace", "build", "export", "in_memory", "open_export", "open_readonly", "query"]

@@ -53,6 +53,21 @@ def untrack_temp_dir(path: str | os.PathLike[str]) -> None:
     _extra_dirs.discard(os.fspath(path))
 
 
+_extra_files: set[str] = set()
+
+
+def track_temp_file(path: str | os.PathLike[str]) -> None:
+    """Also remove the file ``path`` at exit and on SIGTERM/SIGHUP (an output being written
+    under a temporary name, e.g. ``OUT.sqlite.partial``); :func:`untrack_temp_file` once it is
+    renamed or removed."""
+    _extra_files.add(os.fspath(path))
+    private_tmpdir()  # registers the exit hook
+
+
+def untrack_temp_file(path: str | os.PathLike[str]) -> None:
+    _extra_files.discard(os.fspath(path))
+
+
 def remove_private_tmpdir() -> None:
     """Remove the private temporary folder and everything in it, and the tracked folders (idempotent)."""
     global _private_dir
@@ -62,6 +77,10 @@ def remove_private_tmpdir() -> None:
     for extra in list(_extra_dirs):
         shutil.rmtree(extra, ignore_errors=True)
         _extra_dirs.discard(extra)
+    for name in list(_extra_files):
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            remove_quietly(name + suffix)
+        _extra_files.discard(name)
 
 
 def remove_quietly(path: str | os.PathLike[str]) -> None:
@@ -106,6 +125,42 @@ def _alive(pid: int) -> bool:
     except OSError:
         return True
     return True
+
+
+class signals_deferred:
+    """``with signals_deferred(): ...``: SIGINT, SIGTERM and SIGHUP that arrive inside wait until
+    its end (then act as usual), so a few statements that make a file and register it for removal
+    (:func:`track_temp_file`) run as one. Blocking the signals (``pthread_sigmask``) is not enough:
+    another thread can take the signal and Python still runs the handler in the main thread.
+    Main thread only; elsewhere it does nothing."""
+
+    NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
+
+    def __init__(self) -> None:
+        self.previous: dict[int, Any] = {}
+        self.pending: list[int] = []
+
+    def _record(self, num: int, frame: Any) -> None:
+        self.pending.append(num)
+
+    def __enter__(self) -> "signals_deferred":
+        if threading.current_thread() is threading.main_thread():
+            for name in self.NAMES:
+                num = getattr(signal, name, None)
+                if num is None:
+                    continue
+                try:
+                    self.previous[num] = signal.signal(num, self._record)
+                except (OSError, ValueError):
+                    continue
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for num, handler in self.previous.items():
+            signal.signal(num, handler if handler is not None else signal.SIG_DFL)
+        self.previous.clear()
+        for num in dict.fromkeys(self.pending):
+            os.kill(os.getpid(), num)  # acts now, with the handler put back
 
 
 def install_signal_cleanup() -> None:

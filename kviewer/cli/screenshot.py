@@ -65,15 +65,19 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
     traces = attach_pair([load_for(args, f) for f in args.file], args)
     if args.view == "compare" and len(traces) != 2:
         raise UserError("--view compare needs two reports to compare; a timeline and a counter report are one trace (the report attached)")
-    try:
-        from kviewer.ui import headless
-        from kviewer.ui.export import ExportError
-    except ImportError as exc:
-        raise UserError(f"screenshots need PySide6 and pyqtgraph: {exc}") from exc
-    try:
-        out = headless.screenshot(args.view, traces, args.output, size, time_range, float(args.scale), args.device)
-    except (headless.ViewError, ExportError) as exc:
-        raise UserError(str(exc)) from exc
+    from kviewer.ui.interrupt import DeferredInterrupt
+
+    with DeferredInterrupt() as stop:  # Ctrl+C must not land inside PySide's import or a Qt callback
+        try:
+            from kviewer.ui import headless
+            from kviewer.ui.export import ExportError
+        except ImportError as exc:
+            raise UserError(f"screenshots need PySide6 and pyqtgraph: {exc}") from exc
+        stop.check()
+        try:
+            out = headless.screenshot(args.view, traces, args.output, size, time_range, float(args.scale), args.device)
+        except (headless.ViewError, ExportError) as exc:
+            raise UserError(str(exc)) from exc
     print(out)
     return EXIT_OK
 

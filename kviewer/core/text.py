@@ -11,7 +11,9 @@ someone else may have written. Shown as they are, they can act on the destinatio
 
 One rule serves every human-facing destination (:func:`display_text`): control characters
 become ``\\xNN`` escapes and invisible format characters (bidi controls, zero-width characters,
-line/paragraph separators, BOM) become ``U+XXXX``, so what is shown is visible and unambiguous.
+line/paragraph separators, BOM, and the invisible look-alikes: tag characters, Hangul fillers,
+soft hyphen, Mongolian vowel separator, variation selectors) become ``U+XXXX``, so what is shown
+is visible and unambiguous: two names that differ only by an invisible character look different.
 The destinations then apply their own syntax on top (``html.escape``, Markdown backslashes).
 JSON output stays exact: JSON escapes control characters itself and is read by programs.
 CSV stays exact except for the formula guard of :func:`csv_cell` (OWASP's recommendation: a
@@ -36,8 +38,16 @@ _CONTROL = "\x00-\x1f\x7f-\x9f"
 # invisible format characters: ALM, zero-width space/non-joiner/joiner, LRM/RLM, the line and
 # paragraph separators, LRE/RLE/PDF/LRO/RLO, word joiner and invisible operators, LRI/RLI/FSI/PDI
 # and the deprecated format characters, BOM / ZWNBSP, interlinear annotation, and lone
-# surrogates (undecodable bytes kept by surrogateescape)
-_FORMAT = "\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff"
+# surrogates (undecodable bytes kept by surrogateescape); and the invisible look-alikes of a
+# space or of nothing, which make two different names look identical: soft hyphen U+00AD,
+# combining grapheme joiner U+034F, the Hangul fillers U+115F/U+1160/U+3164/U+FFA0, Khmer
+# inherent vowels U+17B4/U+17B5, the Mongolian variation selectors and vowel separator
+# U+180B-U+180F, variation selectors U+FE00-U+FE0F and U+E0100-U+E01EF, the musical format
+# characters U+1D173-U+1D17A and the tag characters U+E0000-U+E007F (invisible ASCII)
+_FORMAT = (
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164"
+    "\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\ud800-\udfff\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef"
+)
 _UNSAFE = re.compile(f"[{_CONTROL}{_FORMAT}]")
 
 _CSV_UNSAFE = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_FORMAT}]")

@@ -32,7 +32,10 @@ def run_fleet(args: argparse.Namespace) -> int:
         raise FleetError(f"{out}: -o names the output folder, and this is a file")
     if not out.parent.is_dir():
         raise FleetError(f"{out.parent}: no such folder for the output")
-    files, runs = expand(args.paths)
+    notes: list[str] = []
+    files, runs = expand(args.paths, notes)
+    for note in notes:
+        print(f"kviewer: warning: skipped {note}", file=sys.stderr)
     baseline = None
     if args.baseline:
         want = args.baseline.rstrip("/")

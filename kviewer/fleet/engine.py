@@ -50,16 +50,21 @@ def _has_magic(s: str) -> bool:
     return any(c in s for c in "*?[")
 
 
-def expand(paths: Sequence[str]) -> tuple[list[FleetFile], list[str]]:
+def expand(paths: Sequence[str], notes: list[str] | None = None) -> tuple[list[FleetFile], list[str]]:
     """The files named by ``paths`` (files, folders, globs; local or fsspec URLs), in run order.
 
     A folder holding files is one run (its non-hidden files are the ranks); a folder holding only
     folders is a folder of runs (one level down). A file's run is its folder. Returns the files
     and the runs in the order given.
+
+    Inside a named folder, symbolic links are followed only when they stay inside it: a link out
+    of the tree is skipped, and ``notes`` (when given) gets a line saying so. A chained fsspec
+    URL (``simplecache::s3://…``, ``zip://*.json::file:///x.zip``) keeps its chain in every file
+    it expands to.
     """
     files: list[FleetFile] = []
     for p in paths:
-        found = _expand_url(p) if is_url(p) else _expand_local(p)
+        found = _expand_url(p) if is_url(p) else _expand_local(p, notes)
         if not found:
             raise FleetError(f"{p}: no such file or folder, or no files in it")
         files += found
@@ -69,7 +74,7 @@ def expand(paths: Sequence[str]) -> tuple[list[FleetFile], list[str]]:
     return unique, runs
 
 
-def _expand_local(p: str) -> list[FleetFile]:
+def _expand_local(p: str, notes: list[str] | None = None) -> list[FleetFile]:
     if p.startswith("file://"):
         p = p[len("file://"):]
     matches = sorted(glob.glob(p), key=_natural_key) if _has_magic(p) else ([p] if os.path.exists(p) else [])
@@ -78,20 +83,52 @@ def _expand_local(p: str) -> list[FleetFile]:
         # absolute: workers of an existing cluster do not share the client's working folder
         m = os.path.abspath(m)
         if os.path.isdir(m):
-            out += _folder(Path(m))
+            out += _folder(Path(m), notes)
         elif os.path.isfile(m) and not os.path.basename(m).startswith("."):
             out.append(FleetFile(m, os.path.dirname(m) or "."))
     return out
 
 
-def _folder(folder: Path) -> list[FleetFile]:
-    from kviewer.io.ranks import candidate_files
+def _folder(folder: Path, notes: list[str] | None = None) -> list[FleetFile]:
+    from kviewer.io.folders import outside, survey
 
-    files = candidate_files(folder)
+    def files_of(d: Path) -> list[Path]:
+        s = survey(d, within=folder)
+        if notes is not None:
+            say = (f"{d / name}: a symbolic link out of {folder} (to {target}), not followed" for name, target in s.links_out)
+            notes.extend(n for n in say if n not in notes)
+        return s.files
+
+    files = files_of(folder)
     if files:
         return [FleetFile(str(f), str(folder)) for f in files]
-    subs = sorted((Path(e.path) for e in os.scandir(folder) if e.is_dir() and not e.name.startswith(".")), key=lambda q: _natural_key(q.name))
-    return [FleetFile(str(f), str(s)) for s in subs for f in candidate_files(s)]
+    subs = []
+    for e in os.scandir(folder):
+        if e.name.startswith(".") or not e.is_dir():
+            continue
+        target = outside(e.path, folder)
+        if target is not None:
+            note = f"{e.path}: a symbolic link out of {folder} (to {target}), not followed"
+            if notes is not None and note not in notes:
+                notes.append(note)
+            continue
+        subs.append(Path(e.path))
+    subs.sort(key=lambda q: _natural_key(q.name))
+    return [FleetFile(str(f), str(s)) for s in subs for f in files_of(s)]
+
+
+def _chain(url: str) -> tuple[str, str, str]:
+    """A (chained) fsspec URL as (the segments before the one that names the path, with their
+    ``::``; that segment's protocol; the segments after it, with their ``::``):
+    ``simplecache::s3://b/x`` -> ("simplecache::", "s3", ""); ``zip://*.json::file:///x.zip`` ->
+    ("", "zip", "::file:///x.zip")."""
+    parts = url.split("::")
+    for i, seg in enumerate(parts):
+        if "://" in seg:
+            before = "::".join(parts[:i]) + ("::" if i else "")
+            after = ("::" + "::".join(parts[i + 1:])) if i + 1 < len(parts) else ""
+            return before, seg.split("://", 1)[0], after
+    return "", "", ""
 
 
 def _expand_url(url: str) -> list[FleetFile]:
@@ -106,6 +143,14 @@ def _expand_url(url: str) -> list[FleetFile]:
         raise FleetError(f"{url}: {exc}".replace("\n", " ")) from exc
     except ValueError as exc:
         raise FleetError(f"{url}: {exc}") from exc
+    before, protocol, after = _chain(url)
+
+    def whole(name: str) -> str:
+        """The URL of ``name`` (a path of ``fs``), with the chain it was named through."""
+        if not (before or after) or not protocol:
+            return str(fs.unstrip_protocol(name))
+        return f"{before}{protocol}://{name.split('://', 1)[-1]}{after}"
+
     try:
         names = sorted(fs.glob(root), key=_natural_key) if _has_magic(root) else [root]
         out: list[FleetFile] = []
@@ -114,12 +159,12 @@ def _expand_url(url: str) -> list[FleetFile]:
                 entries = sorted(fs.ls(n, detail=True), key=lambda e: _natural_key(e["name"]))
                 plain = [e["name"] for e in entries if e["type"] == "file" and not e["name"].rsplit("/", 1)[-1].startswith(".")]
                 if plain:
-                    out += [FleetFile(fs.unstrip_protocol(f), fs.unstrip_protocol(n)) for f in plain]
+                    out += [FleetFile(whole(f), whole(n)) for f in plain]
                 else:
                     for d in (e["name"] for e in entries if e["type"] == "directory"):
-                        out += [FleetFile(fs.unstrip_protocol(f), fs.unstrip_protocol(d)) for f in sorted(fs.find(d, maxdepth=1), key=_natural_key)]
+                        out += [FleetFile(whole(f), whole(d)) for f in sorted(fs.find(d, maxdepth=1), key=_natural_key)]
             elif fs.isfile(n):
-                out.append(FleetFile(fs.unstrip_protocol(n), fs.unstrip_protocol(n.rsplit("/", 1)[0])))
+                out.append(FleetFile(whole(n), whole(n.rsplit("/", 1)[0])))
         return out
     except OSError as exc:
         raise FleetError(f"{url}: {exc}") from exc

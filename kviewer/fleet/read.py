@@ -1,13 +1,59 @@
-"""Reading a fleet output back (for the app's per-rank table): no Dask, no Qt."""
+"""Reading a fleet output back (for the app's per-rank table): no Dask, no Qt.
+
+A ``fleet.sqlite`` someone sent is untrusted: it is opened through the one hardened open
+(:func:`kviewer.io.source.connect_readonly`, ``strict``: tables only, nothing a view or trigger
+does runs), and every read is bounded in time and by the memory budget (:class:`QueryWatch`).
+The app calls these on a worker thread, never on the GUI thread.
+"""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import pandas as pd
 
+from kviewer.errors import CorruptTrace, KViewerError
+
 DB = "fleet.sqlite"
+RECOGNISED = "kviewer fleet output"
+#: the longest a read of a fleet output may take
+READ_TIMEOUT_S = 30.0
+
+
+def _open(db: Path) -> sqlite3.Connection:
+    from kviewer.io.source import connect_readonly, tables_only
+
+    conn = connect_readonly(db, RECOGNISED)  # strict: views and triggers never act
+    try:
+        missing = {"kviewer_schema", "fleet_ranks"} - tables_only(conn)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise CorruptTrace(db, f"not a readable SQLite database ({exc})", RECOGNISED) from exc
+    if missing:
+        conn.close()
+        raise CorruptTrace(db, f"has no {' or '.join(sorted(missing))} table; not a kviewer fleet output", RECOGNISED)
+    return conn
+
+
+def _query(conn: sqlite3.Connection, db: Path, sql: str) -> pd.DataFrame:
+    """``sql`` as a frame, within :data:`READ_TIMEOUT_S` and the memory budget; a typed error."""
+    from kviewer.io.sqlite_safety import QueryWatch
+
+    watch = QueryWatch(conn, READ_TIMEOUT_S)
+    try:
+        with watch:
+            cur = conn.execute(sql)
+            cols = [d[0] for d in cur.description] if cur.description else []
+            rows = watch.fetch(cur)
+        return pd.DataFrame.from_records(rows, columns=cols)
+    except MemoryError:
+        watch.reason = "memory"
+        raise CorruptTrace(db, watch.message(), RECOGNISED) from None
+    except sqlite3.Error as exc:
+        why = watch.message() if watch.reason is not None else f"cannot be read ({exc})"
+        raise CorruptTrace(db, why, RECOGNISED) from exc
 
 
 def fleet_db(path: str | os.PathLike[str]) -> Path | None:
@@ -17,31 +63,37 @@ def fleet_db(path: str | os.PathLike[str]) -> Path | None:
     db = p / DB if p.is_dir() else p
     if db.name != DB or not db.is_file():
         return None
-    import sqlite3
-
-    from kviewer.sqldb import open_readonly
-
     try:
-        conn = open_readonly(str(db))
-    except sqlite3.Error:
+        conn = _open(db)
+    except KViewerError:
         return None
     try:
-        row = conn.execute("SELECT kind FROM kviewer_schema").fetchone()
-    except sqlite3.Error:
+        kind = _query(conn, db, "SELECT kind FROM kviewer_schema LIMIT 1")
+    except KViewerError:
         return None
     finally:
         conn.close()
-    return db if row is not None and row[0] == "fleet" else None
+    return db if len(kind) and kind.iat[0, 0] == "fleet" else None
 
 
 def read_ranks(db: Path) -> pd.DataFrame:
-    """The fleet's per-rank table, slowest rank of each run first."""
-    from kviewer.sqldb import open_readonly
-
-    conn = open_readonly(str(db))
+    """The fleet's per-rank table, slowest rank of each run first; a typed
+    :class:`~kviewer.errors.LoadError` for a file that is not one or too big to read."""
+    conn = _open(db)
     try:
-        ranks = pd.read_sql_query("SELECT * FROM fleet_ranks", conn)
+        ranks = _query(conn, db, "SELECT * FROM fleet_ranks")
     finally:
         conn.close()
-    key = ranks["excess_pct"].astype("float64").fillna(float("-inf"))
+    if not {"run", "rank", "excess_pct"} <= set(ranks.columns):
+        raise CorruptTrace(db, "fleet_ranks lacks the run, rank and excess_pct columns", RECOGNISED)
+    key = pd.to_numeric(ranks["excess_pct"], errors="coerce").astype("float64").fillna(float("-inf"))
     return ranks.assign(_k=key).sort_values(["run", "_k", "rank"], ascending=[True, False, True], kind="stable").drop(columns="_k").reset_index(drop=True)
+
+
+def open_fleet(path: str | os.PathLike[str]) -> tuple[Path, pd.DataFrame] | None:
+    """Worker side of opening a fleet output in the app: (its database, its ranks), or None when
+    ``path`` is not one."""
+    db = fleet_db(path)
+    if db is None:
+        return None
+    return db, read_ranks(db)

@@ -102,11 +102,45 @@ def summarize_file(path: str, run: str = "") -> FileSummary:
     return out
 
 
+def max_url_bytes() -> int:
+    """The most bytes one URL input may bring (``KVIEWER_MAX_URL_BYTES``, e.g. ``2G``; by default
+    the cap on one file's decompressed bytes, :func:`kviewer.io.source.max_decompressed`)."""
+    from kviewer.io.memory import parse_size
+    from kviewer.io.source import max_decompressed
+
+    value = os.environ.get("KVIEWER_MAX_URL_BYTES", "").strip()
+    if value:
+        try:
+            return parse_size(value)
+        except ValueError:
+            pass
+    return max_decompressed()
+
+
 def _fetch(url: str, dest: str) -> str:
+    """Copy a URL's bytes to ``dest``, at most :func:`max_url_bytes` (and never filling the disk):
+    a larger file is refused before or while it is read."""
     import fsspec
 
-    with fsspec.open(url, "rb") as src, open(dest, "wb") as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
+    from kviewer.errors import LoadError
+
+    cap = max_url_bytes()
+    try:
+        cap = min(cap, max(shutil.disk_usage(os.path.dirname(dest)).free - 256 * 1024**2, 0))
+    except OSError:
+        pass
+    too_big = f"brings more than {cap:,} bytes (the cap on a URL input: KVIEWER_MAX_URL_BYTES, or the free disk); not fetched"
+    with fsspec.open(url, "rb") as src:
+        size = getattr(src, "size", None)
+        if isinstance(size, int) and size > cap:
+            raise LoadError(url, too_big)
+        with open(dest, "wb") as dst:
+            copied = 0
+            while block := src.read(1 << 20):
+                copied += len(block)
+                if copied > cap:
+                    raise LoadError(url, too_big)
+                dst.write(block)
     return dest
 
 

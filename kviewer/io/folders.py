@@ -45,6 +45,8 @@ class Survey:
     """entries seen (files, folders, links, ...)"""
     cut: bool = False
     """True when the folder had more than MAX_ENTRIES entries and only those were looked at"""
+    links_out: list[tuple[str, str]] = field(default_factory=list)
+    """(entry name, where it leads): symbolic links out of the named tree, not followed (also in skipped)"""
 
     def skipped_text(self, limit: int = 5) -> str:
         """``"self (a symbolic link that loops), rank-3.json (permission denied) and 2 more"``."""
@@ -63,8 +65,23 @@ def _why_not(exc: OSError) -> str:
     return f"cannot be read ({exc.strerror or exc})"
 
 
-def survey(folder: str | os.PathLike[str]) -> Survey:
-    """Sort a folder's entries (not recursive) into candidate files and skipped entries."""
+def outside(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> str | None:
+    """Where a symbolic link ``path`` leads when that is outside the tree ``root`` (resolved), or
+    None (not a link, or a link that stays inside)."""
+    if not os.path.islink(path):
+        return None
+    target = os.path.realpath(path)
+    base = os.path.realpath(root)
+    if target == base or target.startswith(base.rstrip(os.sep) + os.sep):
+        return None
+    return target
+
+
+def survey(folder: str | os.PathLike[str], within: str | os.PathLike[str] | None = None) -> Survey:
+    """Sort a folder's entries (not recursive) into candidate files and skipped entries.
+
+    ``within``: the tree the user named; a symbolic link leading out of it is not followed (it is
+    skipped, and says where it leads)."""
     from kviewer.io.source import _not_regular
 
     out = Survey(Path(folder))
@@ -77,6 +94,12 @@ def survey(folder: str | os.PathLike[str]) -> Survey:
             name = entry.name
             if name.startswith("."):
                 continue  # hidden files (.DS_Store, editor swap files) are not mentioned
+            if within is not None and entry.is_symlink():
+                target = outside(entry.path, within)
+                if target is not None:
+                    out.skipped.append((name, f"a symbolic link out of {within} (to {target}), not followed"))
+                    out.links_out.append((name, target))
+                    continue
             try:
                 st = os.stat(entry.path)  # follows links: a link to a trace is a trace
             except OSError as exc:

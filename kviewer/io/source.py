@@ -83,6 +83,12 @@ def json_ends_early(exc: BaseException) -> bool:
     return "truncated" in text or "unexpected end" in text
 
 
+def json_lone_surrogate(exc: BaseException) -> bool:
+    """True when a JSON decoder's error is about a ``\\uD83D``-style escape of half a UTF-16
+    surrogate pair (msgspec calls it an "unexpected end", like a cut file: only its message tells)."""
+    return "surrogate" in str(exc)  # foreign message: msgspec's
+
+
 def json_bad_utf8(exc: BaseException) -> bool:
     """True when a JSON decoder's error is about invalid UTF-8 (msgspec: only its message says)."""
     return "UTF-8" in str(exc)  # foreign message: msgspec's
@@ -575,6 +581,7 @@ def connect_readonly(
     path: str | os.PathLike[str],
     recognised: str | None = None,
     interrupt: Callable[[], bool] | None = None,
+    policy: str = "strict",
 ) -> sqlite3.Connection:
     """Open a SQLite file read-only (``file:…?mode=ro``) with SQLite's defensive settings (:func:`_harden`).
 
@@ -591,7 +598,15 @@ def connect_readonly(
     ``interrupt``, when given, is called every few thousand SQLite steps; True stops the running
     query (``sqlite3.OperationalError: interrupted``): a cancel button or Ctrl+C acts within
     milliseconds even inside one long query.
+
+    ``policy`` says who runs SQL on it: ``"strict"`` (kviewer's own queries: tables only, nothing a
+    view or trigger does runs; :func:`_authorize`) or ``"query"`` (user SQL on a database kviewer
+    wrote, views allowed: :func:`kviewer.io.sqlite_safety.query_authorizer`). Either way the
+    connection is read-only, with SQLite's defensive settings. This is the one open for every
+    SQLite file kviewer reads.
     """
+    if policy not in ("strict", "query"):
+        raise ValueError(policy)
     check_file(path)  # before resolve(): a symlink loop is a LoadError, not a RuntimeError
     p = Path(path).resolve()
     uri = p.as_uri() + "?mode=ro"
@@ -620,6 +635,10 @@ def connect_readonly(
         con.warnings = warnings
         try:
             _harden(con)
+            if policy == "query":
+                from kviewer.io.sqlite_safety import harden_query_connection
+
+                harden_query_connection(con)
             if interrupt is not None:
                 con.set_progress_handler(lambda: 1 if interrupt() else 0, 20_000)
             con.execute("select count(*) from sqlite_master").fetchone()

@@ -2,17 +2,19 @@
 reopen is complete at once.
 
 The window paints a trace as soon as its kernels are loaded and analyses it afterwards; with this
-cache a reopened trace comes with its SOL colours, roofline and fusion candidates. One small
-SQLite database (``analysis.sqlite``) in the trace cache's folder (:func:`kviewer.io.cache.cache_dir`,
-made private the same way), one row per trace and analysis: the SOL table
+cache a reopened trace comes with its SOL colours, roofline and fusion candidates. This module
+only encodes and decodes; the storing is the trace cache's (:class:`kviewer.io.cache.TraceCache`,
+its ``extras`` table: one database, one bound ``KVIEWER_CACHE_MAX_BYTES``, one least-recently-used
+eviction over traces and analyses together). One row per trace and analysis: the SOL table
 (:data:`kviewer.core.schema.SOL`) in the trace cache's columnar codec with the ids of the GPUs whose
 peaks were used, and the fusion candidates (their kernel ids as JSON).
 
-An entry is keyed by the file's identity (path, size, mtime: :func:`kviewer.io.cache.source_id`
-with the parser's fingerprint) and a fingerprint of the analysis (its sources, the device table,
-the SOL schema), so touching the file, editing a model or a peak rate all miss. Only the speed of
-light on the trace's own GPU of a complete load is stored. ``KVIEWER_NO_CACHE`` bypasses it; like
-the trace cache it never makes anything fail: a problem is a miss.
+An entry is keyed by the file's identity (path, size, mtime, inode change time and a digest of
+its content: :func:`kviewer.io.cache.source_id`, with the parser's fingerprint) and a fingerprint
+of the analysis (its sources, the device table, the SOL schema), so rewriting the file (even with
+its old size and times), editing a model or a peak rate all miss. Only the speed of light on the
+trace's own GPU of a complete load is stored. ``KVIEWER_NO_CACHE`` bypasses it; like the trace
+cache it never makes anything fail: a problem is a miss.
 """
 
 from __future__ import annotations
@@ -21,10 +23,6 @@ import functools
 import hashlib
 import json
 import logging
-import os
-import sqlite3
-import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,13 +34,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DB_NAME = "analysis.sqlite"
 #: bump when the stored layout changes
-FORMAT = 1
-#: entries beyond this many bytes are evicted, least recently used first
-MAX_BYTES = 512 * 1024**2
-
-_lock = threading.Lock()
+FORMAT = 2  # 2: stored in the trace cache database (io/cache), one bound and eviction
 
 
 @functools.lru_cache(maxsize=1)
@@ -77,42 +70,21 @@ def identity(path: str) -> SourceId | None:
         return None
 
 
-def _key(sid: SourceId) -> str:
-    return hashlib.sha256(f"{sid.key()} {analysis_fingerprint()}".encode()).hexdigest()
+def _key(sid: SourceId, table: str) -> str:
+    return hashlib.sha256(f"{sid.key()} {analysis_fingerprint()} {table}".encode()).hexdigest()
 
 
-def _connect() -> sqlite3.Connection:
-    from kviewer.io.cache import cache_dir, secure_cache_files
+def _read(sid: SourceId, table: str) -> tuple[str, bytes] | None:
+    """(info, data) of ``sid``'s ``table`` result ("sol" or "fusion"), marked as used now; None on a miss."""
+    from kviewer.io.cache import default_cache
 
-    directory = cache_dir()
-    path = directory / DB_NAME
-    secure_cache_files(directory, path)
-    conn = sqlite3.connect(str(path), timeout=10.0)
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS sol (key TEXT PRIMARY KEY, specs TEXT NOT NULL, data BLOB NOT NULL, "
-        "nbytes INTEGER NOT NULL, last_used REAL NOT NULL)"
-    )
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS fusion (key TEXT PRIMARY KEY, kernel_ns REAL NOT NULL, data BLOB NOT NULL, "
-        "nbytes INTEGER NOT NULL, last_used REAL NOT NULL)"
-    )
-    return conn
+    return default_cache().get_extra(_key(sid, table))
 
 
-def _read(sid: SourceId, table: str, first: str) -> tuple[Any, Any] | None:
-    """(``first``, data) of ``sid``'s row in ``table`` ("sol" or "fusion"), marked as used now;
-    None on a miss."""
-    with _lock:
-        conn = _connect()
-        try:
-            key = _key(sid)
-            row = conn.execute(f"SELECT {first}, data FROM {table} WHERE key = ?", (key,)).fetchone()
-            if row is not None:
-                with conn:
-                    conn.execute(f"UPDATE {table} SET last_used = ? WHERE key = ?", (time.time(), key))
-        finally:
-            conn.close()
-    return None if row is None else (row[0], row[1])
+def _write(sid: SourceId, table: str, info: str, data: bytes) -> bool:
+    from kviewer.io.cache import default_cache
+
+    return default_cache().put_extra(_key(sid, table), table, info, data)
 
 
 def get(sid: SourceId | None, trace: Trace) -> SolInfo | None:
@@ -120,7 +92,7 @@ def get(sid: SourceId | None, trace: Trace) -> SolInfo | None:
     if sid is None or not len(trace.kernels):
         return None
     try:
-        row = _read(sid, "sol", "specs")
+        row = _read(sid, "sol")
         if row is None:
             return None
         return _decode(row[0], row[1], trace)
@@ -141,32 +113,10 @@ def put(sid: SourceId | None, trace: Trace, info: SolInfo) -> bool:
         if now != sid:
             return False  # the file changed during the load: the entry could describe other bytes
         specs, data = _encode(info)
-        with _lock:
-            conn = _connect()
-            try:
-                with conn:
-                    conn.execute("INSERT OR REPLACE INTO sol VALUES (?, ?, ?, ?, ?)", (_key(sid), specs, data, len(data), time.time()))
-                    _evict(conn)
-            finally:
-                conn.close()
-        return True
+        return _write(sid, "sol", specs, data)
     except Exception as exc:  # noqa: BLE001
         log.warning("speed-of-light cache not written: %s", exc)
-        if isinstance(exc, sqlite3.DatabaseError):
-            clear()  # a damaged database: the next store starts a new one
         return False
-
-
-def _evict(conn: sqlite3.Connection) -> None:
-    total = 0
-    rows = conn.execute(
-        "SELECT 'sol', key, nbytes, last_used FROM sol UNION ALL SELECT 'fusion', key, nbytes, last_used FROM fusion "
-        "ORDER BY last_used DESC"
-    ).fetchall()
-    for table, key, nbytes, _used in rows:
-        total += int(nbytes)
-        if total > MAX_BYTES:
-            conn.execute(f"DELETE FROM {'sol' if table == 'sol' else 'fusion'} WHERE key = ?", (key,))
 
 
 def _encode(info: SolInfo) -> tuple[str, bytes]:
@@ -221,7 +171,7 @@ def get_fusion(sid: SourceId | None, trace: Trace) -> FusionResult | None:
     if sid is None or not len(trace.kernels):
         return None
     try:
-        row = _read(sid, "fusion", "kernel_ns")
+        row = _read(sid, "fusion")
         if row is None:
             return None
         return _decode_fusion(float(row[0]), row[1])
@@ -240,19 +190,9 @@ def put_fusion(sid: SourceId | None, trace: Trace, result: FusionResult) -> bool
         if identity(trace.meta.path) != sid:
             return False
         data = _encode_fusion(result)
-        with _lock:
-            conn = _connect()
-            try:
-                with conn:
-                    conn.execute("INSERT OR REPLACE INTO fusion VALUES (?, ?, ?, ?, ?)", (_key(sid), result.kernel_ns, data, len(data), time.time()))
-                    _evict(conn)
-            finally:
-                conn.close()
-        return True
+        return _write(sid, "fusion", repr(float(result.kernel_ns)), data)
     except Exception as exc:  # noqa: BLE001
         log.warning("fusion cache not written: %s", exc)
-        if isinstance(exc, sqlite3.DatabaseError):
-            clear()
         return False
 
 
@@ -300,13 +240,7 @@ def fusion_for_open(trace: Trace, info: SolInfo, source: SourceId | None = None)
 
 
 def clear() -> None:
-    """Forget every cached speed of light (tests)."""
-    from kviewer.io.cache import cache_dir
+    """Forget every cached analysis result (tests)."""
+    from kviewer.io.cache import default_cache
 
-    path = cache_dir() / DB_NAME
-    with _lock:
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            try:
-                os.unlink(str(path) + suffix)
-            except FileNotFoundError:
-                pass
+    default_cache().clear_extras()

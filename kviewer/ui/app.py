@@ -73,23 +73,42 @@ def run(files: Sequence[str]) -> int:
 
 def _open_fleets(window: Any, files: list[str]) -> list[str]:
     """Show the per-rank table of each ``kviewer fleet`` output among ``files`` (a double-click
-    opens that rank's trace in ``window``); return the other files."""
+    opens that rank's trace in ``window``); return the other files.
+
+    Only names decide what is a candidate here; the database itself (untrusted: a hostile one may
+    hold views that never end) is opened and read on a worker thread (:func:`kviewer.fleet.read.
+    open_fleet`, bounded in time and memory). A candidate that is no fleet output after all is
+    opened as a trace; one that cannot be read says why in an error dialog."""
     if not any(os.path.basename(os.path.normpath(f)) == "fleet.sqlite" or os.path.isfile(os.path.join(f, "fleet.sqlite")) for f in files):
         return files
-    from kviewer.fleet.read import fleet_db
-    from kviewer.ui.fleet_window import FleetWindow
+    from kviewer.fleet.read import open_fleet
+    from kviewer.ui import dialogs
+    from kviewer.ui.background import BackgroundRunner
 
     rest = []
-    shown = getattr(window, "fleet_windows", [])
+    runner = getattr(window, "fleet_runner", None) or BackgroundRunner("fleet")
+    window.fleet_runner = runner
+    window.fleet_windows = getattr(window, "fleet_windows", [])
     for f in files:
-        db = fleet_db(f)
-        if db is None:
+        if not (os.path.basename(os.path.normpath(f)) == "fleet.sqlite" or os.path.isfile(os.path.join(f, "fleet.sqlite"))):
             rest.append(f)
             continue
-        fw = FleetWindow(db, lambda path: window.open_files([path]))
-        fw.show()
-        shown.append(fw)  # kept alive with the main window
-    window.fleet_windows = shown
+
+        def done(result: Any, f: str = f) -> None:
+            if result is None:
+                window.open_files([f])
+                return
+            from kviewer.ui.fleet_window import FleetWindow
+
+            db, ranks = result
+            fw = FleetWindow(db, lambda path: window.open_files([path]), ranks=ranks)
+            fw.show()
+            window.fleet_windows.append(fw)  # kept alive with the main window
+
+        def failed(message: str, f: str = f) -> None:
+            dialogs.show_error(window, "Could not open the fleet output", f"{f}: {message}")
+
+        runner.run(f"fleet:{f}", lambda f=f: open_fleet(f), done, failed)  # type: ignore[misc]
     return rest
 
 

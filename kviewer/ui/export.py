@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from PySide6.QtCore import (
@@ -185,8 +185,11 @@ def svg_bytes(widget: QWidget, title: str = "", description: str = "") -> bytes:
     return xml_text(bytes(data.data()).decode("utf-8", "replace")).encode("utf-8")
 
 
-def save_picture(widget: QWidget, path: str | os.PathLike[str], scale: float = 1.0, title: str = "") -> Path:
-    """Write the widget to ``path``: PNG (at ``scale``) or SVG, chosen by the suffix.
+def save_picture(
+    widget: QWidget, path: str | os.PathLike[str], scale: float = 1.0, title: str = "", check: Callable[[], None] | None = None,
+) -> Path:  # fmt: skip
+    """Write the widget to ``path``: PNG (at ``scale``) or SVG, chosen by the suffix. ``check()``
+    runs between drawing and writing (it raises to stop: nothing is written then).
 
     Raises
     ------
@@ -196,6 +199,8 @@ def save_picture(widget: QWidget, path: str | os.PathLike[str], scale: float = 1
     out = Path(path)
     fmt = picture_format(out)
     data = svg_bytes(widget, title=title) if fmt == "svg" else png_bytes(render_image(widget, scale))
+    if check is not None:
+        check()
     try:
         # write then rename: a failed export never leaves half a picture under the asked name
         tmp = out.with_name(f".{out.name}.part")

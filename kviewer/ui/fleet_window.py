@@ -20,13 +20,14 @@ from kviewer.ui.table_model import TableModel, TableView
 class FleetWindow(QWidget):
     """The ranks of a fleet, slowest first; ``open_trace(path)`` on a double-click."""
 
-    def __init__(self, db: Path, open_trace: Callable[[str], None], parent: Any = None) -> None:
+    def __init__(self, db: Path, open_trace: Callable[[str], None], parent: Any = None, ranks: Any = None) -> None:
         super().__init__(parent)
         from kviewer.fleet.read import read_ranks
 
         self.setObjectName("fleetWindow")
         self.setWindowTitle(f"kviewer fleet — {db.parent}")
-        ranks = read_ranks(db)
+        if ranks is None:  # read here only for a caller already off the GUI thread (tests)
+            ranks = read_ranks(db)
         self.ranks = ranks.reset_index(drop=True)
         self.model = TableModel(self)
         self.model.set_frame(self.ranks, FLEET_COLUMNS)

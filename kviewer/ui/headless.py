@@ -223,11 +223,15 @@ def screenshot(
     """Build a view offscreen and save its picture (PNG or SVG by the suffix of ``out``)."""
     from kviewer.ui.export import picture_format, save_picture
 
+    from kviewer.ui.interrupt import DeferredInterrupt
+
     picture_format(out)  # a bad suffix fails before any work
-    widget = build_view(view, traces, size, time_range, device)
-    try:
-        title = " vs ".join(os.path.basename(t.meta.path) for t in traces)
-        return os.fspath(save_picture(widget, out, scale, title=f"kviewer {view}: {title}"))
-    finally:
-        widget.hide()
-        widget.deleteLater()
+    with DeferredInterrupt() as stop:  # Ctrl+C: no picture, exit 130 (never swallowed by a Qt callback)
+        widget = build_view(view, traces, size, time_range, device)
+        try:
+            stop.check()
+            title = " vs ".join(os.path.basename(t.meta.path) for t in traces)
+            return os.fspath(save_picture(widget, out, scale, title=f"kviewer {view}: {title}", check=stop.check))
+        finally:
+            widget.hide()
+            widget.deleteLater()

@@ -28,6 +28,7 @@ def test_fleet_table_and_double_click(qtbot: Any, qtmodeltester: Any, window: An
     capsys.readouterr()
     rest = _open_fleets(window, [str(out), str(tmp_path / "other.json")])
     assert rest == [str(tmp_path / "other.json")]
+    qtbot.waitUntil(lambda: len(window.fleet_windows) == 1, timeout=20000)  # read on a worker thread
     (fw,) = window.fleet_windows
     qtbot.addWidget(fw)
     qtmodeltester.check(fw.model, force_py=True)
@@ -43,3 +44,26 @@ def test_fleet_table_and_double_click(qtbot: Any, qtmodeltester: Any, window: An
     assert Path(window.state.traces[0].trace.meta.path).name == "rank-1.pt.trace.json.gz"
     assert errors.calls == []
     fw.close()
+
+
+def test_hostile_fleet_output_never_blocks_the_window(qtbot: Any, window: Any, tmp_path: Path, errors: Any) -> None:
+    """A fleet.sqlite whose kviewer_schema is an endless recursive view (issue #28 item 1): the
+    window opens it on a worker (the GUI thread never queries it), it is not taken for a fleet
+    output, and opening it as a trace says why in one error."""
+    import sqlite3
+
+    from kviewer.ui.app import _open_fleets
+
+    out = tmp_path / "out"
+    out.mkdir()
+    con = sqlite3.connect(out / "fleet.sqlite")
+    con.executescript(
+        "CREATE VIEW kviewer_schema AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
+        "SELECT 1 AS version, 'x' AS kviewer_version, 'fleet' AS kind FROM r WHERE x < 0;"
+        "CREATE TABLE fleet_ranks (run TEXT, rank INTEGER, excess_pct REAL, path TEXT);"
+    )
+    con.close()
+    assert _open_fleets(window, [str(out / "fleet.sqlite")]) == []  # returns at once: nothing read here
+    qtbot.waitUntil(lambda: len(errors.calls) == 1, timeout=30000)
+    assert window.fleet_windows == []
+    assert "fleet.sqlite" in errors.calls[0][1]

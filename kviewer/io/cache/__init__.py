@@ -20,16 +20,19 @@ into wrong numbers.
 
 Keys and invalidation
 ---------------------
-An entry is keyed by the resolved path, size and modification time (ns) of the file (for a
-folder: of every file in it) and by a fingerprint of the code that parsed it (kviewer version,
+An entry is keyed by the resolved path, size, modification time (ns), inode change time, inode
+and a blake2b digest of the content of the file (the whole file up to 16 MiB, sampled blocks
+beyond; for a folder: of every file in it) and by a fingerprint of the code that parsed it (kviewer version,
 the schema as data, this cache's format and the size/mtime of the loader sources), so touching
-a file, changing the schema or editing a loader all miss. A trace is stored only when its load
+a file, rewriting it with its old size and times, changing the schema or editing a loader all miss. A trace is stored only when its load
 was complete (not a partial load of a cut file) and the file did not change during the load.
 
 Bounds and failures
 -------------------
 The cache is bounded (2 GiB by default; ``KVIEWER_CACHE_MAX_BYTES``, e.g. ``500M``) and evicts
-the least recently used traces. ``KVIEWER_NO_CACHE=1`` (or ``use_cache=False`` / the CLI's
+the least recently used traces and analysis results (the ``extras`` table, written by
+:mod:`kviewer.session.analysis_cache`) in one order. A trace is written one column blob at a
+time inside one transaction, and not at all when that would pass the memory budget. ``KVIEWER_NO_CACHE=1`` (or ``use_cache=False`` / the CLI's
 ``--no-cache``) bypasses it. A damaged cache database is deleted and rebuilt with a warning;
 the cache never makes a load fail.
 

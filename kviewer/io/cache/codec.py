@@ -4,7 +4,7 @@ used to ship traces between processes)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,18 +146,23 @@ def _str_dtype_ok(dtype: Any) -> bool:
 
 def encode_frame(name: str, df: pd.DataFrame, compress: bool = True) -> list[ColumnBlob]:
     """A DataFrame as one :class:`ColumnBlob` per column (plus one for a non-default index)."""
+    return list(iter_frame(name, df, compress))
+
+
+def iter_frame(name: str, df: pd.DataFrame, compress: bool = True) -> Iterator[ColumnBlob]:
+    """:func:`encode_frame` one column at a time: a column is encoded only when the previous one
+    has been taken (the cache stores each before the next is made)."""
     n = len(df)
-    out: list[ColumnBlob] = []
     if not df.columns.is_unique:
         raise NotCacheable(f"{name}: duplicate column names")
     index = df.index
     if isinstance(index, pd.RangeIndex):
         if not (index.start == 0 and index.step == 1):
-            out.append(ColumnBlob(name, "", -1, "index", "range", n, {"start": index.start, "step": index.step}, b""))
+            yield ColumnBlob(name, "", -1, "index", "range", n, {"start": index.start, "step": index.step}, b"")
     elif index.dtype.kind in "iu" and index.name is None:
         arr = np.ascontiguousarray(index.to_numpy())
         data, codec = _compress(arr.tobytes(), compress)
-        out.append(ColumnBlob(name, "", -1, "index", arr.dtype.str, n, {}, data, codec))
+        yield ColumnBlob(name, "", -1, "index", arr.dtype.str, n, {}, data, codec)
     else:
         raise NotCacheable(f"{name}: index of type {type(index).__name__}")
     for pos, col in enumerate(df.columns):
@@ -177,11 +182,11 @@ def encode_frame(name: str, df: pd.DataFrame, compress: bool = True) -> list[Col
             codes = np.ascontiguousarray(s.cat.codes.to_numpy())
             data, codec = _compress(codes.tobytes(), compress)
             info = {"categories": values, "categories_dtype": str(cats.dtype), "ordered": bool(dt.ordered)}
-            out.append(ColumnBlob(name, col, pos, "cat", codes.dtype.str, n, info, data, codec))
+            yield ColumnBlob(name, col, pos, "cat", codes.dtype.str, n, info, data, codec)
         elif isinstance(dt, np.dtype) and dt.kind in "biuf":
             arr = np.ascontiguousarray(s.to_numpy())
             data, codec = _compress(arr.tobytes(), compress)
-            out.append(ColumnBlob(name, col, pos, "num", arr.dtype.str, n, {}, data, codec))
+            yield ColumnBlob(name, col, pos, "num", arr.dtype.str, n, {}, data, codec)
         elif (isinstance(dt, pd.StringDtype) or dt == object) and _str_dtype_ok(dt):
             kind = pd.api.types.infer_dtype(s, skipna=True)
             if kind not in ("string", "empty"):
@@ -192,10 +197,9 @@ def encode_frame(name: str, df: pd.DataFrame, compress: bool = True) -> list[Col
                 raise NotCacheable(f"{name}.{col}: missing values in an object column")
             encoded = msgspec.json.encode([v if isinstance(v, str) else None for v in values])
             data, codec = _compress(encoded, compress)
-            out.append(ColumnBlob(name, col, pos, "str", str(dt), n, {}, data, codec))
+            yield ColumnBlob(name, col, pos, "str", str(dt), n, {}, data, codec)
         else:
             raise NotCacheable(f"{name}.{col}: dtype {dt}")
-    return out
 
 
 def decode_frame(name: str, blobs: Iterable[ColumnBlob], zero_copy: bool = False) -> pd.DataFrame:
@@ -260,15 +264,23 @@ def decode_frame(name: str, blobs: Iterable[ColumnBlob], zero_copy: bool = False
     return df
 
 
+def iter_encoded(trace: Trace, compress: bool = True) -> Iterator[ColumnBlob]:
+    """The column blobs of a trace, one column at a time (the cache writes each before the next
+    is encoded, so at most one column's blob is held beside the trace)."""
+    for name in schema.TABLES:
+        df = trace.table(name)
+        columns = 0
+        for blob in iter_frame(name, df, compress):
+            columns += blob.kind != "index"
+            yield blob
+        if not columns:
+            raise NotCacheable(f"{name}: no columns")
+
+
 def encode_trace(trace: Trace, compress: bool = True) -> EncodedTrace:
     """Every table of a trace as column blobs, and its metadata as JSON."""
     enc = EncodedTrace(encode_meta(trace.meta))
-    for name in schema.TABLES:
-        df = trace.table(name)
-        blobs = encode_frame(name, df, compress)
-        if not any(b.kind != "index" for b in blobs):
-            raise NotCacheable(f"{name}: no columns")
-        enc.columns.extend(blobs)
+    enc.columns.extend(iter_encoded(trace, compress))
     return enc
 
 

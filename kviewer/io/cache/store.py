@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kviewer.core import Diagnostic, Trace
+from kviewer.core import Diagnostic, Trace, schema
 from kviewer.errors import CacheProblem
 from kviewer.io.cache import keys
-from kviewer.io.cache.codec import CacheDamaged, ColumnBlob, EncodedTrace, NotCacheable, decode_trace, encode_trace
+from kviewer.io.cache.codec import CacheDamaged, ColumnBlob, NotCacheable, decode_frame, decode_meta, encode_meta, iter_encoded
 from kviewer.io.cache.keys import SourceId, cache_dir, max_bytes_from_env, source_id
 
 log = logging.getLogger(__name__)
@@ -175,6 +175,13 @@ class TraceCache:
                 pk=("key", "tbl", "col"),
                 if_not_exists=True,
             )
+            # what analyses of a cached file computed (session/analysis_cache.py: SOL, fusion),
+            # in the same database, under the same bound and the same eviction
+            db.table("extras").create(
+                {"key": str, "kind": str, "info": str, "data": bytes, "nbytes": int, "created": float, "last_used": float},
+                pk="key",
+                if_not_exists=True,
+            )
         except BaseException:
             conn.close()
             raise
@@ -257,16 +264,24 @@ class TraceCache:
             row = db.execute("select meta, path_as_given from entries where key = ?", [key]).fetchone()
             if row is None:
                 return None
-            cur = db.execute("select tbl, col, pos, kind, dtype, nrows, info, codec, data from columns where key = ?", [key])
             try:
-                blobs = []
-                for tbl, col, pos, kind, dtype, nrows, info, codec, data in cur:
-                    try:
-                        info_obj = json.loads(info) if info else {}
-                    except ValueError as exc:
-                        raise CacheDamaged(f"{tbl}.{col}: {exc}") from exc
-                    blobs.append(ColumnBlob(tbl, col, pos, kind, dtype, nrows, info_obj, data or b"", codec))
-                trace = decode_trace(EncodedTrace(row[0], blobs))
+                # table by table: only one table's compressed blobs are held beside the decoded trace
+                meta = decode_meta(row[0])
+                tables = {}
+                for name in schema.TABLES:
+                    cur = db.execute("select tbl, col, pos, kind, dtype, nrows, info, codec, data from columns where key = ? and tbl = ?", [key, name])
+                    blobs = []
+                    for tbl, col, pos, kind, dtype, nrows, info, codec, data in cur:
+                        try:
+                            info_obj = json.loads(info) if info else {}
+                        except ValueError as exc:
+                            raise CacheDamaged(f"{tbl}.{col}: {exc}") from exc
+                        blobs.append(ColumnBlob(tbl, col, pos, kind, dtype, nrows, info_obj, data or b"", codec))
+                    if not blobs:
+                        raise CacheDamaged(f"table {name} is missing")
+                    tables[name] = decode_frame(name, blobs)
+                    del blobs
+                trace = Trace(meta=meta, **tables)
             except (CacheDamaged, ValueError, TypeError, KeyError) as exc:
                 msg = f"a cached trace of {sid.path} was damaged ({exc}); it was loaded from the file again"
                 self._say(msg)
@@ -288,7 +303,11 @@ class TraceCache:
         """Store a trace loaded from ``path``; ``before`` is :func:`source_id` taken before the load.
 
         Returns False (and stores nothing) when the load was partial, the file changed while it
-        was read, the trace cannot be stored faithfully or it alone exceeds the bound.
+        was read, the trace cannot be stored faithfully, it alone exceeds the bound, or storing
+        it would take the process past its memory budget (``KVIEWER_MAX_MEMORY``).
+
+        The trace is written streaming, one table's column blobs at a time inside one
+        transaction: besides the trace, only the current table's encoded columns are in memory.
         """
         if not load_was_complete(trace):
             log.info("trace cache: not storing %s: the load was partial", path)
@@ -301,20 +320,19 @@ class TraceCache:
             log.info("trace cache: not storing %s: it changed while it was read", path)
             return False
         try:
-            enc = encode_trace(trace, self.compress)
+            meta = encode_meta(trace.meta)
         except NotCacheable as exc:
             log.info("trace cache: not storing %s: %s", path, exc)
-            return False
-        except Exception as exc:  # noqa: BLE001 - the cache must never fail a load that worked
-            log.warning("trace cache: not storing %s: %s: %s", path, type(exc).__name__, exc)
-            return False
-        nbytes = enc.nbytes
-        if nbytes > self.max_bytes:
-            log.info("trace cache: not storing %s: %d bytes exceed the bound of %d", path, nbytes, self.max_bytes)
             return False
         key = before.key()
         path_as_given = int(trace.meta.path == os.fspath(path))
         now = time.time()
+        from kviewer.io.memory import memory_budget, rss
+
+        budget = memory_budget()
+
+        class _Abandon(Exception):
+            pass
 
         def store(db: Any) -> bool:
             db.execute("BEGIN IMMEDIATE")
@@ -323,6 +341,19 @@ class TraceCache:
                 for (old,) in db.execute("select key from entries where path = ? and key != ?", [before.path, key]).fetchall():
                     self._delete(db, old, commit=False)
                 self._delete(db, key, commit=False)
+                nbytes = len(meta)
+                for b in iter_encoded(trace, self.compress):
+                    info = json.dumps(b.info, ensure_ascii=False) if b.info else ""
+                    nbytes += len(b.data) + len(info)
+                    if nbytes > self.max_bytes:
+                        raise _Abandon(f"more than the bound of {self.max_bytes} bytes")
+                    if rss() > budget:
+                        raise _Abandon("storing it would pass the memory budget")
+                    db.conn.execute(
+                        "insert into columns (key, tbl, col, pos, kind, dtype, nrows, info, codec, data) values (?,?,?,?,?,?,?,?,?,?)",
+                        [key, b.table, b.column, b.position, b.kind, b.dtype, b.nrows, info, b.codec, b.data],
+                    )
+                    del b
                 db.table("entries").insert(
                     {
                         "key": key,
@@ -330,7 +361,7 @@ class TraceCache:
                         "size": before.size,
                         "mtime_ns": before.mtime_ns,
                         "fingerprint": keys.fingerprint(),
-                        "meta": enc.meta,
+                        "meta": meta,
                         "path_as_given": path_as_given,
                         "nbytes": nbytes,
                         "load_seconds": float(load_seconds),
@@ -338,51 +369,62 @@ class TraceCache:
                         "last_used": now,
                     }
                 )
-                db.table("columns").insert_all(
-                    (
-                        {
-                            "key": key,
-                            "tbl": b.table,
-                            "col": b.column,
-                            "pos": b.position,
-                            "kind": b.kind,
-                            "dtype": b.dtype,
-                            "nrows": b.nrows,
-                            "info": json.dumps(b.info, ensure_ascii=False) if b.info else "",
-                            "codec": b.codec,
-                            "data": b.data,
-                        }
-                        for b in enc.columns
-                    ),
-                    batch_size=16,
-                )
                 evicted = self._evict(db, keep=key)
                 db.commit()
             except BaseException:
                 db.rollback()
                 raise
             if evicted:
-                try:
-                    db.execute("PRAGMA incremental_vacuum")
-                    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                except sqlite3.OperationalError:
-                    pass
+                self._compact(db)
             return True
 
+        def guarded(db: Any) -> bool:
+            try:
+                return store(db)
+            except _Abandon as exc:
+                log.info("trace cache: not storing %s: %s", path, exc)
+                return False
+            except NotCacheable as exc:
+                log.info("trace cache: not storing %s: %s", path, exc)
+                return False
+            except (sqlite3.Error, OSError, UnsafeCache):
+                raise
+            except Exception as exc:  # noqa: BLE001 - the cache must never fail a load that worked
+                log.warning("trace cache: not storing %s: %s: %s", path, type(exc).__name__, exc)
+                return False
+
         with self._lock:
-            ok: bool = self._run("write", store, False)
+            ok: bool = self._run("write", guarded, False)
         return ok
 
+    @staticmethod
+    def _compact(db: Any) -> None:
+        try:
+            db.execute("PRAGMA incremental_vacuum")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.OperationalError:
+            pass
+
     def _evict(self, db: Any, keep: str) -> int:
-        """Drop least recently used entries until the total is within the bound."""
+        """The one eviction: drop least recently used traces and analysis results (together, one
+        order) until the total is within the bound."""
         total = db.execute("select coalesce(sum(nbytes), 0) from entries").fetchone()[0]
+        total += db.execute("select coalesce(sum(nbytes), 0) from extras").fetchone()[0]
         evicted = 0
         if total <= self.max_bytes:
             return 0
-        for old, nbytes in db.execute("select key, nbytes from entries where key != ? order by last_used, created", [keep]).fetchall():
+        rows = db.execute(
+            "select 'entries', key, nbytes, last_used, created from entries where key != ? "
+            "union all select 'extras', key, nbytes, last_used, created from extras where key != ? order by 4, 5",
+            [keep, keep],
+        ).fetchall()
+        for table, old, nbytes, _used, _created in rows:
             if total <= self.max_bytes:
                 break
-            self._delete(db, old, commit=False)
+            if table == "entries":
+                self._delete(db, old, commit=False)
+            else:
+                db.conn.execute("delete from extras where key = ?", [old])
             total -= nbytes
             evicted += 1
         return evicted
@@ -392,6 +434,60 @@ class TraceCache:
         db.conn.execute("delete from entries where key = ?", [key])
         if commit:
             db.commit()
+
+    # -- analysis results (session/analysis_cache.py) ----------------------------------------------
+
+    def get_extra(self, key: str) -> tuple[str, bytes] | None:
+        """(info, data) stored under ``key`` by :meth:`put_extra`, marked as used now; None on a miss."""
+
+        def fetch(db: Any) -> tuple[str, bytes] | None:
+            row = db.execute("select info, data from extras where key = ?", [key]).fetchone()
+            if row is None:
+                return None
+            try:
+                db.execute("update extras set last_used = ? where key = ?", [time.time(), key])
+            except sqlite3.OperationalError:
+                pass
+            return str(row[0]), bytes(row[1])
+
+        with self._lock:
+            result: tuple[str, bytes] | None = self._run("read", fetch, None)
+        return result
+
+    def put_extra(self, key: str, kind: str, info: str, data: bytes) -> bool:
+        """Store an analysis result (``data``, with ``info`` text) under ``key``, inside the one
+        bound and eviction of the cache; False when it alone exceeds the bound or the cache fails."""
+        nbytes = len(data) + len(info)
+        if nbytes > self.max_bytes:
+            return False
+        now = time.time()
+
+        def store(db: Any) -> bool:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.conn.execute("insert or replace into extras values (?, ?, ?, ?, ?, ?, ?)", [key, kind, info, data, nbytes, now, now])
+                evicted = self._evict(db, keep=key)
+                db.commit()
+            except BaseException:
+                db.rollback()
+                raise
+            if evicted:
+                self._compact(db)
+            return True
+
+        with self._lock:
+            ok: bool = self._run("write", store, False)
+        return ok
+
+    def clear_extras(self, kind: str | None = None) -> None:
+        """Forget the stored analysis results (of ``kind``, or all)."""
+
+        def wipe(db: Any) -> None:
+            db.conn.execute("delete from extras" + (" where kind = ?" if kind else ""), [kind] if kind else [])
+            db.commit()
+
+        with self._lock:
+            self._run("clear", wipe, None)
 
     def entries(self) -> list[dict[str, Any]]:
         """Cached traces, most recently used first (path, size, mtime_ns, nbytes, last_used)."""

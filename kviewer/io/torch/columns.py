@@ -249,6 +249,8 @@ class _Columns:
         self.n_events = 0
         self.bad = 0
         self.utf8 = False
+        self.surrogates = 0
+        """escapes of half a UTF-16 surrogate pair read as U+FFFD"""
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in self.ROW + self.KER + self.GOP}
         self.g_kind: list[Any] = []
 

@@ -13,7 +13,7 @@ from msgspec import Raw
 from kviewer.core import Diagnostic, Trace
 from kviewer.errors import CorruptTrace, TruncatedTrace
 from kviewer.io.registry import CancelToken
-from kviewer.io.source import Progress, json_bad_utf8, json_ends_early
+from kviewer.io.source import Progress, json_bad_utf8, json_ends_early, json_lone_surrogate
 from kviewer.io.torch.columns import _Columns
 from kviewer.io.torch.events import (
     _BOM,
@@ -50,6 +50,9 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
             warnings.append(Diagnostic.warning("skipped", path, f"skipped {acc.bad:,} trace events whose fields have unexpected types"))
         if acc.utf8:
             warnings.append(Diagnostic.warning("encoding", path, _UTF8_NOTE))
+        if acc.surrogates:
+            warnings.append(Diagnostic.warning("encoding", path, f"{acc.surrogates:,} escapes of half a UTF-16 surrogate pair "
+                                               "(e.g. \\ud83d alone) were read as U+FFFD (\ufffd); every event was loaded"))
         if salvaged or reader.truncated:
             how = f"the {reader.compression} stream is cut or damaged" if reader.truncated else "the file ends early"
             warnings.append(
@@ -215,10 +218,37 @@ def _decode_events(piece: bytes | memoryview, acc: _Columns) -> list[_Event]:
     except msgspec.ValidationError:
         return _lenient_events(_EVENTS_RAW.decode(piece), acc)
     except msgspec.DecodeError as exc:
+        if json_lone_surrogate(exc):
+            fixed, count = repair_lone_surrogates(bytes(piece))
+            if count:
+                acc.surrogates += count
+                return _decode_events(fixed, acc)
         if not json_bad_utf8(exc):
             raise
     acc.utf8 = True
     return _decode_events(_valid_utf8(piece), acc)
+
+
+#: a JSON backslash pair, a whole surrogate pair, or half of one (in that order of preference)
+_SURROGATE_ESCAPE = re.compile(rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def repair_lone_surrogates(data: bytes) -> tuple[bytes, int]:
+    """``data`` with every escape of half a UTF-16 surrogate pair (``\\ud83d`` not followed by a
+    low half, a low half alone) replaced by ``\\ufffd``; and how many there were. Escaped
+    backslashes and whole pairs are kept."""
+    count = 0
+
+    def sub(m: re.Match[bytes]) -> bytes:
+        nonlocal count
+        text = m.group(0)
+        if len(text) == 6:  # half a pair
+            count += 1
+            return b"\\ufffd"
+        return text
+
+    fixed = _SURROGATE_ESCAPE.sub(sub, data)
+    return fixed, count
 
 
 def _valid_utf8(data: bytes | bytearray | memoryview) -> bytes:
@@ -248,6 +278,11 @@ def _decode(path: Path, data: bytes | bytearray, cut: bool, cancel: CancelToken,
     try:
         doc, salvaged = _decode_doc(path, data, acc), False
     except msgspec.DecodeError as exc:
+        if json_lone_surrogate(exc):
+            fixed, count = repair_lone_surrogates(bytes(data))
+            if count:
+                acc.surrogates += count
+                return _decode(path, fixed, cut, cancel, acc)
         if json_bad_utf8(exc):
             acc.utf8 = True
             return _decode(path, _valid_utf8(data), cut, cancel, acc)
