@@ -113,6 +113,8 @@ _CONVERSIONS = tuple(f"{a} to {b}" for a in _DTYPE_WORDS for b in _DTYPE_WORDS i
 _RULES: tuple[_Rule, ...] = (
     # address/offset precomputation beside a library kernel: no arithmetic of the op
     _rule("other", "", (), ("compute offsets", "offsets kernel")),
+    # a library clearing its workspace before the math (cuDNN's init_device_workspace_kernel)
+    _rule("fill", "", (r"init_?workspace\w*", r"workspace_?init\w*"), ("init device workspace", "init workspace", "workspace init")),
     _rule("communication", "nccl rccl allreduce allgather reducescatter alltoall sendrecv",
           (r"nccl\w*", r"rccl\w*", r"msccl\w*"),
           ("all reduce", "all gather", "reduce scatter", "cross device reduce", "all to all")),
@@ -308,6 +310,11 @@ _TENSILE_TYPES = re.compile(r"^(?:[bhsd]{2,3}|[bhsd]{2}s)$")
 FMA_WORDS = frozenset({"ffma", "sgemm", "simt", "fma"})
 
 
+def fma_pipe(name: str) -> bool:
+    """The kernel name says its math runs on the FMA (SIMT) pipe (``volta_sgemm_…``, ``…_simt_…``, ``ffma``)."""
+    return bool(FMA_WORDS & set(name_words(name)))
+
+
 def _library_type(ws: tuple[str, ...]) -> str:
     """The precision a GEMM library encodes in a type token of the name ('' if none)."""
     if "nvjet" in ws:
@@ -340,7 +347,11 @@ def precision_from_name(name: str) -> str:
         return "tf32"
     if re.search(r"f16|fp16|\bhalf\b|hgemm|hmma|\bh\d+gemm", text):
         return "fp16"
-    if re.search(r"dgemm|fp64|f64|\bdouble\b|dmma|\bd\d+gemm", text):
+    if re.search(r"dgemm|fp64|f64|dmma|\bd\d+gemm", text):
+        return "fp64"
+    # "double" alone says fp64; beside "float" it is a scalar argument (a fused AdamW's lr, randn's
+    # mean and std, a lambda(double)), not the data the kernel computes on
+    if re.search(r"\bdouble\b", text) and not re.search(r"\bfloat\b|\bhalf\b|\bbfloat16\b|\bfloat16\b", text):
         return "fp64"
     if re.search(r"int8|\bi8\b|imma|igmma", text):
         return "int8"
