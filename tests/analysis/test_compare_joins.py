@@ -170,3 +170,41 @@ def test_cli_fail_if_slower_uses_the_step(gemm_grid: tuple[Path, Path]) -> None:
                                    capture_output=True, text=True, timeout=300).stdout)
     assert js["slower_basis"] == "median step" and js["total_slower_pct"] > 50 and abs(js["slower_pct"]) < 3
     assert all(("precision_a" in row and "precision_b" in row and "matched_by" in row) for row in js["groups"])
+
+
+def _mixed(names: list[str], with_op: list[bool], durs: list[int], path: str) -> Trace:
+    """Kernels in launch order, some launched by an aten::copy_ op (bf16 <- fp32), the others by no op."""
+    n = len(names)
+    ext = np.where(with_op, np.arange(n) + 1, -1).astype(np.int64)
+    k = make_table("kernels", n, {
+        "name": names, "start": np.arange(n, dtype=np.int64) * 10_000, "dur": np.asarray(durs, dtype=np.int64),
+        "external_id": ext, "correlation": np.arange(n, dtype=np.int64) + 1,
+    })  # fmt: skip
+    ops = [i for i in range(n) if with_op[i]]
+    c = make_table("cpu_slices", len(ops), {
+        "name": ["aten::copy_"] * len(ops), "category": ["op"] * len(ops),
+        "start": np.asarray(ops, dtype=np.int64) * 10_000 - 5000, "end": np.asarray(ops, dtype=np.int64) * 10_000 - 1000,
+        "external_id": np.asarray(ops, dtype=np.int64) + 1, "pid": [1] * len(ops), "tid": [1] * len(ops), "depth": [0] * len(ops),
+        "input_types": [json.dumps(["c10::BFloat16", "float"])] * len(ops), "input_dims": [json.dumps([[4096], [4096]])] * len(ops),
+    })  # fmt: skip
+    return Trace(TraceMeta(path=path, source_format="test"), kernels=k, cpu_slices=c)
+
+
+def test_opless_kernels_pair_by_kind_precision_and_order() -> None:
+    """The op-less GEMMs of a cuBLAS and a hipBLASLt run (no name in common) meet by kind,
+    precision and place in the sequence; the bf16 one meets the bf16 one, the fp32 one the fp32
+    one, and an op-less kernel of another kind stays unpaired."""
+    copy = "void at::native::unrolled_elementwise_kernel<direct_copy_kernel_cuda>(int)"
+    a = _mixed([copy, "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN", copy, "ampere_sgemm_128x64_tn", copy, copy],
+               [True, False, True, False, True, True], [100, 5000, 100, 3000, 100, 100], "a")
+    b = _mixed([copy, "Cijk_Ailk_Bljk_BBS_BH_MT128x128x32_MI32x32x8x1_SN", copy, "Cijk_Ailk_Bljk_SB_MT64x64x16_SN",
+                copy, "void at::native::reduce_kernel<512, 1>(float)", copy],
+               [True, False, True, False, True, False, True], [100, 6000, 100, 2000, 100, 700, 100], "b")
+    g = compare(a, b).groups
+    rows = g[g["matched_by"] == "kind+precision+order"]
+    assert len(rows) == 2
+    by = rows.set_index("precision_a")
+    assert by.loc["bf16", "name_a"].startswith("nvjet") and by.loc["bf16", "name_b"].startswith("Cijk_Ailk_Bljk_BBS")
+    assert by.loc["fp32", "name_a"].startswith("ampere_sgemm") and by.loc["fp32", "precision_b"] == "fp32"
+    assert (rows["precision_a"] == rows["precision_b"]).all()
+    assert g.loc[g["status"] == ONLY_B, "name_b"].str.contains("reduce_kernel").all()
