@@ -96,3 +96,24 @@ def test_a_gap_in_the_report_leaves_that_place_unmeasured(nsys: Trace, report: T
         have = ~np.isnan(flops)
         assert have.sum() == len(place_flops) - 1, step
         np.testing.assert_allclose(flops[have], place_flops[have], rtol=0.01, err_msg=f"step {step}")
+
+
+@pytest.mark.samples
+def test_match_report_counts_direct_and_inherited(nsys: Trace, report: Trace, sample_traces: Path) -> None:
+    """The match report (``sol|kernels … --ncu`` on stderr, ``info TRACE REPORT``) says how many
+    launches were measured directly, how many inherited, and from which step."""
+    import json
+    import subprocess
+    import sys
+
+    from kviewer.analysis.attach import describe
+
+    lines = "\n".join(describe(attach_counters(nsys, report)))
+    assert "24 launches measured directly, 48 inherited" in lines
+    assert "step_0 <- step_1: 24; step_2 <- step_1: 24" in lines
+    proc = subprocess.run([sys.executable, "-m", "kviewer", "info", nsys.meta.path, str(sample_traces / "gemm_grid_step1_full.ncu-rep.gz"),
+                           "--format", "json", "-q"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    [m] = json.loads(proc.stdout)["ncu_matches"]
+    assert (m["matched"], m["inherited"], m["refused"]) == (24, 48, [])
+    assert [(x["step"], x["source_step"], x["launches"]) for x in m["inherited_from"]] == [("step_0", "step_1", 24), ("step_2", "step_1", 24)]
