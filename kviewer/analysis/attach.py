@@ -288,6 +288,8 @@ def unmatched_reasons(timeline: Trace, report: Trace, match: MatchReport) -> lis
 
 #: an inheritance whose modelled FLOPs or bytes differ from its source's by more than this is refused
 INHERIT_LIMIT = 0.25
+#: the source "step" of launches measured outside every step (a report taken during warm-up)
+OUTSIDE = -1
 
 
 @dataclass(frozen=True)
@@ -383,6 +385,12 @@ def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT) -> tuple[Trace,
     so = step_of[order]
     for s in np.unique(so[so >= 0]).tolist():
         seqs[int(s)] = order[so == s]
+    # a report taken outside the steps (during warm-up): the launches from its first to its last
+    # measured one are the sequence the steps align with
+    out_seq = order[so < 0]
+    hit = np.flatnonzero(measured[out_seq])
+    if len(hit):
+        seqs[OUTSIDE] = out_seq[int(hit[0]) : int(hit[-1]) + 1]
     sources = sorted((s for s in seqs if measured[seqs[s]].any()), key=lambda s: (-int(measured[seqs[s]].sum()), s))
     mf = k["model_flops"].to_numpy(np.float64)
     mb = k["model_bytes"].to_numpy(np.float64)
@@ -392,6 +400,8 @@ def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT) -> tuple[Trace,
     src: list[int] = []
     counts: dict[tuple[int, int], int] = {}
     for d, dseq in seqs.items():
+        if d == OUTSIDE:
+            continue  # outside the steps no launch has a place to inherit by
         for s in sources:
             if s == d:
                 continue
@@ -411,7 +421,8 @@ def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT) -> tuple[Trace,
                     dst.append(j)
                     src.append(i)
                     counts[(d, s)] = counts.get((d, s), 0) + 1
-    out.by_step = [Inheritance(step_names[d], step_names[s], n) for (d, s), n in sorted(counts.items())]
+    name_of = {**dict(enumerate(step_names)), OUTSIDE: "outside the steps"}
+    out.by_step = [Inheritance(name_of[d], name_of[s], n) for (d, s), n in sorted(counts.items())]
     out.launches = len(dst)
     out.refused.sort(key=lambda r: r.kernel)
     if not dst:

@@ -344,3 +344,39 @@ def test_signature_is_one_spelling_for_both_demanglers() -> None:
     mul = "void at::native::vectorized_elementwise_kernel<8, at::native::MulFunctor<c10::BFloat16>, std::array<char*, 3ul> >(int)"
     assert signature(add) == signature(add_n) != signature(mul)
     assert signature("void f<lambda>::g<{lambda()#2}>(int)") == signature("void f<lambda>::g<[lambda() (instance 2)]>(int, T1)")
+
+
+@pytest.mark.samples
+def test_report_taken_during_warm_up_aligns_with_every_step(sample_traces: Path, tmp_path: Path) -> None:
+    """The fullset_3k report's window lies in the warm-up, outside the NVTX steps: the launches
+    from its first to its last measured one align with each step's sequence, so each of the 60
+    steps inherits the same 3 kernels (same full names, grid, block, in the same order)."""
+    import gzip
+
+    from kviewer.io import load
+
+    sq = tmp_path / "h200_llm_train_nvtx.sqlite"
+    sq.write_bytes(gzip.decompress((sample_traces / "h200_llm_train_nvtx.sqlite.gz").read_bytes()))
+    tl = load(str(sq))
+    nc = load(str(sample_traces / "h200_block_fullset_3k.ncu-rep.gz"))
+    res = attach_counters(tl, nc)
+    assert res.matched == 3 and not res.steps  # the window is outside the steps
+    by = res.inheritance.by_step
+    assert len(by) == 60 and all(x.source_step == "outside the steps" and x.launches == 3 for x in by)
+    k = res.trace.kernels
+    st = k["counters"].astype(str).to_numpy()
+    src = k["counters_from"].to_numpy()
+    names = k["name"].astype(str).to_numpy()
+    measured = [names[i] for i in np.flatnonzero(st == "measured")]
+    inh = np.flatnonzero(st == "inherited")
+    assert len(inh) == 180 and (names[inh] == names[src[inh]]).all()
+    for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
+        assert (k[c].to_numpy()[inh] == k[c].to_numpy()[src[inh]]).all()
+    from kviewer.analysis.attach import _steps_of
+    from kviewer.analysis.merge import launch_order
+
+    step_of, _ = _steps_of(res.trace)
+    order = launch_order(k)
+    for s in range(60):
+        seq = [names[i] for i in order if step_of[i] == s and st[i] == "inherited"]
+        assert seq == measured, s
