@@ -441,10 +441,14 @@ def _compare_section(r: CompareResult, top: int) -> Section:
     sec.blocks.append(Facts([("A", r.label_a), ("B", r.label_b)]))
     slower = r.slower_pct
     verdict = "slower" if r.delta_ns > 0 else "faster" if r.delta_ns < 0 else "as fast"
+    total_pct = r.total_slower_pct
+    per_step = (f"Median step: A {fmt_ns(r.step_median_a_ns)}, B {fmt_ns(r.step_median_b_ns)} ({fmt_pct(slower, signed=True)}), "
+                f"{len(r.steps_a)} vs {len(r.steps_b)} steps. " if r.headline_basis == "median step" else "")
     sec.blocks.append(
         Paragraph(
-            f"Total kernel time: A {fmt_ns(r.total_a_ns)}, B {fmt_ns(r.total_b_ns)}; B is {fmt_ns(abs(r.delta_ns))} {verdict}"
-            + (f" ({fmt_pct(slower, signed=True)})." if math.isfinite(slower) else ".")
+            per_step
+            + f"Total kernel time: A {fmt_ns(r.total_a_ns)}, B {fmt_ns(r.total_b_ns)}; B is {fmt_ns(abs(r.delta_ns))} {verdict}"
+            + (f" ({fmt_pct(total_pct, signed=True)})." if math.isfinite(total_pct) else ".")
             + f" Kernels matched by {'name, launch size and launching op' if r.use_ops else 'name and launch size'}."
         )
     )

@@ -3,7 +3,7 @@
 :func:`attach_counters` is the one entry point the CLI (``--ncu REPORT``) and the desktop app
 (``kviewer TRACE REPORT``, a report dropped on an open trace, File › Attach Counter Report…) use:
 
-1. :func:`kviewer.core.merge.merge_ncu` pairs the report's kernels with the timeline's by launch
+1. :func:`kviewer.analysis.merge.merge_ncu` pairs the report's kernels with the timeline's by launch
    order within each (base name, grid, block) group and copies the measured columns and the
    ``metrics`` rows onto the matched timeline kernels (``counters = "measured"``). Whatever the
    speed-of-light analysis does with measured counters on a loaded report therefore applies to
@@ -11,12 +11,13 @@
 2. The step each matched kernel ran in is named (:mod:`kviewer.analysis.steps`). When the program
    repeats itself, several window starts fit equally well; each is offered as a
    :class:`WindowChoice` (its step) and ``start=`` or ``step=`` picks one.
-3. Every other launch of a measured kernel with the same (base name, grid, block, launching op's
-   input shapes) — the same work in another step — inherits the measured counters
-   (``counters = "inherited"``, ``counters_from`` = the profiled launch), so the efficiency that
-   was measured once shows on every step. The n-th such launch of a step takes the n-th profiled
-   launch of its group (cyclically), so a kernel run twice per step keeps its two profiles apart.
-4. The modelled FLOPs and bytes (:func:`kviewer.analysis.model.model_kernels`) fill the kernels'
+3. A launch of the same kernel at the same place in another step inherits the measured counters
+   (``counters = "inherited"``, ``counters_from`` = the profiled launch): each step's launch
+   sequence is aligned with the measured step's (:func:`inherit_counters`; identity = full name,
+   grid, block, launching op and shapes), so the efficiency measured once shows on every step and
+   two GEMMs sharing a kernel and a grid never swap counters. Inheritances whose modelled FLOPs or
+   bytes differ from the source's by more than :data:`INHERIT_LIMIT` are refused and listed.
+4. The modelled FLOPs and bytes (filled before step 3) (:func:`kviewer.analysis.model.model_kernels`) fill the kernels'
    ``model_flops``/``model_bytes`` columns, so measured and modelled sit side by side;
    :func:`model_gaps` says where they differ by more than :data:`GAP_LIMIT`.
 
@@ -27,6 +28,7 @@ from :class:`AttachResult`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from dataclasses import dataclass, field
 
@@ -34,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import Trace
-from kviewer.core.merge import MEASURED, MatchReport, copy_values, kernel_keys, known, launch_order, match_kernels, merge_ncu
+from kviewer.analysis.merge import MEASURED, MatchReport, copy_values, kernel_keys, known, launch_order, match_kernels, merge_ncu
 
 #: measured and modelled differing by more than this share is reported (the model gets caught)
 GAP_LIMIT = 0.25
@@ -114,6 +116,8 @@ class AttachResult:
     """index into ``choices`` of the start used (-1 when nothing matched)"""
     inherited: int = 0
     """timeline launches that inherited counters from a profiled launch"""
+    inheritance: Inherited = field(default_factory=lambda: Inherited())
+    """which steps inherited from which, and the inheritances refused"""
     unmatched: list[Unmatched] = field(default_factory=list)
     timeline_outside: int = 0
     """timeline kernels before or after the report's window"""
@@ -198,8 +202,7 @@ def attach_counters(
 
     tids = match.pairs["timeline_id"].to_numpy(np.int64)
     steps_hit = sorted({int(step_of[t]) for t in tids if step_of[t] >= 0})
-    trace, inherited = inherit_counters(merged)
-    trace = with_model(trace)
+    trace, inherited = inherit_counters(with_model(merged))
     outside, skipped = _timeline_unmatched(timeline, match)
     result = AttachResult(
         trace=trace,
@@ -209,7 +212,8 @@ def attach_counters(
         steps=[step_names[i] for i in steps_hit],
         choices=choices,
         chosen=chosen,
-        inherited=inherited,
+        inherited=inherited.launches,
+        inheritance=inherited,
         unmatched=unmatched_reasons(timeline, report, match),
         timeline_outside=outside,
         timeline_skipped=skipped,
@@ -282,62 +286,159 @@ def unmatched_reasons(timeline: Trace, report: Trace, match: MatchReport) -> lis
     return [Unmatched(name, c, why) for (name, why), c in sorted(counts.items(), key=lambda kv: -kv[1])]
 
 
-def _shape_keys(trace: Trace) -> np.ndarray:
-    """The launching op's input shapes per kernel ("" when unknown)."""
+#: an inheritance whose modelled FLOPs or bytes differ from its source's by more than this is refused
+INHERIT_LIMIT = 0.25
+#: the source "step" of launches measured outside every step (a report taken during warm-up)
+OUTSIDE = -1
+
+
+@dataclass(frozen=True)
+class Inheritance:
+    """How many launches of one step took their counters from the measured launches of another."""
+
+    step: str
+    """the step of the inheriting launches"""
+    source_step: str
+    """the step of the measured launches they inherit from"""
+    launches: int
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A launch that aligned with a measured one but does not inherit: its modelled work differs."""
+
+    kernel: int
+    """kernels.id of the launch that did not inherit"""
+    source: int
+    """kernels.id of the measured launch it aligned with"""
+    name: str
+    what: str
+    """"FLOPs" or "bytes" (the modelled quantity that differs)"""
+    value: float
+    source_value: float
+
+    @property
+    def diff(self) -> float:
+        """Relative difference from the source's value."""
+        return (self.value - self.source_value) / self.source_value if self.source_value else math.inf
+
+
+@dataclass
+class Inherited:
+    """What :func:`inherit_counters` did."""
+
+    launches: int = 0
+    by_step: list[Inheritance] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)
+    has_steps: bool = True
+    """False: the timeline has no steps, so no launch has a position to inherit by"""
+
+
+def _identity(trace: Trace) -> list[tuple]:
+    """Per kernel what makes two launches the same kernel: the full name, grid, block (x, y, z), and
+    the launching op and its input shapes where the trace has them ("" otherwise)."""
     from kviewer.analysis.matching import kernel_op_info
 
-    return kernel_op_info(trace)[1]
+    k = trace.kernels
+    ops, shapes = kernel_op_info(trace)
+    cols = [k[c].to_numpy(np.int64) for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")]
+    names = k["name"].astype(str).to_numpy()
+    return [(str(names[i]), *(int(c[i]) for c in cols), str(ops[i]), str(shapes[i])) for i in range(len(k))]
 
 
-def inherit_counters(trace: Trace) -> tuple[Trace, int]:
-    """Copy measured counters to the unprofiled launches of the same (base name, grid, block,
-    shapes); returns the new trace and how many launches inherited."""
+def _differs(a: float, b: float, limit: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return False  # unknown on a side: nothing to compare
+    if b == 0:
+        return a != 0
+    return abs(a - b) / abs(b) > limit
+
+
+def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT) -> tuple[Trace, Inherited]:
+    """Copy measured counters to unprofiled launches of the *same kernel at the same place in
+    another step*.
+
+    Each step's launch sequence (launch order) is aligned with the sequence of every step that has
+    measured launches (``difflib.SequenceMatcher`` on the identity of :func:`_identity`: full name,
+    grid, block, launching op and shapes); a launch aligned with a measured one inherits its
+    counters (``counters = "inherited"``, ``counters_from`` its id). Two GEMMs that share a kernel
+    and a grid but sit at different places in the step therefore never exchange counters, also in
+    an Nsight Systems export without shapes. An inheritance whose modelled FLOPs or bytes
+    (``model_flops``/``model_bytes``, filled by :func:`with_model` first) differ from the source's
+    by more than ``limit`` is refused and listed. A timeline without steps inherits nothing.
+    """
     k = trace.kernels
     status = k["counters"].astype(str).to_numpy()
     measured = status == "measured"
+    out = Inherited()
     if not measured.any() or measured.all():
-        return trace, 0
-    keys = kernel_keys(k)
-    shapes = _shape_keys(trace)
-    full = [(*key, str(s)) for key, s in zip(keys, shapes)]
+        return trace, out
+    step_of, step_names = _steps_of(trace)
+    if not step_names:
+        out.has_steps = False
+        return trace, out
+    ident = _identity(trace)
+    codes: dict[tuple, int] = {}
+    code = np.asarray([codes.setdefault(x, len(codes)) for x in ident], dtype=np.int64)
     order = launch_order(k)
-    step_of, _ = _steps_of(trace)
-    sources: dict[tuple, list[int]] = {}
-    for i in order:
-        if measured[i]:
-            sources.setdefault(full[i], []).append(int(i))
-    if not sources:
-        return trace, 0
-    seen: dict[tuple, int] = {}
+    seqs: dict[int, np.ndarray] = {}
+    so = step_of[order]
+    for s in np.unique(so[so >= 0]).tolist():
+        seqs[int(s)] = order[so == s]
+    # a report taken outside the steps (during warm-up): the launches from its first to its last
+    # measured one are the sequence the steps align with
+    out_seq = order[so < 0]
+    hit = np.flatnonzero(measured[out_seq])
+    if len(hit):
+        seqs[OUTSIDE] = out_seq[int(hit[0]) : int(hit[-1]) + 1]
+    sources = sorted((s for s in seqs if measured[seqs[s]].any()), key=lambda s: (-int(measured[seqs[s]].sum()), s))
+    mf = k["model_flops"].to_numpy(np.float64)
+    mb = k["model_bytes"].to_numpy(np.float64)
+    names = k["name"].astype(str).to_numpy()
+    taken = np.zeros(len(k), dtype=bool)
     dst: list[int] = []
     src: list[int] = []
-    for i in order:
-        i = int(i)
-        key = full[i]
-        if key not in sources:
-            continue
-        occ_key = (key, int(step_of[i]))
-        j = seen.get(occ_key, 0)
-        seen[occ_key] = j + 1
-        if measured[i] or status[i]:
-            continue
-        group = sources[key]
-        dst.append(i)
-        src.append(group[j % len(group)])
+    counts: dict[tuple[int, int], int] = {}
+    for d, dseq in seqs.items():
+        if d == OUTSIDE:
+            continue  # outside the steps no launch has a place to inherit by
+        for s in sources:
+            if s == d:
+                continue
+            sseq = seqs[s]
+            sm = difflib.SequenceMatcher(None, code[sseq].tolist(), code[dseq].tolist(), autojunk=False)
+            for a, b, size in sm.get_matching_blocks():
+                for t in range(size):
+                    i, j = int(sseq[a + t]), int(dseq[b + t])
+                    if not measured[i] or taken[j] or status[j]:
+                        continue
+                    what = "FLOPs" if _differs(mf[j], mf[i], limit) else "bytes" if _differs(mb[j], mb[i], limit) else ""
+                    if what:
+                        vals = (mf[j], mf[i]) if what == "FLOPs" else (mb[j], mb[i])
+                        out.refused.append(Refused(j, i, str(names[j]), what, float(vals[0]), float(vals[1])))
+                        continue
+                    taken[j] = True
+                    dst.append(j)
+                    src.append(i)
+                    counts[(d, s)] = counts.get((d, s), 0) + 1
+    name_of = {**dict(enumerate(step_names)), OUTSIDE: "outside the steps"}
+    out.by_step = [Inheritance(name_of[d], name_of[s], n) for (d, s), n in sorted(counts.items())]
+    out.launches = len(dst)
+    out.refused.sort(key=lambda r: r.kernel)
     if not dst:
-        return trace, 0
-    d = np.asarray(dst, dtype=np.int64)
-    s = np.asarray(src, dtype=np.int64)
+        return trace, out
+    dd = np.asarray(dst, dtype=np.int64)
+    ss = np.asarray(src, dtype=np.int64)
     kernels = k.copy()
     for col in MEASURED:
-        copy_values(kernels, col, d, k[col].to_numpy()[s], np.ones(len(d), dtype=bool))
+        copy_values(kernels, col, dd, k[col].to_numpy()[ss], np.ones(len(dd), dtype=bool))
     st = status.astype(object)
-    st[d] = "inherited"
+    st[dd] = "inherited"
     kernels["counters"] = pd.Categorical(st)
     cf = kernels["counters_from"].to_numpy().copy()
-    cf[d] = s
+    cf[dd] = ss
     kernels["counters_from"] = cf
-    return dataclasses.replace(trace, kernels=kernels), len(d)
+    return dataclasses.replace(trace, kernels=kernels), out
 
 
 def with_model(trace: Trace) -> Trace:
@@ -439,8 +540,23 @@ def describe(result: AttachResult) -> list[str]:
             alts += f"; … ({len(result.choices) - len(shown)} more)"
         lines.append(f"  the program repeats itself: {len(result.choices)} windows fit equally well: {alts}")
         lines.append("  choose one with --ncu-step STEP or --ncu-start LAUNCH")
-    if result.inherited:
-        lines.append(f"  {result.inherited} launches of the same kernels in other steps inherit the measured counters")
+    lines.append(f"  {m.matched} launches measured directly, {result.inherited} inherited")
+    inh = result.inheritance
+    if inh.by_step:
+        first = inh.by_step[:MAX_CHOICES]
+        more = f"; … ({len(inh.by_step) - len(first)} more)" if len(inh.by_step) > len(first) else ""
+        lines.append("  inherited from (same kernel, same place in the step): "
+                     + "; ".join(f"{x.step} <- {x.source_step}: {x.launches}" for x in first) + more)
+    if not inh.has_steps and m.matched:
+        lines.append("  the timeline has no steps: no launch has a place in a step to inherit counters by")
+    if inh.refused:
+        lines.append(f"  {len(inh.refused)} inheritances refused: modelled FLOPs or bytes differ from the measured "
+                     f"launch's by more than {INHERIT_LIMIT * 100:.0f} %")
+        for r in inh.refused[:MAX_CHOICES]:
+            lines.append(f"    kernel {r.kernel} <- {r.source}: {r.what} {_si(r.value)} vs {_si(r.source_value)} "
+                         f"({r.diff * 100:+.0f} %) {r.name[:80]}")
+        if len(inh.refused) > MAX_CHOICES:
+            lines.append(f"    … ({len(inh.refused) - MAX_CHOICES} more)")
     for u in result.unmatched:
         lines.append(f"  unmatched in the report: {u.count} x {u.name}: {WHY_TEXT.get(u.why, u.why)}")
     if result.timeline_outside or result.timeline_skipped:
@@ -457,7 +573,11 @@ def describe(result: AttachResult) -> list[str]:
 
 __all__ = [
     "GAP_LIMIT",
+    "INHERIT_LIMIT",
     "AttachResult",
+    "Inheritance",
+    "Inherited",
+    "Refused",
     "Gap",
     "Unmatched",
     "WindowChoice",

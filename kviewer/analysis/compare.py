@@ -56,6 +56,7 @@ A and B by position. :attr:`CompareResult.align_offset_ns` is the shift that put
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from dataclasses import dataclass, field
@@ -63,9 +64,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from kviewer.analysis import kinds as _kinds
 from kviewer.analysis import matching
 from kviewer.analysis.matching import MatchOptions
-from kviewer.analysis.steps import busy_ns, find_steps
+from kviewer.analysis.merge import launch_order
+from kviewer.analysis.steps import busy_ns, find_steps, kernel_steps
 from kviewer.core import Trace
 from kviewer.core.names import short_name
 
@@ -99,6 +102,14 @@ DIFF_COLUMNS = [
     "replaced_by",
     "replaces",
     "fusion_set",
+    "precision_a",
+    "precision_b",
+    "launches_per_step_a",
+    "launches_per_step_b",
+    "step_a_ns",
+    "step_b_ns",
+    "delta_step_ns",
+    "delta_step_pct",
 ]
 
 OP_COLUMNS = ["op"] + [c for c in DIFF_COLUMNS if c not in ("name", "op", "matched_by")]
@@ -175,17 +186,38 @@ class CompareResult:
     use_ops: bool
     noise: NoiseModel = field(default_factory=NoiseModel)
     options: MatchOptions = field(default_factory=MatchOptions)
+    per_step: bool = False
+    """both reports have steps: the headline, the statuses and the ``*_step_*`` columns are per step"""
+    step_median_a_ns: float = math.nan
+    step_median_b_ns: float = math.nan
+    """median GPU span of a step on each side (NaN without steps)"""
+    notes: list[str] = field(default_factory=list)
+    """what the table should say beside it (step counts that differ, ...)"""
 
     @property
     def delta_ns(self) -> int:
         return self.total_b_ns - self.total_a_ns
 
     @property
-    def slower_pct(self) -> float:
-        """How much more kernel time B takes than A, percent of A (negative: B is faster)."""
+    def total_slower_pct(self) -> float:
+        """How much more kernel time B takes than A in total, percent of A (negative: B is faster)."""
         if self.total_a_ns == 0:
             return 0.0 if self.total_b_ns == 0 else math.inf
         return (self.total_b_ns - self.total_a_ns) / self.total_a_ns * 100.0
+
+    @property
+    def slower_pct(self) -> float:
+        """The headline: how much longer B's median step is than A's, percent (with steps on both
+        sides; two files of 3 and 10 steps compare per step, not per file), else
+        :attr:`total_slower_pct`. Negative: B is faster."""
+        if self.per_step and self.step_median_a_ns > 0 and not math.isnan(self.step_median_b_ns):
+            return (self.step_median_b_ns - self.step_median_a_ns) / self.step_median_a_ns * 100.0
+        return self.total_slower_pct
+
+    @property
+    def headline_basis(self) -> str:
+        """What :attr:`slower_pct` compares: "median step" or "kernel time"."""
+        return "median step" if self.per_step and self.step_median_a_ns > 0 else "kernel time"
 
     def kernels_of_row(self, row: int, table: str = "groups") -> tuple[np.ndarray, np.ndarray]:
         """Row positions of the kernels of A and of B in a row of ``groups`` (or ``ops``)."""
@@ -214,24 +246,39 @@ def compare(
         use_ops = matching.op_coverage(ops_a) >= 0.5 and matching.op_coverage(ops_b) >= 0.5
     key_ops_a = ops_a if use_ops else np.full(len(ops_a), "", dtype=object)
     key_ops_b = ops_b if use_ops else np.full(len(ops_b), "", dtype=object)
-    ga, group_of_a = matching.kernel_groups(a, key_ops_a, opts, shapes_a)
-    gb, group_of_b = matching.kernel_groups(b, key_ops_b, opts, shapes_b)
+    # precision from the op's dtypes when ops take part, else from the name, the same rule on both sides
+    prec_a = _kinds.kernel_precisions(a, use_ops=bool(use_ops))
+    prec_b = _kinds.kernel_precisions(b, use_ops=bool(use_ops))
+    ga, group_of_a = matching.kernel_groups(a, key_ops_a, opts, shapes_a, prec_a, shapes_a if use_ops else None)
+    gb, group_of_b = matching.kernel_groups(b, key_ops_b, opts, shapes_b, prec_b, shapes_b if use_ops else None)
     m = matching.match_groups(ga, gb, matching.ladder(use_ops, opts.use_launch))
+    steps_a = find_steps(a, detect=detect_steps)
+    steps_b = find_steps(b, detect=detect_steps)
+    step_of_a = kernel_steps(a, steps_a) if len(steps_a) else np.full(len(a.kernels), -1, dtype=np.int64)
+    step_of_b = kernel_steps(b, steps_b) if len(steps_b) else np.full(len(b.kernels), -1, dtype=np.int64)
+    m = matching.link_groups(m, _order_links(a, b, ga, gb, group_of_a, group_of_b, m, step_of_a, step_of_b), ORDER_LEVEL)
     groups, order = _diff_table(ga, gb, m, noise, by_op=False)
     inverse = np.empty(len(order), dtype=np.int64)
     inverse[order] = np.arange(len(order))
     row_a = inverse[m.row_a[group_of_a]] if len(group_of_a) else np.zeros(0, dtype=np.int64)
     row_b = inverse[m.row_b[group_of_b]] if len(group_of_b) else np.zeros(0, dtype=np.int64)
+    # per step only between marked steps (ProfilerStep#N, NVTX step_N): iterations detected in
+    # the kernel sequence are a guess, not a unit the user chose
+    per_step = bool(len(steps_a) and len(steps_b)) and not _detected(steps_a) and not _detected(steps_b)
+    notes: list[str] = []
+    if per_step:
+        groups, row_a, row_b = _per_step(groups, row_a, row_b, a, b, step_of_a, step_of_b, len(steps_a), len(steps_b), noise)
+        if len(steps_a) != len(steps_b):
+            notes.append(f"A has {len(steps_a)} steps and B {len(steps_b)}: statuses, deltas and the headline are per step "
+                         "(median step, kernel time and launches per step); the totals columns are per file")
 
     op_table = None
     op_row_a = op_row_b = None
     if use_ops:
-        op_table, op_row_a, op_row_b = _op_table(a, b, ops_a, ops_b, shapes_a, shapes_b, noise)
+        op_table, op_row_a, op_row_b = _op_table(a, b, ops_a, ops_b, shapes_a, shapes_b, noise, prec_a, prec_b)
 
     total_a = int(a.kernels["dur"].to_numpy(dtype=np.int64).sum())
     total_b = int(b.kernels["dur"].to_numpy(dtype=np.int64).sum())
-    steps_a = find_steps(a, detect=detect_steps)
-    steps_b = find_steps(b, detect=detect_steps)
     offset, basis = _align(a, b, steps_a, steps_b)
     matched_a = int(groups.loc[groups["status"].isin([CHANGED, UNCHANGED]), "total_a_ns"].sum())
     matched_b = int(groups.loc[groups["status"].isin([CHANGED, UNCHANGED]), "total_b_ns"].sum())
@@ -261,7 +308,120 @@ def compare(
         use_ops=bool(use_ops),
         noise=noise,
         options=opts,
+        per_step=per_step,
+        step_median_a_ns=float(np.median(steps_a["gpu_span"].to_numpy(np.float64))) if len(steps_a) else math.nan,
+        step_median_b_ns=float(np.median(steps_b["gpu_span"].to_numpy(np.float64))) if len(steps_b) else math.nan,
+        notes=notes,
     )
+
+
+def _detected(steps: pd.DataFrame) -> bool:
+    return bool(len(steps)) and bool((steps["source"].astype(str) == "detected").all())
+
+
+#: the pairing rule of rows joined by their kernels' order within the steps
+ORDER_LEVEL = "kind+precision+order"
+
+
+def _order_links(a: Trace, b: Trace, ga: pd.DataFrame, gb: pd.DataFrame, group_of_a: np.ndarray, group_of_b: np.ndarray,
+                 m: matching.Matching, step_of_a: np.ndarray, step_of_b: np.ndarray) -> list[tuple[int, int]]:
+    """Pairs (group of A, group of B) of op-less groups still unmatched, joined by aligning the two
+    reports' kernel sequences within the steps (step i of A with step i of B; the whole capture
+    without steps) on (kind, precision): the n-th op-less GEMM of a step in A meets the n-th of B
+    even when one is cuBLAS and the other hipBLASLt, and a bf16 kernel never meets an fp32 one.
+    Each group links to the partner most of its aligned kernels met."""
+    side = m.rows["side"].to_numpy(dtype=object)
+    # kernels of a known kind only: two "other" kernels say nothing about being the same work
+    free_a = (side[m.row_a] == "a") & (ga["op"].to_numpy(dtype=object) == "") & (ga["kind"].to_numpy(dtype=object) != "other") if len(ga) else np.zeros(0, dtype=bool)
+    free_b = (side[m.row_b] == "b") & (gb["op"].to_numpy(dtype=object) == "") & (gb["kind"].to_numpy(dtype=object) != "other") if len(gb) else np.zeros(0, dtype=bool)
+    if not free_a.any() or not free_b.any():
+        return []
+    codes: dict[tuple[str, str], int] = {}
+    ka = [codes.setdefault((str(x), str(y)), len(codes)) for x, y in zip(ga["kind"], ga["precision"])]
+    kb = [codes.setdefault((str(x), str(y)), len(codes)) for x, y in zip(gb["kind"], gb["precision"])]
+    ca = np.asarray(ka, dtype=np.int64)[group_of_a]
+    cb = np.asarray(kb, dtype=np.int64)[group_of_b]
+    oa = launch_order(a.kernels)
+    ob = launch_order(b.kernels)
+    oa = oa[free_a[group_of_a[oa]]]
+    ob = ob[free_b[group_of_b[ob]]]
+    sa, sb = step_of_a[oa], step_of_b[ob]
+    if (sa >= 0).any() and (sb >= 0).any():
+        ids_a = sorted(set(sa[sa >= 0].tolist()))
+        ids_b = sorted(set(sb[sb >= 0].tolist()))
+        seqs = [(oa[sa == x], ob[sb == y]) for x, y in zip(ids_a, ids_b)]
+    else:
+        seqs = [(oa, ob)]
+    votes: dict[tuple[int, int], int] = {}
+    for xa, xb in seqs:
+        sm = difflib.SequenceMatcher(None, ca[xa].tolist(), cb[xb].tolist(), autojunk=False)
+        for i, j, size in sm.get_matching_blocks():
+            for t in range(size):
+                key = (int(group_of_a[xa[i + t]]), int(group_of_b[xb[j + t]]))
+                votes[key] = votes.get(key, 0) + 1
+    best_a: dict[int, tuple[int, int]] = {}
+    best_b: dict[int, tuple[int, int]] = {}
+    for (ia, ib), v in votes.items():
+        if v > best_a.get(ia, (0, -1))[0]:
+            best_a[ia] = (v, ib)
+        if v > best_b.get(ib, (0, -1))[0]:
+            best_b[ib] = (v, ia)
+    links = {(ia, ib) for ia, (_, ib) in best_a.items()} | {(ia, ib) for ib, (_, ia) in best_b.items()}
+    return sorted(links)
+
+
+def _per_step(groups: pd.DataFrame, row_a: np.ndarray, row_b: np.ndarray, a: Trace, b: Trace, step_of_a: np.ndarray,
+              step_of_b: np.ndarray, n_a: int, n_b: int, noise: NoiseModel) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """The per-step columns of the diff table (kernels inside steps, divided by each side's step
+    count), the matched rows' status from the per-step delta, and the rows sorted by it."""
+    nrows = len(groups)
+    dur_a = a.kernels["dur"].to_numpy(np.float64)
+    dur_b = b.kernels["dur"].to_numpy(np.float64)
+    in_a, in_b = step_of_a >= 0, step_of_b >= 0
+    cnt_a = np.bincount(row_a[in_a], minlength=nrows).astype(np.float64)
+    cnt_b = np.bincount(row_b[in_b], minlength=nrows).astype(np.float64)
+    tot_a = np.bincount(row_a[in_a], weights=dur_a[in_a], minlength=nrows)
+    tot_b = np.bincount(row_b[in_b], weights=dur_b[in_b], minlength=nrows)
+    step_a, step_b = tot_a / n_a, tot_b / n_b
+    delta = step_b - step_a
+    # the spread of a per-step mean of sums: var * launches / steps^2 on each side
+    var_a = _row_var(groups, "a")
+    var_b = _row_var(groups, "b")
+    spread = noise.k * np.sqrt(cnt_a * var_a / n_a**2 + cnt_b * var_b / n_b**2)
+    noise_step = np.maximum(noise.rel * step_a, spread)
+    groups = groups.copy()
+    groups["launches_per_step_a"] = cnt_a / n_a
+    groups["launches_per_step_b"] = cnt_b / n_b
+    groups["step_a_ns"] = step_a
+    groups["step_b_ns"] = step_b
+    groups["delta_step_ns"] = delta
+    with np.errstate(invalid="ignore", divide="ignore"):
+        groups["delta_step_pct"] = np.where(step_a > 0, delta / np.where(step_a > 0, step_a, 1.0) * 100.0, np.nan)
+    status = groups["status"].to_numpy(dtype=object).copy()
+    matched = np.isin(status, [CHANGED, UNCHANGED])
+    status[matched] = np.where(np.abs(delta[matched]) <= noise_step[matched], UNCHANGED, CHANGED)
+    groups["status"] = status
+    order = np.lexsort((groups["name"].to_numpy(dtype=str), -np.abs(delta)))
+    var_a, var_b = var_a[order], var_b[order]
+    groups = groups.iloc[order].reset_index(drop=True)
+    groups.attrs["var_a"] = var_a
+    groups.attrs["var_b"] = var_b
+    inverse = np.empty(nrows, dtype=np.int64)
+    inverse[order] = np.arange(nrows)
+    # fusion sets keep their numbers; renumber in the new order
+    sets = groups["fusion_set"].to_numpy()
+    renum: dict[int, int] = {}
+    for x in sets:
+        if x and int(x) not in renum:
+            renum[int(x)] = len(renum) + 1
+    groups["fusion_set"] = np.array([renum.get(int(x), 0) for x in sets], dtype=np.int64)
+    return groups, inverse[row_a], inverse[row_b]
+
+
+def _row_var(groups: pd.DataFrame, side: str) -> np.ndarray:
+    """The pooled per-launch variance of each row on one side (kept by :func:`_diff_table`)."""
+    v = groups.attrs.get(f"var_{side}")
+    return np.zeros(len(groups)) if v is None else np.asarray(v, dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,6 +491,12 @@ def _diff_table(ga: pd.DataFrame, gb: pd.DataFrame, m: matching.Matching, noise:
         variant_b = _representative(gb, m.row_b, nrows, "variant")
         launch = np.where(_representative(ga, m.row_a, nrows, "launch") != "", _representative(ga, m.row_a, nrows, "launch"), _representative(gb, m.row_b, nrows, "launch"))
         names = _labels(name_a, name_b, variant_a, variant_b, op, kind, matched_by, launch)
+        # rows split by the op's input shapes: the shapes tell coinciding labels apart
+        shapes = np.where(_representative(ga, m.row_a, nrows, "shapes") != "", _representative(ga, m.row_a, nrows, "shapes"),
+                          _representative(gb, m.row_b, nrows, "shapes"))
+        for i in np.flatnonzero(pd.Series(names).duplicated(keep=False).to_numpy()):
+            if shapes[i]:
+                names[i] = f"{names[i]} {_short_shapes(str(shapes[i]))}"
     with np.errstate(invalid="ignore", divide="ignore"):
         delta_pct = np.where(ta > 0, delta / np.maximum(ta, 1) * 100.0, np.nan)
         avg_a = np.where(ca > 0, ta / np.maximum(ca, 1), np.nan)
@@ -358,12 +524,23 @@ def _diff_table(ga: pd.DataFrame, gb: pd.DataFrame, m: matching.Matching, noise:
             "replaced_by": np.full(nrows, "", dtype=object),
             "replaces": np.full(nrows, "", dtype=object),
             "fusion_set": np.zeros(nrows, dtype=np.int64),
+            "precision_a": _representative(ga, m.row_a, nrows, "precision"),
+            "precision_b": _representative(gb, m.row_b, nrows, "precision"),
+            "launches_per_step_a": np.full(nrows, np.nan),
+            "launches_per_step_b": np.full(nrows, np.nan),
+            "step_a_ns": np.full(nrows, np.nan),
+            "step_b_ns": np.full(nrows, np.nan),
+            "delta_step_ns": np.full(nrows, np.nan),
+            "delta_step_pct": np.full(nrows, np.nan),
         },
         columns=DIFF_COLUMNS,
     )
     _link_fused(table, ga, gb, m, by_op)
     order = np.lexsort((table["name"].to_numpy(dtype=str), -np.abs(table["delta_ns"].to_numpy())))
     table = table.iloc[order].reset_index(drop=True)
+    # the pooled per-launch variances, for a per-step noise (not columns of the table)
+    table.attrs["var_a"] = var_a[order]
+    table.attrs["var_b"] = var_b[order]
     # fusion sets numbered in the order they appear in the sorted table
     sets = table["fusion_set"].to_numpy()
     renum: dict[int, int] = {}
@@ -401,6 +578,18 @@ def _labels(name_a: np.ndarray, name_b: np.ndarray, variant_a: np.ndarray, varia
         if launch[i]:
             out[i] = f"{out[i]} {launch[i]}"
     return out
+
+
+def _short_shapes(text: str) -> str:
+    """``[[4, 1024, 2048], [2048], []]`` -> ``4x1024x2048, 2048`` (the op's tensor inputs)."""
+    import json
+
+    try:
+        dims = json.loads(text)
+    except ValueError:
+        return text
+    parts = ["x".join(str(d) for d in x) for x in dims if isinstance(x, list) and x and all(isinstance(d, int) for d in x)]
+    return "(" + ", ".join(parts) + ")" if parts else ""
 
 
 #: template arguments that say nothing about what a kernel instance computes
@@ -505,11 +694,11 @@ def _fusion_table(groups: pd.DataFrame) -> pd.DataFrame:
 
 
 def _op_table(a: Trace, b: Trace, ops_a: np.ndarray, ops_b: np.ndarray, shapes_a: np.ndarray, shapes_b: np.ndarray,
-              noise: NoiseModel) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+              noise: NoiseModel, prec_a: np.ndarray, prec_b: np.ndarray) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """Kernels grouped by the op that launched them, matched by op name."""
     # one group per op: the kernel name does not take part in the key
-    ga, group_a = _op_groups(a, ops_a, shapes_a)
-    gb, group_b = _op_groups(b, ops_b, shapes_b)
+    ga, group_a = _op_groups(a, ops_a, shapes_a, prec_a)
+    gb, group_b = _op_groups(b, ops_b, shapes_b, prec_b)
     m = matching.match_groups(ga, gb, [matching.Level("op", ("op",))])
     table, order = _diff_table(ga, gb, m, noise, by_op=True)
     inverse = np.empty(len(order), dtype=np.int64)
@@ -519,18 +708,23 @@ def _op_table(a: Trace, b: Trace, ops_a: np.ndarray, ops_b: np.ndarray, shapes_a
     return table[OP_COLUMNS].copy(), row_a, row_b
 
 
-def _op_groups(t: Trace, ops: np.ndarray, shapes: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+def _op_groups(t: Trace, ops: np.ndarray, shapes: np.ndarray, prec: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
     norm_ops = np.array([matching.normalise_op(o) for o in ops], dtype=object)
-    g, group_of = matching.kernel_groups(t, norm_ops, MatchOptions(use_launch=False), shapes)
-    # fold the (name, op) groups into one group per op, keeping the top kernel as its name
+    g, group_of = matching.kernel_groups(t, norm_ops, MatchOptions(use_launch=False), shapes, prec)
+    # fold the (name, op, precision) groups into one group per op and precision, keeping the top kernel as its name
     if not len(g):
         return g, group_of
-    key, uniq = pd.factorize(g["op"])
+    # the per-op table stays one row per op (its precision columns name the op's main precision);
+    # precision splits the kernel-group table, where pairs are made
+    key, _ = pd.factorize(g["op"].astype(str))
     folded = []
-    for i, op in enumerate(uniq):
+    for i in range(int(key.max()) + 1):
         part = g[key == i].sort_values("total_ns", ascending=False, kind="stable")
+        op = part["op"].iloc[0]
         folded.append(
             {
+                "precision": part["precision"].iloc[0],
+                "shapes": "",
                 "norm": op,
                 "op": op,
                 "launch": "",

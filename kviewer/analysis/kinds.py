@@ -113,6 +113,8 @@ _CONVERSIONS = tuple(f"{a} to {b}" for a in _DTYPE_WORDS for b in _DTYPE_WORDS i
 _RULES: tuple[_Rule, ...] = (
     # address/offset precomputation beside a library kernel: no arithmetic of the op
     _rule("other", "", (), ("compute offsets", "offsets kernel")),
+    # a library clearing its workspace before the math (cuDNN's init_device_workspace_kernel)
+    _rule("fill", "", (r"init_?workspace\w*", r"workspace_?init\w*"), ("init device workspace", "init workspace", "workspace init")),
     _rule("communication", "nccl rccl allreduce allgather reducescatter alltoall sendrecv",
           (r"nccl\w*", r"rccl\w*", r"msccl\w*"),
           ("all reduce", "all gather", "reduce scatter", "cross device reduce", "all to all")),
@@ -299,10 +301,44 @@ def kernel_op_info(trace: Trace, ops: np.ndarray | None = None) -> tuple[np.ndar
 # precision
 
 
+#: the type letter of library GEMM names: nvjet's ``tst``/``hsh``/``sss`` (A, compute, D) and
+#: Tensile/hipBLASLt's ``Cijk_…_BBS_…``/``HHS``/``SS`` (inputs, then compute)
+_TYPE_LETTER = {"t": "bf16", "b": "bf16", "h": "fp16", "s": "fp32", "d": "fp64", "q": "fp8", "e": "fp8", "f": "fp8"}
+_NVJET_TYPES = re.compile(r"^[thsdqe][thsdqe][thsdqe]$")
+_TENSILE_TYPES = re.compile(r"^(?:[bhsd]{2,3}|[bhsd]{2}s)$")
+#: words naming fp32 math on the FMA (SIMT) pipe rather than the tensor cores
+FMA_WORDS = frozenset({"ffma", "sgemm", "simt", "fma"})
+
+
+def fma_pipe(name: str) -> bool:
+    """The kernel name says its math runs on the FMA (SIMT) pipe (``volta_sgemm_…``, ``…_simt_…``, ``ffma``)."""
+    return bool(FMA_WORDS & set(name_words(name)))
+
+
+def _library_type(ws: tuple[str, ...]) -> str:
+    """The precision a GEMM library encodes in a type token of the name ('' if none)."""
+    if "nvjet" in ws:
+        tok = next((w for w in ws if _NVJET_TYPES.match(w)), "")
+        return _TYPE_LETTER.get(tok[:1], "") if tok else ""
+    if "cijk" in ws:
+        tok = next((w for w in ws[2:] if _TENSILE_TYPES.match(w)), "")
+        return _TYPE_LETTER.get(tok[:1], "") if tok else ""
+    return ""
+
+
 def precision_from_name(name: str) -> str:
-    """Precision hinted by a kernel name's words (cuBLAS/CUTLASS/cuDNN/hipBLASLt naming), '' if none."""
+    """Precision hinted by a kernel name's words (cuBLAS/CUTLASS/cuDNN/hipBLASLt/nvjet naming), '' if none.
+
+    ``nvjet_sm90_tst_…`` is bf16 and ``nvjet_sm90_hsh_…`` fp16 (the type letters of A, compute and
+    D), ``Cijk_…_BBS_…`` bf16 and ``HHS`` fp16 (Tensile); ``sgemm``/``ffma``/``simt`` is fp32.
+    """
     ws = name_words(name)
+    lib = _library_type(ws)
+    if lib:
+        return lib
     text = " " + " ".join(ws) + " "
+    if re.search(r"\bffma\b", text):
+        return "fp32"
     if re.search(r"e4m3|e5m2|fp8|f8f6f4|\bf8\b|qgmma", text):
         return "fp8"
     if re.search(r"bf16|bfloat16", text):
@@ -311,7 +347,11 @@ def precision_from_name(name: str) -> str:
         return "tf32"
     if re.search(r"f16|fp16|\bhalf\b|hgemm|hmma|\bh\d+gemm", text):
         return "fp16"
-    if re.search(r"dgemm|fp64|f64|\bdouble\b|dmma|\bd\d+gemm", text):
+    if re.search(r"dgemm|fp64|f64|dmma|\bd\d+gemm", text):
+        return "fp64"
+    # "double" alone says fp64; beside "float" it is a scalar argument (a fused AdamW's lr, randn's
+    # mean and std, a lambda(double)), not the data the kernel computes on
+    if re.search(r"\bdouble\b", text) and not re.search(r"\bfloat\b|\bhalf\b|\bbfloat16\b|\bfloat16\b", text):
         return "fp64"
     if re.search(r"int8|\bi8\b|imma|igmma", text):
         return "int8"
@@ -335,8 +375,65 @@ def precision_pipe(kind: str, counter: str = "", counter_pipe: str = "", op: str
         return op, op_pipe or matrix, "op"
     hint = precision_from_name(name) if name else ""
     if hint:
+        if hint == "fp32" and FMA_WORDS & set(name_words(name)):
+            return hint, "vector", "name"  # an FMA-pipe (SIMT) kernel: the FP32 vector peak applies
         return hint, matrix, "name"
     return "", "", ""
+
+
+def op_dtypes_precision(input_types: str, input_dims: str = "") -> str:
+    """The precisions of an op's tensor inputs from its ``input_types`` JSON text, distinct and in
+    order, joined by ``/`` (``aten::copy_`` of fp32 into bf16: ``bf16/fp32``); '' when none is a
+    floating or quantised dtype (index tensors, lists, scalars).
+
+    With ``input_dims`` (the op's shapes, JSON text) only inputs with at least one dimension count:
+    a Python scalar (``aten::mul(x, 0.5)``'s ``double``, AdamW's learning rate, randn's sizes) is
+    not the precision of the math.
+    """
+    import json
+
+    try:
+        types = json.loads(input_types) if input_types else []
+        dims = json.loads(input_dims) if input_dims else None
+    except ValueError:
+        return ""
+    out: list[str] = []
+    for i, t in enumerate(types if isinstance(types, list) else []):
+        if isinstance(dims, list) and (i >= len(dims) or not (isinstance(dims[i], list) and len(dims[i]) > 0)):
+            continue
+        p = DTYPE_PRECISION.get(str(t), "") if isinstance(t, str) else ""
+        if p and p not in out:
+            out.append(p)
+    return "/".join(out)
+
+
+def kernel_precisions(trace: Trace, use_ops: bool = True, ops: np.ndarray | None = None) -> np.ndarray:
+    """The precision of every kernel's work (object array of str, '' when nothing says): the
+    launching op's tensor dtypes (:func:`op_dtypes_precision`) when ``use_ops`` and the op is
+    known, else the name (:func:`precision_from_name`)."""
+    k = trace.kernels
+    n = len(k)
+    out = np.full(n, "", dtype=object)
+    if not n:
+        return out
+    names = k["name"].astype(str).to_numpy()
+    by_name: dict[str, str] = {}
+    if use_ops:
+        ops = kernel_ops(trace) if ops is None else ops
+        has = ops >= 0
+        if has.any():
+            c = trace.cpu_slices
+            types = c["input_types"].astype(str).to_numpy(dtype=object)[ops[has]]
+            dims = c["input_dims"].astype(str).to_numpy(dtype=object)[ops[has]]
+            by_types: dict[tuple[str, str], str] = {}
+            out[has] = [by_types[(t, d)] if (t, d) in by_types else by_types.setdefault((t, d), op_dtypes_precision(t, d))
+                        for t, d in zip(types, dims)]
+    for i in np.flatnonzero(out == ""):
+        nm = str(names[i])
+        if nm not in by_name:
+            by_name[nm] = precision_from_name(nm)
+        out[i] = by_name[nm]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -331,7 +331,7 @@ def op_coverage(ops: np.ndarray) -> float:
     return float((ops != "").mean()) if len(ops) else 0.0
 
 
-GROUP_COLUMNS = ["norm", "op", "launch", "variant", "kind", "name", "count", "total_ns", "ss", "nsub"]
+GROUP_COLUMNS = ["norm", "op", "launch", "variant", "kind", "name", "count", "total_ns", "ss", "nsub", "precision", "shapes"]
 
 
 def kernel_groups(
@@ -339,8 +339,10 @@ def kernel_groups(
     ops: np.ndarray | None = None,
     options: MatchOptions | None = None,
     shapes: np.ndarray | None = None,
+    precision: np.ndarray | None = None,
+    shape_key: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, np.ndarray]:
-    """Kernels grouped by their exact key ``(norm, op, launch)``.
+    """Kernels grouped by their exact key ``(norm, op, launch, precision, shapes)``.
 
     Parameters
     ----------
@@ -355,6 +357,13 @@ def kernel_groups(
         Optional per-kernel sub-key (the launching op's input shapes). It does not split groups;
         it splits the spread: one kernel run on four GEMM shapes has four typical durations, and
         the run-to-run noise is the spread *within* each shape.
+    precision
+        Optional per-kernel precision (:func:`kviewer.analysis.kinds.kernel_precisions`): it
+        splits groups (a bf16 copy and an fp32 copy are two groups) and is kept as the group's
+        ``precision`` column.
+    shape_key
+        Optional per-kernel shapes that split groups (the launching op's input shapes), kept as
+        the group's ``shapes`` column.
 
     Returns
     -------
@@ -395,7 +404,12 @@ def kernel_groups(
         launch_code = np.zeros(n, dtype=np.int64)
     norm_code = norm_code_u[inv]
     op_code = op_code_u[oinv]
-    key = pd.DataFrame({"n": norm_code, "o": op_code, "l": launch_code}).groupby(["n", "o", "l"], sort=False).ngroup().to_numpy(dtype=np.int64)
+    prec_code, prec_vals = factorize(np.asarray(precision, dtype=object)) if precision is not None else (np.zeros(n, dtype=np.int64), np.array([""], dtype=object))
+    shape_code, shape_vals = factorize(np.asarray(shape_key, dtype=object)) if shape_key is not None else (np.zeros(n, dtype=np.int64), np.array([""], dtype=object))
+    key = (
+        pd.DataFrame({"n": norm_code, "o": op_code, "l": launch_code, "p": prec_code, "s": shape_code})
+        .groupby(["n", "o", "l", "p", "s"], sort=False).ngroup().to_numpy(dtype=np.int64)
+    )
     norm = np.asarray(norm_vals, dtype=object)[norm_code]
     op_n = np.asarray(op_vals, dtype=object)[op_code]
     launch = launch_vals[launch_code]
@@ -431,6 +445,8 @@ def kernel_groups(
             "total_ns": total,
             "ss": ss,
             "nsub": nsub,
+            "precision": prec_vals[prec_code[first]],
+            "shapes": shape_vals[shape_code[first]],
         },
         columns=GROUP_COLUMNS,
     )
@@ -470,15 +486,21 @@ def _not_other(g: pd.DataFrame) -> np.ndarray:
 
 
 def ladder(use_ops: bool, use_launch: bool = True) -> list[Level]:
-    """The matching levels, most specific first (see the module docstring)."""
+    """The matching levels, most specific first (see the module docstring).
+
+    Every level also requires the same ``precision``: a bf16 kernel never pairs with an fp32 one.
+    With ops, each level is tried first with the op's input shapes equal too (like with like),
+    then without them.
+    """
     if use_ops:
-        levels = [
+        base = [
             Level("name+op+launch", ("norm", "op", "launch")),
             Level("name+op", ("norm", "op")),
             Level("variant+op", ("variant", "op")),
             Level("kind+op", ("kind", "op"), _not_other),
             Level("op", ("op",), _has_op),
         ]
+        levels = [Level(lv.name + "+shapes", lv.keys + ("shapes",), lv.where) for lv in base] + base
     else:
         levels = [
             Level("name+launch", ("norm", "launch")),
@@ -488,7 +510,52 @@ def ladder(use_ops: bool, use_launch: bool = True) -> list[Level]:
         ]
     if not use_launch:
         levels = [lv for lv in levels if "launch" not in lv.keys]
-    return levels
+    return [Level(lv.name, lv.keys + ("precision",), lv.where) for lv in levels]
+
+
+def link_groups(m: Matching, links: Sequence[tuple[int, int]], name: str) -> Matching:
+    """A matching where the one-sided rows of A's group ``a`` and B's group ``b`` join one row
+    (matched by ``name``) for each ``(a, b)`` in ``links``; linked groups that share a group join
+    the same row. Rows that lose all their groups disappear; the others keep their order."""
+    if not links:
+        return m
+    parent: dict[tuple[str, int], tuple[str, int]] = {}
+
+    def find(x: tuple[str, int]) -> tuple[str, int]:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent.setdefault(parent[x], parent[x])
+            x = parent[x]
+        return x
+
+    for a, b in links:
+        parent[find(("a", int(a)))] = find(("b", int(b)))
+    side = m.rows["side"].to_numpy(dtype=object)
+    matched_by = m.rows["matched_by"].to_numpy(dtype=object)
+    row_a = m.row_a.copy()
+    row_b = m.row_b.copy()
+    # the new rows first get ids past the old ones, then everything is renumbered densely
+    root_row: dict[tuple[str, int], int] = {}
+    nxt = len(side)
+    new_names: list[str] = []
+    for key in list(parent):
+        root = find(key)
+        if root not in root_row:
+            root_row[root] = nxt
+            nxt += 1
+            new_names.append(name)
+        if key[0] == "a":
+            row_a[key[1]] = root_row[root]
+        else:
+            row_b[key[1]] = root_row[root]
+    all_side = list(side) + ["both"] * len(new_names)
+    all_by = list(matched_by) + new_names
+    used = np.zeros(nxt, dtype=bool)
+    used[row_a] = True
+    used[row_b] = True
+    renum = np.cumsum(used) - 1
+    keep = np.flatnonzero(used)
+    rows = pd.DataFrame({"matched_by": [all_by[i] for i in keep], "side": [all_side[i] for i in keep]})
+    return Matching(rows, renum[row_a].astype(np.int64), renum[row_b].astype(np.int64))
 
 
 @dataclass

@@ -709,6 +709,21 @@ def model_kernels(trace: Trace, classes: pd.DataFrame | None = None) -> pd.DataF
         if not helper[r]:
             mains[int(i)] = mains.get(int(i), 0) + 1
             main_ns[int(i)] = main_ns.get(int(i), 0.0) + max(kdur[r], 0.0)
+    # ops whose main kernels are each one gradient (dgrad / wgrad), as many as the op computes
+    knames = k["name"].astype(str).to_numpy()
+    grads: dict[int, set[str]] = {}
+    for r, i in zip(rows, ids):
+        if not helper[r]:
+            words = set(_kinds.name_words(str(knames[r])))
+            grads.setdefault(int(i), set()).add("dgrad" if "dgrad" in words else "wgrad" if "wgrad" in words else "")
+    # (each gradient may run as several kernels, a split-K wgrad: those share its FLOPs by time)
+    per_grad = {i for i, g in grads.items() if "" not in g and len(g) >= 1}
+    grad_of = {int(r): ("dgrad" if "dgrad" in _kinds.name_words(str(knames[r])) else "wgrad") for r, i in zip(rows, ids)
+               if int(i) in per_grad and not helper[r]}
+    grad_ns: dict[tuple[int, str], float] = {}
+    for r, i in zip(rows, ids):
+        if int(r) in grad_of:
+            grad_ns[(int(i), grad_of[int(r)])] = grad_ns.get((int(i), grad_of[int(r)]), 0.0) + max(kdur[r], 0.0)
     enclosing = _enclosing_flops(trace, np.unique(ids))
     for r, i, nm, d, t, f, cc in zip(rows, ids, op_names, op_dims, op_types, op_flops, op_conc):
         w = op_work(nm, d, t, float(f), cc)
@@ -729,7 +744,15 @@ def model_kernels(trace: Trace, classes: pd.DataFrame | None = None) -> pd.DataF
         share = 1.0
         note = w.note
         members, n_main = int(counts[np.searchsorted(rows, r)]), mains.get(int(i), 1)
-        if n_main > 1:
+        if n_main > 1 and int(i) in per_grad:
+            # a convolution backward's dgrad and wgrad kernels each compute one gradient, and
+            # each gradient costs the forward's FLOPs: each gets exactly its own, not a time share
+            kinds_here = {g for (op, g) in grad_ns if op == int(i)}
+            same_ns = grad_ns.get((int(i), grad_of[int(r)]), 0.0)
+            share = (1.0 / len(kinds_here)) * (max(kdur[r], 0.0) / same_ns if same_ns > 0 else 1.0)
+            note = _join(note, f"{nm} launched {members} kernels: its {grad_of[int(r)]} kernel(s) compute one of its "
+                               f"{len(kinds_here)} gradients, 1/{len(kinds_here)} of the op's work")
+        elif n_main > 1:
             # several kernels share the op's arithmetic (statistics then normalise, split-K
             # partials): in proportion to their time, so each runs at the op's own SOL%
             total_ns = main_ns.get(int(i), 0.0)
@@ -743,7 +766,8 @@ def model_kernels(trace: Trace, classes: pd.DataFrame | None = None) -> pd.DataF
         out["model_flops"][r] = w.flops * share
         out["model_bytes"][r] = w.bytes * share
         out["model_bytes_written"][r] = w.bytes_written * share
-        out["pipe"][r] = w.pipe
+        # an fp32 GEMM run by an FMA-pipe kernel (volta_sgemm, cutlass simt, ffma): the vector peak applies
+        out["pipe"][r] = "vector" if w.pipe == "tensor" and _kinds.fma_pipe(str(knames[r])) else w.pipe
         out["model_note"][r] = note
     return pd.DataFrame(out, columns=MODEL_COLUMNS)
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import Trace
-from kviewer.core.merge import launch_order
+from kviewer.analysis.merge import launch_order
 
 #: relative difference below which two printed values are the same number
 PRINT_PRECISION = 1e-5

@@ -42,8 +42,14 @@ aten::addmm meet. Status of a row:
   replacement          that fused kernel (only in B)
 The delta_ns column adds up exactly to B's total kernel time minus A's.
 
-Exit status: 0; 1 with --fail-if-slower PCT when B's total kernel time exceeds
-A's by more than PCT percent; 2 on a user error (bad file or option)."""
+With steps on both sides (ProfilerStep#N, NVTX step_N) the statuses, the per-step columns
+and the headline are per step (median step time, kernel time and launches per step), so files
+of 3 and 10 steps compare; the totals columns stay per file. A bf16 kernel never pairs with
+an fp32 one (precision_a/precision_b); kernels without a launching op pair by kind, precision
+and their order within the steps (matched_by kind+precision+order).
+
+Exit status: 0; 1 with --fail-if-slower PCT when B's median step (without steps on both
+sides: its total kernel time) exceeds A's by more than PCT percent; 2 on a user error."""
 
 COMPARE_TABLE_COLUMNS = ["name", "status", "count_a", "total_a_ns", "count_b", "total_b_ns", "delta_ns", "delta_pct", "matched_by"]
 
@@ -60,7 +66,7 @@ def register(sub: Any) -> None:
                     "(two counter reports: every metric side by side, Nsight Compute's baseline) (default: %(default)s)")
     sp.add_argument("--strip-templates", action="store_true", help="also ignore template arguments when matching names")
     sp.add_argument("--fail-if-slower", type=float, metavar="PCT", default=None,
-                    help="exit with status 1 when B's total kernel time is more than PCT percent above A's (for CI)")
+                    help="exit with status 1 when B's median step (without steps: total kernel time) is more than PCT percent above A's (for CI)")
     add_load_options(sp)
     sp.add_argument("--raw-csv", action="store_true", help=RAW_CSV_HELP)
     sp.set_defaults(func=cmd_compare)
@@ -98,11 +104,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print()
             _baseline_summary(base)
     if limit is not None and result.slower_pct > limit:
-        print(
-            f"kviewer: B is {result.slower_pct:.2f}% slower than A in kernel time "
-            f"({format_ns(result.total_b_ns)} vs {format_ns(result.total_a_ns)}), more than the {limit:g}% allowed",
-            file=sys.stderr,
-        )
+        what = (f"per step (median step {format_ns(result.step_median_b_ns)} vs {format_ns(result.step_median_a_ns)})"
+                if result.headline_basis == "median step" else
+                f"in kernel time ({format_ns(result.total_b_ns)} vs {format_ns(result.total_a_ns)})")
+        print(f"kviewer: B is {result.slower_pct:.2f}% slower than A {what}, more than the {limit:g}% allowed", file=sys.stderr)
         return EXIT_SLOWER
     return EXIT_OK
 
@@ -163,12 +168,21 @@ def _print_compare(result: "CompareResult", by: str) -> None:
     if by == "op" and result.ops is not None:
         print(human_table(result.ops[["op"] + COMPARE_TABLE_COLUMNS[1:-1]]))
     else:
-        print(human_table(result.groups[COMPARE_TABLE_COLUMNS]))
+        cols = COMPARE_TABLE_COLUMNS + ["precision_a", "precision_b"]
+        if result.per_step:
+            # per step first (the status is from it), the totals beside
+            cols = ["name", "status", "launches_per_step_a", "launches_per_step_b", "step_a_ns", "step_b_ns", "delta_step_pct",
+                    "total_a_ns", "total_b_ns", "delta_pct", "matched_by", "precision_a", "precision_b"]
+        print(human_table(result.groups[cols]))
     if len(result.fusion):
         print()
         print("fusion sets (work A does in separate kernels, and the fused kernels B runs for it):")
         print(human_table(result.fusion[["fusion_set", "total_a_ns", "total_b_ns", "delta_ns", "delta_pct", "rows_b"]]))
     print()
+    for note in result.notes:
+        print(say(note))
+    if result.headline_basis == "median step":
+        print(f"median step: A {format_ns(result.step_median_a_ns)}, B {format_ns(result.step_median_b_ns)} ({result.slower_pct:+.2f}%)")
     print(f"total kernel time: A {format_ns(result.total_a_ns)}, B {format_ns(result.total_b_ns)}, "
-          f"delta {format_ns(result.delta_ns)} ({result.slower_pct:+.2f}%)")
+          f"delta {format_ns(result.delta_ns)} ({result.total_slower_pct:+.2f}%)")
 

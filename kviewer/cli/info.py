@@ -36,8 +36,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def info_several(traces: "list[Trace]", fmt: str) -> int:
     """Each trace's info, then how the kernels of each Nsight Compute report match each timeline."""
-    from kviewer.analysis.attach import is_counter_report, is_timeline
-    from kviewer.core.merge import describe, match_kernels
+    import dataclasses
+
+    from kviewer.analysis.attach import attach_counters, describe, is_counter_report, is_timeline
     from kviewer.session.documents import trace_info
 
     reports = [t for t in traces if is_counter_report(t)]
@@ -45,14 +46,16 @@ def info_several(traces: "list[Trace]", fmt: str) -> int:
     matches = []
     for tl in timelines:
         for nc in reports:
-            rep = match_kernels(tl, nc)
-            matches.append((tl, nc, rep))
+            res = attach_counters(tl, nc)
+            matches.append((tl, nc, res))
     if fmt == "json":
         out = {
             "files": [trace_info(t) for t in traces],
             "ncu_matches": [
-                {"timeline": tl.meta.path, "ncu": nc.meta.path, "matched": r.matched, "ncu_kernels": r.ncu_total,
-                 "window_start": r.start, "notes": r.notes}
+                {"timeline": tl.meta.path, "ncu": nc.meta.path, "matched": r.matched, "ncu_kernels": r.match.ncu_total,
+                 "window_start": r.match.start, "notes": r.match.notes, "inherited": r.inherited,
+                 "inherited_from": [dataclasses.asdict(x) for x in r.inheritance.by_step],
+                 "refused": [dataclasses.asdict(x) for x in r.inheritance.refused]}
                 for tl, nc, r in matches
             ],
         }  # fmt: skip

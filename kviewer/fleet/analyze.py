@@ -10,7 +10,9 @@ Per run (the files of one folder are one run's ranks):
   (:func:`kviewer.analysis.ranks.step_spread`, the same as ``kviewer summary FOLDER --steps``);
 - ``groups``: per kernel group (short name) its total over the ranks and its spread across them
   (:func:`kviewer.analysis.ranks.across_ranks`); ``rank_groups`` the per-rank totals behind it;
-- ``stragglers``: the ranks slowest first, each with its reason.
+- ``stragglers``: the ranks slowest first, each with its reason and whether it is slower than
+  the median rank beyond the run's own noise (:func:`beyond_noise`); the run names a straggler
+  only then.
 
 Across runs: ``series`` holds each kernel group's time per rank in every run, compared to the
 baseline run with the noise rule of ``kviewer compare``
@@ -37,7 +39,28 @@ from kviewer.io.ranks import decide_ranks
 FILE_COLUMNS = ["run", "rank", "path", "format", "status", "error_kind", "error", "kernels", "seconds"]
 RANK_COLUMNS = ["run", "rank", "path", "kernels", *TIME_FIELDS, "steps", "mean_step_ns", "median_step_ns", "max_step_ns",
                 "excess_pct", "times_slowest", "reason_kind", "reason", "reason_excess_ns"]
-STRAGGLER_TABLE = ["run", "position", "rank", "basis", "mean_ns", "excess_pct", "times_slowest", "reason_kind", "reason", "reason_excess_ns", "path"]
+STRAGGLER_TABLE = ["run", "position", "rank", "basis", "mean_ns", "excess_pct", "times_slowest", "reason_kind", "reason", "reason_excess_ns", "path",
+                   "beyond_noise"]
+#: a rank is a straggler only when it is slower than the median rank by more than this many times
+#: the ranks' spread (1.4826 x the median absolute deviation of the ranks' means: the standard
+#: deviation of normal noise, not pulled up by the straggler itself)
+STRAGGLER_K = 3.0
+#: ... and by more than this share of the median rank (identical ranks have no spread at all)
+STRAGGLER_FLOOR = 0.01
+
+
+def beyond_noise(means: np.ndarray, k: float = STRAGGLER_K, floor: float = STRAGGLER_FLOOR) -> np.ndarray:
+    """Which ranks are slower than the median rank by more than the run's own noise:
+    ``k`` x 1.4826 x MAD of the ranks' means, and at least ``floor`` x the median."""
+    x = np.asarray(means, dtype=np.float64)
+    ok = np.isfinite(x)
+    out = np.zeros(len(x), dtype=bool)
+    if ok.sum() < 3:
+        return out  # two ranks have no spread to tell noise from a straggler
+    med = float(np.median(x[ok]))
+    spread = 1.4826 * float(np.median(np.abs(x[ok] - med)))
+    out[ok] = (x[ok] - med) > max(k * spread, floor * abs(med))
+    return out
 RUN_COLUMNS = ["run", "files", "ranks", "failed", "steps", "mean_step_ns", "kernel_ns_per_rank", "comm_ns_per_rank", "idle_ns_per_rank",
                "straggler", "straggler_reason", "baseline", "slower_pct"]
 SERIES_COLUMNS = ["run", "group", "comm", "ranks", "count_per_rank", "ns_per_rank", "baseline_ns_per_rank", "delta_ns", "delta_pct", "noise_ns", "status"]
@@ -214,10 +237,12 @@ def _one_run(run: str, summaries: list[FileSummary], warnings: list[str]) -> dic
         for c in ("reason_kind", "reason", "reason_excess_ns"):
             sg[c] = pd.Series([reasons[int(r)][c] for r in sg["rank"]], index=sg.index, dtype=object)
         sg["path"] = [path_of[int(r)] for r in sg["rank"]]
+        sg["beyond_noise"] = beyond_noise(sg["mean_ns"].to_numpy(dtype=np.float64))
         out["stragglers"] = sg[STRAGGLER_TABLE]
     else:
         out["stragglers"] = pd.DataFrame(columns=STRAGGLER_TABLE)
-    straggler = int(stats["rank"].iloc[0]) if len(stats) >= 2 else None
+    # the slowest rank is a straggler only when it stands out of the ranks' own spread
+    straggler = int(stats["rank"].iloc[0]) if len(stats) >= 2 and bool(beyond_noise(stats["mean_ns"].to_numpy(dtype=np.float64))[0]) else None
     nan = float("nan")
 
     def per_rank(name: str) -> float:

@@ -172,6 +172,10 @@ def _summarize(path: Path, out: FileSummary) -> None:
     if not len(k):
         out.times = {f: nan for f in TIME_FIELDS}
         out.times["kernel_ns"] = 0.0
+        hs, he = cpu_collectives(trace)
+        if len(hs):
+            # a CPU-only rank (gloo): its collectives are its communication, none of it hidden
+            out.times["comm_ns"] = out.times["exposed_comm_ns"] = float(busy_ns(hs, he, np.zeros(len(hs), dtype=np.int64)))
         return
     group = k["short_name"].astype(str).to_numpy()
     comm = is_communication(k["name"])
@@ -194,14 +198,35 @@ def _summarize(path: Path, out: FileSummary) -> None:
     os_, oe, od = ops["start"].to_numpy(dtype=np.int64), ops["end"].to_numpy(dtype=np.int64), ops["device"].to_numpy(dtype=np.int64)
     all_s, all_e, all_d = np.concatenate([ks, os_]), np.concatenate([ke, oe]), np.concatenate([kd, od])
     busy = busy_ns(all_s, all_e, all_d)
-    comm_ns = busy_ns(ks[comm], ke[comm], kd[comm])
+    # communication: the collective kernels (NCCL, RCCL), or where a rank has none, the CPU-side
+    # collectives (gloo, and any c10d collective on the host): the time the rank spent in them
+    cs, ce, cd = ks[comm], ke[comm], kd[comm]
+    if not comm.any():
+        hs, he = cpu_collectives(trace)
+        if len(hs):
+            dev = int(kd[0]) if len(kd) else 0  # one rank, one GPU: host collectives against its timeline
+            cs, ce, cd = hs, he, np.full(len(hs), dev, dtype=np.int64)
+    comm_ns = busy_ns(cs, ce, cd)
     compute_ns = busy_ns(ks[~comm], ke[~comm], kd[~comm])
-    overlap = comm_ns + compute_ns - busy_ns(ks, ke, kd)
-    # idle: per device, the time between its first and last GPU activity when nothing ran
+    overlap = comm_ns + compute_ns - busy_ns(np.concatenate([cs, ks[~comm]]), np.concatenate([ce, ke[~comm]]), np.concatenate([cd, kd[~comm]]))
+    # idle: inside the steps when there are steps -- per step and device, the gaps between the
+    # step's first and last GPU activity (the time between steps and the warm-up before them is
+    # not the GPU waiting within the work); else per device, between its first and last activity
     span = 0
+    idle = 0.0
+    if len(st):
+        for s0, s1 in zip(st["start"].to_numpy(dtype=np.int64), st["end"].to_numpy(dtype=np.int64)):
+            cut_s, cut_e = np.clip(all_s, s0, s1), np.clip(all_e, s0, s1)
+            live = cut_e > cut_s
+            for d in np.unique(all_d[live]):
+                sel = live & (all_d == d)
+                window = int(cut_e[sel].max() - cut_s[sel].min())
+                idle += float(window - busy_ns(cut_s[sel], cut_e[sel], all_d[sel]))
     for d in np.unique(all_d):
         sel = all_d == d
         span += int(all_e[sel].max() - all_s[sel].min())
+    if not len(st):
+        idle = float(span - busy)
     out.times = {
         "kernel_ns": float(dur.sum()),
         "busy_ns": float(busy),
@@ -209,6 +234,23 @@ def _summarize(path: Path, out: FileSummary) -> None:
         "compute_ns": float(compute_ns),
         "overlap_ns": float(overlap),
         "exposed_comm_ns": float(comm_ns - overlap),
-        "idle_ns": float(span - busy),
+        "idle_ns": idle,
         "span_ns": float(span),
     }
+
+
+def cpu_collectives(trace: object) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of the host-side collective ops of a trace (``gloo:all_reduce``,
+    ``c10d::allreduce_``, ``record_param_comms``: the taxonomy's communication ops), ns."""
+    from kviewer.analysis.kinds import op_kind
+
+    c = getattr(trace, "cpu_slices")
+    if not len(c):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    names = c["name"].astype(str)
+    uniq = names.unique()
+    is_comm = {n: op_kind(n) == "communication" for n in uniq}
+    sel = names.map(is_comm).to_numpy(dtype=bool)
+    start = c["start"].to_numpy(dtype=np.int64)[sel]
+    end = c["end"].to_numpy(dtype=np.int64)[sel]
+    return start, end

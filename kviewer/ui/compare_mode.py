@@ -260,7 +260,8 @@ class CompareMode(QObject):
         self.state.set_range(lo - pad, hi + pad)
         pct = result.slower_pct
         verdict = "the same" if pct == 0 else (f"{abs(pct):.1f}% {'slower' if pct > 0 else 'faster'}" if np.isfinite(pct) else "all new")
-        self.status(f"Comparing B {b.label} with A {a.label}: B's kernel time is {verdict}; timelines aligned at the {result.align_basis}")
+        what = "median step" if result.headline_basis == "median step" else "kernel time"
+        self.status(f"Comparing B {b.label} with A {a.label}: B's {what} is {verdict}; timelines aligned at the {result.align_basis}")
         self.changed.emit()
 
     # stopping ----------------------------------------------------------------------------------

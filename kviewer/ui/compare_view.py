@@ -230,10 +230,21 @@ class CompareView(QWidget):
             amount = f"{abs(pct):.1f}% {verdict}" if pct else verdict
         else:
             amount = "all new kernel time"
+        if r.headline_basis == "median step":
+            # per step: files of 3 and 10 steps compare; the per-file total beside
+            tp = r.total_slower_pct
+            total = f"{tp:+.1f}%" if math.isfinite(tp) else "all new"
+            said = (f"B's median step is {amount}; total kernel time {total} "
+                    f"({format_signed_duration(float(r.delta_ns))}, {len(r.steps_a)} vs {len(r.steps_b)} steps)")
+        else:
+            said = f"B's kernel time is {amount} ({format_signed_duration(float(r.delta_ns))})"
+        warn = "".join(
+            f"<br><span style='color:#b35c00'>⚠ {side}: {_escape(d.message)}</span>"
+            for side, t in (("A", self.trace_a), ("B", self.trace_b)) for d in t.meta.warnings if d.severity != "info"
+        )
         self.headline.setText(
             f"<b>A</b> {_escape(r.label_a)} &nbsp;vs&nbsp; <b>B</b> {_escape(r.label_b)}: "
-            f"B's kernel time is {amount} ({format_signed_duration(float(r.delta_ns))}); "
-            f"timelines aligned at the {r.align_basis}"
+            f"{said}; timelines aligned at the {r.align_basis}" + warn
         )
         self.totals_view.resizeColumnsToContents()
         self.steps_view.resizeColumnsToContents()

@@ -14,3 +14,22 @@ def show_error(parent: QWidget | None, title: str, text: str) -> None:
 
 def show_info(parent: QWidget | None, title: str, text: str) -> None:
     QMessageBox.information(parent, title, text)
+
+
+def ask_open_mode(parent: QWidget | None, new_label: str, current_label: str) -> tuple[str, bool] | None:
+    """File › Open with a trace open: ("beside" | "compare", remember) or None when cancelled."""
+    from PySide6.QtWidgets import QCheckBox
+
+    box = QMessageBox(QMessageBox.Icon.Question, "Open", f"{new_label}: a trace is already open ({current_label}).", QMessageBox.StandardButton.NoButton, parent)
+    beside = box.addButton("Open Beside", QMessageBox.ButtonRole.AcceptRole)
+    compare = box.addButton(f"Compare With {current_label}", QMessageBox.ButtonRole.ActionRole)
+    box.addButton(QMessageBox.StandardButton.Cancel)
+    remember = QCheckBox("Remember my choice")
+    box.setCheckBox(remember)
+    box.exec()
+    clicked = box.clickedButton()
+    if clicked is beside:
+        return "beside", remember.isChecked()
+    if clicked is compare:
+        return "compare", remember.isChecked()
+    return None

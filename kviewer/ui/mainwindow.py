@@ -45,7 +45,7 @@ from kviewer.ui.viewstate import ViewState
 MAX_RECENT = 10
 #: the docks the saved layout knows; a layout saved with another set (an older kviewer, before
 #: the Query and Counters docks) would leave the new docks loose beside the others
-LAYOUT_DOCKS = "kernels,details,roofline,fusion,compare,query,counters,range,idle"
+LAYOUT_DOCKS = "kernels,details,roofline,fusion,compare,query,counters,range,idle,diagnostics"
 FILE_FILTER = (
     "Profiler traces (*.json *.json.gz *.json.xz *.json.zst *.sqlite *.sqlite.gz *.nsys-rep *.ncu-rep *.csv *.db *.txt *.log);;"
     "All files (*)"
@@ -132,6 +132,10 @@ class MainWindow(QMainWindow):
 
         self.idle_panel = IdlePanel(self.state, self.runner, self.timeline.set_idle_threshold)
         self.idle_dock = self._dock("Idle Gaps", "idleDock", self.idle_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        from kviewer.ui.diagnostics_panel import DiagnosticsPanel
+
+        self.diagnostics = DiagnosticsPanel(self.state)
+        self.diagnostics_dock = self._dock("Diagnostics", "diagnosticsDock", self.diagnostics, Qt.DockWidgetArea.BottomDockWidgetArea)
         # a range dragged on the time axis brings its summary forward
         self.state.timeSelectionChanged.connect(self._show_range_dock)
         self.counters = CounterAttach(self, self.state, self.runner, self.analysis, self.show_message,
@@ -160,6 +164,7 @@ class MainWindow(QMainWindow):
             self.tabifyDockWidget(self.table_dock, self.query_dock)
             self.tabifyDockWidget(self.table_dock, self.range_dock)
             self.tabifyDockWidget(self.table_dock, self.idle_dock)
+            self.tabifyDockWidget(self.table_dock, self.diagnostics_dock)
             self.table_dock.raise_()
             self.tabifyDockWidget(self.details_dock, self.counters_dock)
             self.details_dock.raise_()
@@ -252,6 +257,7 @@ class MainWindow(QMainWindow):
         view.addAction(self.counters_dock.toggleViewAction())
         view.addAction(self.range_dock.toggleViewAction())
         view.addAction(self.idle_dock.toggleViewAction())
+        view.addAction(self.diagnostics_dock.toggleViewAction())
 
         help_menu = mb.addMenu("&Help")
         help_menu.addAction(self._action("&Keys", self._show_keys))
@@ -323,7 +329,19 @@ class MainWindow(QMainWindow):
         self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.statusBar().addWidget(self.status_label, 1)
         self.statusBar().addPermanentWidget(self.range_label)
+        from kviewer.ui.diagnostics_panel import DiagnosticsButton
+
+        self.diagnostics_button = DiagnosticsButton()
+        self.diagnostics_button.clicked.connect(self.show_diagnostics)
+        self.diagnostics.countChanged.connect(self.diagnostics_button.set_count)
+        self.diagnostics_button.set_count(self.diagnostics.tree.topLevelItemCount())
+        self.statusBar().addPermanentWidget(self.diagnostics_button)
         self._update_status()
+
+    def show_diagnostics(self) -> None:
+        """Bring the Diagnostics dock forward (the status bar's warning button)."""
+        self.diagnostics_dock.show()
+        self.diagnostics_dock.raise_()
 
     def _update_status(self) -> None:
         t = self.state.current
@@ -455,7 +473,22 @@ class MainWindow(QMainWindow):
         start = str(Path(self.recent_files()[0]).parent) if self.recent_files() else ""
         paths, _ = QFileDialog.getOpenFileNames(self, "Open traces", start, FILE_FILTER)
         if paths:
+            self.open_chosen(paths)
+
+    def open_chosen(self, paths: list[str]) -> None:
+        """File › Open: with a trace open, one file opens beside it or is compared with it, as the
+        user says (asked once, or remembered in the settings); never silently a comparison."""
+        from kviewer.ui.open_choice import BESIDE, COMPARE, choose_open_mode
+
+        current = self.state.current
+        if current is None or len(paths) != 1 or self.compare.active:
             self.open_files(paths)
+            return
+        mode = choose_open_mode(self, self._settings(), os.path.basename(paths[0]), current.label)
+        if mode == COMPARE:
+            self.compare.compare_with(paths[0])
+        elif mode == BESIDE:
+            self.loader.open(paths)
 
     def close_trace(self, key: int) -> None:
         self.state.remove_trace(key)

@@ -156,7 +156,9 @@ def match_html(result: AttachResult) -> str:
     if result.steps:
         lines.append(f"window in {html.escape(', '.join(result.steps))} (timeline launch {m.start}, {html.escape(m.start_source)})")
     if result.inherited:
-        lines.append(f"{result.inherited} launches in other steps inherit the measured counters")
+        lines.append(f"{result.inherited} launches of the same kernel at the same place in other steps inherit the measured counters")
+    if result.inheritance.refused:
+        lines.append(f"{len(result.inheritance.refused)} inheritances refused: modelled FLOPs or bytes differ from the measured launch's by more than 25 %")
     for u in result.unmatched:
         lines.append(f"unmatched in the report: {u.count} × {html.escape(u.name)}: {html.escape(WHY_TEXT.get(u.why, u.why))}")
     if result.timeline_outside or result.timeline_skipped:

@@ -155,13 +155,13 @@ def test_h100_vs_mi300_gemms_matched_through_their_op(h100_vs_mi300: CompareResu
     g = h100_vs_mi300.groups
     assert h100_vs_mi300.use_ops
     gemm = g[(g["kind"] == "gemm")]
-    assert len(gemm) == 1
-    row = gemm.iloc[0]
-    assert row["op"] == "aten::addmm" and row["matched_by"] == "kind+op"
-    assert "cutlass" in row["name_a"] or "xmma" in row["name_a"]
-    assert row["name_b"].startswith("Cijk_")
-    assert row["count_a"] == row["count_b"] == 26
-    assert row["groups_a"] == 4 and row["groups_b"] == 4
+    # one row per GEMM shape: the cuBLAS kernel of a shape meets the hipBLASLt kernel of that shape
+    assert len(gemm) == 4 and (gemm["op"] == "aten::addmm").all() and (gemm["matched_by"] == "kind+op+shapes").all()
+    assert (gemm["count_a"] == gemm["count_b"]).all() and gemm["count_a"].sum() == 26
+    assert (gemm["precision_a"] == "bf16").all() and (gemm["precision_b"] == "bf16").all()
+    for _, row in gemm.iterrows():
+        assert "cutlass" in row["name_a"] or "xmma" in row["name_a"]
+        assert row["name_b"].startswith("Cijk_")
     att = g[g["op"] == "aten::_flash_attention_forward"].iloc[0]
     assert att["kind"] == "attention" and att["name_b"] == "attn_fwd" and "flash_fwd_kernel" in att["name_a"]
     # one model, one set of ops: everything has a counterpart on the other vendor

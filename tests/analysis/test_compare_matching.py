@@ -183,7 +183,11 @@ def test_ladder_without_ops_has_no_op_levels() -> None:
     names = [lv.name for lv in matching.ladder(use_ops=False)]
     assert names == ["name+launch", "name", "variant", "kind"]
     assert all("op" not in n for n in names)
-    assert [lv.name for lv in matching.ladder(use_ops=True, use_launch=False)] == ["name+op", "variant+op", "kind+op", "op"]
+    with_ops = [lv.name for lv in matching.ladder(use_ops=True, use_launch=False)]
+    # like with like: each op level first with the op's input shapes equal, then without
+    assert with_ops == ["name+op+shapes", "variant+op+shapes", "kind+op+shapes", "op+shapes", "name+op", "variant+op", "kind+op", "op"]
+    # no level pairs two precisions
+    assert all("precision" in lv.keys for flag in (True, False) for lv in matching.ladder(use_ops=flag))
 
 
 @pytest.mark.parametrize(

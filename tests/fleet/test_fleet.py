@@ -109,7 +109,8 @@ def test_communication_overlap_and_idle_are_known(fleet_dir: Path, tmp_path: Pat
     ranks = r.ranks
     assert (ranks["comm_ns"] > 0).all() and (ranks["overlap_ns"] > 0).all()
     assert np.allclose(ranks["exposed_comm_ns"], ranks["comm_ns"] - ranks["overlap_ns"])
-    assert np.allclose(ranks["idle_ns"], ranks["span_ns"] - ranks["busy_ns"])
+    # idle is measured inside the steps: never more than the gaps of the whole capture
+    assert (ranks["idle_ns"] >= 0).all() and (ranks["idle_ns"] <= ranks["span_ns"] - ranks["busy_ns"] + 1).all()
     assert r.groups["comm"].sum() == 1
 
 

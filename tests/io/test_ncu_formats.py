@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kviewer.core.merge import base_name
+from kviewer.analysis.merge import base_name
 from kviewer.io.ncu import csv_export as ncu_csv
 from kviewer.io.ncu import report as ncu_rep
 from kviewer.io.registry import CancelToken

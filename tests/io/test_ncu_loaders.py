@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kviewer.core.merge import base_name
+from kviewer.analysis.merge import base_name
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
 from kviewer.io.ncu import csv_export as ncu_csv
 from kviewer.io.ncu import report as ncu_rep

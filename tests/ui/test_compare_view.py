@@ -56,7 +56,7 @@ def _colours(image: QImage, step: int = 3) -> set[tuple[int, int, int]]:
 
 def test_renders_offscreen_with_rows(view: CompareView) -> None:
     model = view.diff_model
-    assert model.rowCount() == len(view.result.groups) == 12
+    assert model.rowCount() == len(view.result.groups) == 14  # GEMM rows split by their op's input shapes
     assert model.columnCount() == len(GROUP_VIEW_COLUMNS)
     image = view.grab().toImage()
     assert image.width() >= 1000 and image.height() >= 600
@@ -107,12 +107,12 @@ def test_sorting_by_header(view: CompareView) -> None:
 def test_filters(view: CompareView) -> None:
     view.set_status_filter(REPLACED)
     assert view.diff_model.rowCount() == 5
-    assert view.count_label.text() == "5 of 12 rows"
+    assert view.count_label.text() == "5 of 14 rows"
     view.set_status_filter("")
     view.filter_edit.setText("NVJET")
     assert view.diff_model.rowCount() == 1
     view.filter_edit.clear()
-    assert view.diff_model.rowCount() == 12
+    assert view.diff_model.rowCount() == 14
 
 
 def test_row_selection_signals_carry_the_kernels_of_both_reports(qtbot: Any, view: CompareView) -> None:

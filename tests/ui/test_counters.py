@@ -32,10 +32,10 @@ def test_trace_then_report_attaches(qtbot: Any, window: Any, errors: Any, sample
     assert result is not None and result.matched == 30
     k = tracks.trace.kernels
     assert (k["counters"].astype(str) == "measured").sum() == 30
-    assert (k["counters"].astype(str) == "inherited").sum() == 114
+    assert (k["counters"].astype(str) == "inherited").sum() == 60  # the 30 places in the 2 other steps
     # the SOL the roofline and the colours use is the measured one
     sol = tracks.sol_info.sol
-    assert (sol["bytes_source"] == "measured").all()
+    assert ((sol["bytes_source"] == "measured").to_numpy() == k["counters"].astype(str).isin(["measured", "inherited"]).to_numpy()).all()
     # the roofline draws measured, inherited and modelled points differently, and its legend says so
     roofline = window.analysis.roofline_panel.roofline
     assert roofline is not None and window.analysis.roofline_panel.shown == (tracks.key, id(tracks.sol_info))
@@ -46,7 +46,7 @@ def test_trace_then_report_attaches(qtbot: Any, window: Any, errors: Any, sample
 
     data = instance_data([tracks])
     col = data.column("counters")
-    assert {col.text(i) for i in range(len(data))} == {"measured", "inherited"}
+    assert {col.text(i) for i in range(len(data))} >= {"measured", "inherited"}
     # ncu's throughput breakdown and the SOL % sit in the table, measured values equal the report's
     keys = {c.key for c in data.columns}
     assert {"sm_throughput_pct", "mem_throughput_pct", "l1_throughput_pct", "l2_throughput_pct", "dram_throughput_pct",

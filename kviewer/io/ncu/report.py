@@ -147,7 +147,7 @@ def _launch_options(cmd: str) -> dict[str, Any]:
 
 
 def _capture(header: dict[str, Any]) -> NcuCapture | None:
-    """How the report chose its kernels, typed (what :mod:`kviewer.core.merge` decides on)."""
+    """How the report chose its kernels, typed (what :mod:`kviewer.analysis.merge` decides on)."""
     if not any(k in header for k in ("launch_skip", "launch_count", "kernel_filter", "skip_before_match")):
         return None
     skip, count, kfilter = header.get("launch_skip"), header.get("launch_count"), header.get("kernel_filter")

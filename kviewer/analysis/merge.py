@@ -8,7 +8,10 @@ columns (and the metrics rows) onto the timeline's kernels.
 
 Matching
 --------
-A kernel's *key* is (base name, grid, block), the grid and block as totals (blocks, threads). The base name is the kernel's identifier without
+A kernel's *key* is (signature, grid, block), the grid and block as totals (blocks, threads); the
+signature (:func:`signature`) is the full name with its template arguments in one spelling, so two
+instantiations of a template never pair. Where the two files spell names too differently for
+that, the key falls back to the base name. The base name is the kernel's identifier without
 namespaces, template arguments, argument list and return type
 (``void at::native::vectorized_elementwise_kernel<8, ...>(int, ...)`` ->
 ``vectorized_elementwise_kernel``): the profilers demangle differently (``at::native::`` vs
@@ -17,9 +20,10 @@ identifier survives all of them.
 
 Both lists are put in launch order (the timeline by correlation id when it has them, else by
 start; the report in its own order). The report covers a window of the timeline's launches, so
-the matcher looks for the window start ``o``: the n-th report kernel with a key is paired with the
-n-th timeline kernel with that key at or after ``o`` (a greedy in-order walk, which also handles
-reports filtered by kernel name). Candidate starts are the timeline positions whose key equals
+the matcher looks for the window start ``o`` by a greedy in-order walk (the n-th report kernel with a
+key against the n-th timeline kernel with that key at or after ``o``), then pairs the kernels by
+aligning the report's whole key sequence with the timeline's launches from ``o`` on
+(:func:`align_window`), so gaps in the report's window do not shift the pairs. Candidate starts are the timeline positions whose key equals
 the first report kernel's; the best start is the one where the walk matches the most kernels and
 skips the fewest timeline kernels (a contiguous window skips none). When several starts tie —
 a program that repeats one step gives a perfect fit at every step — the one closest to the
@@ -36,6 +40,7 @@ many were left out.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -44,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import schema
-from kviewer.core.names import short_name
+from kviewer.core.names import drop_args, short_name, strip_kd
 from kviewer.core.trace import Trace
 
 def _measured_block() -> tuple[str, ...]:
@@ -78,19 +83,49 @@ def base_name(name: str) -> str:
     return s[cut:] or s
 
 
+_BOOL = ((re.compile(r"\(bool\)0"), "false"), (re.compile(r"\(bool\)1"), "true"))
+_CAST = re.compile(r"\((?:(?:unsigned|signed|long|short|int|char|bool|size_t)\s*)+\)(?=-?\d)")
+_SUFFIX = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b", re.IGNORECASE)
+_LAMBDA = (re.compile(r"\{lambda\([^)]*\)#(\d+)\}"), re.compile(r"\[lambda\([^)]*\) \(instance (\d+)\)\]"))
+_ANON = re.compile(r"(?:\(anonymous namespace\)|<unnamed>|\{anonymous\})::")
+
+
+def signature(name: str) -> str:
+    """The kernel's full name with its template arguments, without the argument list and return
+    type, in one spelling whatever demangled it: CUPTI (``8``, ``3ul``, ``false``, ``{lambda()#2}``,
+    ``(anonymous namespace)``) and Nsight Compute (``(int)8``, ``(unsigned long)3``, ``(bool)0``,
+    ``[lambda() (instance 2)]``, ``<unnamed>``) give the same string, while two instantiations
+    of one template (``vectorized_elementwise_kernel<8, CUDAFunctor_add<…>>`` and ``<8, MulFunctor<…>>``) stay apart.
+    """
+    s = strip_kd(str(name).strip())
+    for rx, rep in _BOOL:
+        s = rx.sub(rep, s)
+    s = _CAST.sub("", s)
+    s = _SUFFIX.sub(r"\1", s)
+    for rx in _LAMBDA:
+        s = rx.sub(r"lambda#\1", s)
+    s = _ANON.sub("", s)
+    s = drop_args(s).strip()
+    if s.startswith("void "):
+        s = s[5:]
+    return "".join(s.split())
+
+
 def _total(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
     """Blocks (threads) in a grid (block); -1 when unknown."""
     return np.where(x >= 0, np.maximum(x, 1) * np.maximum(y, 1) * np.maximum(z, 1), -1)
 
 
-def kernel_keys(kernels: pd.DataFrame) -> list[tuple[str, int, int]]:
-    """(base name, blocks in the grid, threads in a block) for every row of a kernels table.
+def kernel_keys(kernels: pd.DataFrame, exact: bool = False) -> list[tuple[str, int, int]]:
+    """(base name, blocks in the grid, threads in a block) for every row of a kernels table; with
+    ``exact`` the name is the full :func:`signature` (template arguments kept) instead.
 
     Totals rather than x/y/z: a rocprof kernel trace reports a 1024x1024 grid where its counter
     collection of the same dispatch reports 1048576 work-items in one dimension.
     """
     names = kernels["name"].astype(str).to_numpy()
-    bases_of = {n: base_name(n) for n in set(names.tolist())}
+    name_of = signature if exact else base_name
+    bases_of = {n: name_of(n) for n in set(names.tolist())}
     bases = [bases_of[n] for n in names]
     g = _total(*(kernels[c].to_numpy(dtype=np.int64) for c in ("grid_x", "grid_y", "grid_z")))
     b = _total(*(kernels[c].to_numpy(dtype=np.int64) for c in ("block_x", "block_y", "block_z")))
@@ -184,6 +219,28 @@ def _walk(
     return pairs, skipped
 
 
+#: how far past the report's length the aligned timeline segment reaches (gaps in the window)
+ALIGN_SLACK = 64
+
+
+def align_window(tkeys: Sequence[tuple], nkeys: Sequence[tuple], start: int) -> list[tuple[int, int]]:
+    """[(report index, timeline position)] from aligning the report's whole key sequence with the
+    timeline's launches from ``start`` on (``difflib.SequenceMatcher``, longest common blocks
+    first, no junk heuristic).
+
+    Unlike a greedy in-order walk, a launch the report lacks (a gap in its window: a filtered or
+    failed replay) does not shift the pairs after it: each run of report kernels lands on the
+    run of timeline launches it repeats.
+    """
+    lo = max(int(start), 0)
+    seg = tkeys[lo : min(len(tkeys), lo + 2 * len(nkeys) + ALIGN_SLACK)]
+    codes: dict[tuple, int] = {}
+    a = [codes.setdefault(k, len(codes)) for k in nkeys]
+    b = [codes.setdefault(k, len(codes)) for k in seg]
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return [(i + t, lo + j + t) for i, j, size in sm.get_matching_blocks() for t in range(size)]
+
+
 def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> MatchReport:
     """Pair the report's kernels with the timeline's (see the module docstring).
 
@@ -208,14 +265,25 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
         keep = filter_mask(tk_df["name"].astype(str).to_numpy()[order].tolist(), kfilter)
         filtered_out = int((~keep).sum())
         order = order[keep]
-    tkeys_all = kernel_keys(tk_df)
+    # the same kernel: full signature (two instantiations of one template never pair), unless the
+    # two files spell names so differently that the signatures find fewer partners than base names
+    tkeys_all = kernel_keys(tk_df, exact=True)
+    nkeys = kernel_keys(nk_df, exact=True)
+    have = set(tkeys_all)
+    exact_hits = sum(k in have for k in nkeys)
+    coarse_t, coarse_n = kernel_keys(tk_df), kernel_keys(nk_df)
+    have_c = set(coarse_t)
+    exact_names = exact_hits >= sum(k in have_c for k in coarse_n)
+    if not exact_names:
+        tkeys_all, nkeys = coarse_t, coarse_n
     tkeys = [tkeys_all[i] for i in order]
-    nkeys = kernel_keys(nk_df)
     positions: dict[tuple, list[int]] = {}
     for p, key in enumerate(tkeys):
         positions.setdefault(key, []).append(p)
     tl_pos = {k: np.asarray(v, dtype=np.int64) for k, v in positions.items()}
     notes: list[str] = []
+    if not exact_names:
+        notes.append("the two files spell kernel names differently: paired on base names (no template arguments)")
     if filtered_out:
         notes.append(f"{filtered_out} timeline kernel(s) are not selected by the report's kernel filter ({kfilter!r}) and were not candidates")
 
@@ -257,7 +325,7 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
                     f"chose timeline launch {start} ({source})"
                 )
     start = -1 if start is None else int(start)
-    pairs, _ = _walk(tl_pos, nkeys, max(start, 0)) if start >= 0 else ([], 0)
+    pairs = align_window(tkeys, nkeys, start) if start >= 0 else []
 
     tl_ids = tk_df["id"].to_numpy()
     nc_ids = nk_df["id"].to_numpy()
@@ -387,4 +455,4 @@ def describe(report: MatchReport) -> list[str]:
     return lines
 
 
-__all__ = ["MEASURED", "MatchReport", "copy_values", "known", "base_name", "describe", "kernel_keys", "launch_order", "match_kernels", "merge_ncu"]
+__all__ = ["MEASURED", "MatchReport", "copy_values", "known", "base_name", "describe", "signature", "align_window", "kernel_keys", "launch_order", "match_kernels", "merge_ncu"]

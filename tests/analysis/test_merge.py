@@ -1,4 +1,4 @@
-"""Nsight Compute counters onto timeline kernels (kviewer.core.merge)."""
+"""Nsight Compute counters onto timeline kernels (kviewer.analysis.merge)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from kviewer.core import NcuCapture, Trace, TraceMeta, make_table
-from kviewer.core.merge import base_name, match_kernels, merge_ncu
+from kviewer.analysis.merge import base_name, match_kernels, merge_ncu
 from kviewer.io.registry import CancelToken
 
 # ---------------------------------------------------------------------------------------------
