@@ -190,16 +190,35 @@ def _marker_rows(c: pd.DataFrame, found: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(first)[np.maximum(idx, 0)]
 
 
+_LISTS: dict[tuple[int, int, int], dict[str, list[int]]] = {}
+
+
+def _lists(graph: DepGraph, rep: Replay, g_launch: np.ndarray | None) -> dict[str, list[int]]:
+    """The arrays a walk reads, as Python lists, made once per (graph, replay) (the last one kept)."""
+    key = (id(graph), id(rep), id(g_launch))
+    got = _LISTS.get(key)
+    if got is None:
+        _LISTS.clear()
+        got = {
+            "launch": (g_launch if g_launch is not None else graph.g_launch).tolist(),
+            "gs": rep.g_start.tolist(), "ge": rep.g_end.tolist(), "gb": rep.g_bind.tolist(),
+            "hs": rep.h_start.tolist(), "he": rep.h_end.tolist(), "hb": rep.h_bind.tolist(),
+            "g_prev": graph.g_prev.tolist(), "g_cross": graph.g_cross.tolist(), "g_cls": graph.g_class.tolist(),
+            "h_prev": graph.h_prev.tolist(), "h_wait": graph.h_wait.tolist(), "h_cls": graph.h_class.tolist(),
+        }
+        _LISTS[key] = got
+    return got
+
+
 def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
          g_launch: np.ndarray | None = None) -> pd.DataFrame:
     """The critical path of one step in a replay over ``bounds`` (:func:`step_bounds`): its
     segments, latest first."""
     lo, hi = bounds
-    launch = (g_launch if g_launch is not None else graph.g_launch).tolist()
-    gs, ge, gb = rep.g_start.tolist(), rep.g_end.tolist(), rep.g_bind.tolist()
-    hs, he, hb = rep.h_start.tolist(), rep.h_end.tolist(), rep.h_bind.tolist()
-    g_prev, g_cross, g_cls = graph.g_prev.tolist(), graph.g_cross.tolist(), graph.g_class.tolist()
-    h_prev, h_wait, h_cls = graph.h_prev.tolist(), graph.h_wait.tolist(), graph.h_class.tolist()
+    lists = _lists(graph, rep, g_launch)
+    launch, gs, ge, gb, hs, he, hb = lists["launch"], lists["gs"], lists["ge"], lists["gb"], lists["hs"], lists["he"], lists["hb"]
+    g_prev, g_cross, g_cls = lists["g_prev"], lists["g_cross"], lists["g_cls"]
+    h_prev, h_wait, h_cls = lists["h_prev"], lists["h_wait"], lists["h_cls"]
     seg_s: list[int] = []
     seg_e: list[int] = []
     seg_c: list[int] = []
@@ -310,10 +329,12 @@ def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame, graph: DepGraph, 
     breakdown = {c: int(round(v)) for c, v in zip(CLASSES, per)}
     segs = segs.assign(name=_name_segments(graph, segs))
     total = max(hi - lo, 1)
-    agg = (pd.DataFrame({"name": segs["name"], "kind": [CLASSES[c] for c in segs["cls"].tolist()], "ns": dur})
-           .groupby(["name", "kind"], sort=False)["ns"].sum().sort_values(ascending=False).head(top))
-    tops: list[dict[str, object]] = [{"name": str(n), "kind": str(k), "ns": int(v), "pct": round(float(v) / total * 100.0, 2)}
-                                     for (n, k), v in agg.items()]
+    acc: dict[tuple[str, int], int] = {}
+    for n, c, d in zip(segs["name"].tolist(), segs["cls"].tolist(), dur.tolist()):
+        acc[(n, c)] = acc.get((n, c), 0) + d
+    best = sorted(acc.items(), key=lambda kv: -kv[1])[:top]
+    tops: list[dict[str, object]] = [{"name": str(n), "kind": CLASSES[c], "ns": int(v), "pct": round(float(v) / total * 100.0, 2)}
+                                     for (n, c), v in best]
     return StepPath(name, lo, hi, breakdown, tops, segs[SEGMENT_COLUMNS])
 
 

@@ -364,13 +364,9 @@ def replay(graph: DepGraph, edits: Edits | None = None) -> Replay:
     gs = [0] * ng
     ge = [0] * ng
     gb = [B_NONE] * ng
-    # events in measured order: host end (0) < host start (1) < GPU op (2) at equal times
-    keys = np.concatenate([graph.h_end, graph.h_start, graph.g_start])
-    kinds = np.concatenate([np.zeros(nh, np.int8), np.ones(nh, np.int8), np.full(ng, 2, np.int8)])
-    idx = np.concatenate([np.arange(nh), np.arange(nh), np.arange(ng)])
-    order = np.lexsort((kinds, keys))
+    order_kinds, order_idx = _event_order(graph)
     neg = -(1 << 62)
-    for kind, i in zip(kinds[order].tolist(), idx[order].tolist()):
+    for kind, i in zip(order_kinds, order_idx):
         if kind == 2:
             if g_rem[i]:
                 p = g_prev[i]
@@ -415,6 +411,64 @@ def replay(graph: DepGraph, edits: Edits | None = None) -> Replay:
         h_start=np.asarray(hs, dtype=np.int64), h_end=np.asarray(he, dtype=np.int64), h_bind=np.asarray(hb, dtype=np.int8),
         g_start=np.asarray(gs, dtype=np.int64), g_end=np.asarray(ge, dtype=np.int64), g_bind=np.asarray(gb, dtype=np.int8),
     )
+
+
+def _chain_max(key: np.ndarray, group: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``key`` raised so that it grows by at least 1 along each group's ``order``."""
+    k = key[order]
+    g = group[order]
+    pos = np.arange(len(k), dtype=np.int64)
+    span = int(k.max() - k.min() + len(k) + 1) if len(k) else 1
+    base = int(k.min()) if len(k) else 0
+    # per group: cumulative max of (key - pos), offset by group so groups do not mix
+    gid = np.concatenate([[0], np.cumsum(g[1:] != g[:-1])]) if len(k) else g
+    adj = (k - base - pos) + gid * (2 * span)
+    cm = np.maximum.accumulate(adj) - gid * (2 * span) + pos + base
+    out = key.copy()
+    out[order] = np.maximum(k, cm)
+    return out
+
+
+def _event_order(graph: DepGraph) -> tuple[list[int], list[int]]:
+    """The replay's event order: a topological order of the graph.
+
+    Events are host starts, host ends and GPU ops, keyed by their measured time (x4, plus a rank
+    so that at equal times a host end precedes a host start precedes a GPU op). Where clocks
+    disagree (a kernel that starts before its launch call in the trace), keys are raised until
+    every event comes after what it depends on.
+    """
+    nh, ng = graph.n_host, graph.n_gpu
+    he = graph.h_end * 4
+    hs = graph.h_start * 4 + 1
+    gk = graph.g_start * 4 + 2
+    # thread chains: start_j < end_j < start_{j+1}, interleaved
+    t_key = np.empty(2 * nh, dtype=np.int64)
+    t_group = np.repeat(graph.h_thread, 2)
+    t_order = np.lexsort((np.tile([0, 1], nh), np.repeat(np.arange(nh), 2), t_group)) if nh else np.zeros(0, np.int64)
+    s_order = np.lexsort((np.arange(ng), graph.g_stream)) if ng else np.zeros(0, np.int64)
+    launch, wait, cross = graph.g_launch, graph.h_wait, graph.g_cross
+    for _ in range(64):
+        t_key[0::2], t_key[1::2] = hs, he
+        t_key = _chain_max(t_key, t_group, t_order) if nh else t_key
+        hs, he = t_key[0::2].copy(), t_key[1::2].copy()
+        before = gk.copy()
+        if ng:
+            if nh:
+                gk = np.where(launch >= 0, np.maximum(gk, hs[np.maximum(launch, 0)] + 1), gk)
+            gk = _chain_max(gk, graph.g_stream, s_order)
+            gk = np.where(cross >= 0, np.maximum(gk, gk[np.maximum(cross, 0)] + 1), gk)
+        he_before = he
+        if nh and ng:
+            he = np.where(wait >= 0, np.maximum(he, gk[np.maximum(wait, 0)] + 1), he)
+        if np.array_equal(before, gk) and np.array_equal(he_before, he):
+            t_key[0::2], t_key[1::2] = hs, he
+            if np.array_equal(_chain_max(t_key, t_group, t_order) if nh else t_key, t_key):
+                break
+    keys = np.concatenate([he, hs, gk])
+    kinds = np.concatenate([np.zeros(nh, np.int8), np.ones(nh, np.int8), np.full(ng, 2, np.int8)])
+    idx = np.concatenate([np.arange(nh), np.arange(nh), np.arange(ng)])
+    order = np.lexsort((kinds, keys))
+    return kinds[order].tolist(), idx[order].tolist()
 
 
 def measured_replay(graph: DepGraph) -> Replay:
