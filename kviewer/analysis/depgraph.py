@@ -105,6 +105,10 @@ class DepGraph:
     g_cross_lat: np.ndarray
     kernel_node: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """GPU node of each kernels row (-1 when none)"""
+    typ_launch_ns: int = 5_000
+    """median launch-call start -> GPU op start where the launch bound the op"""
+    typ_stream_ns: int = 1_000
+    """median gap after the stream predecessor where the stream bound the op (queued work)"""
 
     @property
     def n_host(self) -> int:
@@ -281,6 +285,7 @@ def build_graph(trace: Trace) -> DepGraph:
         g_launch=launch, g_prev=g_prev, g_cross=g_cross,
         g_launch_lat=lat(r_launch, B_LAUNCH, typ_launch), g_stream_lat=lat(r_stream, B_STREAM, typ_stream),
         g_cross_lat=lat(r_cross, B_CROSS, 0.0), kernel_node=kernel_node,
+        typ_launch_ns=int(typ_launch), typ_stream_ns=int(typ_stream),
     )
 
 
@@ -335,6 +340,8 @@ class Edits:
     """host nodes that no longer wait for the GPU (a sync removed)"""
     g_launch_ready: np.ndarray | None = None
     """GPU ops whose launch edge leads to another host node (a CUDA graph launch), -1 unchanged"""
+    g_launch_lat: np.ndarray | None = None
+    g_stream_lat: np.ndarray | None = None
 
 
 def replay(graph: DepGraph, edits: Edits | None = None) -> Replay:
@@ -354,8 +361,8 @@ def replay(graph: DepGraph, edits: Edits | None = None) -> Replay:
     h_s0 = graph.h_start.tolist()
     g_prev = graph.g_prev.tolist()
     g_cross = graph.g_cross.tolist()
-    l_lat = graph.g_launch_lat.tolist()
-    s_lat = graph.g_stream_lat.tolist()
+    l_lat = (ed.g_launch_lat if ed.g_launch_lat is not None else graph.g_launch_lat).tolist()
+    s_lat = (ed.g_stream_lat if ed.g_stream_lat is not None else graph.g_stream_lat).tolist()
     x_lat = graph.g_cross_lat.tolist()
     g_s0 = graph.g_start.tolist()
     hs = [0] * nh

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kviewer.analysis.critpath import StepWindow, check_graph, step_bounds, step_windows
+from kviewer.analysis.critpath import StepPath, StepWindow, check_graph, step_bounds, step_windows, summarise, walk
 from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, replay
 from kviewer.analysis.kinds import KINDS
 from kviewer.core import Trace
@@ -39,6 +39,10 @@ from kviewer.errors import AnalysisError
 #: the cost of one CUDA graph launch when the trace has none to measure (a cudaGraphLaunch of a
 #: few hundred kernels takes 5-20 us on the host; an assumption, stated in the change's text)
 GRAPH_LAUNCH_NS = 10_000
+#: the device-side gap between consecutive kernels of one CUDA graph when the trace has no graph to
+#: measure it from (about 0.3 us on Hopper; the H200 graph replay in sample_traces/mlp_graph
+#: shows 0.27 us: 68.0 us span, 61.5 us busy, 25 ops)
+GRAPH_KERNEL_GAP_NS = 300
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,8 @@ class Projection:
     """what each change did: {"change", "what", "count"}"""
     replayed: Replay = field(repr=False)
     bounds: list[tuple[int, int]] = field(repr=False)
+    launch: np.ndarray | None = field(default=None, repr=False)
+    """the launch edge of every GPU op in the projection (None: as measured)"""
 
     def projected_step_ns(self) -> np.ndarray:
         """Projected time of each step (ns), in step order: the hook for MFU at the projected time."""
@@ -159,7 +165,13 @@ class WhatIfModel:
         rep = replay(self.graph, edits) if not changes.empty else self.measured
         bounds = step_bounds(self.graph, rep, self.windows)
         steps = [StepProjection(w.name, m[1] - m[0], p[1] - p[0]) for w, m, p in zip(self.windows, self.measured_bounds, bounds)]
-        return Projection(changes, steps, notes, rep, bounds)
+        launch = np.where(edits.g_launch_ready >= 0, edits.g_launch_ready, self.graph.g_launch) if edits.g_launch_ready is not None else None
+        return Projection(changes, steps, notes, rep, bounds, launch)
+
+    def paths(self, projection: Projection) -> list[StepPath]:
+        """The critical path of every step of a projection (the projected timeline's breakdown)."""
+        return [summarise(w.name, lo, hi, walk(self.graph, projection.replayed, w, (lo, hi), projection.launch), self.graph)
+                for w, (lo, hi) in zip(self.windows, projection.bounds)]
 
     # -------------------------------------------------------------------------------------
     def edits(self, ch: Changes) -> tuple[Edits, list[dict[str, object]]]:
@@ -170,6 +182,8 @@ class WhatIfModel:
         h_gap = g.h_gap.copy()
         nowait = np.zeros(g.n_host, dtype=bool)
         launch_to = np.full(g.n_gpu, -1, dtype=np.int64)
+        l_lat = g.g_launch_lat.copy()
+        s_lat = g.g_stream_lat.copy()
         notes: list[dict[str, object]] = []
         is_kernel = g.g_table == 0
         if ch.kernel:
@@ -207,21 +221,11 @@ class WhatIfModel:
         if ch.fuse is not None:
             self._fuse(ch.fuse, g_dur, g_removed, h_dur, h_gap, notes)
         if ch.no_sync is not None:
-            sync = g.h_class == H_SYNC
-            if ch.no_sync:
-                named = np.isin(g.h_name.astype(str), list(ch.no_sync))
-                if not (sync & named).any():
-                    have = sorted(set(g.h_name[sync].astype(str)))
-                    raise AnalysisError(f"--no-sync {' '.join(ch.no_sync)}: no such sync call in the trace"
-                                        + (f" (it has {', '.join(have)})" if have else " (it has none)"))
-                sync &= named
-            nowait |= sync
-            notes.append({"change": "--no-sync" + "".join(f" {n}" for n in ch.no_sync), "count": int(sync.sum()),
-                          "what": f"{int(sync.sum())} host sync call(s) no longer wait for the GPU"})
+            self._no_sync(ch.no_sync, nowait, h_dur, h_gap, g_removed, notes)
         if ch.cuda_graphs:
-            self._graphs(h_dur, h_gap, launch_to, notes)
+            self._graphs(h_dur, h_gap, launch_to, l_lat, s_lat, notes)
         edits = Edits(g_dur=np.round(g_dur).astype(np.int64), g_removed=g_removed, h_dur=h_dur, h_gap=h_gap, h_nowait=nowait,
-                      g_launch_ready=launch_to)
+                      g_launch_ready=launch_to, g_launch_lat=l_lat, g_stream_lat=s_lat)
         return edits, notes
 
     def _fuse(self, ranks: tuple[int, ...], g_dur: np.ndarray, g_removed: np.ndarray, h_dur: np.ndarray, h_gap: np.ndarray,
@@ -264,11 +268,89 @@ class WhatIfModel:
             what += f"; {skipped} candidate(s) without an estimate left as they are"
         notes.append({"change": "--fuse " + (",".join(map(str, ranks)) if ranks else "all"), "what": what, "count": used})
 
-    def _graphs(self, h_dur: np.ndarray, h_gap: np.ndarray, launch_to: np.ndarray, notes: list[dict[str, object]]) -> None:
+    def _sync_ops(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each host sync node: the framework op that issued it (cpu_slices row, -1), and that
+        op's start and end. The op is the outermost ``op`` range on the sync's thread holding the
+        call whose other calls launch no kernel (``aten::item`` holding a copy and a stream sync;
+        not ``aten::nonzero``, whose kernels the program still needs)."""
+        g = self.graph
+        c = self.trace.cpu_slices
+        sync = np.flatnonzero(g.h_class == H_SYNC)
+        rows = np.full(len(sync), -1, dtype=np.int64)
+        if not len(sync) or not len(c):
+            return sync, rows, rows
+        cat = c["category"].astype(str).to_numpy()
+        ops = np.flatnonzero(cat == "op")
+        pid, tid = c["pid"].to_numpy(np.int64), c["tid"].to_numpy(np.int64)
+        cs, ce, depth = c["start"].to_numpy(np.int64), c["end"].to_numpy(np.int64), c["depth"].to_numpy(np.int64)
+        launches_kernel = np.zeros(g.n_host, dtype=bool)
+        launches_kernel[g.g_launch[(g.g_launch >= 0) & (g.g_table == 0)]] = True
+        for i, j in enumerate(sync.tolist()):
+            p, t = g.threads[g.h_thread[j]]
+            s, e = g.h_start[j], g.h_end[j]
+            hold = ops[(pid[ops] == p) & (tid[ops] == t) & (cs[ops] <= s) & (ce[ops] >= e)]
+            for r in hold[np.argsort(depth[hold], kind="stable")].tolist():
+                lo = g.host_node_at(g.h_thread[j], int(cs[r]))
+                inside = np.arange(max(lo, 0), g.host_node_at(g.h_thread[j], int(ce[r])) + 1)
+                inside = inside[(g.h_start[inside] >= cs[r]) & (g.h_end[inside] <= ce[r])]
+                if not launches_kernel[inside].any():
+                    rows[i] = r
+                    break
+        starts = np.where(rows >= 0, cs[np.maximum(rows, 0)], -1)
+        ends = np.where(rows >= 0, ce[np.maximum(rows, 0)], -1)
+        return sync, rows, np.stack([starts, ends])
+
+    def _no_sync(self, names: tuple[str, ...], nowait: np.ndarray, h_dur: np.ndarray, h_gap: np.ndarray, g_removed: np.ndarray,
+                 notes: list[dict[str, object]]) -> None:
+        g = self.graph
+        sync, rows, span = self._sync_ops()
+        opname = np.where(rows >= 0, self.trace.cpu_slices["name"].astype(str).to_numpy()[np.maximum(rows, 0)], "") if len(sync) else np.zeros(0, dtype=object)
+        pick = np.ones(len(sync), dtype=bool)
+        if names:
+            pick = np.isin(g.h_name[sync].astype(str), list(names)) | np.isin(opname.astype(str), list(names))
+            if not pick.any():
+                have = sorted(set(g.h_name[sync].astype(str)) | {str(o) for o in opname if o})
+                raise AnalysisError(f"--no-sync {' '.join(names)}: no such sync call or op in the trace"
+                                    + (f" (it has {', '.join(have)})" if have else " (it has none)"))
+        removed_ops = 0
+        for i in np.flatnonzero(pick).tolist():
+            j = int(sync[i])
+            nowait[j] = True
+            if rows[i] < 0:
+                continue
+            # the op that synchronised goes with its sync: its calls, their copies and its host time
+            removed_ops += 1
+            self._remove_host_time(int(g.h_thread[j]), int(span[0][i]), int(span[1][i]), h_dur, h_gap, g_removed)
+        label = "--no-sync" + "".join(f" {n}" for n in names)
+        notes.append({"change": label, "count": int(pick.sum()),
+                      "what": f"{int(pick.sum())} host sync call(s) no longer wait for the GPU; {removed_ops} of them issued by a "
+                              "framework op (e.g. aten::item) that goes with its host time and its copy"})
+
+    def _remove_host_time(self, thread: int, a: int, b: int, h_dur: np.ndarray, h_gap: np.ndarray, g_removed: np.ndarray | None) -> None:
+        """Take the host interval [a, b] of one thread out of the replay (calls, gaps, and what they
+        launched when ``g_removed`` is given)."""
+        g = self.graph
+        lo = int(np.searchsorted(g.h_thread, thread, "left"))
+        hi = int(np.searchsorted(g.h_thread, thread, "right"))
+        idx = np.arange(lo, hi)
+        s, e = g.h_start[idx], g.h_end[idx]
+        prev_end = np.where(g.h_prev[idx] >= 0, g.h_end[np.maximum(g.h_prev[idx], 0)], s)
+        node_cut = np.clip(np.minimum(e, b) - np.maximum(s, a), 0, None)
+        gap_cut = np.clip(np.minimum(s, b) - np.maximum(prev_end, a), 0, None)
+        h_dur[idx] = np.maximum(h_dur[idx] - node_cut, 0)
+        h_gap[idx] = np.maximum(h_gap[idx] - gap_cut, 0)
+        if g_removed is not None:
+            g_removed |= np.isin(g.g_launch, idx[(s >= a) & (e <= b)])
+
+    def _graphs(self, h_dur: np.ndarray, h_gap: np.ndarray, launch_to: np.ndarray, l_lat: np.ndarray, s_lat: np.ndarray,
+                notes: list[dict[str, object]]) -> None:
         g = self.graph
         names = g.h_name.astype(str)
         own = names == "cudaGraphLaunch"
         cost = int(np.median(g.h_dur[own])) if own.any() else GRAPH_LAUNCH_NS
+        graph_ops = np.isin(g.g_launch, np.flatnonzero(own)) & (g.g_prev >= 0)
+        gaps = (g.g_start - g.g_end[np.maximum(g.g_prev, 0)])[graph_ops & np.isin(g.g_prev, np.flatnonzero(graph_ops | np.isin(g.g_launch, np.flatnonzero(own))))]
+        gap = int(np.median(gaps)) if len(gaps) else GRAPH_KERNEL_GAP_NS
         collapsed = 0
         for win in self.windows:
             ops = win.gpu[g.g_launch[win.gpu] >= 0]
@@ -278,19 +360,33 @@ class WhatIfModel:
             for t in np.unique(g.h_thread[calls]).tolist():
                 mine = calls[g.h_thread[calls] == t]
                 first, last = int(mine.min()), int(mine.max())
+                if t == win.thread:
+                    # the step's whole host range becomes the replay of the graph
+                    lo = int(np.searchsorted(g.h_thread, t, "left"))
+                    hi = int(np.searchsorted(g.h_thread, t, "right"))
+                    span = np.arange(lo, hi)
+                    span = span[(g.h_start[span] >= win.marker_start) & (g.h_end[span] <= win.marker_end)]
+                    if len(span):
+                        first, last = min(first, int(span[0])), max(last, int(span[-1]))
                 region = np.arange(first, last + 1)
-                keep = g.h_class[region] == H_SYNC
-                body = region[~keep]
+                body = region[g.h_class[region] != H_SYNC]
                 h_dur[body] = 0
                 h_gap[body[body != first]] = 0
+                if t == win.thread:
+                    # the step's host work before its first call and after its last goes too;
+                    # what ran between the steps stays
+                    self._remove_host_time(t, win.marker_start, win.marker_end, h_dur, h_gap, None)
                 h_dur[first] = cost
                 sel = ops[g.h_thread[g.g_launch[ops]] == t]
                 launch_to[sel] = first
+                # released by the graph: the GPU runs them back to back
+                l_lat[sel] = np.minimum(l_lat[sel], g.typ_launch_ns)
+                s_lat[sel] = np.minimum(s_lat[sel], gap)
                 collapsed += len(body)
         src = "the trace's median cudaGraphLaunch" if own.any() else "assumed"
         notes.append({"change": "--cuda-graphs", "count": collapsed,
                       "what": f"{collapsed} host call(s) and the host work between them collapse into one graph launch per "
-                              f"step ({cost / 1e3:.1f} us, {src})"})
+                              f"step ({cost / 1e3:.1f} us, {src}); kernels {gap} ns apart on the GPU"})
 
 
 def whatif_model(trace: Trace, step: str | None = None, device: str | None = None, graph: DepGraph | None = None) -> WhatIfModel:
