@@ -147,7 +147,9 @@ def step_windows(trace: Trace, graph: DepGraph, step: str | None = None) -> tupl
     c = trace.cpu_slices
     if step is not None:
         cat = c["category"].astype(str)
-        sel = c[(c["name"].astype(str) == step) & ~cat.isin(["runtime", "driver"])]
+        named = (c["name"].astype(str) == step) & ~cat.isin(["runtime", "driver", "sync"])
+        # a host range and its GPU-side projection (Kineto gpu_user_annotation): the host one
+        sel = c[named & (cat != "gpu_annotation")] if (named & (cat != "gpu_annotation")).any() else c[named]
         if not len(sel):
             raise AnalysisError(f"{trace.meta.path}: no range named {step!r} to use as the step")
         marks = pd.DataFrame({"name": sel["name"].astype(str).to_numpy(), "start": sel["start"].to_numpy(np.int64),

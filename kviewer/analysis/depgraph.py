@@ -158,8 +158,8 @@ def build_graph(trace: Trace) -> DepGraph:
     cstart = c["start"].to_numpy(np.int64)
     cend = c["end"].to_numpy(np.int64)
     pairs = pd.MultiIndex.from_arrays([pid[api], tid[api]]) if len(api) else pd.MultiIndex.from_arrays([[], []])
-    th_codes, th_uniques = pd.factorize(pairs) if len(api) else (np.zeros(0, dtype=np.int64), [])
-    threads = [(int(a), int(b)) for a, b in th_uniques]
+    th_codes, th_uniques = pd.factorize(pairs) if len(api) else (np.zeros(0, dtype=np.int64), pd.MultiIndex.from_arrays([[], []]))
+    threads = [(int(a), int(b)) for a, b in pd.MultiIndex.from_tuples(th_uniques) if len(api)] if len(api) else []
     th = np.asarray(th_codes, dtype=np.int64)
     order = np.lexsort((-cend[api], cstart[api], th))
     api, th = api[order], th[order]
@@ -221,12 +221,13 @@ def build_graph(trace: Trace) -> DepGraph:
     comm = np.array([name_kind(str(x)) == "communication" for x in kcat.cat.categories] + [False])[kcat.cat.codes.to_numpy()] if len(k) else np.zeros(0, bool)
     gcls = np.concatenate([np.where(comm, G_COMM, G_KERNEL), np.full(len(g), G_MEMCPY)]).astype(np.int8)
     order = np.lexsort((table, start))
-    start, end, table, row, dev, stream, calls, gname, gcls = (a[order] for a in (start, end, table, row, dev, stream, calls, gname, gcls))
+    start, end, row, dev, stream, calls = (a[order] for a in (start, end, row, dev, stream, calls))
+    table, gcls, gname = table[order], gcls[order], gname[order]
     ng = len(start)
     launch = np.where(calls >= 0, node_of_row[np.maximum(calls, 0)] if len(c) else -1, -1).astype(np.int64) if ng else np.zeros(0, np.int64)
-    s_codes, s_uniques = pd.factorize(pd.MultiIndex.from_arrays([dev, stream])) if ng else (np.zeros(0, np.int64), [])
+    s_codes, s_uniques = pd.factorize(pd.MultiIndex.from_arrays([dev, stream])) if ng else (np.zeros(0, np.int64), pd.MultiIndex.from_arrays([[], []]))
     g_stream = np.asarray(s_codes, dtype=np.int64)
-    streams = [(int(a), int(b)) for a, b in s_uniques]
+    streams = [(int(a), int(b)) for a, b in pd.MultiIndex.from_tuples(s_uniques)] if ng else []
     # previous op on the same stream
     g_prev = np.full(ng, -1, dtype=np.int64)
     if ng:
