@@ -374,13 +374,17 @@ def _base(op: str) -> str:
     return op.split("::")[-1].split(".")[0].rstrip("_")
 
 
+#: autograd's op names: ``MmBackward0``, ``autograd::engine::evaluate_function: ...``
+_BACKWARD_OP = re.compile(r"Backward\d*$|^autograd::engine")
+
+
 def is_training(trace: Trace) -> bool:
     """Whether the trace ran a backward pass (autograd ops recorded), decided on op names as data."""
     c = trace.cpu_slices
     if not len(c):
         return False
     names = c.loc[c["category"].astype(str).isin(["op", "python", "annotation"]), "name"].astype("category").cat.categories
-    return any("Backward" in str(n) or str(n).startswith("autograd::engine") for n in names)
+    return any(_BACKWARD_OP.search(name) for name in names.astype(str))
 
 
 def _blaslt_epilogue(bases: list[str]) -> str | None:
