@@ -80,3 +80,17 @@ def test_bad_input_is_one_line_exit_2(sample_traces: Path, capsys: pytest.Captur
     args = [args[0], str(sample_traces / args[1]), *args[2:]]
     code, out, err = _run(capsys, *args)
     assert code == 2 and out == "" and words in err and len(err.strip().splitlines()) == 1
+
+
+def test_report_what_would_help_most_has_the_cli_numbers(sample_traces: Path) -> None:
+    from kviewer.analysis.whatif import Changes, whatif_model
+    from kviewer.io import load
+    from kviewer.report import Table, build_report, fmt_ns
+
+    t = load(sample_traces / "mlp_eager.pt.trace.json.gz")
+    report = build_report([t], pictures=False)
+    sec = next(s for s in report.sections if s.title == "What would help most")
+    table = next(b for b in sec.blocks if isinstance(b, Table))
+    rows = {r[0]: r[1] for r in table.rows}
+    p = whatif_model(t).project(Changes(cuda_graphs=True))
+    assert rows["--cuda-graphs"] == fmt_ns(p.median_projected_ns)
