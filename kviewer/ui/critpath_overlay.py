@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtGui import QColor, QPainter
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from kviewer.session.format import format_duration
 from kviewer.ui.background import BackgroundRunner
@@ -143,8 +144,6 @@ class CriticalPathOverlay:
             if row is not None:
                 ys[lanes == ln] = row.y - top + row.h - BAND_PX
         ok = np.isfinite(ys)
-        from PySide6.QtCore import Qt
-
         from kviewer.ui.timeline import _draw_rects
 
         p.setPen(Qt.PenStyle.NoPen)
@@ -166,9 +165,14 @@ class StepBreakdown(QWidget):
         self.label = QLabel("Select a step (the What-if dock lists them) to see its critical path.")
         self.label.setWordWrap(True)
         self.label.setObjectName("stepBreakdown")
+        self.label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        scroll = QScrollArea()  # the table must not hold the dock (and the window) taller
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(self.label)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
-        lay.addWidget(self.label, 1)
+        lay.addWidget(scroll, 1)
 
     def refresh(self, tracks: TraceTracks | None, t0: int, t1: int) -> None:
         """Show the breakdown of the step whose window is [t0, t1] (trace ns), if any."""

@@ -15,7 +15,8 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QCheckBox, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QSpinBox, QVBoxLayout, QWidget,
+    QCheckBox, QFrame, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QScrollArea, QSpinBox, QVBoxLayout,
+    QWidget,
 )
 
 from kviewer.session.format import format_duration
@@ -97,12 +98,27 @@ class WhatIfPanel(QWidget):
         self.view: Any = None
         head = QHBoxLayout()
         head.addWidget(self.show_path, 1)
+        # changes at the left, the steps at the right, in a scroll area: the dock shares the
+        # bottom area and must not hold the window taller than the other docks do
+        inner = QWidget()
+        body = QHBoxLayout(inner)
+        body.setContentsMargins(0, 0, 0, 0)
+        left = QVBoxLayout()
+        left.addLayout(head)
+        left.addWidget(changes, 1)
+        right = QVBoxLayout()
+        right.addWidget(self.result)
+        body.addLayout(left, 1)
+        body.addLayout(right, 1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(inner)
+        scroll.setMinimumHeight(40)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
-        lay.addLayout(head)
-        lay.addWidget(changes, 2)
-        lay.addWidget(self.result)
-        self._lay = lay
+        lay.addWidget(scroll)
+        self._lay = right
         state.currentTraceChanged.connect(lambda _t: self.refresh())
         state.tracesChanged.connect(self.refresh)
 
@@ -206,7 +222,7 @@ class WhatIfPanel(QWidget):
         self.view = TableView(self.model, sortable=False)
         self.view.clicked.connect(self._on_row)
         self.view.activated.connect(self._on_row)
-        self._lay.addWidget(self.view, 2)
+        self._lay.addWidget(self.view, 1)
 
     def _on_row(self, index: Any) -> None:
         tracks = self._tracks
