@@ -45,6 +45,8 @@ _G_CLASS = {G_KERNEL: C_GPU, G_COMM: C_COMM, G_MEMCPY: C_MEMCPY}
 _H_CLASS = {H_LAUNCH: C_LAUNCH, H_SYNC: C_SYNC}
 #: segment lanes: a GPU op's stream, a host thread, or none (an unexplained gap)
 LANE_GPU, LANE_HOST, LANE_NONE = 0, 1, 2
+#: host work between API calls: ``node`` is a host call next to it (on its thread)
+LANE_GAP = 3
 
 SEGMENT_COLUMNS = ["start", "end", "cls", "lane", "node", "name"]
 
@@ -247,7 +249,7 @@ def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
         j = _host_at(graph, rep, win.thread, hi)
         if j >= 0:
             if he[j] <= hi:
-                add(he[j], hi, C_CPU, LANE_HOST, j)
+                add(he[j], hi, C_CPU, LANE_GAP, j)
                 t = he[j]
             state, node = "h", j
     guard = 4 * (graph.n_host + graph.n_gpu) + 16
@@ -290,10 +292,10 @@ def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
         else:  # "hstart": at the start of host node `node`: the host work before it
             p = h_prev[node]
             if p < 0:
-                add(lo, t, C_CPU, LANE_HOST, -1)
+                add(lo, t, C_CPU, LANE_GAP, node)
                 t = lo
             else:
-                add(he[p], t, C_CPU, LANE_HOST, -1)
+                add(he[p], t, C_CPU, LANE_GAP, node)
                 t = min(t, he[p])
                 state, node = "h", p
     if t > lo:  # the guard ran out (never expected): the rest is unexplained
@@ -310,7 +312,7 @@ def _host_at(graph: DepGraph, rep: Replay, thread: int, t: int) -> int:
     return i if lo <= i < hi else -1
 
 
-def _name_segments(graph: DepGraph, segs: pd.DataFrame) -> np.ndarray:
+def _name_segments(graph: DepGraph, segs: pd.DataFrame, op_names: np.ndarray | None = None) -> np.ndarray:
     names = np.full(len(segs), "", dtype=object)
     node = segs["node"].to_numpy()
     lane = segs["lane"].to_numpy()
@@ -319,17 +321,31 @@ def _name_segments(graph: DepGraph, segs: pd.DataFrame) -> np.ndarray:
     names[gpu] = graph.g_name[node[gpu]]
     host = (lane == LANE_HOST) & (node >= 0)
     names[host] = graph.h_name[node[host]]
-    names[(lane == LANE_HOST) & (node < 0)] = "host work between API calls"
-    names[cls == C_IDLE] = "GPU idle (no dependency recorded)"
+    gap = lane == LANE_GAP
+    names[gap] = "host work outside framework ops" if op_names is not None else "host work between API calls"
+    if op_names is not None:
+        named = gap & (op_names != "")
+        names[named] = op_names[named]
+    names[(cls == C_IDLE) & (lane == LANE_GPU)] = "GPU gap between ops (stream or cross-stream wait)"
+    names[(cls == C_IDLE) & (lane == LANE_NONE)] = "unexplained (no dependency recorded)"
     return names
 
 
-def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame, graph: DepGraph, top: int = 10) -> StepPath:
-    """Breakdown per class and the costliest operations of one walked path."""
+def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame, graph: DepGraph, top: int = 10,
+              ops: HostOps | None = None) -> StepPath:
+    """Breakdown per class and the costliest operations of one walked path; ``ops`` (on a
+    measured path) names host work by the framework op it ran in."""
     dur = (segs["end"] - segs["start"]).to_numpy(np.int64)
     per = np.bincount(segs["cls"].to_numpy(np.int64), weights=dur, minlength=len(CLASSES)) if len(segs) else np.zeros(len(CLASSES))
     breakdown = {c: int(round(v)) for c, v in zip(CLASSES, per)}
-    segs = segs.assign(name=_name_segments(graph, segs))
+    op_names = None
+    if ops is not None and len(segs):
+        gap = (segs["lane"] == LANE_GAP).to_numpy() & (segs["node"] >= 0).to_numpy()
+        op_names = np.full(len(segs), "", dtype=object)
+        if gap.any():
+            mid = ((segs["start"] + segs["end"]) // 2).to_numpy()[gap]
+            op_names[gap] = ops.innermost(graph.h_thread[segs["node"].to_numpy()[gap]], mid)
+    segs = segs.assign(name=_name_segments(graph, segs, op_names))
     total = max(hi - lo, 1)
     acc: dict[tuple[str, int], int] = {}
     for n, c, d in zip(segs["name"].tolist(), segs["cls"].tolist(), dur.tolist()):
@@ -338,6 +354,47 @@ def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame, graph: DepGraph, 
     tops: list[dict[str, object]] = [{"name": str(n), "kind": CLASSES[c], "ns": int(v), "pct": round(float(v) / total * 100.0, 2)}
                                      for (n, c), v in best]
     return StepPath(name, lo, hi, breakdown, tops, segs[SEGMENT_COLUMNS])
+
+
+class HostOps:
+    """The framework ops (``op`` ranges) of each host thread, to name host work by the op it ran in."""
+
+    def __init__(self, trace: Trace, graph: DepGraph) -> None:
+        c = trace.cpu_slices
+        self.by_thread: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        if not len(c):
+            return
+        sel = np.flatnonzero(c["category"].astype(str).to_numpy() == "op")
+        if not len(sel):
+            return
+        pid, tid = c["pid"].to_numpy(np.int64)[sel], c["tid"].to_numpy(np.int64)[sel]
+        names = c["name"].astype(str).to_numpy()[sel]
+        start, end, depth = c["start"].to_numpy(np.int64)[sel], c["end"].to_numpy(np.int64)[sel], c["depth"].to_numpy(np.int64)[sel]
+        for t, (p, d) in enumerate(graph.threads):
+            m = (pid == p) & (tid == d)
+            if m.any():
+                o = np.lexsort((depth[m], start[m]))
+                self.by_thread[t] = (start[m][o], end[m][o], depth[m][o], names[m][o])
+
+    def innermost(self, threads: np.ndarray, times: np.ndarray) -> np.ndarray:
+        """The innermost op running at each (thread, time); '' where none."""
+        out = np.full(len(times), "", dtype=object)
+        for t in np.unique(threads).tolist():
+            got = self.by_thread.get(int(t))
+            if got is None:
+                continue
+            s, e, d, n = got
+            q = np.flatnonzero(threads == t)
+            i = np.searchsorted(s, times[q], "right") - 1
+            for k, (j, when) in enumerate(zip(i.tolist(), times[q].tolist())):
+                # walk back to the latest-starting op still open: the innermost (ops nest)
+                steps = 0
+                while j >= 0 and e[j] < when and steps < 64:
+                    j -= 1
+                    steps += 1
+                if j >= 0 and e[j] >= when:
+                    out[q[k]] = n[j]
+        return out
 
 
 def critical_paths(trace: Trace, step: str | None = None, graph: DepGraph | None = None) -> CritPathResult:
@@ -353,6 +410,7 @@ def critical_paths(trace: Trace, step: str | None = None, graph: DepGraph | None
     windows, source = step_windows(trace, graph, step)
     rep = replay(graph)
     paths = []
+    ops = HostOps(trace, graph)
     for win, (lo, hi) in zip(windows, step_bounds(graph, rep, windows)):
-        paths.append(summarise(win.name, lo, hi, walk(graph, rep, win, (lo, hi)), graph))
+        paths.append(summarise(win.name, lo, hi, walk(graph, rep, win, (lo, hi)), graph, ops=ops))
     return CritPathResult(paths, graph, windows, source)

@@ -67,7 +67,7 @@ class CriticalPathOverlay:
 
     def set_path(self, tracks: TraceTracks, result: CritPathResult) -> None:
         """Show the paths of ``result`` (the critical paths of ``tracks.trace``)."""
-        from kviewer.analysis.critpath import LANE_GPU, LANE_HOST
+        from kviewer.analysis.critpath import LANE_GAP, LANE_GPU, LANE_HOST
 
         g = result.graph
         starts, ends, classes, lanes = [], [], [], []
@@ -90,18 +90,10 @@ class CriticalPathOverlay:
                 if len(o_lane):
                     got[~kk] = o_lane[row[~kk]]
                 lane[gpu] = got
-            host = (lane_kind == LANE_HOST) & (node >= 0)
+            # host calls, and the host work between calls on the lane of the call next to it
+            host = ((lane_kind == LANE_HOST) | (lane_kind == LANE_GAP)) & (node >= 0)
             if host.any() and len(c_lane):
                 lane[host] = c_lane[g.h_row[node[host]]]
-            # host work between calls lies on the thread of the call next to it
-            gap = (lane_kind == LANE_HOST) & (node < 0)
-            if gap.any():
-                filled = lane.copy()
-                idx = np.where(filled >= 0, np.arange(len(filled)), -1)
-                idx = np.maximum.accumulate(idx)
-                ok = gap & (idx >= 0)
-                filled[ok] = lane[idx[ok]]
-                lane = filled
             keep = lane >= 0
             starts.append(seg["start"].to_numpy()[keep] - tracks.offset_ns)
             ends.append(seg["end"].to_numpy()[keep] - tracks.offset_ns)
