@@ -124,6 +124,8 @@ class CritPathResult:
     windows: list[StepWindow] = field(repr=False)
     step_source: str
     """ProfilerStep | nvtx | annotation | named | trace (the whole trace as one step)"""
+    measured: Replay | None = field(default=None, repr=False)
+    """the measured run as a replay (what the paths were walked on)"""
 
     def as_dict(self) -> dict[str, object]:
         return {"steps": [s.as_dict() for s in self.steps], "step_source": self.step_source}
@@ -186,12 +188,16 @@ def step_windows(trace: Trace, graph: DepGraph, step: str | None = None) -> tupl
 
 
 def _marker_rows(c: pd.DataFrame, found: pd.DataFrame) -> np.ndarray:
-    """cpu_slices row of each step marker (by name and start)."""
-    key = pd.MultiIndex.from_arrays([c["name"].astype(str).to_numpy(), c["start"].to_numpy(np.int64)])
+    """cpu_slices row of each step marker (by name and start; the names tested once, as codes)."""
+    names = c["name"].astype("category")
+    wanted = set(found["name"].astype(str))
+    hit = np.array([str(x) in wanted for x in names.cat.categories] + [False])[names.cat.codes.to_numpy()]
+    rows = np.flatnonzero(hit)
+    key = pd.MultiIndex.from_arrays([names.to_numpy()[rows].astype(str), c["start"].to_numpy(np.int64)[rows]])
     want = pd.MultiIndex.from_arrays([found["name"].astype(str).to_numpy(), found["start"].to_numpy(np.int64)])
     first = ~key.duplicated()
     idx = key[first].get_indexer(want)
-    return np.flatnonzero(first)[np.maximum(idx, 0)]
+    return rows[np.flatnonzero(first)][np.maximum(idx, 0)]
 
 
 _LISTS: dict[tuple[int, int, int], dict[str, list[int]]] = {}
@@ -215,9 +221,9 @@ def _lists(graph: DepGraph, rep: Replay, g_launch: np.ndarray | None) -> dict[st
 
 
 def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
-         g_launch: np.ndarray | None = None) -> pd.DataFrame:
+         g_launch: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The critical path of one step in a replay over ``bounds`` (:func:`step_bounds`): its
-    segments, latest first."""
+    segments (columns start, end, cls, lane, node), latest first."""
     lo, hi = bounds
     lists = _lists(graph, rep, g_launch)
     launch, gs, ge, gb, hs, he, hb = lists["launch"], lists["gs"], lists["ge"], lists["gb"], lists["hs"], lists["he"], lists["hb"]
@@ -300,9 +306,8 @@ def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
                 state, node = "h", p
     if t > lo:  # the guard ran out (never expected): the rest is unexplained
         add(lo, t, C_IDLE, LANE_NONE, -1)
-    segs = pd.DataFrame({"start": np.asarray(seg_s, np.int64), "end": np.asarray(seg_e, np.int64),
-                         "cls": np.asarray(seg_c, np.int8), "lane": np.asarray(seg_l, np.int8), "node": np.asarray(seg_n, np.int64)})
-    return segs
+    return {"start": np.asarray(seg_s, np.int64), "end": np.asarray(seg_e, np.int64), "cls": np.asarray(seg_c, np.int8),
+            "lane": np.asarray(seg_l, np.int8), "node": np.asarray(seg_n, np.int64)}
 
 
 def _host_at(graph: DepGraph, rep: Replay, thread: int, t: int) -> int:
@@ -312,11 +317,8 @@ def _host_at(graph: DepGraph, rep: Replay, thread: int, t: int) -> int:
     return i if lo <= i < hi else -1
 
 
-def _name_segments(graph: DepGraph, segs: pd.DataFrame, op_names: np.ndarray | None = None) -> np.ndarray:
-    names = np.full(len(segs), "", dtype=object)
-    node = segs["node"].to_numpy()
-    lane = segs["lane"].to_numpy()
-    cls = segs["cls"].to_numpy()
+def _name_segments(graph: DepGraph, lane: np.ndarray, node: np.ndarray, cls: np.ndarray, op_names: np.ndarray | None = None) -> np.ndarray:
+    names = np.full(len(lane), "", dtype=object)
     gpu = (lane == LANE_GPU) & (cls != C_IDLE)
     names[gpu] = graph.g_name[node[gpu]]
     host = (lane == LANE_HOST) & (node >= 0)
@@ -331,29 +333,35 @@ def _name_segments(graph: DepGraph, segs: pd.DataFrame, op_names: np.ndarray | N
     return names
 
 
-def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame, graph: DepGraph, top: int = 10,
+def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame | dict[str, np.ndarray], graph: DepGraph, top: int = 10,
               ops: HostOps | None = None) -> StepPath:
     """Breakdown per class and the costliest operations of one walked path; ``ops`` (on a
     measured path) names host work by the framework op it ran in."""
-    dur = (segs["end"] - segs["start"]).to_numpy(np.int64)
-    per = np.bincount(segs["cls"].to_numpy(np.int64), weights=dur, minlength=len(CLASSES)) if len(segs) else np.zeros(len(CLASSES))
+    start = np.asarray(segs["start"], dtype=np.int64)
+    end = np.asarray(segs["end"], dtype=np.int64)
+    cls = np.asarray(segs["cls"], dtype=np.int64)
+    lane = np.asarray(segs["lane"], dtype=np.int64)
+    node = np.asarray(segs["node"], dtype=np.int64)
+    dur = end - start
+    per = np.bincount(cls, weights=dur, minlength=len(CLASSES)) if len(dur) else np.zeros(len(CLASSES))
     breakdown = {c: int(round(v)) for c, v in zip(CLASSES, per)}
     op_names = None
-    if ops is not None and len(segs):
-        gap = (segs["lane"] == LANE_GAP).to_numpy() & (segs["node"] >= 0).to_numpy()
-        op_names = np.full(len(segs), "", dtype=object)
+    if ops is not None and len(dur):
+        gap = (lane == LANE_GAP) & (node >= 0)
+        op_names = np.full(len(dur), "", dtype=object)
         if gap.any():
-            mid = ((segs["start"] + segs["end"]) // 2).to_numpy()[gap]
-            op_names[gap] = ops.innermost(graph.h_thread[segs["node"].to_numpy()[gap]], mid)
-    segs = segs.assign(name=_name_segments(graph, segs, op_names))
+            op_names[gap] = ops.innermost(graph.h_thread[node[gap]], ((start + end) // 2)[gap])
+    names = _name_segments(graph, lane, node, cls, op_names)
     total = max(hi - lo, 1)
     acc: dict[tuple[str, int], int] = {}
-    for n, c, d in zip(segs["name"].tolist(), segs["cls"].tolist(), dur.tolist()):
+    for n, c, d in zip(names.tolist(), cls.tolist(), dur.tolist()):
         acc[(n, c)] = acc.get((n, c), 0) + d
     best = sorted(acc.items(), key=lambda kv: -kv[1])[:top]
     tops: list[dict[str, object]] = [{"name": str(n), "kind": CLASSES[c], "ns": int(v), "pct": round(float(v) / total * 100.0, 2)}
                                      for (n, c), v in best]
-    return StepPath(name, lo, hi, breakdown, tops, segs[SEGMENT_COLUMNS])
+    frame = pd.DataFrame({"start": start, "end": end, "cls": cls.astype(np.int8), "lane": lane.astype(np.int8), "node": node,
+                          "name": names}, columns=SEGMENT_COLUMNS)
+    return StepPath(name, lo, hi, breakdown, tops, frame)
 
 
 class HostOps:
@@ -413,4 +421,4 @@ def critical_paths(trace: Trace, step: str | None = None, graph: DepGraph | None
     ops = HostOps(trace, graph)
     for win, (lo, hi) in zip(windows, step_bounds(graph, rep, windows)):
         paths.append(summarise(win.name, lo, hi, walk(graph, rep, win, (lo, hi)), graph, ops=ops))
-    return CritPathResult(paths, graph, windows, source)
+    return CritPathResult(paths, graph, windows, source, rep)

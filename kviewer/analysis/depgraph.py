@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.analysis.activity import BLOCKING_COPY_CALLS, SYNC_CALLS, op_launch_calls
-from kviewer.analysis.kinds import name_kind
+from kviewer.analysis.kinds import is_communication
 from kviewer.analysis.steps import kernel_launch_calls
 from kviewer.core import Trace
 
@@ -218,7 +218,7 @@ def build_graph(trace: Trace) -> DepGraph:
     gnames = g["name"].astype(str).to_numpy() if len(g) else np.zeros(0, dtype=object)
     gname = np.concatenate([knames, gnames]).astype(object)
     kcat = k["name"].astype("category") if len(k) else pd.Series([], dtype="category")
-    comm = np.array([name_kind(str(x)) == "communication" for x in kcat.cat.categories] + [False])[kcat.cat.codes.to_numpy()] if len(k) else np.zeros(0, bool)
+    comm = np.array([is_communication(str(x)) for x in kcat.cat.categories] + [False])[kcat.cat.codes.to_numpy()] if len(k) else np.zeros(0, bool)
     gcls = np.concatenate([np.where(comm, G_COMM, G_KERNEL), np.full(len(g), G_MEMCPY)]).astype(np.int8)
     order = np.lexsort((table, start))
     start, end, row, dev, stream, calls = (a[order] for a in (start, end, row, dev, stream, calls))
@@ -302,17 +302,23 @@ def _cross_stream(start: np.ndarray, end: np.ndarray, dev: np.ndarray, stream: n
         on = np.flatnonzero(dev == d)
         by_end = on[np.argsort(end[on], kind="stable")]
         ends = end[by_end]
-        for n in late[dev[late] == d].tolist():
-            i = int(np.searchsorted(ends, start[n], "right")) - 1
-            stop = max(i - 16, -1)
-            while i > stop:
-                m = by_end[i]
-                if start[n] - ends[i] > CROSS_STREAM_NS or ends[i] <= ready[n]:
-                    break
-                if stream[m] != stream[n]:
-                    out[n] = m
-                    break
-                i -= 1
+        mine = late[dev[late] == d]
+        pos = np.searchsorted(ends, start[mine], "right") - 1
+        found = np.full(len(mine), -1, dtype=np.int64)
+        # the latest-ending ops before each late op (a few back: some are on its own stream)
+        for back in range(16):
+            i = pos - back
+            ok = (found < 0) & (i >= 0)
+            if not ok.any():
+                break
+            ic = np.maximum(i, 0)
+            m = by_end[ic]
+            near = ok & (start[mine] - ends[ic] <= CROSS_STREAM_NS) & (ends[ic] > ready[mine])
+            hit = near & (stream[m] != stream[mine])
+            found[hit] = m[hit]
+            # past the window: stop looking for that op
+            found[ok & ~near] = -2
+        out[mine] = np.where(found >= 0, found, -1)
     return out
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kviewer.analysis.critpath import StepPath, StepWindow, check_graph, step_bounds, step_windows, summarise, walk
+from kviewer.analysis.critpath import CritPathResult, StepPath, StepWindow, check_graph, step_bounds, step_windows, summarise, walk
 from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, replay
 from kviewer.analysis.kinds import KINDS
 from kviewer.core import Trace
@@ -389,7 +389,8 @@ class WhatIfModel:
                               f"step ({cost / 1e3:.1f} us, {src}); kernels {gap} ns apart on the GPU"})
 
 
-def whatif_model(trace: Trace, step: str | None = None, device: str | None = None, graph: DepGraph | None = None) -> WhatIfModel:
+def whatif_model(trace: Trace, step: str | None = None, device: str | None = None, graph: DepGraph | None = None,
+                 paths: CritPathResult | None = None) -> WhatIfModel:
     """The graph, steps and measured replay of ``trace``, ready to project change sets.
 
     Raises
@@ -397,6 +398,9 @@ def whatif_model(trace: Trace, step: str | None = None, device: str | None = Non
     AnalysisError
         when the trace has no kernels or no launches linked to them (see :func:`check_graph`).
     """
+    if paths is not None and paths.measured is not None:  # the critical paths' graph, steps and replay
+        graph, windows, measured = paths.graph, paths.windows, paths.measured
+        return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device)
     graph = graph if graph is not None else build_graph(trace)
     check_graph(trace, graph)
     windows, _ = step_windows(trace, graph, step)

@@ -41,7 +41,7 @@ def _base(tracks: Any) -> _Base:
     from kviewer.errors import AnalysisError
 
     paths = critical_paths_of(tracks)
-    model = whatif_model(tracks.trace, graph=paths.graph)
+    model = whatif_model(tracks.trace, paths=paths)
     try:
         fusion, error = model.fusion_table(), ""
     except AnalysisError as exc:

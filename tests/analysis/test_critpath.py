@@ -152,3 +152,18 @@ def test_named_step_ranges(sample_traces: Path) -> None:
     assert [s.name for s in res.steps] == ["ProfilerStep#3"] and res.step_source == "named"
     with pytest.raises(AnalysisError, match="no range named"):
         critical_paths(t, step="no such range")
+
+
+def test_communication_test_agrees_with_the_taxonomy(sample_traces: Path, samples: Path) -> None:
+    from kviewer.analysis.kinds import is_communication, name_kind
+
+    names: set[str] = set()
+    for f in [sample_traces / "h200_llm_train_nvtx.sqlite.gz", samples / "torch" / "sampled_rank-0.json.gz",
+              samples / "torch" / "worker0.1623143089861.pt.trace.json.gz", samples / "torch" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"]:
+        try:
+            names |= set(load(f).kernels["name"].astype(str))
+        except KViewerError:
+            continue
+    assert any(name_kind(n) == "communication" for n in names)
+    for n in names:
+        assert is_communication(n) == (name_kind(n) == "communication"), n
