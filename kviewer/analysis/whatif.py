@@ -440,3 +440,80 @@ def top_projections(model: WhatIfModel, limit: int = 5) -> list[Projection]:
                            no_sync=next((c.no_sync for c in candidates if c.no_sync is not None), None))
         out.append(model.project(combined))
     return out[: limit] + ([out[-1]] if len(out) > limit else [])
+
+
+def projected_trace(model: WhatIfModel, projection: Projection) -> Trace:
+    """The trace as the projection would run it: every kernel, copy and host range at its
+    replayed time (ranges between API calls move with the calls around them), so the projected
+    timeline can be laid beside the measured one. Removed GPU ops keep a zero duration."""
+    import copy
+
+    from kviewer.core import Trace as _Trace
+
+    g = model.graph
+    rep = projection.replayed
+    t = model.trace
+    out = _Trace(meta=copy.copy(t.meta))
+    out.meta.path = f"{t.meta.path} (projected: {projection.changes.label()})"
+    out.meta.warnings = list(t.meta.warnings)
+    out.devices, out.metrics = t.devices, t.metrics
+    orders: dict[str, np.ndarray] = {}
+    for name, code in (("kernels", 0), ("gpu_ops", 1)):
+        df = t.table(name).copy()
+        s = df["start"].to_numpy(np.int64).copy()
+        e = df["end"].to_numpy(np.int64).copy()
+        sel = g.g_table == code
+        s[g.g_row[sel]] = rep.g_start[sel]
+        e[g.g_row[sel]] = rep.g_end[sel]
+        df["start"], df["end"], df["dur"] = s, e, e - s
+        setattr(out, name, df)
+    c = t.cpu_slices.copy()
+    if len(c):
+        s = c["start"].to_numpy(np.int64).copy()
+        e = c["end"].to_numpy(np.int64).copy()
+        pid, tid = c["pid"].to_numpy(np.int64), c["tid"].to_numpy(np.int64)
+        for th, (p, d) in enumerate(g.threads):
+            rows = np.flatnonzero((pid == p) & (tid == d))
+            if len(rows):
+                s[rows] = _map_times(g, rep, th, s[rows])
+                e[rows] = np.maximum(_map_times(g, rep, th, e[rows]), s[rows])
+        c["start"], c["end"], c["dur"] = s, e, e - s
+    out.cpu_slices = c
+    # the tables keep their sort invariant (by start, id = position); flows follow the new ids
+    for name in ("kernels", "gpu_ops", "cpu_slices"):
+        df = out.table(name)
+        order = np.argsort(df["start"].to_numpy(np.int64), kind="stable")
+        orders[name] = order
+        df = df.iloc[order].reset_index(drop=True)
+        df["id"] = np.arange(len(df), dtype=np.int64)
+        setattr(out, name, df)
+    f = t.flows.copy()
+    if len(f):
+        new_id = {name: np.argsort(o, kind="stable") for name, o in orders.items()}
+        src = f["src"].to_numpy(np.int64)
+        ok = (src >= 0) & (src < len(new_id["cpu_slices"]))
+        f.loc[ok, "src"] = new_id["cpu_slices"][src[ok]]
+        for name in ("kernels", "gpu_ops"):
+            m = (f["dst_table"].astype(str) == name).to_numpy().copy()
+            dst = f["dst"].to_numpy(np.int64)
+            m &= (dst >= 0) & (dst < len(new_id[name]))
+            f.loc[m, "dst"] = new_id[name][dst[m]]
+    out.flows = f
+    return out
+
+
+def _map_times(g: DepGraph, rep: Replay, thread: int, t: np.ndarray) -> np.ndarray:
+    """:func:`kviewer.analysis.depgraph.map_host_time` for many times of one thread."""
+    lo = int(np.searchsorted(g.h_thread, thread, "left"))
+    hi = int(np.searchsorted(g.h_thread, thread, "right"))
+    if hi <= lo:
+        return t
+    hs, he = g.h_start[lo:hi], g.h_end[lo:hi]
+    rs, re_ = rep.h_start[lo:hi], rep.h_end[lo:hi]
+    j = np.searchsorted(hs, t, "right") - 1
+    jc = np.clip(j, 0, hi - lo - 1)
+    inside = (j >= 0) & (t < he[jc])
+    next_start = np.append(rs[1:], np.iinfo(np.int64).max // 4)
+    gap_room = np.maximum(next_start - re_, 0)
+    after = np.where(inside, np.minimum(rs[jc] + (t - hs[jc]), re_[jc]), re_[jc] + np.minimum(t - he[jc], gap_room[jc]))
+    return np.where(j >= 0, after, t).astype(np.int64)

@@ -133,7 +133,7 @@ class MainWindow(QMainWindow):
         self.idle_dock = self._dock("Idle Gaps", "idleDock", self.idle_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         from kviewer.ui.whatif_dock import WhatIfPanel
 
-        self.whatif_panel = WhatIfPanel(self.state, self.runner, self.timeline)
+        self.whatif_panel = WhatIfPanel(self.state, self.runner, self.timeline, compare=self.compare.start)
         self.whatif_dock = self._dock("What-if", "whatifDock", self.whatif_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         # a range dragged on the time axis brings its summary forward
         self.state.timeSelectionChanged.connect(self._show_range_dock)

@@ -11,12 +11,12 @@ breaks down (its "Critical path" tab).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QCheckBox, QFrame, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QScrollArea, QSpinBox, QVBoxLayout,
-    QWidget,
+    QCheckBox, QFrame, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton, QScrollArea, QSpinBox,
+    QVBoxLayout, QWidget,
 )
 
 from kviewer.session.format import format_duration
@@ -50,8 +50,12 @@ def _base(tracks: Any) -> _Base:
 
 
 class WhatIfPanel(QWidget):
-    def __init__(self, state: ViewState, runner: BackgroundRunner, timeline: Any, parent: QWidget | None = None) -> None:
+    def __init__(self, state: ViewState, runner: BackgroundRunner, timeline: Any, compare: Callable[[int, int], None] | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.compare = compare
+        """``CompareMode.start(a_key, b_key)``: lays the projected timeline beside the measured one"""
+        self.projected_tracks: Any = None
         self.state = state
         self.runner = runner
         self.timeline = timeline
@@ -63,6 +67,11 @@ class WhatIfPanel(QWidget):
         self.show_path = QCheckBox("Show the critical path on the timeline")
         self.show_path.setObjectName("whatifShowPath")
         self.show_path.toggled.connect(self._path_toggled)
+        self.beside = QPushButton("Projected timeline beside the measured one")
+        self.beside.setObjectName("whatifBeside")
+        self.beside.setToolTip("Open the trace as the ticked changes would run it and compare it with the measured trace")
+        self.beside.clicked.connect(self.lay_beside)
+        self.beside.setEnabled(False)
         self.graphs = QCheckBox("CUDA graphs (each step one graph launch)")
         self.no_sync = QCheckBox("Remove host syncs")
         self.sol: dict[str, QSpinBox] = {}
@@ -98,6 +107,7 @@ class WhatIfPanel(QWidget):
         self.view: Any = None
         head = QHBoxLayout()
         head.addWidget(self.show_path, 1)
+        head.addWidget(self.beside)
         # changes at the left, the steps at the right, in a scroll area: the dock shares the
         # bottom area and must not hold the window taller than the other docks do
         inner = QWidget()
@@ -188,6 +198,7 @@ class WhatIfPanel(QWidget):
         if tracks is not self.state.current:
             return
         self.projection = projection
+        self.beside.setEnabled(True)
         self._ensure_table()
         import pandas as pd
 
@@ -234,6 +245,27 @@ class WhatIfPanel(QWidget):
         pad = (t1 - t0) * 0.05
         self.state.set_range(t0 - pad, t1 + pad)
         self.state.set_time_selection((t0, t1))
+
+    def lay_beside(self) -> None:
+        """Open the current projection as a trace of its own and compare it with the measured one."""
+        base, proj, tracks = self.base, self.projection, self._tracks
+        if base is None or proj is None or tracks is None:
+            return
+        from kviewer.analysis.whatif import projected_trace
+        from kviewer.session.tracks import TraceTracks
+
+        label = f"{tracks.label} (projected: {proj.changes.label()})"
+        self.result.setText(self.result.text() + "<br>laying out the projected timeline…")
+        self.runner.run("whatif-beside", lambda: TraceTracks.build(projected_trace(base.model, proj), label),
+                        lambda t: self._beside_ready(tracks, t), self._failed)
+
+    def _beside_ready(self, measured: Any, projected: Any) -> None:
+        if measured is not self.state.current and measured not in self.state.traces:
+            return
+        self.projected_tracks = projected
+        self.state.add_trace(projected)
+        if self.compare is not None:
+            self.compare(measured.key, projected.key)
 
     def _path_toggled(self, on: bool) -> None:
         if on and self.base is not None and self._tracks is not None:

@@ -134,3 +134,24 @@ def test_projected_step_times_hook(sample_traces: Path) -> None:
     got = p.projected_step_ns()
     assert got.dtype == np.int64 and list(got) == [s.projected_ns for s in p.steps]
     assert p.as_dict()["median_projected_ns"] == float(np.median(got))
+
+
+def test_projected_trace_holds_the_replayed_times(sample_traces: Path) -> None:
+    from kviewer.analysis.steps import find_steps
+    from kviewer.analysis.whatif import projected_trace
+
+    t = load(sample_traces / "mlp_eager.pt.trace.json.gz")
+    m = whatif_model(t)
+    same = projected_trace(m, m.project(Changes()))
+    for name in ("kernels", "gpu_ops", "cpu_slices"):
+        a, b = t.table(name), same.table(name)
+        assert (a["start"].to_numpy() == b["start"].to_numpy()).all() and (a["end"].to_numpy() == b["end"].to_numpy()).all()
+    p = m.project(Changes(cuda_graphs=True))
+    proj = projected_trace(m, p)
+    proj.validate()
+    assert (np.diff(proj.kernels["start"].to_numpy()) >= 0).all() and (proj.kernels["id"].to_numpy() == np.arange(len(proj.kernels))).all()
+    # kernel time is kept; the projected trace's own steps have the projected step times
+    assert proj.kernels["dur"].sum() == t.kernels["dur"].sum()
+    again = whatif_model(proj).project(Changes())
+    assert [s.measured_ns for s in again.steps] == pytest.approx([s.projected_ns for s in p.steps], rel=0.01)
+    assert len(find_steps(proj)) == len(p.steps)

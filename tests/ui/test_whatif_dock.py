@@ -76,3 +76,19 @@ def test_a_step_selected_as_the_range_shows_its_breakdown(qtbot: Any, window: An
     assert bd.step is None
     np.testing.assert_equal(panel.changes().empty, True)
     assert Qt.CheckState.Unchecked == panel.fusion.item(0).checkState() if panel.fusion.count() else True
+
+
+def test_projected_timeline_beside_the_measured_one(qtbot: Any, window: Any, sample_traces: Path) -> None:
+    tracks = _open(window, sample_traces / "mlp_eager.pt.trace.json.gz")
+    panel = window.whatif_panel
+    qtbot.waitUntil(lambda: panel.projection is not None, timeout=20_000)
+    panel.graphs.setChecked(True)
+    qtbot.waitUntil(lambda: panel.projection is not None and panel.projection.changes.cuda_graphs, timeout=20_000)
+    panel.beside.click()
+    qtbot.waitUntil(lambda: panel.projected_tracks is not None, timeout=20_000)
+    proj = panel.projected_tracks
+    assert len(window.state.traces) == 2 and "projected" in proj.label
+    qtbot.waitUntil(lambda: window.compare.active, timeout=30_000)
+    assert window.compare.a_key == tracks.key and window.compare.b_key == proj.key
+    # the projected trace keeps every kernel, at its replayed time
+    assert len(proj.trace.kernels) == len(tracks.trace.kernels)
