@@ -26,6 +26,7 @@ the step window exactly and its breakdown sums to the window:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -324,7 +325,7 @@ def _name_segments(graph: DepGraph, lane: np.ndarray, node: np.ndarray, cls: np.
     host = (lane == LANE_HOST) & (node >= 0)
     names[host] = graph.h_name[node[host]]
     gap = lane == LANE_GAP
-    names[gap] = "host work outside framework ops" if op_names is not None else "host work between API calls"
+    names[gap] = "host work outside recorded ranges" if op_names is not None else "host work between API calls"
     if op_names is not None:
         named = gap & (op_names != "")
         names[named] = op_names[named]
@@ -346,7 +347,7 @@ def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame | dict[str, np.nda
     per = np.bincount(cls, weights=dur, minlength=len(CLASSES)) if len(dur) else np.zeros(len(CLASSES))
     breakdown = {c: int(round(v)) for c, v in zip(CLASSES, per)}
     op_names = None
-    if ops is not None and len(dur):
+    if ops is not None and ops.by_thread and len(dur):
         gap = (lane == LANE_GAP) & (node >= 0)
         op_names = np.full(len(dur), "", dtype=object)
         if gap.any():
@@ -365,14 +366,20 @@ def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame | dict[str, np.nda
 
 
 class HostOps:
-    """The framework ops (``op`` ranges) of each host thread, to name host work by the op it ran in."""
+    """The framework ops and user ranges (``op``, ``nvtx``, ``annotation``; not the step markers)
+    of each host thread, to name host work by the innermost one it ran in."""
 
-    def __init__(self, trace: Trace, graph: DepGraph) -> None:
+    def __init__(self, trace: Trace, graph: DepGraph, steps: Collection[str] = ()) -> None:
         c = trace.cpu_slices
         self.by_thread: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         if not len(c):
             return
-        sel = np.flatnonzero(c["category"].astype(str).to_numpy() == "op")
+        ranges = np.isin(c["category"].astype(str).to_numpy(), ["op", "nvtx", "annotation"])
+        if steps:
+            names = c["name"].astype("category")
+            is_step = np.array([str(x) in set(steps) for x in names.cat.categories] + [False])[names.cat.codes.to_numpy()]
+            ranges &= ~is_step
+        sel = np.flatnonzero(ranges)
         if not len(sel):
             return
         pid, tid = c["pid"].to_numpy(np.int64)[sel], c["tid"].to_numpy(np.int64)[sel]
@@ -418,7 +425,7 @@ def critical_paths(trace: Trace, step: str | None = None, graph: DepGraph | None
     windows, source = step_windows(trace, graph, step)
     rep = replay(graph)
     paths = []
-    ops = HostOps(trace, graph)
+    ops = HostOps(trace, graph, {w.name for w in windows})
     for win, (lo, hi) in zip(windows, step_bounds(graph, rep, windows)):
         paths.append(summarise(win.name, lo, hi, walk(graph, rep, win, (lo, hi)), graph, ops=ops))
     return CritPathResult(paths, graph, windows, source, rep)
