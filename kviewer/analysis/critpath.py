@@ -376,8 +376,8 @@ class HostOps:
             return
         ranges = np.isin(c["category"].astype(str).to_numpy(), ["op", "nvtx", "annotation"])
         if steps:
-            names = c["name"].astype("category")
-            is_step = np.array([str(x) in set(steps) for x in names.cat.categories] + [False])[names.cat.codes.to_numpy()]
+            cats = c["name"].astype("category")
+            is_step = np.array([str(x) in set(steps) for x in cats.cat.categories] + [False])[cats.cat.codes.to_numpy()]
             ranges &= ~is_step
         sel = np.flatnonzero(ranges)
         if not len(sel):
