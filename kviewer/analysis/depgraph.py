@@ -308,7 +308,7 @@ def _cross_stream(start: np.ndarray, end: np.ndarray, dev: np.ndarray, stream: n
         # the latest-ending ops before each late op (a few back: some are on its own stream)
         for back in range(16):
             i = pos - back
-            ok = (found < 0) & (i >= 0)
+            ok = (found == -1) & (i >= 0)
             if not ok.any():
                 break
             ic = np.maximum(i, 0)

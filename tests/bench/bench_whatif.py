@@ -39,6 +39,8 @@ PAIRS = [
     ("(a) eager -> torch.compile, 4 blocks", "block4_eager", "fuse=()", "block4_compiled", "compile_pair_truth", "eager", "compiled", 15.0),
     ("(a') eager -> torch.compile, llm_block", "h200_llm_block_eager", "fuse=()", "h200_llm_block_compiled", None, None, None, 15.0),
     ("(b) eager -> CUDA graph, MLP", "mlp_eager", "cuda_graphs=True", "mlp_graph", "graph_pair_truth_eager_graph", "eager", "graph", 10.0),
+    ("(b') the same, eager traced by nsys", "mlp_eager_nsys.sqlite.gz", "cuda_graphs=True", "mlp_graph", "graph_pair_truth_eager_graph", "eager",
+     "graph", 10.0),
     ("(c) sync -> no sync, MLP", "mlp_sync", "no_sync=()", "mlp_nosync", "sync_pair_truth_sync_nosync", "sync", "nosync", 10.0),
 ]
 
@@ -59,7 +61,7 @@ def accuracy() -> None:
             "err vs unprofiled", "speed-up err", "goal")
     rows = []
     for label, a, change, b, truth, ka, kb, goal in PAIRS:
-        ta = load(ST / f"{a}.pt.trace.json.gz")
+        ta = load(ST / (a if "." in a else f"{a}.pt.trace.json.gz"))
         tb = load(ST / f"{b}.pt.trace.json.gz")
         ch = eval(f"Changes({change})", {"Changes": Changes})  # noqa: S307 (our own table above)
         a_ms, proj_ms = _median_ms(ta, ch)
