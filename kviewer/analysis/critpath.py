@@ -128,6 +128,25 @@ class CritPathResult:
     measured: Replay | None = field(default=None, repr=False)
     """the measured run as a replay (what the paths were walked on)"""
 
+    def unlinked_launches(self) -> dict[str, int]:
+        """Kernel/graph launch calls whose GPU work the trace does not hold, by API name (e.g.
+        ``cudaGraphLaunch`` in an Nsight Systems export made with ``--cuda-graph-trace=graph``):
+        that GPU time is missing from the paths, and the CLI says so."""
+        g = self.graph
+        linked = np.zeros(g.n_host, dtype=bool)
+        linked[g.g_launch[g.g_launch >= 0]] = True
+        names = g.h_name.astype(str)
+        launch = (g.h_class == H_LAUNCH) & np.char.find(names.astype(str), "Launch").__ge__(0) & ~linked
+        # inside the steps only: launches while a stream is captured into a graph run nothing
+        inside = np.zeros(g.n_host, dtype=bool)
+        for w in self.windows:
+            inside |= (g.h_start >= w.marker_start) & (g.h_start <= w.marker_end) & ((g.h_thread == w.thread) | (w.thread < 0))
+        launch &= inside
+        got: dict[str, int] = {}
+        for n in names[launch].tolist():
+            got[n] = got.get(n, 0) + 1
+        return got
+
     def as_dict(self) -> dict[str, object]:
         return {"steps": [s.as_dict() for s in self.steps], "step_source": self.step_source}
 

@@ -346,7 +346,7 @@ class WhatIfModel:
                 notes: list[dict[str, object]]) -> None:
         g = self.graph
         names = g.h_name.astype(str)
-        own = names == "cudaGraphLaunch"
+        own = np.char.startswith(names.astype(str), "cudaGraphLaunch") | np.char.startswith(names.astype(str), "hipGraphLaunch")
         cost = int(np.median(g.h_dur[own])) if own.any() else GRAPH_LAUNCH_NS
         graph_ops = np.isin(g.g_launch, np.flatnonzero(own)) & (g.g_prev >= 0)
         gaps = (g.g_start - g.g_end[np.maximum(g.g_prev, 0)])[graph_ops & np.isin(g.g_prev, np.flatnonzero(graph_ops | np.isin(g.g_launch, np.flatnonzero(own))))]

@@ -42,6 +42,12 @@ def cmd_critpath(args: argparse.Namespace) -> int:
         result = critical_paths(trace, step=args.step)
     except AnalysisError as exc:
         raise UserError(str(exc)) from exc
+    missing = result.unlinked_launches()
+    if missing:
+        what = ", ".join(f"{n} {name}" for name, n in sorted(missing.items()))
+        print(f"warning: {sum(missing.values())} launch call(s) have no GPU work in the trace ({what}): their GPU time is "
+              "missing from the paths (an nsys export made with --cuda-graph-trace=graph records a graph as one range; "
+              "use --cuda-graph-trace=node)", file=sys.stderr)
     if args.format == "json":
         doc = result.as_dict()
         for s in doc["steps"]:  # type: ignore[union-attr]

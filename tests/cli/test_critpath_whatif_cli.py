@@ -94,3 +94,25 @@ def test_report_what_would_help_most_has_the_cli_numbers(sample_traces: Path) ->
     rows = {r[0]: r[1] for r in table.rows}
     p = whatif_model(t).project(Changes(cuda_graphs=True))
     assert rows["--cuda-graphs"] == fmt_ns(p.median_projected_ns)
+
+
+def test_graph_launches_without_their_kernels_are_named(sample_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # nsys --cuda-graph-trace=graph keeps one range per graph and no kernel rows: the 5 replays
+    # inside the NVTX steps (HOW.md of the graph pair) have no GPU work in the trace
+    import sqlite3
+    import gzip
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        db = Path(d) / "g.sqlite"
+        with gzip.open(sample_traces / "mlp_graph_nsys_graph.sqlite.gz") as src, open(db, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        graph_rows = con.execute("select count(*) from CUPTI_ACTIVITY_KIND_GRAPH_TRACE").fetchone()[0]
+        con.close()
+    assert graph_rows == 10  # 5 warm-up + 5 steps
+    code, out, err = _run(capsys, "critpath", str(sample_traces / "mlp_graph_nsys_graph.sqlite.gz"), "--top", "0")
+    assert code == 0 and "warning: 5 launch call(s) have no GPU work" in err and "cudaGraphLaunch" in err
+    code, out, err = _run(capsys, "critpath", str(sample_traces / "mlp_graph.pt.trace.json.gz"), "--top", "0")
+    assert code == 0 and "warning" not in err
