@@ -158,8 +158,8 @@ def check_graph(trace: Trace, graph: DepGraph) -> None:
         raise AnalysisError(f"{path}: the trace has no kernels: there is no GPU work to put on a critical path")
     if not graph.n_host or not (graph.g_launch >= 0).any():
         raise AnalysisError(f"{path}: the trace has no kernel launch calls (CUDA/HIP runtime or driver API) linked to its "
-                            "kernels: a critical path needs them (profile with CPU activity, e.g. torch.profiler "
-                            "activities=[CPU, CUDA] or nsys --trace=cuda)")
+                            "kernels: a critical path needs them (record the API with the kernels: torch.profiler "
+                            "activities=[CPU, CUDA], nsys --trace=cuda, rocprofv3 --hip-trace --kernel-trace in one run)")
 
 
 def step_windows(trace: Trace, graph: DepGraph, step: str | None = None) -> tuple[list[StepWindow], str]:
