@@ -200,6 +200,13 @@ def step_windows(trace: Trace, graph: DepGraph, step: str | None = None) -> tupl
     i = np.searchsorted(ms, launch_t, side="right") - 1
     ic = np.clip(i, 0, len(ms) - 1)
     step_of = np.where((i >= 0) & (launch_t <= me[ic]), ic, -1)
+    if not gpu_marker and graph.n_host and len(graph.threads) > 1:
+        # several processes (ranks merged into one trace): a step holds its own process's work
+        thread_pid = np.asarray([p for p, _ in graph.threads], dtype=np.int64)
+        op_pid = np.where(graph.g_launch >= 0, thread_pid[graph.h_thread[np.maximum(graph.g_launch, 0)]], -1)
+        mark_pid = marks["pid"].to_numpy(np.int64)
+        other = (step_of >= 0) & (op_pid >= 0) & (op_pid != mark_pid[np.maximum(step_of, 0)])
+        step_of = np.where(other, -1, step_of)
     out = []
     for r in range(len(marks)):
         th = -1 if gpu_marker else graph.thread_index(int(marks["pid"].iloc[r]), int(marks["tid"].iloc[r]))
