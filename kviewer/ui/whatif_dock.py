@@ -64,10 +64,11 @@ class WhatIfPanel(QWidget):
         self.projection: Any = None
         """the :class:`~kviewer.analysis.whatif.Projection` shown (None before one)"""
         self._tracks: Any = None
-        self.show_path = QCheckBox("Show the critical path on the timeline")
+        self.show_path = QCheckBox("Show the critical path")
+        self.show_path.setToolTip("Draw each step's critical path along the lanes it crosses, coloured by what it spends time on")
         self.show_path.setObjectName("whatifShowPath")
         self.show_path.toggled.connect(self._path_toggled)
-        self.beside = QPushButton("Projected timeline beside the measured one")
+        self.beside = QPushButton("Lay beside the measured")
         self.beside.setObjectName("whatifBeside")
         self.beside.setToolTip("Open the trace as the ticked changes would run it and compare it with the measured trace")
         self.beside.clicked.connect(self.lay_beside)
@@ -85,10 +86,11 @@ class WhatIfPanel(QWidget):
             spin.setKeyboardTracking(False)
             spin.valueChanged.connect(lambda _v: self.project())
             self.sol[kind] = spin
-            sol_box.addWidget(QLabel(kind), i // 2, (i % 2) * 2)
-            sol_box.addWidget(spin, i // 2, (i % 2) * 2 + 1)
+            sol_box.addWidget(QLabel(kind), i, 0)
+            sol_box.addWidget(spin, i, 1)
         self.fusion = QListWidget()
         self.fusion.setObjectName("whatifFusion")
+        self.fusion.setMinimumWidth(120)
         self.fusion.itemChanged.connect(lambda _i: self.project())
         for box in (self.graphs, self.no_sync):
             box.toggled.connect(lambda _c: self.project())
