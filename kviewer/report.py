@@ -229,6 +229,7 @@ def build_report(traces: Sequence[Trace], device: str | None = None, top: int = 
         report.sections.append(_top_kernels(t, top, who))
         report.sections.append(_sol_section(sols[i], top, who, f"roofline_{tags[i].lower() or 'trace'}", i, pictures))
         report.sections.append(_fusion_section(t, sols[i].result, top, who))
+        report.sections.append(_whatif_section(t, sols[i].result, who, device))
 
     if two:
         from kviewer.analysis.compare import compare
@@ -433,6 +434,40 @@ def _fusion_section(t: Trace, sol: SolResult | None, top: int, who: str) -> Sect
             wide=(2, 8),
         )
     )
+    return sec
+
+
+def _whatif_section(t: Trace, sol: SolResult | None, who: str, device: str | None) -> Section:
+    """"What would help most": each single what-if change and all of them together, projected
+    by replaying the trace's dependency graph (:mod:`kviewer.analysis.whatif`)."""
+    from kviewer.analysis.whatif import top_projections, whatif_model
+    from kviewer.errors import AnalysisError
+
+    sec = Section(f"What would help most{who}")
+    try:
+        model = whatif_model(t, device=device)
+    except AnalysisError as exc:
+        sec.blocks.append(Paragraph(f"No projection: {exc}"))
+        return sec
+    if sol is not None:
+        model._sol = sol.table
+    projections = top_projections(model)
+    base = projections[0].median_measured_ns if projections else math.nan
+    sec.blocks.append(Paragraph(
+        f"Median step {fmt_ns(base)} over {len(model.windows):,} step(s). Each change replays the trace's dependency graph "
+        "(launches, streams, syncs) with the change applied (kviewer whatif); the last row applies them all together."))
+    rows = []
+    idle = [p.changes.label() for p in projections if not p.median_projected_ns < 0.995 * p.median_measured_ns]
+    for p in projections:
+        m, q = p.median_measured_ns, p.median_projected_ns
+        if p.changes.label() in idle:
+            continue
+        rows.append([p.changes.label(), fmt_ns(q), fmt_pct((q - m) / m * 100.0, signed=True) if m > 0 else UNKNOWN,
+                     "; ".join(str(n["what"]) for n in p.notes)])
+    sec.blocks.append(Table(["change", "projected median step", "vs measured", "what it does"], rows, [False, True, True, False],
+                            caption="projected median step time per change", wide=(0, 3)))
+    if idle:
+        sec.blocks.append(Paragraph(f"No gain projected (left out): {', '.join(idle)}."))
     return sec
 
 

@@ -498,3 +498,12 @@ def classify(trace: Trace, ops: np.ndarray | None = None) -> pd.DataFrame:
 #: the name :func:`kernel_op_rows` had before (it returns row positions); kept for branches
 #: written against it, to be removed
 kernel_ops = kernel_op_rows
+
+
+@lru_cache(maxsize=65536)
+def is_communication(name: str) -> bool:
+    """Whether a kernel's name says it is communication (NCCL/RCCL): :func:`name_kind`'s
+    communication rule alone, cheap enough for every kernel name of a big trace."""
+    text = drop_args(strip_kd(name.strip()))
+    full = _sequences(text)
+    return bool(full[0]) and _first_rule(full, ("communication",)) == "communication"

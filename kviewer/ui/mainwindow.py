@@ -45,7 +45,7 @@ from kviewer.ui.viewstate import ViewState
 MAX_RECENT = 10
 #: the docks the saved layout knows; a layout saved with another set (an older kviewer, before
 #: the Query and Counters docks) would leave the new docks loose beside the others
-LAYOUT_DOCKS = "kernels,details,roofline,fusion,compare,query,counters,range,idle,diagnostics"
+LAYOUT_DOCKS = "kernels,details,roofline,fusion,compare,query,counters,range,idle,diagnostics,whatif"
 FILE_FILTER = (
     "Profiler traces (*.json *.json.gz *.json.xz *.json.zst *.sqlite *.sqlite.gz *.nsys-rep *.ncu-rep *.csv *.db *.txt *.log);;"
     "All files (*)"
@@ -136,6 +136,10 @@ class MainWindow(QMainWindow):
 
         self.diagnostics = DiagnosticsPanel(self.state)
         self.diagnostics_dock = self._dock("Diagnostics", "diagnosticsDock", self.diagnostics, Qt.DockWidgetArea.BottomDockWidgetArea)
+        from kviewer.ui.whatif_dock import WhatIfPanel
+
+        self.whatif_panel = WhatIfPanel(self.state, self.runner, self.timeline, compare=self.compare.start)
+        self.whatif_dock = self._dock("What-if", "whatifDock", self.whatif_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         # a range dragged on the time axis brings its summary forward
         self.state.timeSelectionChanged.connect(self._show_range_dock)
         self.counters = CounterAttach(self, self.state, self.runner, self.analysis, self.show_message,
@@ -165,6 +169,7 @@ class MainWindow(QMainWindow):
             self.tabifyDockWidget(self.table_dock, self.range_dock)
             self.tabifyDockWidget(self.table_dock, self.idle_dock)
             self.tabifyDockWidget(self.table_dock, self.diagnostics_dock)
+            self.tabifyDockWidget(self.table_dock, self.whatif_dock)
             self.table_dock.raise_()
             self.tabifyDockWidget(self.details_dock, self.counters_dock)
             self.details_dock.raise_()

@@ -82,6 +82,9 @@ class RangePanel(QWidget):
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(head)
         lay.addWidget(self.tabs, 1)
+        from kviewer.ui.critpath_overlay import StepBreakdown
+
+        self.critpath = StepBreakdown(runner)  # the breakdown when the range is a step
         state.timeSelectionChanged.connect(lambda _r: self.refresh())
         state.currentTraceChanged.connect(lambda _t: self.refresh())
 
@@ -98,12 +101,14 @@ class RangePanel(QWidget):
             self.models[key] = model
             self.views[key] = view
             self.tabs.addTab(view, TAB_TITLES[key])
+        self.tabs.addTab(self.critpath, "Critical path")
 
     def refresh(self) -> None:
         rng = self.state.time_selection
         tracks = self.state.current
         if rng is None or tracks is None:
             self.runner.cancel("range")
+            self.critpath.refresh(None, 0, 0)
             self.summary = None
             self.title.setText(HINT)
             for key, model in self.models.items():
@@ -119,6 +124,7 @@ class RangePanel(QWidget):
         label = tracks.label
         self.title.setText(f"<b>{format_duration(rng[1] - rng[0])}</b> · {format_duration(rng[0])} – {format_duration(rng[1])} · {label} · computing…")
         self.runner.run("range", lambda: range_summary(trace, t0, t1), lambda s: self._show(s, rng, label), self._failed)
+        self.critpath.refresh(tracks, t0, t1)
 
     def _show(self, summary: Any, rng: tuple[float, float], label: str) -> None:
 

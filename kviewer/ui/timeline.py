@@ -475,6 +475,8 @@ class TracksItem(pg.GraphicsObject):
             for rect, text, is_dark in fr.labels:
                 p.setPen(dark if is_dark else light)
                 p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+        if tl.critical_path is not None:  # ui/critpath_overlay.py
+            tl.critical_path.paint(p, x0, x1, top, width)
         self._paint_time_selection(p, x0, x1, width, height)
         self._paint_selection(p, x0, x1, top, width)
         p.restore()
@@ -598,6 +600,8 @@ class TimelineView(QWidget):
         #: gaps on a stream at least this long are shaded (0: none; None: the analysis default,
         #: looked up once a trace is open: it lives with the pandas code)
         self.idle_threshold_ns: float | None = None
+        #: the critical path drawn over the lanes (a ui.critpath_overlay.CriticalPathOverlay), None: not shown
+        self.critical_path: Any = None
 
         self.canvas = TimelineCanvas(self)
         self.plot = self.canvas.getPlotItem()

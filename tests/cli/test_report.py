@@ -169,7 +169,7 @@ def test_report_of_one_trace_holds_facts_top_kernels_sol_and_fusion(sample_trace
     write_report(report, out, {})
     p = parse(out.read_text(encoding="utf-8"))
     headings = [s.title for s in report.sections]
-    assert headings == ["Traces", "Top kernels", "Speed of light", "Fusion candidates"]
+    assert headings == ["Traces", "Top kernels", "Speed of light", "Fusion candidates", "What would help most"]
     text = "\n".join(p.text)
     assert "PyTorch Profiler schema 1, CUDA runtime 13.0" in text  # tool and versions
     assert "NVIDIA H200" in text and "sm_90" in text  # device

@@ -1,0 +1,457 @@
+"""The critical path of every step, and what each nanosecond of it was spent on.
+
+A step is a ``ProfilerStep#N`` range (Kineto), a ``step N`` NVTX / annotation range (nsys, user
+annotations; :func:`kviewer.analysis.steps.find_steps`), a range the user names, else the whole
+trace. A step *completes* at the later of its marker's end and the end of the last GPU op launched
+inside the marker (the GPU often runs behind the host); its window runs from the previous step's
+completion (the first step: its marker's start) to its own, so the windows tile the run and a
+step's time is the time per iteration (see :func:`step_bounds`).
+
+The path is walked backwards through the dependency graph (:mod:`kviewer.analysis.depgraph`) from
+what ends the step (its last GPU op, or the host marker's end when the host finishes later),
+always following the edge that bound each node's start: a GPU op's launch, its stream
+predecessor, another stream it waited for; a host call's predecessor on its thread, or the GPU op
+a synchronising call waited for. Every step of the walk is contiguous in time, so the path tiles
+the step window exactly and its breakdown sums to the window:
+
+``gpu_kernel``  kernels (not communication) on the path
+``memcpy``      copies and memsets
+``comm``        communication kernels (NCCL / RCCL)
+``launch``      launch calls and the launch latency until the GPU op starts (CPU-bound issue)
+``cpu``         host work between API calls, and API calls that do not enqueue or wait
+``sync``        host calls waiting for the GPU (the part after the awaited op ended, and
+                non-blocking syncs)
+``idle``        gaps between GPU ops the graph does not explain, and time before any recorded node
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from kviewer.analysis.depgraph import (
+    B_CROSS, B_LAUNCH, B_STREAM, B_WAIT, G_COMM, G_KERNEL, G_MEMCPY, H_LAUNCH, H_SYNC,
+    DepGraph, Replay, build_graph, map_host_time, replay,
+)
+from kviewer.analysis.steps import GPU_MARKER, find_steps
+from kviewer.core import Trace
+from kviewer.errors import AnalysisError
+
+CLASSES = ("gpu_kernel", "memcpy", "launch", "cpu", "sync", "comm", "idle")
+C_GPU, C_MEMCPY, C_LAUNCH, C_CPU, C_SYNC, C_COMM, C_IDLE = range(7)
+_G_CLASS = {G_KERNEL: C_GPU, G_COMM: C_COMM, G_MEMCPY: C_MEMCPY}
+_H_CLASS = {H_LAUNCH: C_LAUNCH, H_SYNC: C_SYNC}
+#: segment lanes: a GPU op's stream, a host thread, or none (an unexplained gap)
+LANE_GPU, LANE_HOST, LANE_NONE = 0, 1, 2
+#: host work between API calls: ``node`` is a host call next to it (on its thread)
+LANE_GAP = 3
+
+SEGMENT_COLUMNS = ["start", "end", "cls", "lane", "node", "name"]
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """One step: its marker and the GPU nodes launched inside it."""
+
+    name: str
+    marker_start: int
+    marker_end: int
+    thread: int
+    """host thread index (in the graph) of the marker; -1 for a GPU-side marker or the whole trace"""
+    gpu: np.ndarray
+    """GPU node indices of the step"""
+
+    def window(self, graph: DepGraph, rep: Replay) -> tuple[int, int]:
+        """(marker start, completion) of the step in a replay (the measured run when nothing
+        was changed): the completion is the later of the marker's end and its last GPU op's end."""
+        if self.thread >= 0:
+            lo = map_host_time(graph, rep, self.thread, self.marker_start)
+            hi = map_host_time(graph, rep, self.thread, self.marker_end)
+        else:
+            lo, hi = self.marker_start, self.marker_end
+        if len(self.gpu):
+            hi = max(hi, int(rep.g_end[self.gpu].max()))
+        return lo, hi
+
+
+def step_bounds(graph: DepGraph, rep: Replay, windows: list[StepWindow]) -> list[tuple[int, int]]:
+    """Each step's window in a replay: from the previous step's completion (the first step: its
+    marker's start) to its own completion, so the steps tile the run and a step's time is the
+    time per iteration, whether the host or the GPU is behind."""
+    out: list[tuple[int, int]] = []
+    prev: int | None = None
+    for win in windows:
+        lo, hi = win.window(graph, rep)
+        if prev is not None and win.thread >= -1:
+            lo = min(prev, hi)
+        out.append((lo, hi))
+        prev = hi
+    return out
+
+
+@dataclass(frozen=True)
+class StepPath:
+    """The critical path of one step (times in the replay it was walked on)."""
+
+    name: str
+    start: int
+    end: int
+    breakdown: dict[str, int]
+    top: list[dict[str, object]]
+    segments: pd.DataFrame = field(repr=False)
+
+    @property
+    def measured_ns(self) -> int:
+        return self.end - self.start
+
+    @property
+    def critical_path_ns(self) -> int:
+        return int(sum(self.breakdown.values()))
+
+    def as_dict(self) -> dict[str, object]:
+        return {"name": self.name, "measured_ns": self.measured_ns, "critical_path_ns": self.critical_path_ns,
+                "breakdown": dict(self.breakdown), "top": list(self.top)}
+
+
+@dataclass(frozen=True)
+class CritPathResult:
+    """Critical paths of every step of a trace, with the graph they were walked on."""
+
+    steps: list[StepPath]
+    graph: DepGraph = field(repr=False)
+    windows: list[StepWindow] = field(repr=False)
+    step_source: str
+    """ProfilerStep | nvtx | annotation | named | trace (the whole trace as one step)"""
+    measured: Replay | None = field(default=None, repr=False)
+    """the measured run as a replay (what the paths were walked on)"""
+
+    def unlinked_launches(self) -> dict[str, int]:
+        """Kernel/graph launch calls whose GPU work the trace does not hold, by API name (e.g.
+        ``cudaGraphLaunch`` in an Nsight Systems export made with ``--cuda-graph-trace=graph``):
+        that GPU time is missing from the paths, and the CLI says so."""
+        g = self.graph
+        linked = np.zeros(g.n_host, dtype=bool)
+        linked[g.g_launch[g.g_launch >= 0]] = True
+        names = g.h_name.astype(str)
+        launch = (g.h_class == H_LAUNCH) & np.char.find(names.astype(str), "Launch").__ge__(0) & ~linked
+        # inside the steps only: launches while a stream is captured into a graph run nothing
+        inside = np.zeros(g.n_host, dtype=bool)
+        for w in self.windows:
+            inside |= (g.h_start >= w.marker_start) & (g.h_start <= w.marker_end) & ((g.h_thread == w.thread) | (w.thread < 0))
+        launch &= inside
+        got: dict[str, int] = {}
+        for n in names[launch].tolist():
+            got[n] = got.get(n, 0) + 1
+        return got
+
+    def as_dict(self) -> dict[str, object]:
+        return {"steps": [s.as_dict() for s in self.steps], "step_source": self.step_source}
+
+
+def check_graph(trace: Trace, graph: DepGraph) -> None:
+    """Raise AnalysisError naming what the trace lacks for a dependency graph."""
+    path = trace.meta.path
+    if not len(trace.kernels):
+        raise AnalysisError(f"{path}: the trace has no kernels: there is no GPU work to put on a critical path")
+    if not graph.n_host or not (graph.g_launch >= 0).any():
+        raise AnalysisError(f"{path}: the trace has no kernel launch calls (CUDA/HIP runtime or driver API) linked to its "
+                            "kernels: a critical path needs them (record the API with the kernels: torch.profiler "
+                            "activities=[CPU, CUDA], nsys --trace=cuda, rocprofv3 --hip-trace --kernel-trace in one run)")
+
+
+def step_windows(trace: Trace, graph: DepGraph, step: str | None = None) -> tuple[list[StepWindow], str]:
+    """The steps of a trace as windows over the graph, and where they came from.
+
+    ``step`` names a range (any host range category) to use as the step instead of the
+    markers :func:`find_steps` recognises.
+    """
+    c = trace.cpu_slices
+    if step is not None:
+        cat = c["category"].astype(str)
+        named = (c["name"].astype(str) == step) & ~cat.isin(["runtime", "driver", "sync"])
+        # a host range and its GPU-side projection (Kineto gpu_user_annotation): the host one
+        sel = c[named & (cat != "gpu_annotation")] if (named & (cat != "gpu_annotation")).any() else c[named]
+        if not len(sel):
+            raise AnalysisError(f"{trace.meta.path}: no range named {step!r} to use as the step")
+        marks = pd.DataFrame({"name": sel["name"].astype(str).to_numpy(), "start": sel["start"].to_numpy(np.int64),
+                              "end": sel["end"].to_numpy(np.int64), "source": "named",
+                              "pid": sel["pid"].to_numpy(np.int64), "tid": sel["tid"].to_numpy(np.int64)})
+        marks = marks.sort_values("start", kind="stable").reset_index(drop=True)
+        source = "named"
+    else:
+        found = find_steps(trace, detect=False)
+        if not len(found):
+            span = trace.span_ns() or (0, 0)
+            return [StepWindow("trace", span[0], span[0], -1, np.arange(graph.n_gpu))], "trace"
+        rows = _marker_rows(c, found)
+        marks = pd.DataFrame({"name": found["name"].astype(str).to_numpy(), "start": found["start"].to_numpy(np.int64),
+                              "end": found["end"].to_numpy(np.int64), "source": found["source"].to_numpy(),
+                              "pid": c["pid"].to_numpy(np.int64)[rows], "tid": c["tid"].to_numpy(np.int64)[rows]})
+        source = str(found["source"].iloc[0])
+    # each GPU op belongs to the step its launching call started in (its own start when unknown)
+    ms = marks["start"].to_numpy(np.int64)
+    me = marks["end"].to_numpy(np.int64)
+    gpu_marker = source == GPU_MARKER
+    launch_t = np.where((graph.g_launch >= 0) & (not gpu_marker), graph.h_start[np.maximum(graph.g_launch, 0)] if graph.n_host else 0,
+                        graph.g_start)
+    i = np.searchsorted(ms, launch_t, side="right") - 1
+    ic = np.clip(i, 0, len(ms) - 1)
+    step_of = np.where((i >= 0) & (launch_t <= me[ic]), ic, -1)
+    if not gpu_marker and graph.n_host and len(graph.threads) > 1:
+        # several processes (ranks merged into one trace): a step holds its own process's work
+        thread_pid = np.asarray([p for p, _ in graph.threads], dtype=np.int64)
+        op_pid = np.where(graph.g_launch >= 0, thread_pid[graph.h_thread[np.maximum(graph.g_launch, 0)]], -1)
+        mark_pid = marks["pid"].to_numpy(np.int64)
+        other = (step_of >= 0) & (op_pid >= 0) & (op_pid != mark_pid[np.maximum(step_of, 0)])
+        step_of = np.where(other, -1, step_of)
+    out = []
+    for r in range(len(marks)):
+        th = -1 if gpu_marker else graph.thread_index(int(marks["pid"].iloc[r]), int(marks["tid"].iloc[r]))
+        out.append(StepWindow(str(marks["name"].iloc[r]), int(ms[r]), int(me[r]), th, np.flatnonzero(step_of == r)))
+    return out, source
+
+
+def _marker_rows(c: pd.DataFrame, found: pd.DataFrame) -> np.ndarray:
+    """cpu_slices row of each step marker (by name and start; the names tested once, as codes)."""
+    names = c["name"].astype("category")
+    wanted = set(found["name"].astype(str))
+    hit = np.array([str(x) in wanted for x in names.cat.categories] + [False])[names.cat.codes.to_numpy()]
+    rows = np.flatnonzero(hit)
+    key = pd.MultiIndex.from_arrays([names.to_numpy()[rows].astype(str), c["start"].to_numpy(np.int64)[rows]])
+    want = pd.MultiIndex.from_arrays([found["name"].astype(str).to_numpy(), found["start"].to_numpy(np.int64)])
+    first = ~key.duplicated()
+    idx = key[first].get_indexer(want)
+    return rows[np.flatnonzero(first)][np.maximum(idx, 0)]
+
+
+_LISTS: dict[tuple[int, int, int], dict[str, list[int]]] = {}
+
+
+def _lists(graph: DepGraph, rep: Replay, g_launch: np.ndarray | None) -> dict[str, list[int]]:
+    """The arrays a walk reads, as Python lists, made once per (graph, replay) (the last one kept)."""
+    key = (id(graph), id(rep), id(g_launch))
+    got = _LISTS.get(key)
+    if got is None:
+        _LISTS.clear()
+        got = {
+            "launch": (g_launch if g_launch is not None else graph.g_launch).tolist(),
+            "gs": rep.g_start.tolist(), "ge": rep.g_end.tolist(), "gb": rep.g_bind.tolist(),
+            "hs": rep.h_start.tolist(), "he": rep.h_end.tolist(), "hb": rep.h_bind.tolist(),
+            "g_prev": graph.g_prev.tolist(), "g_cross": graph.g_cross.tolist(), "g_cls": graph.g_class.tolist(),
+            "h_prev": graph.h_prev.tolist(), "h_wait": graph.h_wait.tolist(), "h_cls": graph.h_class.tolist(),
+        }
+        _LISTS[key] = got
+    return got
+
+
+def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
+         g_launch: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The critical path of one step in a replay over ``bounds`` (:func:`step_bounds`): its
+    segments (columns start, end, cls, lane, node), latest first."""
+    lo, hi = bounds
+    lists = _lists(graph, rep, g_launch)
+    launch, gs, ge, gb, hs, he, hb = lists["launch"], lists["gs"], lists["ge"], lists["gb"], lists["hs"], lists["he"], lists["hb"]
+    g_prev, g_cross, g_cls = lists["g_prev"], lists["g_cross"], lists["g_cls"]
+    h_prev, h_wait, h_cls = lists["h_prev"], lists["h_wait"], lists["h_cls"]
+    seg_s: list[int] = []
+    seg_e: list[int] = []
+    seg_c: list[int] = []
+    seg_l: list[int] = []
+    seg_n: list[int] = []
+
+    def add(a: int, b: int, cls: int, lane: int, node: int) -> None:
+        a = max(a, lo)
+        if b > a:
+            seg_s.append(a)
+            seg_e.append(b)
+            seg_c.append(cls)
+            seg_l.append(lane)
+            seg_n.append(node)
+
+    t = hi
+    # what ends the step: its last GPU op, or the host marker's end when the host is later
+    state, node = "none", -1
+    if len(win.gpu):
+        last = int(win.gpu[np.argmax(rep.g_end[win.gpu])])
+        if ge[last] >= hi:
+            state, node = "g", last
+    if state == "none" and win.thread >= 0:
+        j = _host_at(graph, rep, win.thread, hi)
+        if j >= 0:
+            if he[j] <= hi:
+                add(he[j], hi, C_CPU, LANE_GAP, j)
+                t = he[j]
+            state, node = "h", j
+    guard = 4 * (graph.n_host + graph.n_gpu) + 16
+    while t > lo and guard > 0:
+        guard -= 1
+        if state == "g":
+            i = node
+            add(gs[i], min(t, ge[i]), _G_CLASS[g_cls[i]], LANE_GPU, i)
+            t = min(t, gs[i])
+            b = gb[i]
+            if b == B_LAUNCH and launch[i] >= 0:
+                L = launch[i]
+                add(hs[L], t, C_LAUNCH, LANE_HOST, L)
+                t = min(t, hs[L])
+                state, node = "hstart", L
+            elif b == B_STREAM and g_prev[i] >= 0:
+                p = g_prev[i]
+                add(ge[p], t, C_IDLE, LANE_GPU, i)
+                t = min(t, ge[p])
+                node = p
+            elif b == B_CROSS and g_cross[i] >= 0:
+                x = g_cross[i]
+                add(ge[x], t, C_IDLE, LANE_GPU, i)
+                t = min(t, ge[x])
+                node = x
+            else:
+                add(lo, t, C_IDLE, LANE_NONE, -1)
+                t = lo
+        elif state == "h":
+            j = node
+            if hb[j] == B_WAIT and h_wait[j] >= 0:
+                w = h_wait[j]
+                add(ge[w], t, C_SYNC, LANE_HOST, j)
+                t = min(t, ge[w])
+                state, node = "g", w
+            else:
+                add(hs[j], t, _H_CLASS.get(h_cls[j], C_CPU), LANE_HOST, j)
+                t = min(t, hs[j])
+                state = "hstart"
+        else:  # "hstart": at the start of host node `node`: the host work before it
+            p = h_prev[node]
+            if p < 0:
+                add(lo, t, C_CPU, LANE_GAP, node)
+                t = lo
+            else:
+                add(he[p], t, C_CPU, LANE_GAP, node)
+                t = min(t, he[p])
+                state, node = "h", p
+    if t > lo:  # the guard ran out (never expected): the rest is unexplained
+        add(lo, t, C_IDLE, LANE_NONE, -1)
+    return {"start": np.asarray(seg_s, np.int64), "end": np.asarray(seg_e, np.int64), "cls": np.asarray(seg_c, np.int8),
+            "lane": np.asarray(seg_l, np.int8), "node": np.asarray(seg_n, np.int64)}
+
+
+def _host_at(graph: DepGraph, rep: Replay, thread: int, t: int) -> int:
+    lo = int(np.searchsorted(graph.h_thread, thread, "left"))
+    hi = int(np.searchsorted(graph.h_thread, thread, "right"))
+    i = lo + int(np.searchsorted(rep.h_start[lo:hi], t, "right")) - 1
+    return i if lo <= i < hi else -1
+
+
+def _name_segments(graph: DepGraph, lane: np.ndarray, node: np.ndarray, cls: np.ndarray, op_names: np.ndarray | None = None) -> np.ndarray:
+    names = np.full(len(lane), "", dtype=object)
+    gpu = (lane == LANE_GPU) & (cls != C_IDLE)
+    names[gpu] = graph.g_name[node[gpu]]
+    host = (lane == LANE_HOST) & (node >= 0)
+    names[host] = graph.h_name[node[host]]
+    gap = lane == LANE_GAP
+    names[gap] = "host work outside recorded ranges" if op_names is not None else "host work between API calls"
+    if op_names is not None:
+        named = gap & (op_names != "")
+        names[named] = op_names[named]
+    names[(cls == C_IDLE) & (lane == LANE_GPU)] = "GPU gap between ops (stream or cross-stream wait)"
+    names[(cls == C_IDLE) & (lane == LANE_NONE)] = "unexplained (no dependency recorded)"
+    return names
+
+
+def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame | dict[str, np.ndarray], graph: DepGraph, top: int = 10,
+              ops: HostOps | None = None) -> StepPath:
+    """Breakdown per class and the costliest operations of one walked path; ``ops`` (on a
+    measured path) names host work by the framework op it ran in."""
+    start = np.asarray(segs["start"], dtype=np.int64)
+    end = np.asarray(segs["end"], dtype=np.int64)
+    cls = np.asarray(segs["cls"], dtype=np.int64)
+    lane = np.asarray(segs["lane"], dtype=np.int64)
+    node = np.asarray(segs["node"], dtype=np.int64)
+    dur = end - start
+    per = np.bincount(cls, weights=dur, minlength=len(CLASSES)) if len(dur) else np.zeros(len(CLASSES))
+    breakdown = {c: int(round(v)) for c, v in zip(CLASSES, per)}
+    op_names = None
+    if ops is not None and ops.by_thread and len(dur):
+        gap = (lane == LANE_GAP) & (node >= 0)
+        op_names = np.full(len(dur), "", dtype=object)
+        if gap.any():
+            op_names[gap] = ops.innermost(graph.h_thread[node[gap]], ((start + end) // 2)[gap])
+    names = _name_segments(graph, lane, node, cls, op_names)
+    total = max(hi - lo, 1)
+    acc: dict[tuple[str, int], int] = {}
+    for n, c, d in zip(names.tolist(), cls.tolist(), dur.tolist()):
+        acc[(n, c)] = acc.get((n, c), 0) + d
+    best = sorted(acc.items(), key=lambda kv: -kv[1])[:top]
+    tops: list[dict[str, object]] = [{"name": str(n), "kind": CLASSES[c], "ns": int(v), "pct": round(float(v) / total * 100.0, 2)}
+                                     for (n, c), v in best]
+    frame = pd.DataFrame({"start": start, "end": end, "cls": cls.astype(np.int8), "lane": lane.astype(np.int8), "node": node,
+                          "name": names}, columns=SEGMENT_COLUMNS)
+    return StepPath(name, lo, hi, breakdown, tops, frame)
+
+
+class HostOps:
+    """The framework ops and user ranges (``op``, ``nvtx``, ``annotation``; not the step markers)
+    of each host thread, to name host work by the innermost one it ran in."""
+
+    def __init__(self, trace: Trace, graph: DepGraph, steps: Collection[str] = ()) -> None:
+        c = trace.cpu_slices
+        self.by_thread: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        if not len(c):
+            return
+        ranges = np.isin(c["category"].astype(str).to_numpy(), ["op", "nvtx", "annotation"])
+        if steps:
+            cats = c["name"].astype("category")
+            is_step = np.array([str(x) in set(steps) for x in cats.cat.categories] + [False])[cats.cat.codes.to_numpy()]
+            ranges &= ~is_step
+        sel = np.flatnonzero(ranges)
+        if not len(sel):
+            return
+        pid, tid = c["pid"].to_numpy(np.int64)[sel], c["tid"].to_numpy(np.int64)[sel]
+        names = c["name"].astype(str).to_numpy()[sel]
+        start, end, depth = c["start"].to_numpy(np.int64)[sel], c["end"].to_numpy(np.int64)[sel], c["depth"].to_numpy(np.int64)[sel]
+        for t, (p, d) in enumerate(graph.threads):
+            m = (pid == p) & (tid == d)
+            if m.any():
+                o = np.lexsort((depth[m], start[m]))
+                self.by_thread[t] = (start[m][o], end[m][o], depth[m][o], names[m][o])
+
+    def innermost(self, threads: np.ndarray, times: np.ndarray) -> np.ndarray:
+        """The innermost op running at each (thread, time); '' where none."""
+        out = np.full(len(times), "", dtype=object)
+        for t in np.unique(threads).tolist():
+            got = self.by_thread.get(int(t))
+            if got is None:
+                continue
+            s, e, d, n = got
+            q = np.flatnonzero(threads == t)
+            i = np.searchsorted(s, times[q], "right") - 1
+            for k, (j, when) in enumerate(zip(i.tolist(), times[q].tolist())):
+                # walk back to the latest-starting op still open: the innermost (ops nest)
+                steps = 0
+                while j >= 0 and e[j] < when and steps < 64:
+                    j -= 1
+                    steps += 1
+                if j >= 0 and e[j] >= when:
+                    out[q[k]] = n[j]
+        return out
+
+
+def critical_paths(trace: Trace, step: str | None = None, graph: DepGraph | None = None) -> CritPathResult:
+    """The critical path of every step of ``trace`` (see the module doc).
+
+    Raises
+    ------
+    AnalysisError
+        when the trace has no kernels or no launch calls linked to them, or ``step`` names no range.
+    """
+    graph = graph if graph is not None else build_graph(trace)
+    check_graph(trace, graph)
+    windows, source = step_windows(trace, graph, step)
+    rep = replay(graph)
+    paths = []
+    ops = HostOps(trace, graph, {w.name for w in windows})
+    for win, (lo, hi) in zip(windows, step_bounds(graph, rep, windows)):
+        paths.append(summarise(win.name, lo, hi, walk(graph, rep, win, (lo, hi)), graph, ops=ops))
+    return CritPathResult(paths, graph, windows, source, rep)

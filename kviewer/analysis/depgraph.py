@@ -1,0 +1,511 @@
+"""The dependency graph of a trace and its discrete-event replay (Daydream, USENIX ATC 2020).
+
+Nodes
+-----
+* **host nodes**: the runtime/driver calls of every thread (the outermost call where a runtime
+  call holds driver calls), in start order per thread. The host time between two calls of a
+  thread is *host work* (framework ops, Python) that the replay keeps as a gap before the call.
+* **GPU nodes**: kernels, copies and memsets on their (device, stream).
+
+Edges
+-----
+* thread order: a host call starts after the previous call of its thread ends, plus the gap;
+* launch -> GPU op (``kernel_launch_calls``: flows, else the correlation id; a ``cudaGraphLaunch``
+  reaches every kernel of its graph through the shared correlation id);
+* stream order: a GPU op starts after the previous op of its stream;
+* cross-stream: an op that started right after an op of another stream of its device ended,
+  later than its launch and its stream allowed, waited for it (``cudaStreamWaitEvent``; the
+  traces do not say which event, the timing does);
+* sync waits: a synchronising call (``SYNC_CALLS``, blocking copies) ends after the last GPU op
+  launched before it that ended before it returned.
+
+Replay
+------
+Each edge carries a latency taken from the measured run: the binding edge of a node (the one that
+became ready last) carries exactly the measured delay, the others the trace's typical delay for
+that edge type (never more than the measured one). Replaying with the measured durations
+therefore reproduces the measured start and end of every node; a transformation (shorter kernels,
+removed launches, removed syncs) changes durations or drops edges and the replay moves everything
+that depends on them. Everything is numpy arrays; the replay is one loop over the nodes in
+measured order (a topological order of the graph).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from kviewer.analysis.activity import BLOCKING_COPY_CALLS, SYNC_CALLS, op_launch_calls
+from kviewer.analysis.kinds import is_communication
+from kviewer.analysis.steps import kernel_launch_calls
+from kviewer.core import Trace
+
+#: host node classes
+H_LAUNCH, H_SYNC, H_API = 0, 1, 2
+#: GPU node classes
+G_KERNEL, G_COMM, G_MEMCPY = 0, 1, 2
+#: what bound a GPU node's start: its launch, its stream predecessor, another stream, nothing
+B_LAUNCH, B_STREAM, B_CROSS, B_NONE = 0, 1, 2, 3
+#: a host node's end: its own duration, or the GPU op it waited for
+B_SELF, B_WAIT = 0, 1
+
+#: a cross-stream wait is inferred when an op starts within this long after another stream's op
+#: ended, and later than its launch and its stream let it start
+CROSS_STREAM_NS = 5_000
+#: calls that put work on the GPU (their time on a path is launch overhead)
+_ENQUEUE_WORDS = ("Launch", "MemcpyAsync", "MemsetAsync", "Memset", "EventRecord", "StreamWaitEvent")
+
+
+def _enqueues(name: str) -> bool:
+    return any(w in name for w in _ENQUEUE_WORDS)
+
+
+def is_sync_call(name: str) -> bool:
+    """A host call that waits for GPU work (the one list of :mod:`kviewer.analysis.activity`)."""
+    return name in SYNC_CALLS or name in BLOCKING_COPY_CALLS
+
+
+@dataclass
+class DepGraph:
+    """Nodes and edges as arrays; ``h_*`` host nodes, ``g_*`` GPU nodes (see the module doc).
+
+    Latencies (``*_lat``) and the measured bindings make :func:`replay` reproduce the measured
+    times; transformations edit copies of the duration arrays and the ``h_wait`` edges.
+    """
+
+    threads: list[tuple[int, int]]
+    streams: list[tuple[int, int]]
+    # host nodes, sorted by (thread, start)
+    h_row: np.ndarray
+    h_thread: np.ndarray
+    h_name: np.ndarray
+    h_start: np.ndarray
+    h_end: np.ndarray
+    h_class: np.ndarray
+    h_prev: np.ndarray
+    h_gap: np.ndarray
+    h_wait: np.ndarray
+    h_base: np.ndarray
+    h_eps: np.ndarray
+    # GPU nodes, sorted by start
+    g_table: np.ndarray  # 0 kernels, 1 gpu_ops
+    g_row: np.ndarray
+    g_name: np.ndarray
+    g_start: np.ndarray
+    g_end: np.ndarray
+    g_class: np.ndarray
+    g_stream: np.ndarray
+    g_launch: np.ndarray
+    g_prev: np.ndarray
+    g_cross: np.ndarray
+    g_launch_lat: np.ndarray
+    g_stream_lat: np.ndarray
+    g_cross_lat: np.ndarray
+    kernel_node: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """GPU node of each kernels row (-1 when none)"""
+    typ_launch_ns: int = 5_000
+    """median launch-call start -> GPU op start where the launch bound the op"""
+    typ_stream_ns: int = 1_000
+    """median gap after the stream predecessor where the stream bound the op (queued work)"""
+
+    @property
+    def n_host(self) -> int:
+        return len(self.h_start)
+
+    @property
+    def n_gpu(self) -> int:
+        return len(self.g_start)
+
+    @property
+    def h_dur(self) -> np.ndarray:
+        return self.h_end - self.h_start
+
+    @property
+    def g_dur(self) -> np.ndarray:
+        return self.g_end - self.g_start
+
+    def host_node_at(self, thread: int, t: int) -> int:
+        """The last host node of ``thread`` that starts at or before ``t`` (-1 when none)."""
+        lo = int(np.searchsorted(self.h_thread, thread, "left"))
+        hi = int(np.searchsorted(self.h_thread, thread, "right"))
+        i = lo + int(np.searchsorted(self.h_start[lo:hi], t, "right")) - 1
+        return i if lo <= i < hi else -1
+
+    def thread_index(self, pid: int, tid: int) -> int:
+        try:
+            return self.threads.index((pid, tid))
+        except ValueError:
+            return -1
+
+
+def _median(values: np.ndarray, default: float) -> float:
+    values = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+    return float(np.median(values)) if len(values) else default
+
+
+def build_graph(trace: Trace) -> DepGraph:
+    """The dependency graph of ``trace`` (see the module doc)."""
+    c = trace.cpu_slices
+    k = trace.kernels
+    g = trace.gpu_ops
+    # ---- host nodes: outermost runtime/driver calls per thread
+    cat = c["category"].astype(str).to_numpy() if len(c) else np.zeros(0, dtype=object)
+    api = np.flatnonzero((cat == "runtime") | (cat == "driver"))
+    pid = c["pid"].to_numpy(np.int64)
+    tid = c["tid"].to_numpy(np.int64)
+    cstart = c["start"].to_numpy(np.int64)
+    cend = c["end"].to_numpy(np.int64)
+    pairs = pd.MultiIndex.from_arrays([pid[api], tid[api]]) if len(api) else pd.MultiIndex.from_arrays([[], []])
+    th_codes, th_uniques = pd.factorize(pairs) if len(api) else (np.zeros(0, dtype=np.int64), pd.MultiIndex.from_arrays([[], []]))
+    threads = [(int(a), int(b)) for a, b in pd.MultiIndex.from_tuples(th_uniques) if len(api)] if len(api) else []
+    th = np.asarray(th_codes, dtype=np.int64)
+    order = np.lexsort((-cend[api], cstart[api], th))
+    api, th = api[order], th[order]
+    s, e = cstart[api], cend[api]
+    # drop calls inside an earlier call of the same thread (driver calls under a runtime call)
+    keep = np.ones(len(api), dtype=bool)
+    if len(api):
+        lo_t = int(min(s.min(), 0))
+        span = int(e.max() - lo_t + 1)
+        key = th * span + (e - lo_t)
+        cm = np.maximum.accumulate(key)
+        prev_cm = np.concatenate([[-1], cm[:-1]])
+        same = np.concatenate([[False], th[1:] == th[:-1]])
+        keep = ~same | (s - lo_t + th * span >= prev_cm)
+    api, th, s, e = api[keep], th[keep], s[keep], e[keep]
+    nh = len(api)
+    names = c["name"].astype(str).to_numpy()[api] if nh else np.zeros(0, dtype=object)
+    uniq, inv = np.unique(names, return_inverse=True) if nh else (np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64))
+    cls_of = np.array([H_SYNC if is_sync_call(str(n)) else (H_LAUNCH if _enqueues(str(n)) else H_API) for n in uniq], dtype=np.int8)
+    h_class = cls_of[inv] if nh else np.zeros(0, dtype=np.int8)
+    h_prev = np.arange(nh, dtype=np.int64) - 1
+    if nh:
+        h_prev[0] = -1
+        h_prev[1:][th[1:] != th[:-1]] = -1
+    h_gap = np.where(h_prev >= 0, s - e[np.maximum(h_prev, 0)], 0).astype(np.int64)
+    # call row -> host node: the outermost kept call holding it
+    node_of_row = np.full(len(c), -1, dtype=np.int64)
+    node_of_row[api] = np.arange(nh)
+    all_api = np.flatnonzero((cat == "runtime") | (cat == "driver"))
+    orphan = all_api[node_of_row[all_api] < 0]
+    if len(orphan):
+        tkey = pd.MultiIndex.from_arrays([pid[orphan], tid[orphan]])
+        oth = pd.Index(pd.MultiIndex.from_tuples(threads) if threads else pd.MultiIndex.from_arrays([[], []])).get_indexer(tkey)
+        for r, t in zip(orphan.tolist(), oth.tolist()):
+            if t < 0:
+                continue
+            lo = int(np.searchsorted(th, t, "left"))
+            hi = int(np.searchsorted(th, t, "right"))
+            i = lo + int(np.searchsorted(s[lo:hi], cstart[r], "right")) - 1
+            if lo <= i < hi and e[i] >= cend[r]:
+                node_of_row[r] = i
+
+    # ---- GPU nodes: kernels and gpu_ops, by start
+    kstart = k["start"].to_numpy(np.int64)
+    gstart = g["start"].to_numpy(np.int64)
+    start = np.concatenate([kstart, gstart])
+    end = np.concatenate([k["end"].to_numpy(np.int64), g["end"].to_numpy(np.int64)])
+    table = np.concatenate([np.zeros(len(k), np.int8), np.ones(len(g), np.int8)])
+    row = np.concatenate([np.arange(len(k)), np.arange(len(g))]).astype(np.int64)
+    dev = np.concatenate([k["device"].to_numpy(np.int64), g["device"].to_numpy(np.int64)])
+    stream = np.concatenate([k["stream"].to_numpy(np.int64), g["stream"].to_numpy(np.int64)])
+    kcalls = kernel_launch_calls(trace)
+    gcalls = op_launch_calls(trace) if len(g) else np.zeros(0, dtype=np.int64)
+    calls = np.concatenate([kcalls, gcalls])
+    knames = k["short_name"].astype(str).to_numpy() if len(k) else np.zeros(0, dtype=object)
+    gnames = g["name"].astype(str).to_numpy() if len(g) else np.zeros(0, dtype=object)
+    gname = np.concatenate([knames, gnames]).astype(object)
+    kcat = k["name"].astype("category") if len(k) else pd.Series([], dtype="category")
+    comm = np.array([is_communication(str(x)) for x in kcat.cat.categories] + [False])[kcat.cat.codes.to_numpy()] if len(k) else np.zeros(0, bool)
+    gcls = np.concatenate([np.where(comm, G_COMM, G_KERNEL), np.full(len(g), G_MEMCPY)]).astype(np.int8)
+    order = np.lexsort((table, start))
+    start, end, row, dev, stream, calls = (a[order] for a in (start, end, row, dev, stream, calls))
+    table, gcls, gname = table[order], gcls[order], gname[order]
+    ng = len(start)
+    launch = np.where(calls >= 0, node_of_row[np.maximum(calls, 0)] if len(c) else -1, -1).astype(np.int64) if ng else np.zeros(0, np.int64)
+    s_codes, s_uniques = pd.factorize(pd.MultiIndex.from_arrays([dev, stream])) if ng else (np.zeros(0, np.int64), pd.MultiIndex.from_arrays([[], []]))
+    g_stream = np.asarray(s_codes, dtype=np.int64)
+    streams = [(int(a), int(b)) for a, b in pd.MultiIndex.from_tuples(s_uniques)] if ng else []
+    # previous op on the same stream
+    g_prev = np.full(ng, -1, dtype=np.int64)
+    if ng:
+        by = np.lexsort((np.arange(ng), g_stream))
+        same = np.concatenate([[False], g_stream[by][1:] == g_stream[by][:-1]])
+        g_prev[by[1:][same[1:]]] = by[:-1][same[1:]]
+    kernel_node = np.full(len(k), -1, dtype=np.int64)
+    kernel_node[row[table == 0]] = np.flatnonzero(table == 0)
+
+    # ---- edge readiness in the measured run and the binding edge
+    big = np.iinfo(np.int64).min // 4
+    r_launch = np.where(launch >= 0, s[np.maximum(launch, 0)] if nh else big, big)
+    r_stream = np.where(g_prev >= 0, end[np.maximum(g_prev, 0)], big)
+    g_cross = _cross_stream(start, end, dev, g_stream, np.maximum(r_launch, r_stream))
+    r_cross = np.where(g_cross >= 0, end[np.maximum(g_cross, 0)], big)
+    ready = np.stack([r_launch, r_stream, r_cross])
+    bind = np.argmax(ready, axis=0) if ng else np.zeros(0, np.int64)
+    typ_launch = _median((start - r_launch)[(bind == B_LAUNCH) & (launch >= 0)], 5_000.0)
+    typ_stream = _median((start - r_stream)[(bind == B_STREAM) & (g_prev >= 0)], 1_000.0)
+
+    def lat(r: np.ndarray, b: int, typ: float) -> np.ndarray:
+        slack = start - r
+        return np.where(bind == b, slack, np.minimum(slack, int(typ))).astype(np.int64)
+
+    # ---- syncs: the GPU op each synchronising call waited for
+    h_wait = np.full(nh, -1, dtype=np.int64)
+    sync_nodes = np.flatnonzero(h_class == H_SYNC)
+    if len(sync_nodes) and ng:
+        by_end = np.argsort(end, kind="stable")
+        ends = end[by_end]
+        lstart = np.where(launch >= 0, r_launch, start)  # unknown launch: its own start
+        hpid = np.array([threads[t][0] for t in th], dtype=np.int64) if nh else np.zeros(0, np.int64)
+        gpid = np.where(launch >= 0, hpid[np.maximum(launch, 0)] if nh else -1, -1)
+        for j in sync_nodes.tolist():
+            i = int(np.searchsorted(ends, e[j], "right")) - 1
+            stop = max(i - 512, -1)
+            while i > stop:
+                n = by_end[i]
+                if lstart[n] <= s[j] and (gpid[n] == hpid[j] or gpid[n] < 0):
+                    h_wait[j] = n
+                    break
+                i -= 1
+    dur = e - s
+    w_end = np.where(h_wait >= 0, end[np.maximum(h_wait, 0)] if ng else 0, big)
+    blocked = (h_wait >= 0) & (w_end > s)
+    typ_base = _median(dur[(h_class == H_SYNC) & ~blocked], 2_000.0)
+    typ_eps = _median((e - w_end)[blocked], 5_000.0)
+    h_base = np.where(blocked, np.minimum(dur, int(typ_base)), dur).astype(np.int64)
+    h_eps = np.where(blocked, e - w_end, np.where(h_wait >= 0, np.minimum(e - w_end, int(typ_eps)), 0)).astype(np.int64)
+
+    return DepGraph(
+        threads=threads, streams=streams,
+        h_row=api.astype(np.int64), h_thread=th.astype(np.int64), h_name=names, h_start=s.astype(np.int64), h_end=e.astype(np.int64),
+        h_class=h_class, h_prev=h_prev, h_gap=h_gap, h_wait=h_wait, h_base=h_base, h_eps=h_eps,
+        g_table=table, g_row=row, g_name=gname, g_start=start, g_end=end, g_class=gcls, g_stream=g_stream,
+        g_launch=launch, g_prev=g_prev, g_cross=g_cross,
+        g_launch_lat=lat(r_launch, B_LAUNCH, typ_launch), g_stream_lat=lat(r_stream, B_STREAM, typ_stream),
+        g_cross_lat=lat(r_cross, B_CROSS, 0.0), kernel_node=kernel_node,
+        typ_launch_ns=int(typ_launch), typ_stream_ns=int(typ_stream),
+    )
+
+
+def _cross_stream(start: np.ndarray, end: np.ndarray, dev: np.ndarray, stream: np.ndarray, ready: np.ndarray) -> np.ndarray:
+    """For each GPU op, the op of another stream of its device it waited for (-1 for none)."""
+    out = np.full(len(start), -1, dtype=np.int64)
+    if not len(start) or len(np.unique(stream)) < 2:
+        return out
+    late = np.flatnonzero(start - ready > 0)
+    if not len(late):
+        return out
+    for d in np.unique(dev[late]).tolist():
+        on = np.flatnonzero(dev == d)
+        by_end = on[np.argsort(end[on], kind="stable")]
+        ends = end[by_end]
+        mine = late[dev[late] == d]
+        pos = np.searchsorted(ends, start[mine], "right") - 1
+        found = np.full(len(mine), -1, dtype=np.int64)
+        # the latest-ending ops before each late op (a few back: some are on its own stream)
+        for back in range(16):
+            i = pos - back
+            ok = (found == -1) & (i >= 0)
+            if not ok.any():
+                break
+            ic = np.maximum(i, 0)
+            m = by_end[ic]
+            near = ok & (start[mine] - ends[ic] <= CROSS_STREAM_NS) & (ends[ic] > ready[mine])
+            hit = near & (stream[m] != stream[mine])
+            found[hit] = m[hit]
+            # past the window: stop looking for that op
+            found[ok & ~near] = -2
+        out[mine] = np.where(found >= 0, found, -1)
+    return out
+
+
+@dataclass
+class Replay:
+    """Times of every node in one replay, and what bound each one."""
+
+    h_start: np.ndarray
+    h_end: np.ndarray
+    h_bind: np.ndarray
+    g_start: np.ndarray
+    g_end: np.ndarray
+    g_bind: np.ndarray
+
+
+@dataclass
+class Edits:
+    """A transformation of the graph: new durations, removed nodes and edges (None = as measured)."""
+
+    g_dur: np.ndarray | None = None
+    g_removed: np.ndarray | None = None
+    """removed GPU ops take no time and no latency (a fused member)"""
+    h_dur: np.ndarray | None = None
+    h_gap: np.ndarray | None = None
+    h_nowait: np.ndarray | None = None
+    """host nodes that no longer wait for the GPU (a sync removed)"""
+    g_launch_ready: np.ndarray | None = None
+    """GPU ops whose launch edge leads to another host node (a CUDA graph launch), -1 unchanged"""
+    g_launch_lat: np.ndarray | None = None
+    g_stream_lat: np.ndarray | None = None
+
+
+def replay(graph: DepGraph, edits: Edits | None = None) -> Replay:
+    """Discrete-event replay of the graph with the edits applied (see the module doc)."""
+    ed = edits or Edits()
+    nh, ng = graph.n_host, graph.n_gpu
+    g_dur = (ed.g_dur if ed.g_dur is not None else graph.g_dur).tolist()
+    g_rem = (ed.g_removed if ed.g_removed is not None else np.zeros(ng, bool)).tolist()
+    h_dur = (ed.h_dur if ed.h_dur is not None else graph.h_dur).tolist()
+    h_gap = (ed.h_gap if ed.h_gap is not None else graph.h_gap).tolist()
+    nowait = (ed.h_nowait if ed.h_nowait is not None else np.zeros(nh, bool)).tolist()
+    glaunch = (np.where(ed.g_launch_ready >= 0, ed.g_launch_ready, graph.g_launch) if ed.g_launch_ready is not None else graph.g_launch).tolist()
+    h_prev = graph.h_prev.tolist()
+    h_wait = graph.h_wait.tolist()
+    h_base = graph.h_base.tolist()
+    h_eps = graph.h_eps.tolist()
+    h_s0 = graph.h_start.tolist()
+    g_prev = graph.g_prev.tolist()
+    g_cross = graph.g_cross.tolist()
+    l_lat = (ed.g_launch_lat if ed.g_launch_lat is not None else graph.g_launch_lat).tolist()
+    s_lat = (ed.g_stream_lat if ed.g_stream_lat is not None else graph.g_stream_lat).tolist()
+    x_lat = graph.g_cross_lat.tolist()
+    g_s0 = graph.g_start.tolist()
+    hs = [0] * nh
+    he = [0] * nh
+    hb = [B_SELF] * nh
+    gs = [0] * ng
+    ge = [0] * ng
+    gb = [B_NONE] * ng
+    order_kinds, order_idx = _event_order(graph)
+    neg = -(1 << 62)
+    for kind, i in zip(order_kinds, order_idx):
+        if kind == 2:
+            if g_rem[i]:
+                p = g_prev[i]
+                t = ge[p] if p >= 0 else g_s0[i]
+                gs[i] = ge[i] = t
+                gb[i] = B_STREAM if p >= 0 else B_NONE
+                continue
+            best, b = neg, B_NONE
+            L = glaunch[i]
+            if L >= 0:
+                best, b = hs[L] + l_lat[i], B_LAUNCH
+            p = g_prev[i]
+            if p >= 0:
+                t = ge[p] + s_lat[i]
+                if t > best:
+                    best, b = t, B_STREAM
+            x = g_cross[i]
+            if x >= 0:
+                t = ge[x] + x_lat[i]
+                if t > best:
+                    best, b = t, B_CROSS
+            if b == B_NONE:
+                best = g_s0[i]
+            gs[i] = best
+            ge[i] = best + g_dur[i]
+            gb[i] = b
+        elif kind == 1:
+            p = h_prev[i]
+            hs[i] = he[p] + h_gap[i] if p >= 0 else h_s0[i]
+        else:
+            w = h_wait[i]
+            if w >= 0 and not nowait[i]:
+                own = hs[i] + min(h_base[i], h_dur[i])
+                t = ge[w] + h_eps[i]
+                if t > own:
+                    he[i], hb[i] = t, B_WAIT
+                else:
+                    he[i] = own
+            else:
+                he[i] = hs[i] + (min(h_base[i], h_dur[i]) if nowait[i] else h_dur[i])
+    return Replay(
+        h_start=np.asarray(hs, dtype=np.int64), h_end=np.asarray(he, dtype=np.int64), h_bind=np.asarray(hb, dtype=np.int8),
+        g_start=np.asarray(gs, dtype=np.int64), g_end=np.asarray(ge, dtype=np.int64), g_bind=np.asarray(gb, dtype=np.int8),
+    )
+
+
+def _chain_max(key: np.ndarray, group: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``key`` raised so that it grows by at least 1 along each group's ``order``."""
+    k = key[order]
+    g = group[order]
+    pos = np.arange(len(k), dtype=np.int64)
+    span = int(k.max() - k.min() + len(k) + 1) if len(k) else 1
+    base = int(k.min()) if len(k) else 0
+    # per group: cumulative max of (key - pos), offset by group so groups do not mix
+    gid = np.concatenate([[0], np.cumsum(g[1:] != g[:-1])]) if len(k) else g
+    adj = (k - base - pos) + gid * (2 * span)
+    cm = np.maximum.accumulate(adj) - gid * (2 * span) + pos + base
+    out = key.copy()
+    out[order] = np.maximum(k, cm)
+    return out
+
+
+def _event_order(graph: DepGraph) -> tuple[list[int], list[int]]:
+    """The replay's event order: a topological order of the graph.
+
+    Events are host starts, host ends and GPU ops, keyed by their measured time (x4, plus a rank
+    so that at equal times a host end precedes a host start precedes a GPU op). Where clocks
+    disagree (a kernel that starts before its launch call in the trace), keys are raised until
+    every event comes after what it depends on.
+    """
+    nh, ng = graph.n_host, graph.n_gpu
+    he = graph.h_end * 4
+    hs = graph.h_start * 4 + 1
+    gk = graph.g_start * 4 + 2
+    # thread chains: start_j < end_j < start_{j+1}, interleaved
+    t_key = np.empty(2 * nh, dtype=np.int64)
+    t_group = np.repeat(graph.h_thread, 2)
+    t_order = np.lexsort((np.tile([0, 1], nh), np.repeat(np.arange(nh), 2), t_group)) if nh else np.zeros(0, np.int64)
+    s_order = np.lexsort((np.arange(ng), graph.g_stream)) if ng else np.zeros(0, np.int64)
+    launch, wait, cross = graph.g_launch, graph.h_wait, graph.g_cross
+    for _ in range(64):
+        t_key[0::2], t_key[1::2] = hs, he
+        t_key = _chain_max(t_key, t_group, t_order) if nh else t_key
+        hs, he = t_key[0::2].copy(), t_key[1::2].copy()
+        before = gk.copy()
+        if ng:
+            if nh:
+                gk = np.where(launch >= 0, np.maximum(gk, hs[np.maximum(launch, 0)] + 1), gk)
+            gk = _chain_max(gk, graph.g_stream, s_order)
+            gk = np.where(cross >= 0, np.maximum(gk, gk[np.maximum(cross, 0)] + 1), gk)
+        he_before = he
+        if nh and ng:
+            he = np.where(wait >= 0, np.maximum(he, gk[np.maximum(wait, 0)] + 1), he)
+        if np.array_equal(before, gk) and np.array_equal(he_before, he):
+            t_key[0::2], t_key[1::2] = hs, he
+            if np.array_equal(_chain_max(t_key, t_group, t_order) if nh else t_key, t_key):
+                break
+    keys = np.concatenate([he, hs, gk])
+    kinds = np.concatenate([np.zeros(nh, np.int8), np.ones(nh, np.int8), np.full(ng, 2, np.int8)])
+    idx = np.concatenate([np.arange(nh), np.arange(nh), np.arange(ng)])
+    order = np.lexsort((kinds, keys))
+    return kinds[order].tolist(), idx[order].tolist()
+
+
+def measured_replay(graph: DepGraph) -> Replay:
+    """The measured run as a :class:`Replay` (bindings from the graph's own latencies)."""
+    return replay(graph)
+
+
+def map_host_time(graph: DepGraph, rep: Replay, thread: int, t: int) -> int:
+    """Where host time ``t`` of ``thread`` (a step marker's edge) lands in a replay.
+
+    Inside a call: the same offset from its start (clipped to its replayed end); in the gap after
+    a call: the same offset from its end, clipped to the replayed gap. A thread without calls
+    before ``t`` keeps its time.
+    """
+    if thread < 0:
+        return t
+    j = graph.host_node_at(thread, t)
+    if j < 0:
+        return t
+    if t < graph.h_end[j]:
+        return int(min(rep.h_start[j] + (t - graph.h_start[j]), rep.h_end[j]))
+    off = t - int(graph.h_end[j])
+    nxt = j + 1
+    if nxt < graph.n_host and graph.h_prev[nxt] == j:
+        off = min(off, max(int(rep.h_start[nxt] - rep.h_end[j]), 0))
+    return int(rep.h_end[j]) + off

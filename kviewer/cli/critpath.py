@@ -1,0 +1,78 @@
+"""``kviewer critpath FILE``: the critical path of every step and what it was spent on
+(a thin shell over :func:`kviewer.analysis.critpath.critical_paths`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from kviewer.errors import UserError
+
+HELP = ("the critical path of every step (ProfilerStep#N, an NVTX/annotation step range, --step NAME, else the whole "
+        "trace) and each nanosecond of it attributed to gpu_kernel, memcpy, launch, cpu, sync, comm or idle")
+
+
+def register(sub: Any) -> None:
+    from kviewer.cli import RAW_CSV_HELP
+
+    p = sub.add_parser("critpath", help=HELP, description=HELP)
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--step", metavar="NAME", help="use the ranges of this name (a user annotation / NVTX range) as the steps")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: %(default)s)")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="operations on the path listed per step (default: %(default)s)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+    p.add_argument("--raw-csv", action="store_true", help=RAW_CSV_HELP)
+    p.set_defaults(func=cmd_critpath)
+
+
+def cmd_critpath(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from kviewer.analysis.critpath import CLASSES, critical_paths
+    from kviewer.cli import EXIT_OK, format_ns, load_trace, write_frame
+    from kviewer.errors import AnalysisError
+
+    if args.top < 0:
+        raise UserError(f"--top: expected a number of rows >= 0, got {args.top}")
+    trace = load_trace(args.file, args.quiet)
+    try:
+        result = critical_paths(trace, step=args.step)
+    except AnalysisError as exc:
+        raise UserError(str(exc)) from exc
+    missing = result.unlinked_launches()
+    if missing:
+        what = ", ".join(f"{n} {name}" for name, n in sorted(missing.items()))
+        print(f"warning: {sum(missing.values())} launch call(s) have no GPU work in the trace ({what}): their GPU time is "
+              "missing from the paths (an nsys export made with --cuda-graph-trace=graph records a graph as one range; "
+              "use --cuda-graph-trace=node)", file=sys.stderr)
+    if args.format == "json":
+        doc = result.as_dict()
+        for s in doc["steps"]:  # type: ignore[union-attr]
+            s["top"] = s["top"][: args.top]
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    rows = [{"step": s.name, "measured_ns": s.measured_ns, "critical_path_ns": s.critical_path_ns, **s.breakdown} for s in result.steps]
+    df = pd.DataFrame(rows, columns=["step", "measured_ns", "critical_path_ns", *CLASSES])
+    if args.format == "csv":
+        write_frame(df, "csv")
+        return EXIT_OK
+    view = df.copy()
+    for c in CLASSES:
+        view[c] = [f"{v / m * 100:.1f}%" if m > 0 else "—" for v, m in zip(df[c], df["critical_path_ns"])]
+    view["measured_ns"] = [format_ns(v) for v in df["measured_ns"]]
+    view["critical_path_ns"] = [format_ns(v) for v in df["critical_path_ns"]]
+    view = view.rename(columns={"measured_ns": "measured", "critical_path_ns": "critical path"})
+    write_frame(view, "table")
+    print(f"steps from: {result.step_source}")
+    for s in result.steps:
+        if args.top and s.top:
+            print(f"\n{s.name}: on the path")
+            top = pd.DataFrame(s.top[: args.top])
+            top["ns"] = [format_ns(v) for v in top["ns"]]
+            top["pct"] = [f"{v:.1f}%" for v in top["pct"]]
+            write_frame(top.rename(columns={"ns": "time", "pct": "of step"}), "table")
+    return EXIT_OK

@@ -1,0 +1,91 @@
+"""``kviewer whatif FILE [changes]``: projected step times after an optimisation
+(a thin shell over :mod:`kviewer.analysis.whatif`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from kviewer.errors import UserError
+
+HELP = ("projected step time if kernel chains were fused, the steps ran as CUDA graphs, kernels reached a share of their "
+        "speed of light, host syncs went away or a kernel ran faster: the dependency graph replayed with the change")
+
+
+def register(sub: Any) -> None:
+    from kviewer.cli import RAW_CSV_HELP
+
+    p = sub.add_parser("whatif", help=HELP, description=HELP)
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--fuse", metavar="all|ID[,ID...]", help="fuse these fusion candidates (ranks as kviewer fusion prints them)")
+    p.add_argument("--cuda-graphs", action="store_true", help="each step's launches become one CUDA graph launch")
+    p.add_argument("--sol", action="append", default=[], metavar="KIND=PCT",
+                   help="kernels of KIND (gemm, attention, elementwise, norm, ...) run at PCT%% of their speed of light; repeatable")
+    p.add_argument("--no-sync", nargs="?", const="", default=None, metavar="NAME",
+                   help="host syncs no longer wait for the GPU (all, or those of the API call NAME)")
+    p.add_argument("--kernel", action="append", default=[], metavar="NAME=FACTOR",
+                   help="kernels named NAME (or containing it) run FACTOR times as long (e.g. 0.5); repeatable")
+    p.add_argument("--step", metavar="NAME", help="use the ranges of this name as the steps")
+    p.add_argument("--device", metavar="NAME", help="the GPU (for --sol and --fuse) when the trace does not say or to override it")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: %(default)s)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+    p.add_argument("--raw-csv", action="store_true", help=RAW_CSV_HELP)
+    p.set_defaults(func=cmd_whatif)
+
+
+def changes_from_args(args: argparse.Namespace) -> Any:
+    from kviewer.analysis.whatif import Changes, parse_assignment
+
+    fuse: tuple[int, ...] | None = None
+    if args.fuse is not None:
+        text = args.fuse.strip()
+        if text == "all":
+            fuse = ()
+        else:
+            try:
+                fuse = tuple(int(x) for x in text.split(",") if x.strip())
+            except ValueError:
+                raise UserError(f"--fuse: expected all or candidate numbers like 1,3 (see kviewer fusion), got {args.fuse!r}") from None
+            if not fuse or min(fuse) < 1:
+                raise UserError(f"--fuse: expected all or candidate numbers >= 1, got {args.fuse!r}")
+    no_sync = None if args.no_sync is None else ((args.no_sync,) if args.no_sync else ())
+    return Changes(fuse=fuse, cuda_graphs=bool(args.cuda_graphs), sol=tuple(parse_assignment(s, "--sol") for s in args.sol),
+                   no_sync=no_sync, kernel=tuple(parse_assignment(s, "--kernel") for s in args.kernel))
+
+
+def cmd_whatif(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from kviewer.analysis.whatif import whatif_model
+    from kviewer.cli import EXIT_OK, format_ns, load_trace, write_frame
+    from kviewer.errors import AnalysisError
+
+    try:
+        changes = changes_from_args(args)
+        trace = load_trace(args.file, args.quiet)
+        proj = whatif_model(trace, step=args.step, device=args.device).project(changes)
+    except AnalysisError as exc:
+        raise UserError(str(exc)) from exc
+    if args.format == "json":
+        json.dump(proj.as_dict(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    df = pd.DataFrame([{"step": s.name, "measured_ns": s.measured_ns, "projected_ns": s.projected_ns,
+                        "delta_pct": (s.projected_ns - s.measured_ns) / s.measured_ns * 100.0 if s.measured_ns > 0 else float("nan")}
+                       for s in proj.steps], columns=["step", "measured_ns", "projected_ns", "delta_pct"])
+    if args.format == "csv":
+        write_frame(df, "csv")
+        return EXIT_OK
+    view = pd.DataFrame({"step": df["step"], "measured": [format_ns(v) for v in df["measured_ns"]],
+                         "projected": [format_ns(v) for v in df["projected_ns"]],
+                         "change": [f"{v:+.1f}%" if v == v else "—" for v in df["delta_pct"]]})
+    write_frame(view, "table")
+    m, p = proj.median_measured_ns, proj.median_projected_ns
+    print(f"median step: measured {format_ns(m)}, projected {format_ns(p)} ({(p - m) / m * 100:+.1f}%) with {changes.label()}"
+          if m > 0 else "median step: —")
+    for note in proj.notes:
+        print(f"  {note['change']}: {note['what']}")
+    return EXIT_OK

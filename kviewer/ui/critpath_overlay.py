@@ -1,0 +1,203 @@
+"""The critical path drawn over the timeline, and its breakdown for a step in the Range dock.
+
+:class:`CriticalPathOverlay` holds the path segments of every step of one trace
+(:func:`kviewer.analysis.critpath.critical_paths`) and paints each one as a band along the bottom
+of the lane it crosses (a kernel's stream, a launch call's thread), coloured by its class. The
+timeline's painter calls :meth:`CriticalPathOverlay.paint` when one is set
+(``TimelineView.critical_path``).
+
+:class:`StepBreakdown` is the Range dock's "Critical path" tab: when the selected range is a
+step (its edges within 1 % of the step's window), the step's breakdown and the operations on
+its path that cost most.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from PySide6.QtGui import QColor, QPainter
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
+
+from kviewer.session.format import format_duration
+from kviewer.ui.background import BackgroundRunner
+
+if TYPE_CHECKING:
+    from kviewer.analysis.critpath import CritPathResult
+    from kviewer.session.tracks import TraceTracks
+
+#: one colour per breakdown class (kviewer.analysis.critpath.CLASSES order)
+CLASS_COLOURS = (
+    QColor(46, 160, 67),    # gpu_kernel
+    QColor(137, 87, 229),   # memcpy
+    QColor(240, 136, 62),   # launch
+    QColor(56, 132, 255),   # cpu
+    QColor(218, 54, 51),    # sync
+    QColor(27, 170, 170),   # comm
+    QColor(150, 150, 150),  # idle
+)
+BAND_PX = 4.0
+
+_CACHE: dict[int, tuple[Any, Any]] = {}
+
+
+def critical_paths_of(tracks: TraceTracks) -> CritPathResult:
+    """The critical paths of a trace, computed once per trace (call off the GUI thread)."""
+    from kviewer.analysis.critpath import critical_paths
+
+    got = _CACHE.get(tracks.key)
+    if got is not None and got[0] is tracks.trace:
+        return got[1]  # type: ignore[no-any-return]
+    res = critical_paths(tracks.trace)
+    _CACHE[tracks.key] = (tracks.trace, res)
+    return res
+
+
+class CriticalPathOverlay:
+    """Path segments of one trace, ready to paint (see the module doc)."""
+
+    def __init__(self, timeline: Any) -> None:
+        self.timeline = timeline
+        self.key: int | None = None
+        self.start = np.zeros(0)
+        self.end = np.zeros(0)
+        self.cls = np.zeros(0, dtype=np.int64)
+        self.lane = np.zeros(0, dtype=np.int64)
+
+    def set_path(self, tracks: TraceTracks, result: CritPathResult) -> None:
+        """Show the paths of ``result`` (the critical paths of ``tracks.trace``)."""
+        from kviewer.analysis.critpath import LANE_GAP, LANE_GPU, LANE_HOST
+
+        g = result.graph
+        starts, ends, classes, lanes = [], [], [], []
+        k_lane = tracks.lane_of.get("kernels", np.zeros(0, dtype=np.int64))
+        o_lane = tracks.lane_of.get("gpu_ops", np.zeros(0, dtype=np.int64))
+        c_lane = tracks.lane_of.get("cpu_slices", np.zeros(0, dtype=np.int64))
+        for step in result.steps:
+            seg = step.segments
+            node = seg["node"].to_numpy()
+            lane_kind = seg["lane"].to_numpy()
+            lane = np.full(len(seg), -1, dtype=np.int64)
+            gpu = (lane_kind == LANE_GPU) & (node >= 0)
+            if gpu.any():
+                tab = g.g_table[node[gpu]]
+                row = g.g_row[node[gpu]]
+                got = np.full(len(row), -1, dtype=np.int64)
+                kk = tab == 0
+                if len(k_lane):
+                    got[kk] = k_lane[row[kk]]
+                if len(o_lane):
+                    got[~kk] = o_lane[row[~kk]]
+                lane[gpu] = got
+            # host calls, and the host work between calls on the lane of the call next to it
+            host = ((lane_kind == LANE_HOST) | (lane_kind == LANE_GAP)) & (node >= 0)
+            if host.any() and len(c_lane):
+                lane[host] = c_lane[g.h_row[node[host]]]
+            keep = lane >= 0
+            starts.append(seg["start"].to_numpy()[keep] - tracks.offset_ns)
+            ends.append(seg["end"].to_numpy()[keep] - tracks.offset_ns)
+            classes.append(seg["cls"].to_numpy()[keep].astype(np.int64))
+            lanes.append(lane[keep])
+        self.key = tracks.key
+        self.start = np.concatenate(starts) if starts else np.zeros(0)
+        self.end = np.concatenate(ends) if ends else np.zeros(0)
+        self.cls = np.concatenate(classes) if classes else np.zeros(0, dtype=np.int64)
+        self.lane = np.concatenate(lanes) if lanes else np.zeros(0, dtype=np.int64)
+        order = np.argsort(self.start, kind="stable")
+        self.start, self.end, self.cls, self.lane = self.start[order], self.end[order], self.cls[order], self.lane[order]
+
+    def clear(self) -> None:
+        self.key = None
+        self.start = self.end = np.zeros(0)
+        self.cls = self.lane = np.zeros(0, dtype=np.int64)
+
+    def paint(self, p: QPainter, x0: float, x1: float, top: float, width: float) -> None:
+        """Bands along the bottom of each lane the path crosses (frame pixel coordinates)."""
+        if self.key is None or not len(self.start):
+            return
+        tl = self.timeline
+        tracks = tl.state.trace(self.key)
+        if tracks is None:
+            return
+        vis = (self.end > x0) & (self.start < x1)
+        if not vis.any():
+            return
+        scale = width / max(x1 - x0, 1e-9)
+        xs = np.clip((self.start[vis] - x0) * scale, -10.0, width + 10.0)
+        xe = np.clip((self.end[vis] - x0) * scale, -10.0, width + 10.0)
+        lanes = self.lane[vis]
+        cls = self.cls[vis]
+        ys = np.full(len(lanes), np.nan)
+        for ln in np.unique(lanes).tolist():
+            if not 0 <= ln < len(tracks.lanes):
+                continue
+            row = tl.row_of_lane(tracks, tracks.lanes[ln])
+            if row is not None:
+                ys[lanes == ln] = row.y - top + row.h - BAND_PX
+        ok = np.isfinite(ys)
+        from kviewer.ui.timeline import _draw_rects
+
+        p.setPen(Qt.PenStyle.NoPen)
+        for c in np.unique(cls[ok]).tolist():
+            m = ok & (cls == c)
+            rects = np.ascontiguousarray(np.stack([xs[m], ys[m], np.maximum(xe[m] - xs[m], 1.0), np.full(int(m.sum()), BAND_PX)], axis=1))
+            p.setBrush(CLASS_COLOURS[c])
+            _draw_rects(p, rects, 0, len(rects))
+
+
+class StepBreakdown(QWidget):
+    """The Range dock's critical-path tab (see the module doc)."""
+
+    def __init__(self, runner: BackgroundRunner, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.runner = runner
+        self.step: Any = None
+        """the :class:`~kviewer.analysis.critpath.StepPath` shown (None when the range is no step)"""
+        self.label = QLabel("Select a step (the What-if dock lists them) to see its critical path.")
+        self.label.setWordWrap(True)
+        self.label.setObjectName("stepBreakdown")
+        self.label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        scroll = QScrollArea()  # the table must not hold the dock (and the window) taller
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(self.label)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(scroll, 1)
+
+    def refresh(self, tracks: TraceTracks | None, t0: int, t1: int) -> None:
+        """Show the breakdown of the step whose window is [t0, t1] (trace ns), if any."""
+        self.step = None
+        if tracks is None:
+            self.runner.cancel("range-critpath")
+            return
+        self.label.setText("critical path: computing…")
+        self.runner.run("range-critpath", lambda: critical_paths_of(tracks), lambda r: self._show(r, t0, t1),
+                        lambda msg: self.label.setText(f"critical path: {msg.splitlines()[0]}"))
+
+    def _show(self, result: CritPathResult, t0: int, t1: int) -> None:
+        from kviewer.analysis.critpath import CLASSES
+
+        for s in result.steps:
+            tol = 0.01 * max(s.measured_ns, 1)
+            if abs(s.start - t0) <= tol and abs(s.end - t1) <= tol:
+                self.step = s
+                break
+        if self.step is None:
+            self.label.setText("The range is not a step: select a step's window (the What-if dock lists the steps) to see its "
+                               "critical path.")
+            return
+        s = self.step
+        total = max(s.critical_path_ns, 1)
+        parts = "".join(
+            f"<tr><td><span style='color:{CLASS_COLOURS[i].name()}'>■</span> {c}</td><td align=right>{format_duration(s.breakdown[c])}</td>"
+            f"<td align=right>{s.breakdown[c] / total * 100:.1f}%</td></tr>" for i, c in enumerate(CLASSES))
+        top = "".join(f"<tr><td>{_esc(str(t['name']))[:80]}</td><td>{t['kind']}</td><td align=right>{format_duration(float(t['ns']))}</td>"
+                      f"<td align=right>{float(t['pct']):.1f}%</td></tr>" for t in s.top[:8])  # type: ignore[arg-type]
+        self.label.setText(f"<b>{_esc(s.name)}</b>: critical path {format_duration(s.critical_path_ns)} "
+                           f"(step {format_duration(s.measured_ns)})<table>{parts}</table><br><b>On the path</b><table>{top}</table>")
+
+
+def _esc(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,157 @@
+"""What-if projections: the unchanged replay is the measured run, changes move step times the way
+physics allows, and the projections land near the measured outcome of the real optimisation
+(truth pairs made on an H200: sample_traces/README.md)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kviewer.analysis.fusion import fusion_candidates
+from kviewer.analysis.whatif import Changes, whatif_model
+from kviewer.errors import AnalysisError
+from kviewer.io import load
+
+SAMPLES = ["h200_llm_block_eager.pt.trace.json.gz", "h200_llm_block_compiled.pt.trace.json.gz", "mlp_eager.pt.trace.json.gz",
+           "mlp_sync.pt.trace.json.gz", "block4_eager.pt.trace.json.gz", "h200_resnet18_train.pt.trace.json.gz",
+           "h200_llm_train_nvtx.sqlite.gz"]
+
+
+def _truth(sample_traces: Path, name: str) -> dict:
+    return json.loads(gzip.decompress((sample_traces / name).read_bytes()))
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_no_change_projects_the_measured_steps(sample_traces: Path, name: str) -> None:
+    m = whatif_model(load(sample_traces / name))
+    for ch in (Changes(), Changes(kernel=(("", 1.0),))):  # every kernel x 1: replayed, not copied
+        p = m.project(ch)
+        for s in p.steps:
+            assert abs(s.projected_ns - s.measured_ns) <= 0.01 * s.measured_ns
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_faster_kernels_never_make_the_run_longer(sample_traces: Path, name: str) -> None:
+    m = whatif_model(load(sample_traces / name))
+    base = sum(s.measured_ns for s in m.project(Changes()).steps)
+    fast = sum(s.projected_ns for s in m.project(Changes(kernel=(("", 0.5),))).steps)
+    slow = sum(s.projected_ns for s in m.project(Changes(kernel=(("", 2.0),))).steps)
+    assert fast <= base <= slow
+
+
+def _gpu_busy_per_step(path: Path) -> list[float]:
+    """GPU time (summed durations, one stream in these samples) launched inside each ProfilerStep,
+    from the raw JSON."""
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    marks = sorted((e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    launch = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    return [sum(g["dur"] for g in gpu if m["ts"] <= launch.get(g["args"]["correlation"], -1) <= m["ts"] + m["dur"]) * 1000.0
+            for m in marks]
+
+
+def test_cuda_graph_projection_is_never_below_the_gpu_work_and_near_the_graph_run(sample_traces: Path) -> None:
+    path = sample_traces / "mlp_eager.pt.trace.json.gz"
+    p = whatif_model(load(path)).project(Changes(cuda_graphs=True))
+    busy = _gpu_busy_per_step(path)
+    for s, b in zip(p.steps, busy):
+        assert s.projected_ns >= b
+    # the same steps replayed from a CUDA graph, unprofiled (CUDA events): 0.0671 ms
+    truth = _truth(sample_traces, "graph_pair_truth_eager_graph.json.gz")["graph"]["unprofiled"]["median_ms"] * 1e6
+    assert abs(p.median_projected_ns - truth) <= 0.10 * truth
+
+
+def test_fuse_all_lands_near_torch_compile(sample_traces: Path) -> None:
+    t = load(sample_traces / "block4_eager.pt.trace.json.gz")
+    m = whatif_model(t)
+    p = m.project(Changes(fuse=()))
+    truth = _truth(sample_traces, "compile_pair_truth.json.gz")["compiled"]["unprofiled"]["median_ms"] * 1e6
+    assert abs(p.median_projected_ns - truth) <= 0.15 * truth
+    # the replayed kernels lose exactly the fusion table's savings
+    cand = fusion_candidates(t)
+    saved = float(cand["savings_ns"].dropna().sum())
+    events = json.loads(gzip.decompress((sample_traces / "block4_eager.pt.trace.json.gz").read_bytes()))["traceEvents"]
+    raw_kernel_ns = sum(e["dur"] for e in events if e.get("cat") == "kernel") * 1000.0
+    g = m.graph
+    projected_kernel_ns = float((p.replayed.g_end - p.replayed.g_start)[g.g_table == 0].sum())
+    assert abs(projected_kernel_ns - (raw_kernel_ns - saved)) <= 0.002 * raw_kernel_ns
+
+
+def test_removing_the_sync_removes_its_op_and_copy(sample_traces: Path) -> None:
+    path = sample_traces / "mlp_sync.pt.trace.json.gz"
+    t = load(path)
+    m = whatif_model(t)
+    p = m.project(Changes(no_sync=()))
+    assert all(s.projected_ns <= s.measured_ns for s in p.steps)
+    # the .item() copies (DtoH, one per step in the raw trace) take no time in the projection
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    dtoh = [e for e in events if e.get("cat") == "gpu_memcpy" and "DtoH" in e["name"]]
+    g = m.graph
+    names = g.g_name.astype(str)
+    gone = (g.g_table == 1) & np.char.find(names.astype(str), "DtoH").__ge__(0)
+    assert gone.sum() == len(dtoh) > 0
+    assert ((p.replayed.g_end - p.replayed.g_start)[gone] == 0).all()
+    # the truth: the same program without the sync, profiled the same way
+    nosync = whatif_model(load(sample_traces / "mlp_nosync.pt.trace.json.gz")).project(Changes())
+    assert abs(p.median_projected_ns - nosync.median_measured_ns) <= 0.10 * nosync.median_measured_ns
+    assert m.project(Changes(no_sync=("aten::item",))).median_projected_ns == p.median_projected_ns
+
+
+def test_sol_targets_never_slow_a_kernel(sample_traces: Path) -> None:
+    m = whatif_model(load(sample_traces / "h200_llm_block_eager.pt.trace.json.gz"))
+    for pct in (10.0, 80.0, 100.0):
+        p = m.project(Changes(sol=(("gemm", pct),)))
+        assert ((p.replayed.g_end - p.replayed.g_start) <= m.graph.g_dur).all()
+    sol = m.sol_table()
+    t_sol = sol["t_sol_ns"].to_numpy()
+    p = m.project(Changes(sol=(("gemm", 100.0),)))
+    g = m.graph
+    k = g.g_table == 0
+    gemm = k & (sol["kind"].astype(str).to_numpy()[g.g_row] == "gemm") & np.isfinite(t_sol[g.g_row])
+    dur = (p.replayed.g_end - p.replayed.g_start)
+    assert np.allclose(dur[gemm], np.round(t_sol[g.g_row[gemm]]), atol=1)
+
+
+@pytest.mark.parametrize("changes, match", [
+    (Changes(fuse=(99,)), "no fusion candidate 99"),
+    (Changes(sol=(("gemmm", 80.0),)), "unknown kind"),
+    (Changes(sol=(("gemm", 180.0),)), r"\(0, 100\]"),
+    (Changes(no_sync=("cudaNope",)), "no such sync"),
+    (Changes(kernel=(("no_such_kernel_anywhere", 0.5),)), "no kernel is named"),
+])
+def test_bad_changes_say_what_is_wrong(sample_traces: Path, changes: Changes, match: str) -> None:
+    m = whatif_model(load(sample_traces / "mlp_sync.pt.trace.json.gz"))
+    with pytest.raises(AnalysisError, match=match):
+        m.project(changes)
+
+
+def test_projected_step_times_hook(sample_traces: Path) -> None:
+    p = whatif_model(load(sample_traces / "mlp_eager.pt.trace.json.gz")).project(Changes(cuda_graphs=True))
+    got = p.projected_step_ns()
+    assert got.dtype == np.int64 and list(got) == [s.projected_ns for s in p.steps]
+    assert p.as_dict()["median_projected_ns"] == float(np.median(got))
+
+
+def test_projected_trace_holds_the_replayed_times(sample_traces: Path) -> None:
+    from kviewer.analysis.steps import find_steps
+    from kviewer.analysis.whatif import projected_trace
+
+    t = load(sample_traces / "mlp_eager.pt.trace.json.gz")
+    m = whatif_model(t)
+    same = projected_trace(m, m.project(Changes()))
+    for name in ("kernels", "gpu_ops", "cpu_slices"):
+        a, b = t.table(name), same.table(name)
+        assert (a["start"].to_numpy() == b["start"].to_numpy()).all() and (a["end"].to_numpy() == b["end"].to_numpy()).all()
+    p = m.project(Changes(cuda_graphs=True))
+    proj = projected_trace(m, p)
+    proj.validate()
+    assert (np.diff(proj.kernels["start"].to_numpy()) >= 0).all() and (proj.kernels["id"].to_numpy() == np.arange(len(proj.kernels))).all()
+    # kernel time is kept; the projected trace's own steps have the projected step times
+    assert proj.kernels["dur"].sum() == t.kernels["dur"].sum()
+    again = whatif_model(proj).project(Changes())
+    assert [s.measured_ns for s in again.steps] == pytest.approx([s.projected_ns for s in p.steps], rel=0.01)
+    assert len(find_steps(proj)) == len(p.steps)

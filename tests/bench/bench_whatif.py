@@ -1,0 +1,177 @@
+"""Benchmark: what-if projections against the measured outcome of the real optimisation.
+
+Run: ``python tests/bench/bench_whatif.py [--speed]`` (pytest ignores tests/bench).
+
+For each truth pair in sample_traces/ (made on one H200, see sample_traces/README.md), the
+projection from trace A with the change is compared with
+
+* the median step of trace B (the optimised program, profiled the same way), as kviewer measures
+  steps (previous step's completion to this step's completion);
+* the unprofiled median step of B (CUDA events, no profiler: ``*_truth*.json``);
+* and, for the launch-bound pairs whose profiled host time the profiler inflates, the projected
+  *speed-up* applied to A's unprofiled median.
+
+"null" is the error of projecting no change (A's own median against B): a projection only tells
+something where it beats that.
+
+``--speed``: ``kviewer summary``, ``kviewer critpath`` and ``kviewer whatif --cuda-graphs`` on the
+153 MB training trace of ../shared/samples, as subprocesses with a warm trace cache (best of 2),
+with the load average.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+ST = REPO / "sample_traces"
+SHARED = Path(os.environ.get("KVIEWER_SAMPLES", REPO.parent / "shared" / "samples"))
+
+#: (label, trace A, changes, trace B, truth file, truth key of A, truth key of B, goal %)
+PAIRS = [
+    ("(a) eager -> torch.compile, 4 blocks", "block4_eager", "fuse=()", "block4_compiled", "compile_pair_truth", "eager", "compiled", 15.0),
+    ("(a') eager -> torch.compile, llm_block", "h200_llm_block_eager", "fuse=()", "h200_llm_block_compiled", None, None, None, 15.0),
+    ("(b) eager -> CUDA graph, MLP", "mlp_eager", "cuda_graphs=True", "mlp_graph", "graph_pair_truth_eager_graph", "eager", "graph", 10.0),
+    ("(b') the same, eager traced by nsys", "mlp_eager_nsys.sqlite.gz", "cuda_graphs=True", "mlp_graph", "graph_pair_truth_eager_graph", "eager",
+     "graph", 10.0),
+    ("(c) sync -> no sync, MLP", "mlp_sync", "no_sync=()", "mlp_nosync", "sync_pair_truth_sync_nosync", "sync", "nosync", 10.0),
+]
+
+
+def _median_ms(trace: Any, changes: Any = None) -> tuple[float, float]:
+    from kviewer.analysis.whatif import Changes, whatif_model
+
+    proj = whatif_model(trace).project(changes or Changes())
+    return proj.median_measured_ns / 1e6, proj.median_projected_ns / 1e6
+
+
+def accuracy() -> None:
+    from kviewer.analysis.whatif import Changes
+    from kviewer.io import load
+
+    print(f"load average: {open('/proc/loadavg').read().split()[:3]}")
+    head = ("pair", "change", "A ms", "projected ms", "B ms (profiled)", "err vs B", "null err", "B unprofiled ms",
+            "err vs unprofiled", "speed-up err", "goal")
+    rows = []
+    for label, a, change, b, truth, ka, kb, goal in PAIRS:
+        ta = load(ST / (a if "." in a else f"{a}.pt.trace.json.gz"))
+        tb = load(ST / f"{b}.pt.trace.json.gz")
+        ch = eval(f"Changes({change})", {"Changes": Changes})  # noqa: S307 (our own table above)
+        a_ms, proj_ms = _median_ms(ta, ch)
+        b_ms, _ = _median_ms(tb)
+        err_b = (proj_ms - b_ms) / b_ms * 100
+        null = (a_ms - b_ms) / b_ms * 100
+        unp = unp_err = speed_err = float("nan")
+        if truth:
+            t = json.loads(gzip.decompress((ST / f"{truth}.json.gz").read_bytes()))
+            unp = t[kb]["unprofiled"]["median_ms"]
+            unp_a = t[ka]["unprofiled"]["median_ms"]
+            unp_err = (proj_ms - unp) / unp * 100
+            speed_err = (unp_a * proj_ms / a_ms - unp) / unp * 100
+        rows.append((label, ch.label(), f"{a_ms:.4f}", f"{proj_ms:.4f}", f"{b_ms:.4f}", f"{err_b:+.1f}%", f"{null:+.1f}%",
+                     f"{unp:.4f}" if unp == unp else "—", f"{unp_err:+.1f}%" if unp_err == unp_err else "—",
+                     f"{speed_err:+.1f}%" if speed_err == speed_err else "—", f"{goal:.0f}%"))
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+def tiling() -> None:
+    """The critical path tiles every step of every sample within 1 % (the worst case printed)."""
+    from kviewer.analysis.critpath import critical_paths
+    from kviewer.errors import KViewerError
+    from kviewer.io import load
+
+    files = sorted(ST.glob("*.pt.trace.json.gz")) + sorted(ST.glob("*.sqlite.gz"))
+    if SHARED.is_dir():
+        files += sorted((SHARED / "torch").glob("*.json.gz")) + sorted((SHARED / "nsys").glob("*.sqlite"))
+    steps = 0
+    worst = 0.0
+    for f in files:
+        try:
+            res = critical_paths(load(f))
+        except KViewerError:
+            continue
+        for s in res.steps:
+            steps += 1
+            worst = max(worst, abs(s.critical_path_ns - s.measured_ns) / max(s.measured_ns, 1))
+    print(f"critical path tiling: {steps} steps of {len(files)} files, worst |path - step| / step = {worst * 100:.4f}%")
+
+
+#: CPU time (user + system) of the last child process measured: on a loaded machine the wall time
+#: waits for the cores, the CPU time much less
+CPU: dict[str, float] = {}
+
+
+def _child_cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _cli(*args: str) -> float:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    c0 = _child_cpu()
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "kviewer", *args, "-q"], check=True, env=env, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    CPU[args[0]] = min(CPU.get(args[0], float("inf")), _child_cpu() - c0)
+    return wall
+
+
+def speed() -> None:
+    big = SHARED / "torch" / "h200_llm_train_big.pt.trace.json.xz"
+    if not big.exists():
+        print(f"speed: {big} not found")
+        return
+    _cli("info", str(big))  # warm the trace cache
+    load_before = open("/proc/loadavg").read().split()[:3]
+    summ = min(_cli("summary", str(big)) for _ in range(2))
+    crit = min(_cli("critpath", str(big)) for _ in range(2))
+    what = min(_cli("whatif", str(big), "--cuda-graphs") for _ in range(2))
+    both = min(_py(PIPELINE.format(path=str(big))) for _ in range(2))
+    load_after = open("/proc/loadavg").read().split()[:3]
+    print(f"speed on {big.name} (warm cache, best of 2, wall, Python start-up included): kviewer summary {summ:.2f} s; "
+          f"one process loading once, critical paths of every step + one what-if (--cuda-graphs), as the window does: "
+          f"{both:.2f} s = {both / summ:.2f}x summary (goal 2x); the two commands, each loading the trace: critpath "
+          f"{crit:.2f} s + whatif {what:.2f} s = {(crit + what) / summ:.2f}x; load average before {load_before}, after {load_after}")
+    print(f"CPU time (user + system, best of 2): summary {CPU['summary']:.2f} s, one-process pipeline {CPU['pipeline']:.2f} s = "
+          f"{CPU['pipeline'] / CPU['summary']:.2f}x, critpath {CPU['critpath']:.2f} s + whatif {CPU['whatif']:.2f} s = "
+          f"{(CPU['critpath'] + CPU['whatif']) / CPU['summary']:.2f}x")
+
+
+#: what the window does for the What-if dock: one load, the critical paths, one projection
+PIPELINE = """
+from kviewer.io import load
+from kviewer.analysis.critpath import critical_paths
+from kviewer.analysis.whatif import Changes, whatif_model
+t = load({path!r})
+paths = critical_paths(t)
+whatif_model(t, paths=paths).project(Changes(cuda_graphs=True))
+"""
+
+
+def _py(code: str) -> float:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    c0 = _child_cpu()
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    wall = time.perf_counter() - t0
+    CPU["pipeline"] = min(CPU.get("pipeline", float("inf")), _child_cpu() - c0)
+    return wall
+
+
+if __name__ == "__main__":
+    accuracy()
+    tiling()
+    if "--speed" in sys.argv:
+        speed()

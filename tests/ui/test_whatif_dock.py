@@ -1,0 +1,94 @@
+"""The What-if dock and the critical-path track (issue 24): the dock's projected steps equal the
+CLI's, the path is painted over the lanes in its class colours, and a step selected as the range
+gets its breakdown in the Range dock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import Qt
+
+from kviewer.session.tracks import TraceTracks
+
+
+def _open(window: Any, path: Path) -> TraceTracks:
+    from kviewer.io import load
+
+    tracks = TraceTracks.build(load(path))
+    window.state.add_trace(tracks)
+    return tracks
+
+
+def test_dock_projects_like_the_cli_and_draws_the_path(qtbot: Any, window: Any, sample_traces: Path) -> None:
+    from kviewer.analysis.critpath import critical_paths
+    from kviewer.analysis.whatif import Changes, whatif_model
+    from kviewer.ui.critpath_overlay import CLASS_COLOURS
+
+    tracks = _open(window, sample_traces / "mlp_sync.pt.trace.json.gz")
+    panel = window.whatif_panel
+    qtbot.waitUntil(lambda: panel.projection is not None, timeout=20_000)
+    assert [s.projected_ns for s in panel.projection.steps] == [s.measured_ns for s in panel.projection.steps]
+    panel.graphs.setChecked(True)
+    panel.no_sync.setChecked(True)
+    qtbot.waitUntil(lambda: panel.projection is not None and panel.projection.changes.cuda_graphs
+                    and panel.projection.changes.no_sync == (), timeout=20_000)
+    want = whatif_model(tracks.trace).project(Changes(cuda_graphs=True, no_sync=()))
+    assert [s.projected_ns for s in panel.projection.steps] == [s.projected_ns for s in want.steps]
+    assert panel.model.rowCount() == len(want.steps)
+    # fusion candidates can be ticked one by one
+    assert panel.fusion.count() >= 1
+    # the critical path over the lanes
+    panel.show_path.setChecked(True)
+    assert window.timeline.critical_path is panel.overlay and len(panel.overlay.start) > 0
+    res = critical_paths(tracks.trace)
+    last = res.steps[-1]
+    window.timeline.set_range(float(last.start - tracks.offset_ns), float(last.end - tracks.offset_ns))
+    qtbot.wait(50)
+    img = window.timeline.grab().toImage()
+    colours = {(img.pixelColor(x, y).red(), img.pixelColor(x, y).green(), img.pixelColor(x, y).blue())
+               for x in range(0, img.width(), 2) for y in range(0, img.height(), 2)}
+    cpu = CLASS_COLOURS[3]
+    assert (cpu.red(), cpu.green(), cpu.blue()) in colours  # a host-bound step: host work on the path
+    panel.show_path.setChecked(False)
+    assert window.timeline.critical_path is None
+
+
+def test_a_step_selected_as_the_range_shows_its_breakdown(qtbot: Any, window: Any, sample_traces: Path) -> None:
+    from kviewer.analysis.critpath import critical_paths
+
+    tracks = _open(window, sample_traces / "block4_eager.pt.trace.json.gz")
+    panel = window.whatif_panel
+    qtbot.waitUntil(lambda: panel.projection is not None, timeout=20_000)
+    index = panel.model.index(1, 0)
+    panel._on_row(index)  # a click on the second step
+    res = critical_paths(tracks.trace)
+    rng = window.state.time_selection
+    assert rng == (float(res.steps[1].start - tracks.offset_ns), float(res.steps[1].end - tracks.offset_ns))
+    bd = window.range_panel.critpath
+    qtbot.waitUntil(lambda: bd.step is not None, timeout=20_000)
+    assert bd.step.name == res.steps[1].name and bd.step.breakdown == res.steps[1].breakdown
+    assert "gpu_kernel" in bd.label.text()
+    # a range that is no step
+    window.state.set_time_selection((rng[0], rng[0] + (rng[1] - rng[0]) / 2))
+    qtbot.waitUntil(lambda: "not a step" in bd.label.text(), timeout=20_000)
+    assert bd.step is None
+    np.testing.assert_equal(panel.changes().empty, True)
+    assert Qt.CheckState.Unchecked == panel.fusion.item(0).checkState() if panel.fusion.count() else True
+
+
+def test_projected_timeline_beside_the_measured_one(qtbot: Any, window: Any, sample_traces: Path) -> None:
+    tracks = _open(window, sample_traces / "mlp_eager.pt.trace.json.gz")
+    panel = window.whatif_panel
+    qtbot.waitUntil(lambda: panel.projection is not None, timeout=20_000)
+    panel.graphs.setChecked(True)
+    qtbot.waitUntil(lambda: panel.projection is not None and panel.projection.changes.cuda_graphs, timeout=20_000)
+    panel.beside.click()
+    qtbot.waitUntil(lambda: panel.projected_tracks is not None, timeout=20_000)
+    proj = panel.projected_tracks
+    assert len(window.state.traces) == 2 and "projected" in proj.label
+    qtbot.waitUntil(lambda: window.compare.active, timeout=30_000)
+    assert window.compare.a_key == tracks.key and window.compare.b_key == proj.key
+    # the projected trace keeps every kernel, at its replayed time
+    assert len(proj.trace.kernels) == len(tracks.trace.kernels)
