@@ -620,17 +620,23 @@ def summary_steps(trace: "Trace", fmt: str) -> int:
     if not len(steps):
         raise UserError(f"{trace.meta.path}: no steps found (no ProfilerStep#N or step_N ranges)")
     spread, per_rank, slow = step_spread(trace, steps), rank_step_stats(trace, steps), straggler(trace, steps)
+    from kviewer.analysis.mfu import mfu_or_unknown, with_mfu_columns  # MFU per step (issue 31)
+    mfu = mfu_or_unknown(trace)
+    spread = with_mfu_columns(spread, mfu)
     if fmt == "json":
         def nan_free(df: "pd.DataFrame") -> list[dict[str, Any]]:
             return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in df.to_dict(orient="records")]
 
-        json.dump({"steps": nan_free(spread), "ranks": nan_free(per_rank), "straggler": slow}, sys.stdout, indent=1, default=_json_default)
+        json.dump({"steps": nan_free(spread), "ranks": nan_free(per_rank), "straggler": slow, "mfu": mfu.as_json()}, sys.stdout, indent=1, default=_json_default)
         sys.stdout.write("\n")
     elif fmt == "csv":
         write_frame(spread, "csv")
     else:
         print("step time across ranks (ns)")
-        write_frame(spread, "table", float_digits=1)
+        write_frame(spread.drop(columns=["model_flops", "mfu", "hfu", "sol_step"]), "table", float_digits=1)
+        from kviewer.session.mfu_view import mfu_report
+
+        print("\n" + mfu_report(mfu))
         print("\nper rank, slowest first (ns)")
         write_frame(per_rank, "table", float_digits=1)
         if slow is not None:

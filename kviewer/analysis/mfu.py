@@ -1,0 +1,411 @@
+"""Model FLOPs Utilisation (MFU), hardware FLOPs utilisation (HFU) and the step's speed of light.
+
+Per step (the steps ``kviewer summary --steps`` finds: :func:`kviewer.analysis.steps.find_steps`
+on each rank's rows) and per rank::
+
+    MFU      = model FLOPs of the step / (step time x dense peak FLOP/s of the dominant precision)
+    HFU      = hardware FLOPs of the step / (the same)
+    sol_step = sum of the step's kernels' T_SOL / step time
+
+*Model FLOPs* are the ops' FLOPs as :mod:`kviewer.analysis.model` models them (the profiler's own
+``FLOPs`` arg where it recorded one): every op once -- the shares of an op's kernels add up to
+the op, its helper kernels carry none -- with attention causal-masked where the call says so and
+its backward without the forward's recomputed scores (:func:`~kviewer.analysis.model.
+attention_recompute_share`). Where nothing models an op but counters measured its kernel, the
+counters stand in. *Hardware FLOPs* are what the GPU executed: measured counters where present
+(Nsight Compute attached), else the model including the recomputation. Kernels whose FLOPs nobody
+knows are not zero: their number and the kernel time they cover are reported beside the figures
+(``unknown_kernels``, ``unknown_ns``), and MFU is then a lower bound. Collectives, copies, fills
+and an op's helper kernels do no model FLOPs (known zero).
+
+The *step time* is the step's range as ``summary --steps`` reports it (``dur``: the host range
+``ProfilerStep#N`` / ``step_N`` covers), or the GPU span of the step's kernels when that is longer
+(the GPU ran behind the host): ``time_basis`` says which. The step splits into the GPU time of
+compute-bound kernels, of memory-bound ones (where no compute-bound kernel runs), of kernels
+without a verdict, and idle time (launch gaps, host work): ``compute_ns + memory_ns +
+unknown_bound_ns + idle_ns = step_ns`` on one GPU.
+
+The *peak* is the dense (not sparse) rate of ``devices.toml`` for the (precision, pipe) pair that
+holds most of the step's model FLOPs. Across ranks, a step of the job takes the slowest rank's
+time and the job's MFU is ``sum of FLOPs / (step time x sum of the ranks' peaks)``.
+
+:func:`mfu_for_step_time` turns a projected step time (what-if) into a projected MFU.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kviewer.analysis.kinds import DATA_KINDS
+from kviewer.analysis.model import attention_recompute_share, model_kernels
+from kviewer.analysis.ranks import rank_subtrace, ranks_of
+from kviewer.analysis.sol import SolResult, sol_result
+from kviewer.analysis.steps import busy_ns, find_steps, kernel_steps
+from kviewer.core import Trace
+from kviewer.core.schema import MFU, MFU_JOB
+
+#: the columns of the per-step table (declared in :data:`kviewer.core.schema.MFU`)
+MFU_COLUMNS = MFU.names
+#: the columns of the job table (:data:`kviewer.core.schema.MFU_JOB`)
+MFU_JOB_COLUMNS = MFU_JOB.names
+#: kinds that do no model arithmetic (data movement, collectives)
+NO_FLOP_KINDS = DATA_KINDS | {"communication"}
+
+
+def mfu_for_step_time(model_flops: float, peak_flops: float, step_ns: float) -> float:
+    """MFU of ``model_flops`` done in ``step_ns`` on a GPU (or GPUs) of ``peak_flops`` FLOP/s.
+
+    NaN when any input is unknown or not positive. The what-if projections use it: a projected
+    step time with the step's model FLOPs and peak (:attr:`MfuResult.steps`) gives the projected
+    MFU.
+    """
+    if not (model_flops == model_flops and peak_flops == peak_flops and step_ns == step_ns):
+        return math.nan
+    if peak_flops <= 0 or step_ns <= 0 or model_flops < 0:
+        return math.nan
+    return float(model_flops) / (float(step_ns) * 1e-9 * float(peak_flops))
+
+
+@dataclass(frozen=True)
+class KernelFlops:
+    """Per kernel (kernel id order): model and hardware FLOPs, NaN where unknown."""
+
+    model: np.ndarray
+    hardware: np.ndarray
+    #: where the model FLOPs came from: modelled | measured | none (known zero) | unknown
+    source: np.ndarray
+
+
+def kernel_flops(trace: Trace, sol: SolResult) -> KernelFlops:
+    """Model and hardware FLOPs of every kernel (see the module doc)."""
+    k = trace.kernels
+    n = len(k)
+    t = sol.table
+    m = model_kernels(trace)
+    hw = t["flops"].to_numpy(np.float64).copy()
+    src = t["flops_source"].astype(str).to_numpy()
+    kind = t["kind"].astype(str).to_numpy()
+    helper = m["helper"].to_numpy(bool)
+    mflops = m["model_flops"].to_numpy(np.float64)
+    op_id = m["op_id"].to_numpy(np.int64)
+    # the share of an attention backward's FLOPs that recomputes the forward (once per op)
+    recompute = np.zeros(n)
+    c = trace.cpu_slices
+    att = np.flatnonzero((kind == "attention") & (op_id >= 0))
+    if len(att):
+        names = c["name"].astype(str).to_numpy()
+        dims = c["input_dims"].astype(str).to_numpy()
+        types = c["input_types"].astype(str).to_numpy()
+        cache: dict[int, float] = {}
+        for i in att:
+            o = int(op_id[i])
+            if o not in cache:
+                cache[o] = attention_recompute_share(names[o], dims[o], types[o])
+            recompute[i] = cache[o]
+    model = np.full(n, np.nan)
+    source = np.full(n, "unknown", dtype=object)
+    modelled = src == "modelled"
+    model[modelled] = hw[modelled] * (1.0 - recompute[modelled])
+    source[modelled] = "modelled"
+    # measured kernels: the op's model where it has one (counters include recomputation), else
+    # the counters themselves
+    meas = src == "measured"
+    use_model = meas & ~np.isnan(mflops)
+    model[use_model] = mflops[use_model] * (1.0 - recompute[use_model])
+    source[use_model] = "modelled"
+    use_meas = meas & np.isnan(mflops)
+    model[use_meas] = hw[use_meas] * (1.0 - recompute[use_meas])
+    source[use_meas] = "measured"
+    # known to do no model FLOPs: data movement, collectives, an op's helper kernels
+    none = np.isnan(model) & (np.isin(kind, list(NO_FLOP_KINDS)) | (helper & (op_id >= 0)))
+    model[none] = 0.0
+    source[none] = "none"
+    hw = np.where(np.isnan(hw) & none, 0.0, hw)
+    return KernelFlops(model, hw, source)
+
+
+@dataclass(frozen=True)
+class MfuResult:
+    """MFU of a trace's steps.
+
+    Attributes
+    ----------
+    steps
+        One row per (rank, step): columns :data:`MFU_COLUMNS`.
+    job
+        One row per step over the ranks (columns :data:`MFU_JOB_COLUMNS`); the same figures as
+        ``steps`` on a one-rank trace.
+    totals
+        Over all steps: ``model_flops``, ``hardware_flops``, ``step_ns`` (the job's summed step
+        time), ``peak_flops`` (summed over the ranks), ``mfu``, ``hfu``, ``sol_step``,
+        ``unknown_ns``, ``ranks``, ``steps``, ``precision``, ``peak_field``, ``gpu``.
+    """
+
+    steps: pd.DataFrame
+    job: pd.DataFrame
+    totals: dict[str, Any] = field(default_factory=dict)
+
+    def step_mfu(self, step: int, rank: int | None = None) -> dict[str, Any] | None:
+        """The row of one step (the job's row when ``rank`` is None) as a dict, None when absent."""
+        df = self.job if rank is None else self.steps[self.steps["rank"] == rank]
+        row = df[df["step"] == step]
+        return None if not len(row) else {str(k): _py(v) for k, v in row.iloc[0].to_dict().items()}
+
+
+    def as_json(self) -> dict[str, Any]:
+        """Plain JSON-able data: the tables as lists of records and the totals, unknown as None."""
+        def records(df: pd.DataFrame) -> list[dict[str, Any]]:
+            return [{str(k): _none(_py(v)) for k, v in r.items()} for r in df.to_dict(orient="records")]
+
+        return {"steps": records(self.steps), "job": records(self.job), "totals": {k: _none(_py(v)) for k, v in self.totals.items()}}
+
+
+def _none(v: Any) -> Any:
+    return None if isinstance(v, float) and v != v else v
+
+
+def _py(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        v = v.item()
+    return v
+
+
+def mfu(trace: Trace, sol: SolResult | None = None, device: str | None = None) -> MfuResult:
+    """MFU, HFU, step SOL and the compute / memory / idle split of every step of every rank.
+
+    Raises
+    ------
+    AnalysisError
+        when the GPU cannot be recognised and no ``device`` is given (through
+        :func:`kviewer.analysis.sol.sol_result`).
+    """
+    sol = sol if sol is not None else sol_result(trace, device)
+    kf = kernel_flops(trace, sol)
+    t = sol.table
+    k = trace.kernels
+    rank_col = k["rank"].to_numpy(np.int64)
+    rows: list[dict[str, Any]] = []
+    for rank in ranks_of(trace):
+        sel = np.flatnonzero(rank_col == rank)
+        if not len(sel) and len(ranks_of(trace)) > 1:
+            continue
+        sub = rank_subtrace(trace, rank)
+        st = find_steps(sub, detect=False)
+        if not len(st):
+            continue
+        of = kernel_steps(sub, st)
+        full = sel if len(sel) == len(sub.kernels) else np.arange(len(k))
+        for i, srow in enumerate(st.itertuples(index=False)):
+            idx = full[of == i]
+            rows.append(_step_row(rank, srow, idx, t, kf, sol))
+    steps = pd.DataFrame(rows, columns=MFU_COLUMNS) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in MFU_COLUMNS})
+    for col in MFU.columns:
+        if col.dtype == "float64" and col.name in steps:
+            steps[col.name] = steps[col.name].astype(np.float64)
+    job = _job(steps)
+    return MfuResult(steps, job, _totals(steps, job))
+
+
+def _step_row(rank: int, s: Any, idx: np.ndarray, t: pd.DataFrame, kf: KernelFlops, sol: SolResult) -> dict[str, Any]:
+    dur = t["dur"].to_numpy(np.float64)[idx]
+    start = t["start"].to_numpy(np.int64)[idx]
+    end = start + t["dur"].to_numpy(np.int64)[idx]
+    dev = t["device"].to_numpy(np.int64)[idx]
+    host = int(s.dur)
+    span = int(s.gpu_span) if int(s.kernel_count) > 0 else 0
+    step_ns, basis = (host, "host range") if host >= span else (span, "GPU span")
+    model = kf.model[idx]
+    hw = kf.hardware[idx]
+    unknown = np.isnan(model)
+    prec = t["precision"].astype(str).to_numpy()[idx]
+    pipe = t["pipe"].astype(str).to_numpy()[idx]
+    # the (precision, pipe) holding most of the model FLOPs sets the peak
+    precision, pp, peak, field_, gpu = "", "", math.nan, "", ""
+    weights: dict[tuple[str, str], float] = {}
+    for p, q, f in zip(prec, pipe, model):
+        if f == f and f > 0:
+            weights[(p, q)] = weights.get((p, q), 0.0) + float(f)
+    spec = None
+    if len(dev):
+        devs, counts = np.unique(dev, return_counts=True)
+        spec = sol.specs.get(int(devs[np.argmax(counts)]))
+    spec = spec or sol.spec
+    if weights and spec is not None:
+        precision, pp = max(weights, key=lambda key: weights[key])
+        try:
+            peak, field_ = spec.peak_flops(precision or "fp32", pp or "tensor")
+        except ValueError:
+            peak, field_ = math.nan, ""
+    if spec is not None:
+        gpu = spec.id
+    model_flops = float(np.nansum(model)) if (~unknown).any() else math.nan
+    hw_known = ~np.isnan(hw)
+    hw_flops = float(np.nansum(hw)) if hw_known.any() else math.nan
+    tsol = t["t_sol_ns"].to_numpy(np.float64)[idx]
+    sol_known = ~np.isnan(tsol)
+    sol_ns = float(tsol[sol_known].sum()) if sol_known.any() else math.nan
+    bound = t["bound"].astype(str).to_numpy()[idx]
+    comp = bound == "compute"
+    mem = bound == "memory"
+    c_ns = busy_ns(start[comp], end[comp], dev[comp])
+    cm_ns = busy_ns(start[comp | mem], end[comp | mem], dev[comp | mem])
+    all_ns = busy_ns(start, end, dev)
+    return {
+        "rank": int(rank),
+        "step": int(s.step),
+        "name": str(s.name),
+        "step_ns": int(step_ns),
+        "time_basis": basis,
+        "kernel_count": int(len(idx)),
+        "model_flops": model_flops,
+        "hardware_flops": hw_flops,
+        "unknown_kernels": int(unknown.sum()),
+        "unknown_ns": float(dur[unknown].sum()),
+        "precision": precision,
+        "pipe": pp,
+        "peak_flops": peak,
+        "peak_field": field_,
+        "gpu": gpu,
+        "mfu": mfu_for_step_time(model_flops, peak, step_ns),
+        "hfu": mfu_for_step_time(hw_flops, peak, step_ns),
+        "sol_ns": sol_ns,
+        "sol_step": sol_ns / step_ns if step_ns > 0 and sol_ns == sol_ns else math.nan,
+        "sol_unknown_ns": float(dur[~sol_known].sum()),
+        "compute_ns": float(c_ns),
+        "memory_ns": float(cm_ns - c_ns),
+        "unknown_bound_ns": float(all_ns - cm_ns),
+        "idle_ns": float(max(step_ns - all_ns, 0)),
+    }
+
+
+def _job(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per step over the ranks: the slowest rank's time, summed FLOPs and peaks."""
+    if not len(steps):
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in MFU_JOB_COLUMNS})
+    out = []
+    for step, g in steps.groupby("step", sort=True):
+        step_ns = int(g["step_ns"].astype(np.int64).max())
+        slowest = g["rank"].to_numpy(np.int64)[int(np.argmax(g["step_ns"].to_numpy(np.int64)))]
+        peak = float(g["peak_flops"].sum(min_count=len(g)))  # NaN when any rank's peak is unknown
+        flops = float(g["model_flops"].sum(min_count=1))
+        hw = float(g["hardware_flops"].sum(min_count=1))
+        sol_ns = float(g["sol_ns"].sum(min_count=1))
+        out.append({
+            "step": int(str(step)),
+            "ranks": int(len(g)),
+            "step_ns": step_ns,
+            "slowest_rank": int(slowest),
+            "model_flops": flops,
+            "hardware_flops": hw,
+            "unknown_ns": float(g["unknown_ns"].sum()),
+            "peak_flops": peak,
+            "mfu": mfu_for_step_time(flops, peak, step_ns),
+            "hfu": mfu_for_step_time(hw, peak, step_ns),
+            # each rank's SOL over its own GPU: the mean over ranks of sum T_SOL / the job's step
+            "sol_step": sol_ns / (step_ns * len(g)) if step_ns > 0 and sol_ns == sol_ns else math.nan,
+        })
+    df = pd.DataFrame(out, columns=MFU_JOB_COLUMNS)
+    for c in ("model_flops", "hardware_flops", "unknown_ns", "peak_flops", "mfu", "hfu", "sol_step"):
+        df[c] = df[c].astype(np.float64)
+    return df
+
+
+def _totals(steps: pd.DataFrame, job: pd.DataFrame) -> dict[str, Any]:
+    if not len(job):
+        return {}
+    step_ns = float(job["step_ns"].sum())
+    flops = float(job["model_flops"].sum(min_count=1))
+    hw = float(job["hardware_flops"].sum(min_count=1))
+    peaks = steps.groupby("rank")["peak_flops"].median()
+    peak = float(peaks.sum(min_count=len(peaks)))
+    sol_ns = float(steps["sol_ns"].sum(min_count=1))
+    ranks = int(steps["rank"].nunique())
+    by_prec = steps.groupby(["precision", "peak_field", "gpu"])["model_flops"].sum()
+    key: Any = by_prec.idxmax() if len(by_prec) and by_prec.notna().any() else ("", "", "")
+    precision, field_, gpu = (str(x) for x in key)
+    return {
+        "steps": int(len(job)),
+        "ranks": ranks,
+        "model_flops": flops,
+        "hardware_flops": hw,
+        "step_ns": step_ns,
+        "peak_flops": peak,
+        "precision": precision,
+        "peak_field": field_,
+        "gpu": gpu,
+        "mfu": mfu_for_step_time(flops, peak, step_ns),
+        "hfu": mfu_for_step_time(hw, peak, step_ns),
+        "sol_step": sol_ns / (step_ns * ranks) if step_ns > 0 and sol_ns == sol_ns else math.nan,
+        "unknown_ns": float(steps["unknown_ns"].sum()),
+    }
+
+
+
+def mfu_or_unknown(trace: Trace, device: str | None = None, sol: SolResult | None = None) -> MfuResult:
+    """:func:`mfu`, or -- when the GPU cannot be recognised -- the steps' FLOPs with every peak and
+    utilisation unknown (NaN) and ``totals["error"]`` saying why. ``summary --steps`` then still
+    prints its step times."""
+    from kviewer.errors import AnalysisError
+
+    try:
+        return mfu(trace, sol, device)
+    except AnalysisError as exc:
+        return MfuResult(_empty(MFU_COLUMNS), _empty(MFU_JOB_COLUMNS), {"error": str(exc)})
+
+
+def _empty(cols: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+
+
+#: the columns ``summary --steps`` adds to its per-step table
+SUMMARY_COLUMNS = ["model_flops", "mfu", "hfu", "sol_step"]
+
+
+def with_mfu_columns(spread: pd.DataFrame, result: MfuResult) -> pd.DataFrame:
+    """``spread`` (one row per step) with the job's :data:`SUMMARY_COLUMNS` beside it (NaN where
+    unknown)."""
+    job = result.job
+    cols = ["step", *SUMMARY_COLUMNS]
+    if not len(job):
+        out = spread.copy()
+        for c in SUMMARY_COLUMNS:
+            out[c] = np.nan
+        return out
+    right = job[cols].astype({c: np.float64 for c in SUMMARY_COLUMNS})
+    return spread.merge(right, on="step", how="left")
+
+
+def compare_mfu(a: MfuResult, b: MfuResult) -> pd.DataFrame:
+    """MFU of two traces step by step (steps in order: the i-th step of A beside the i-th of B).
+
+    Columns: position, step_a, step_b, step_ns_a, step_ns_b, mfu_a, mfu_b, delta_pts (MFU of B
+    minus A, percentage points), hfu_a, hfu_b, sol_step_a, sol_step_b. Steps one trace lacks are
+    rows with the other side unknown.
+    """
+    ja, jb = a.job.reset_index(drop=True), b.job.reset_index(drop=True)
+    n = max(len(ja), len(jb))
+    rows = []
+    for i in range(n):
+        ra = ja.iloc[i] if i < len(ja) else None
+        rb = jb.iloc[i] if i < len(jb) else None
+
+        def get(r: Any, c: str) -> float:
+            return float(r[c]) if r is not None and r[c] is not None else math.nan
+
+        ma, mb = get(ra, "mfu"), get(rb, "mfu")
+        rows.append({
+            "position": i,
+            "step_a": int(ra["step"]) if ra is not None else -1,
+            "step_b": int(rb["step"]) if rb is not None else -1,
+            "step_ns_a": get(ra, "step_ns"), "step_ns_b": get(rb, "step_ns"),
+            "mfu_a": ma, "mfu_b": mb, "delta_pts": (mb - ma) * 100.0,
+            "hfu_a": get(ra, "hfu"), "hfu_b": get(rb, "hfu"),
+            "sol_step_a": get(ra, "sol_step"), "sol_step_b": get(rb, "sol_step"),
+        })
+    cols = ["position", "step_a", "step_b", "step_ns_a", "step_ns_b", "mfu_a", "mfu_b", "delta_pts", "hfu_a", "hfu_b", "sol_step_a", "sol_step_b"]
+    return pd.DataFrame(rows, columns=cols)

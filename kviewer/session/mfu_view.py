@@ -1,0 +1,137 @@
+"""MFU per step as the views show it (no Qt): one line for tooltips, Details and headlines, and a
+table of formatted cells for the CLI and the report.
+
+The numbers come from :func:`kviewer.analysis.mfu.mfu`; unknown is "—", never 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from kviewer.session.format import UNKNOWN, format_count, format_duration
+
+
+def _known(v: Any) -> bool:
+    return v is not None and v == v
+
+
+def _f(v: Any) -> float:
+    return float(v) if _known(v) else float("nan")
+
+
+def format_util(value: Any) -> str:
+    """A utilisation (a fraction) as a percentage: ``0.4123`` -> ``41.2%``."""
+    return f"{float(value) * 100:.1f}%" if _known(value) else UNKNOWN
+
+
+def format_ratio(value: Any) -> str:
+    """A ratio (step SOL): ``0.5234`` -> ``0.52``."""
+    return f"{float(value):.2f}" if _known(value) else UNKNOWN
+
+
+def _si(value: float, unit: str) -> str:
+    text = format_count(value)
+    return f"{text}{unit}" if text[-1:].isalpha() else f"{text} {unit}"
+
+
+def mfu_line(row: Mapping[str, Any] | None) -> str:
+    """``MFU 41.2% · HFU 43.0% · step SOL 0.52 · 859 GFLOP in 1.64 ms (GPU span) at bf16 989.5 TFLOP/s``,
+    with the kernel time whose FLOPs are unknown when there is any (MFU is then a lower bound)."""
+    if not row:
+        return "MFU " + UNKNOWN
+    mfu = format_util(row.get("mfu"))
+    unknown = row.get("unknown_ns")
+    if _known(unknown) and _f(unknown) > 0 and mfu != UNKNOWN:
+        mfu = "≥ " + mfu
+    hfu = format_util(row.get("hfu"))
+    if _known(unknown) and _f(unknown) > 0 and hfu != UNKNOWN:
+        hfu = "≥ " + hfu
+    parts = [f"MFU {mfu}", f"HFU {hfu}", f"step SOL {format_ratio(row.get('sol_step'))}"]
+    flops = row.get("model_flops")
+    if _known(flops):
+        what = f"{_si(_f(flops), 'FLOP')} in {format_duration(row.get('step_ns'))}"
+        basis = row.get("time_basis")
+        if basis and basis != "host range":
+            what += f" ({basis})"
+        peak = row.get("peak_flops")
+        if _known(peak):
+            prec = str(row.get("precision") or "").upper()
+            what += f" at the {prec} peak {_si(_f(peak), 'FLOP/s')}"
+        parts.append(what)
+    if _known(unknown) and _f(unknown) > 0:
+        parts.append(f"FLOPs unknown for {format_duration(_f(unknown))} of kernels")
+    return " · ".join(parts)
+
+
+def split_line(row: Mapping[str, Any] | None) -> str:
+    """``compute 1.1 ms · memory 333 µs · no verdict 0 ns · idle 3.9 ms``: where the step's time went."""
+    if not row:
+        return ""
+    return " · ".join(
+        f"{label} {format_duration(row.get(col))}"
+        for label, col in (("compute-bound", "compute_ns"), ("memory-bound", "memory_ns"),
+                           ("no verdict", "unknown_bound_ns"), ("idle/launch", "idle_ns"))
+    )
+
+
+#: the columns of :func:`mfu_cells`: (header, column, formatter)
+CELLS = (
+    ("rank", "rank", lambda v: str(int(v)) if _known(v) else UNKNOWN),
+    ("step", "step", lambda v: str(int(v))),
+    ("step time", "step_ns", format_duration),
+    ("basis", "time_basis", str),
+    ("model FLOPs", "model_flops", format_count),
+    ("MFU", "mfu", format_util),
+    ("HFU", "hfu", format_util),
+    ("step SOL", "sol_step", format_ratio),
+    ("peak", "peak_field", str),
+    ("compute", "compute_ns", format_duration),
+    ("memory", "memory_ns", format_duration),
+    ("idle", "idle_ns", format_duration),
+    ("FLOPs unknown", "unknown_ns", format_duration),
+)
+
+
+def mfu_cells(steps: Any) -> tuple[list[str], list[list[str]]]:
+    """Headers and formatted rows of the per-(rank, step) MFU table (:data:`CELLS`)."""
+    headers = [h for h, _, _ in CELLS]
+    rows = []
+    for rec in steps.to_dict(orient="records"):
+        row = [f(rec.get(col)) if _known(rec.get(col)) or col in ("time_basis", "peak_field") else UNKNOWN for _, col, f in CELLS]
+        unknown = rec.get("unknown_ns")
+        if _known(unknown) and _f(unknown) > 0:
+            # FLOPs missing for part of the step: the utilisations are lower bounds
+            row = [("≥ " + c) if h in ("MFU", "HFU") and c != UNKNOWN else c for (h, _, _), c in zip(CELLS, row)]
+        rows.append(row)
+    return headers, rows
+
+
+def mfu_report(result: Any) -> str:
+    """The text ``summary --steps`` prints: the MFU table per (rank, step), the job's MFU per step
+    when there are several ranks, and the totals line."""
+    from kviewer.core.text import display_text
+
+    if result.totals.get("error"):
+        return "MFU per step: unknown (" + display_text(str(result.totals["error"]).splitlines()[0]) + ")"
+    lines = ["MFU per step (model FLOPs / (step time x dense peak); HFU with recomputation and counters)"]
+    headers, rows = mfu_cells(result.steps)
+    lines.append(_aligned(headers, rows))
+    job = result.job
+    if len(job) and int(job["ranks"].max()) > 1:
+        lines.append("\njob MFU per step (sum of FLOPs / (slowest rank's step time x sum of peaks))")
+        jh = ["step", "ranks", "step time", "slowest rank", "model FLOPs", "MFU", "HFU", "step SOL"]
+        jr = [[str(int(r["step"])), str(int(r["ranks"])), format_duration(r["step_ns"]), str(int(r["slowest_rank"])),
+               format_count(r["model_flops"]), format_util(r["mfu"]), format_util(r["hfu"]), format_ratio(r["sol_step"])]
+              for r in job.to_dict(orient="records")]
+        lines.append(_aligned(jh, jr))
+    t = result.totals
+    if t:
+        lines.append("\nall steps: " + mfu_line(t))
+    return "\n".join(lines)
+
+
+def _aligned(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    text = ["  ".join(h.rjust(w) for h, w in zip(headers, widths)).rstrip(), "  ".join("-" * w for w in widths)]
+    text += ["  ".join(c.rjust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(text)

@@ -1,0 +1,178 @@
+"""MFU per step against independent counts: torch.profiler's own key_averages() FLOPs (the *_flops.json
+files beside the samples), the raw trace JSON (step ranges, attention shapes and causal flags) and the
+raw devices.toml peak."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kviewer.analysis.mfu import compare_mfu, mfu, mfu_for_step_time
+from kviewer.analysis.model import attention_recompute_share
+from kviewer.io import load
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def h200_peak(field: str) -> float:
+    """The dense peak of the H200 in devices.toml, read without kviewer."""
+    doc = tomllib.loads((REPO / "kviewer" / "resources" / "devices.toml").read_text())
+    return float(doc["devices"]["h200"][field]) * 1e12
+
+
+def raw_events(path: Path) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    return events
+
+
+def torch_flops(path: Path) -> tuple[dict[str, float], int]:
+    """key_averages() FLOPs per op name (summed over input shapes) and the profiled iterations."""
+    doc = json.loads(path.read_text())
+    total: dict[str, float] = {}
+    for r in doc["by_shape"]:
+        total[r["key"]] = total.get(r["key"], 0.0) + float(r["flops"])
+    return total, int(doc["iters"])
+
+
+def raw_steps(events: list[dict[str, Any]]) -> dict[str, tuple[float, float, float]]:
+    """step name -> (host start µs, host dur µs, GPU annotation dur µs) from the raw events."""
+    host = {e["name"]: (float(e["ts"]), float(e["dur"])) for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("step_")}
+    gpu = {e["name"]: float(e["dur"]) for e in events if e.get("cat") == "gpu_user_annotation" and e["name"].startswith("step_")}
+    return {n: (s, d, gpu.get(n, 0.0)) for n, (s, d) in host.items()}
+
+
+def raw_attention_flops(events: list[dict[str, Any]], t0: float, t1: float) -> float:
+    """FLOPs of the SDPA calls inside [t0, t1] (µs): 2·B·H·Lq·Lk·(D+Dv), halved when is_causal."""
+    total = 0.0
+    for e in events:
+        if e.get("cat") == "cpu_op" and e["name"] == "aten::scaled_dot_product_attention" and t0 <= float(e["ts"]) <= t1:
+            q, k, v = e["args"]["Input Dims"][:3]
+            causal = e["args"]["Concrete Inputs"][5] == "True"
+            b, h, lq, d = q
+            total += 2.0 * b * h * lq * k[2] * (d + v[3]) * (0.5 if causal else 1.0)
+    return total
+
+
+def test_block2_inference_mfu_matches_torch_counts(sample_traces: Path) -> None:
+    """Forward only (inference): model FLOPs = torch's aten::mm FLOPs (2 x params x tokens) plus
+    the causal attention, within 1 %; MFU = that / (step time x the BF16 dense peak)."""
+    path = sample_traces / "h200_block2_eager.pt.trace.json.gz"
+    events = raw_events(path)
+    flops, iters = torch_flops(sample_traces / "h200_block2_eager_flops.json")
+    mm_per_step = flops["aten::mm"] / iters
+    peak = h200_peak("bf16_tflops")
+    res = mfu(load(path))
+    steps = raw_steps(events)
+    assert len(res.steps) == len(steps) == 2
+    for row in res.steps.to_dict(orient="records"):
+        start, host_us, gpu_us = steps[row["name"]]
+        expected = mm_per_step + raw_attention_flops(events, start, start + host_us)
+        assert row["model_flops"] == pytest.approx(expected, rel=0.01)
+        # the matmuls alone are more than 95 % of it: the test is about them
+        assert mm_per_step / row["model_flops"] > 0.95
+        # the step time: the host range, or the GPU's own span of the step when longer
+        step_ns = max(host_us, gpu_us) * 1e3
+        assert row["step_ns"] == pytest.approx(step_ns, abs=2)
+        assert row["peak_flops"] == peak and row["precision"] == "bf16"
+        assert row["mfu"] == pytest.approx(expected / (step_ns * 1e-9 * peak), rel=0.01)
+        # no backward: nothing recomputed, every kernel's FLOPs known
+        assert row["hfu"] == pytest.approx(row["mfu"], rel=1e-9)
+        assert row["unknown_kernels"] == 0 and row["unknown_ns"] == 0
+        # the split covers the step exactly (one GPU), and the SOL is below the step
+        parts = row["compute_ns"] + row["memory_ns"] + row["unknown_bound_ns"] + row["idle_ns"]
+        assert parts == pytest.approx(row["step_ns"], abs=1)
+        assert 0 < row["sol_step"] <= 1 and row["mfu"] < row["sol_step"]
+    # over all steps: summed FLOPs over summed step times
+    tot = res.totals
+    assert tot["mfu"] == pytest.approx(res.steps["model_flops"].sum() / (res.steps["step_ns"].sum() * 1e-9 * peak), rel=1e-9)
+
+
+def test_resnet18_training_counts_every_conv_once(sample_traces: Path) -> None:
+    """Training: each convolution's forward as torch counts it, its backward's input and weight
+    gradients the same again each (the first layer has no input gradient); the fc layer's addmm
+    and its two backward mm exactly as torch counts them."""
+    path = sample_traces / "h200_resnet18_train.pt.trace.json.gz"
+    flops, iters = torch_flops(sample_traces / "h200_resnet18_train_flops.json")
+    doc = json.loads((sample_traces / "h200_resnet18_train_flops.json").read_text())
+    first = sum(float(r["flops"]) for r in doc["by_shape"] if r["key"] == "aten::conv2d" and r["input_shapes"].startswith("[[16, 3, 224, 224]"))
+    conv_fwd = flops["aten::conv2d"] / iters
+    expected_conv = 3 * conv_fwd - first / iters
+    expected_gemm = (flops["aten::addmm"] + flops["aten::mm"]) / iters
+    trace = load(path)
+    res = mfu(trace)
+    assert len(res.steps) == 2
+    from kviewer.analysis.mfu import kernel_flops
+    from kviewer.analysis.sol import sol_result
+    from kviewer.analysis.steps import find_steps, kernel_steps
+
+    sol = sol_result(trace)
+    kf = kernel_flops(trace, sol)
+    of = kernel_steps(trace, find_steps(trace, detect=False))
+    kind = sol.table["kind"].astype(str).to_numpy()
+    for i, row in enumerate(res.steps.to_dict(orient="records")):
+        in_step = of == i
+        assert np.nansum(kf.model[in_step & (kind == "conv")]) == pytest.approx(expected_conv, rel=1e-6)
+        assert np.nansum(kf.model[in_step & (kind == "gemm")]) == pytest.approx(expected_gemm, rel=1e-6)
+        # convolutions and the fc layer are nearly all of it (norms, ReLUs, the optimizer the rest)
+        assert row["model_flops"] == pytest.approx(expected_conv + expected_gemm, rel=0.01)
+        # unknown FLOPs are reported with the time they cover, never as 0 FLOPs silently
+        unknown = in_step & np.isnan(kf.model)
+        assert row["unknown_kernels"] == int(unknown.sum()) > 0
+        assert row["unknown_ns"] == pytest.approx(float(sol.table["dur"].to_numpy()[unknown].sum()))
+        assert row["mfu"] == pytest.approx(row["model_flops"] / (row["step_ns"] * 1e-9 * h200_peak("bf16_tflops")), rel=1e-9)
+
+
+def test_attention_backward_recompute_is_hardware_not_model() -> None:
+    """Flash attention's backward recomputes QK^T: D of its 3·D + 2·Dv per score pair."""
+    dims = json.dumps([[4, 16, 1024, 128]] * 4 + [[4, 16, 1024]])
+    types = json.dumps(["c10::BFloat16"] * 4 + ["float"])
+    assert attention_recompute_share("aten::_scaled_dot_product_flash_attention_backward", dims, types) == pytest.approx(128 / (5 * 128))
+    assert attention_recompute_share("aten::_scaled_dot_product_flash_attention", dims, types) == 0.0
+    assert attention_recompute_share("aten::mm", dims, types) == 0.0
+    assert math.isnan(attention_recompute_share("aten::_scaled_dot_product_flash_attention_backward", "[]", "[]"))
+
+
+def test_mfu_for_step_time_and_unknowns() -> None:
+    assert mfu_for_step_time(989.5e12 * 1e-3, 989.5e12, 1e6) == pytest.approx(1.0)
+    assert mfu_for_step_time(1e12, 989.5e12, 2e6) == pytest.approx(1e12 / (2e-3 * 989.5e12))
+    for bad in ((math.nan, 1e12, 1e6), (1e12, math.nan, 1e6), (1e12, 1e12, 0), (1e12, 0.0, 1e6)):
+        assert math.isnan(mfu_for_step_time(*bad))
+
+
+def test_job_mfu_over_ranks(sample_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three ranks running the same steps: the job's FLOPs are three ranks' worth over three peaks,
+    so its MFU equals one rank's (a double count or a single peak would be off by 3x)."""
+    from kviewer.io import ranks as io_ranks
+    from tests.io.test_ranks import write_rank
+
+    monkeypatch.setenv(io_ranks.ENV_WORKERS, "1")
+    doc = json.loads(gzip.decompress((sample_traces / "h200_block2_eager.pt.trace.json.gz").read_bytes()))
+    for r in range(3):
+        write_rank(tmp_path / "run", f"w{r}.json", doc, r)
+    one = mfu(load(sample_traces / "h200_block2_eager.pt.trace.json.gz"))
+    job = mfu(load(tmp_path / "run"))
+    assert sorted(job.steps["rank"].unique()) == [0, 1, 2]
+    assert len(job.job) == 2 and (job.job["ranks"] == 3).all()
+    for a, b in zip(one.job.to_dict(orient="records"), job.job.to_dict(orient="records")):
+        assert b["model_flops"] == pytest.approx(3 * a["model_flops"], rel=1e-9)
+        assert b["peak_flops"] == pytest.approx(3 * a["peak_flops"], rel=1e-12)
+        assert b["mfu"] == pytest.approx(a["mfu"], rel=1e-6)
+        ranks = job.steps[job.steps["step"] == b["step"]]
+        assert b["step_ns"] == ranks["step_ns"].max()
+
+
+def test_compare_mfu_delta_in_points(sample_traces: Path) -> None:
+    a = mfu(load(sample_traces / "h200_block2_eager.pt.trace.json.gz"))
+    b = mfu(load(sample_traces / "h200_llm_block_compiled.pt.trace.json.gz"))
+    df = compare_mfu(a, b)
+    assert len(df) == max(len(a.job), len(b.job))
+    both = df.dropna(subset=["mfu_a", "mfu_b"])
+    assert len(both)
+    assert np.allclose(both["delta_pts"], (both["mfu_b"] - both["mfu_a"]) * 100)
