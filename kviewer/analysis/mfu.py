@@ -207,7 +207,7 @@ def mfu(trace: Trace, sol: SolResult | None = None, device: str | None = None) -
     for col in MFU.columns:
         if col.dtype == "float64" and col.name in steps:
             steps[col.name] = steps[col.name].astype(np.float64)
-    job = _job(steps)
+    job = job_table(steps)
     return MfuResult(steps, job, _totals(steps, job))
 
 
@@ -283,8 +283,11 @@ def _step_row(rank: int, s: Any, idx: np.ndarray, t: pd.DataFrame, kf: KernelFlo
     }
 
 
-def _job(steps: pd.DataFrame) -> pd.DataFrame:
-    """Per step over the ranks: the slowest rank's time, summed FLOPs and peaks."""
+def job_table(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per step over the ranks (columns :data:`MFU_JOB_COLUMNS`): the slowest rank's time, summed
+    FLOPs and peaks. ``steps`` needs the columns rank, step, step_ns, model_flops, hardware_flops,
+    unknown_ns, peak_flops and sol_ns of :data:`MFU_COLUMNS` (``kviewer fleet`` gathers them from
+    each rank's file)."""
     if not len(steps):
         return pd.DataFrame({c: pd.Series(dtype=object) for c in MFU_JOB_COLUMNS})
     out = []
@@ -315,6 +318,33 @@ def _job(steps: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+#: the per-step MFU fields ``kviewer fleet`` keeps of each rank's file (enough for :func:`job_table`)
+FLEET_FIELDS = ["step_ns", "model_flops", "hardware_flops", "unknown_ns", "peak_flops", "sol_ns"]
+
+
+def rank_mfu(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per rank over its steps: ``mfu``, ``hfu`` (summed FLOPs / (summed step time x the rank's
+    peak)) and ``sol_step``. ``steps`` as for :func:`job_table`."""
+    cols = ["rank", "mfu", "hfu", "sol_step"]
+    if not len(steps):
+        return pd.DataFrame({c: pd.Series(dtype=np.int64 if c == "rank" else np.float64) for c in cols})
+    rows = []
+    for rank, g in steps.groupby("rank", sort=True):
+        t = float(g["step_ns"].astype(np.float64).sum())
+        peak = float(g["peak_flops"].astype(np.float64).median())
+        sol_ns = float(g["sol_ns"].astype(np.float64).sum(min_count=1))
+        rows.append({"rank": int(str(rank)),
+                     "mfu": mfu_for_step_time(float(g["model_flops"].astype(np.float64).sum(min_count=1)), peak, t),
+                     "hfu": mfu_for_step_time(float(g["hardware_flops"].astype(np.float64).sum(min_count=1)), peak, t),
+                     "sol_step": sol_ns / t if t > 0 and sol_ns == sol_ns else math.nan})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def run_totals(steps: pd.DataFrame) -> dict[str, Any]:
+    """Over all steps and ranks of a run: the job's MFU, HFU and step SOL (see :attr:`MfuResult.totals`)."""
+    return _totals(steps, job_table(steps))
+
+
 def _totals(steps: pd.DataFrame, job: pd.DataFrame) -> dict[str, Any]:
     if not len(job):
         return {}
@@ -325,7 +355,8 @@ def _totals(steps: pd.DataFrame, job: pd.DataFrame) -> dict[str, Any]:
     peak = float(peaks.sum(min_count=len(peaks)))
     sol_ns = float(steps["sol_ns"].sum(min_count=1))
     ranks = int(steps["rank"].nunique())
-    by_prec = steps.groupby(["precision", "peak_field", "gpu"])["model_flops"].sum()
+    have = [c for c in ("precision", "peak_field", "gpu") if c in steps]
+    by_prec = steps.groupby(have)["model_flops"].sum() if len(have) == 3 else pd.Series(dtype=np.float64)
     key: Any = by_prec.idxmax() if len(by_prec) and by_prec.notna().any() else ("", "", "")
     precision, field_, gpu = (str(x) for x in key)
     return {
@@ -366,10 +397,10 @@ def _empty(cols: list[str]) -> pd.DataFrame:
 SUMMARY_COLUMNS = ["model_flops", "mfu", "hfu", "sol_step"]
 
 
-def with_mfu_columns(spread: pd.DataFrame, result: MfuResult) -> pd.DataFrame:
+def with_mfu_columns(spread: pd.DataFrame, result: MfuResult | pd.DataFrame) -> pd.DataFrame:
     """``spread`` (one row per step) with the job's :data:`SUMMARY_COLUMNS` beside it (NaN where
-    unknown)."""
-    job = result.job
+    unknown); ``result`` is an :class:`MfuResult` or its job table."""
+    job = result.job if isinstance(result, MfuResult) else result
     cols = ["step", *SUMMARY_COLUMNS]
     if not len(job):
         out = spread.copy()
