@@ -176,3 +176,66 @@ def test_compare_mfu_delta_in_points(sample_traces: Path) -> None:
     both = df.dropna(subset=["mfu_a", "mfu_b"])
     assert len(both)
     assert np.allclose(both["delta_pts"], (both["mfu_b"] - both["mfu_a"]) * 100)
+
+
+# ---------------------------------------------------------------------------------------------
+# the small GPT of the gpu-data helper (sample_traces/gpt_*.json: config, params in matmuls, tokens,
+# torch key_averages() FLOPs and the profiled steps' own times, measured on the H200)
+
+
+def gpt(sample_traces: Path, what: str) -> tuple[dict[str, Any], Any]:
+    doc = json.loads((sample_traces / f"gpt_{what}.json").read_text())
+    return doc, mfu(load(sample_traces / f"gpt_{what}.pt.trace.json.gz"))
+
+
+@pytest.mark.parametrize("what, matmul_factor, attention_factor", [("train", 6, 3), ("infer", 2, 1)])
+def test_gpt_model_flops_are_6NT_or_2NT_plus_attention(sample_traces: Path, what: str, matmul_factor: int, attention_factor: int) -> None:
+    """Training: 6 x params-in-matmuls x tokens (forward 2, backward 4) plus the causal attention
+    three times (forward, and backward at twice the forward without its recomputation);
+    inference: 2 x params x tokens plus the forward attention. Within 1 %, and MFU = that /
+    (step time x the BF16 dense peak) within 1 %."""
+    doc, res = gpt(sample_traces, what)
+    n, tokens = doc["matmul_params"], doc["tokens_per_step"]
+    steps = doc["profiled_steps"]
+    # torch's own count of the matmuls is exactly 2·N·T per pass
+    assert doc["flops_by_op"]["aten::mm"]["flops"] / len(steps) == matmul_factor * n * tokens
+    cfg = doc["config"]
+    attn_causal_fwd = 4 * cfg["batch"] * cfg["seq"] ** 2 * cfg["d_model"] * cfg["n_layer"] / 2
+    assert attn_causal_fwd * 2 == doc["attn_flops_fwd_full_4BT2d_per_layer_x_L"]
+    expected = matmul_factor * n * tokens + attention_factor * attn_causal_fwd
+    peak = h200_peak("bf16_tflops")
+    assert len(res.steps) == len(steps)
+    for row, ref in zip(res.steps.to_dict(orient="records"), steps):
+        assert row["name"] == ref["name"]
+        assert row["model_flops"] == pytest.approx(expected, rel=0.01)
+        assert row["step_ns"] == pytest.approx(max(ref["cpu_dur_us"], ref["gpu_annotation_dur_us"]) * 1e3, abs=2)
+        assert row["precision"] == "bf16" and row["peak_flops"] == peak
+        assert row["mfu"] == pytest.approx(expected / (row["step_ns"] * 1e-9 * peak), rel=0.01)
+        recompute = row["hardware_flops"] - row["model_flops"]
+        if what == "train":
+            # flash attention's backward recomputes QK^T: half the causal forward per step
+            assert recompute == pytest.approx(attn_causal_fwd / 2, rel=1e-9)
+            assert row["hfu"] > row["mfu"]
+        else:
+            assert recompute == 0 and row["hfu"] == row["mfu"]
+        parts = row["compute_ns"] + row["memory_ns"] + row["unknown_bound_ns"] + row["idle_ns"]
+        assert parts == pytest.approx(row["step_ns"], abs=1)
+        # the split's kernel time is the profiled step's own GPU busy time (measured by the data's
+        # script over kernels, memsets and copies) less the few µs of the memsets and copies
+        busy = parts - row["idle_ns"]
+        assert 0.98 * ref["gpu_busy_us"] * 1e3 <= busy <= ref["gpu_busy_us"] * 1e3
+
+
+def test_gpt_summary_steps_columns(sample_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kviewer import cli
+
+    assert cli.main(["summary", str(sample_traces / "gpt_train.pt.trace.json.gz"), "--steps", "--format", "json", "-q"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    doc, res = gpt(sample_traces, "train")
+    for s, row in zip(out["steps"], res.job.to_dict(orient="records")):
+        assert {"mfu", "hfu", "sol_step", "model_flops"} <= set(s)
+        assert s["mfu"] == pytest.approx(row["mfu"], rel=1e-12) and s["model_flops"] == row["model_flops"]
+    assert out["mfu"]["totals"]["mfu"] == pytest.approx(res.totals["mfu"], rel=1e-12)
+    assert cli.main(["summary", str(sample_traces / "gpt_train.pt.trace.json.gz"), "--steps", "--format", "csv", "-q"]) == 0
+    header = capsys.readouterr().out.splitlines()[0].split(",")
+    assert header[-4:] == ["model_flops", "mfu", "hfu", "sol_step"]
