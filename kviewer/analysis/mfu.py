@@ -440,3 +440,8 @@ def compare_mfu(a: MfuResult, b: MfuResult) -> pd.DataFrame:
         })
     cols = ["position", "step_a", "step_b", "step_ns_a", "step_ns_b", "mfu_a", "mfu_b", "delta_pts", "hfu_a", "hfu_b", "sol_step_a", "sol_step_b"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def compare_traces_mfu(a: Trace, b: Trace) -> pd.DataFrame:
+    """:func:`compare_mfu` of two traces (each one's MFU unknown when its GPU is not recognised)."""
+    return compare_mfu(mfu_or_unknown(a), mfu_or_unknown(b))

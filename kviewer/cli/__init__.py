@@ -828,12 +828,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
         write_frame(table, "csv")
     elif args.format == "json":
         doc = compare_json(result, a, b)
+        from kviewer.analysis.mfu import compare_traces_mfu  # MFU per step (issue 31)
+
+        doc["mfu"] = _nan_free_records(compare_traces_mfu(a, b))
         if base is not None:
             doc["baseline"] = {**base.summary(), "unmatched_a": base.unmatched_a, "unmatched_b": base.unmatched_b}
         json.dump(doc, sys.stdout, default=_json_default, indent=1, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         _print_compare(result, args.by)
+        from kviewer.analysis.mfu import compare_traces_mfu
+        from kviewer.session.mfu_view import compare_mfu_text
+
+        print("\n" + compare_mfu_text(compare_traces_mfu(a, b)))
         if base is not None:
             print()
             _baseline_summary(base)

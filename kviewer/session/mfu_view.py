@@ -135,3 +135,18 @@ def _aligned(headers: list[str], rows: list[list[str]]) -> str:
     text = ["  ".join(h.rjust(w) for h, w in zip(headers, widths)).rstrip(), "  ".join("-" * w for w in widths)]
     text += ["  ".join(c.rjust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     return "\n".join(text)
+
+
+def compare_mfu_text(df: Any) -> str:
+    """The MFU section of ``kviewer compare``: per step position, A's and B's MFU and the change
+    in percentage points."""
+    if not len(df):
+        return "MFU per step: no steps in either trace"
+    headers = ["position", "step A", "step B", "step time A", "step time B", "MFU A", "MFU B", "delta (points)", "step SOL A", "step SOL B"]
+    rows = []
+    for r in df.to_dict(orient="records"):
+        d = r["delta_pts"]
+        rows.append([str(r["position"]), str(r["step_a"]) if r["step_a"] >= 0 else UNKNOWN, str(r["step_b"]) if r["step_b"] >= 0 else UNKNOWN,
+                     format_duration(r["step_ns_a"]), format_duration(r["step_ns_b"]), format_util(r["mfu_a"]), format_util(r["mfu_b"]),
+                     f"{d:+.1f}" if _known(d) else UNKNOWN, format_ratio(r["sol_step_a"]), format_ratio(r["sol_step_b"])])
+    return "MFU per step (the i-th step of A beside the i-th of B; delta = B - A in percentage points)\n" + _aligned(headers, rows)

@@ -239,3 +239,22 @@ def test_gpt_summary_steps_columns(sample_traces: Path, capsys: pytest.CaptureFi
     assert cli.main(["summary", str(sample_traces / "gpt_train.pt.trace.json.gz"), "--steps", "--format", "csv", "-q"]) == 0
     header = capsys.readouterr().out.splitlines()[0].split(",")
     assert header[-4:] == ["model_flops", "mfu", "hfu", "sol_step"]
+
+
+def test_compare_and_report_show_mfu(sample_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``kviewer compare`` puts A's and B's MFU per step side by side (delta in points), and the
+    report's headline is the trace's MFU over all its steps."""
+    from kviewer import cli
+
+    a, b = sample_traces / "gpt_infer.pt.trace.json.gz", sample_traces / "gpt_train.pt.trace.json.gz"
+    assert cli.main(["compare", str(a), str(b), "--format", "json", "-q"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    ma, mb = mfu(load(a)).job, mfu(load(b)).job
+    assert len(doc["mfu"]) == 3
+    for row, ra, rb in zip(doc["mfu"], ma.to_dict(orient="records"), mb.to_dict(orient="records")):
+        assert row["mfu_a"] == pytest.approx(ra["mfu"]) and row["mfu_b"] == pytest.approx(rb["mfu"])
+        assert row["delta_pts"] == pytest.approx((rb["mfu"] - ra["mfu"]) * 100)
+    assert cli.main(["report", str(b), "-o", str(tmp_path / "r.md"), "-q"]) == 0
+    text = (tmp_path / "r.md").read_text(encoding="utf-8")
+    total = mfu(load(b)).totals
+    assert f"3 steps: MFU ≥ {total['mfu'] * 100:.1f}%" in text
