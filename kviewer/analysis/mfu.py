@@ -259,6 +259,8 @@ def _step_row(rank: int, s: Any, idx: np.ndarray, t: pd.DataFrame, kf: KernelFlo
         "rank": int(rank),
         "step": int(s.step),
         "name": str(s.name),
+        "start": int(s.start),
+        "end": int(s.end),
         "step_ns": int(step_ns),
         "time_basis": basis,
         "kernel_count": int(len(idx)),
@@ -445,3 +447,33 @@ def compare_mfu(a: MfuResult, b: MfuResult) -> pd.DataFrame:
 def compare_traces_mfu(a: Trace, b: Trace) -> pd.DataFrame:
     """:func:`compare_mfu` of two traces (each one's MFU unknown when its GPU is not recognised)."""
     return compare_mfu(mfu_or_unknown(a), mfu_or_unknown(b))
+
+
+def steps_in_range(result: MfuResult, t0: int, t1: int, rank: int | None = None) -> dict[str, Any] | None:
+    """MFU over the whole steps whose marker range lies inside ``[t0, t1]`` (ns, trace time), over
+    the ranks (or one ``rank``): summed FLOPs / (summed job step time x summed peaks). None when
+    no whole step lies inside."""
+    st = result.steps
+    if not len(st):
+        return None
+    inside = (st["start"].to_numpy(np.int64) >= t0) & (st["end"].to_numpy(np.int64) <= t1)
+    if rank is not None:
+        inside &= st["rank"].to_numpy(np.int64) == rank
+    sel = st[inside]
+    if not len(sel):
+        return None
+    out = _totals(sel, job_table(sel))
+    out["step_list"] = sorted(int(x) for x in sel["step"].unique())
+    return out
+
+
+def step_of_marker(result: MfuResult, name: str, rank: int) -> dict[str, Any] | None:
+    """The row of the step whose marker is named ``name`` on ``rank`` (a selected ``ProfilerStep#N``
+    slice), None when it is no step marker. A rank without a row of its own (-1) takes the job's."""
+    st = result.steps
+    if not len(st):
+        return None
+    hit = st[(st["name"].astype(str) == name) & ((st["rank"] == rank) | (rank < 0))]
+    if not len(hit):
+        return None
+    return {str(k): _py(v) for k, v in hit.iloc[0].to_dict().items()}

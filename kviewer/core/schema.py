@@ -280,6 +280,8 @@ MFU = Table(
         Column("rank", INT, "rank (-1 when the trace has none)"),
         Column("step", INT, "step number"),
         Column("name", STR, "step marker name"),
+        Column("start", INT, "start of the step's marker range, ns relative to the trace origin"),
+        Column("end", INT, "end of the step's marker range, ns relative to the trace origin"),
         Column("step_ns", INT, "step time, ns: the host range, or the GPU span of its kernels when longer"),
         Column("time_basis", STR, "'host range' | 'GPU span': which time step_ns is"),
         Column("kernel_count", INT, "kernels launched in the step"),

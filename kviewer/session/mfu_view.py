@@ -150,3 +150,74 @@ def compare_mfu_text(df: Any) -> str:
                      format_duration(r["step_ns_a"]), format_duration(r["step_ns_b"]), format_util(r["mfu_a"]), format_util(r["mfu_b"]),
                      f"{d:+.1f}" if _known(d) else UNKNOWN, format_ratio(r["sol_step_a"]), format_ratio(r["sol_step_b"])])
     return "MFU per step (the i-th step of A beside the i-th of B; delta = B - A in percentage points)\n" + _aligned(headers, rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# the window: one MFU result per open trace and speed of light, computed off the GUI thread
+
+
+def cached_mfu(tracks: Any) -> Any:
+    """The :class:`~kviewer.analysis.mfu.MfuResult` of an open trace for its current speed of
+    light, None when not computed yet (or computed for another GPU choice)."""
+    hit = getattr(tracks, "_mfu_cache", None)
+    if hit is None or hit[0] is not tracks.sol_info:
+        return None
+    return hit[1]
+
+
+def compute_mfu(tracks: Any) -> tuple[Any, Any]:
+    """(the speed of light used, its MFU result): pure, for a worker thread; hand the pair to
+    :func:`store_mfu` on the GUI thread."""
+    from kviewer.analysis.mfu import mfu_or_unknown
+
+    info = tracks.sol_info
+    sol = info.result if info is not None else None
+    device = info.device if info is not None else None
+    return info, mfu_or_unknown(tracks.trace, device, sol)
+
+
+def store_mfu(tracks: Any, computed: tuple[Any, Any]) -> None:
+    tracks._mfu_cache = computed
+
+
+def marker_mfu_html(tracks: Any, name: str, rank: int) -> str | None:
+    """The Details lines of a selected step marker: its MFU line and the split of its time; ""
+    while not computed; None when the slice is no step marker."""
+    import html
+
+    from kviewer.analysis.mfu import step_of_marker
+    from kviewer.analysis.steps import is_step_marker_name
+
+    if not is_step_marker_name(name):
+        return None
+    res = cached_mfu(tracks)
+    if res is None:
+        return ""
+    if res.totals.get("error"):
+        return f"<p style='color:#777'>MFU unknown: {html.escape(str(res.totals['error']).splitlines()[0])}</p>"
+    row = step_of_marker(res, name, rank)
+    if row is None:
+        return None
+    return (f"<p><b>{html.escape(mfu_line(row))}</b><br>"
+            f"<span style='color:#555'>{html.escape(split_line(row))}</span></p>")
+
+
+def range_mfu_text(result: Any, marker: tuple[str, int] | None, rng: tuple[float, float] | None, offset_ns: int) -> str:
+    """The Range dock's MFU line: the selected step marker's (``marker`` = its name and rank), else
+    the whole steps inside the time range (``rng`` in display ns, ``offset_ns`` from the trace's
+    origin). "" when neither holds a step."""
+    from kviewer.analysis.mfu import step_of_marker, steps_in_range
+
+    if result.totals.get("error"):
+        return "MFU unknown: " + str(result.totals["error"]).splitlines()[0]
+    if marker is not None:
+        row = step_of_marker(result, marker[0], marker[1])
+        if row is not None:
+            return f"step {row['step']} ({marker[0]}): {mfu_line(row)} · {split_line(row)}"
+    if rng is not None:
+        tot = steps_in_range(result, int(round(rng[0])) + offset_ns, int(round(rng[1])) + offset_ns)
+        if tot is not None:
+            steps = tot["step_list"]
+            which = f"step {steps[0]}" if len(steps) == 1 else f"{len(steps)} whole steps ({steps[0]}–{steps[-1]})"
+            return f"{which} in the range: {mfu_line(tot)}"
+    return ""

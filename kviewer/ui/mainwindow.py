@@ -126,6 +126,9 @@ class MainWindow(QMainWindow):
         from kviewer.ui.range_panel import RangePanel
 
         self.range_panel = RangePanel(self.state, self.runner)
+        from kviewer.ui.mfu_requests import MfuRequests  # MFU per step in Details and Range
+
+        self.details.mfu_requests = self.range_panel.mfu_requests = MfuRequests(self.runner)
         self.range_dock = self._dock("Range", "rangeDock", self.range_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         from kviewer.ui.idle_panel import IdlePanel
 
