@@ -477,3 +477,30 @@ def step_of_marker(result: MfuResult, name: str, rank: int) -> dict[str, Any] | 
     if not len(hit):
         return None
     return {str(k): _py(v) for k, v in hit.iloc[0].to_dict().items()}
+
+
+#: the columns of :func:`projected_mfu`
+PROJECTED_COLUMNS = ["name", "step", "model_flops", "peak_flops", "step_ns", "mfu", "projected_ns", "projected_mfu", "delta_pts"]
+
+
+def projected_mfu(result: MfuResult, projected: Any) -> pd.DataFrame:
+    """MFU at projected step times (``kviewer whatif``): ``projected`` pairs a step marker's name
+    with its projected time in ns (an iterable of (name, ns), or a mapping). The step's model
+    FLOPs and peak are the measured ones (a projection changes time, not work), so the projected
+    MFU is :func:`mfu_for_step_time` at the projected time; ``delta_pts`` is the change in
+    percentage points. Steps the MFU result does not know get unknown (NaN) values."""
+    items = list(projected.items()) if hasattr(projected, "items") else list(projected)
+    names = result.steps.drop_duplicates("step")[["step", "name"]] if len(result.steps) else pd.DataFrame({"step": [], "name": []})
+    job = result.job.merge(names, on="step", how="left") if len(result.job) else pd.DataFrame(columns=[*MFU_JOB_COLUMNS, "name"])
+    by_name = {str(r["name"]): r for r in job.to_dict(orient="records")}
+    rows = []
+    for name, ns in items:
+        r = by_name.get(str(name))
+        flops = float(r["model_flops"]) if r is not None else math.nan
+        peak = float(r["peak_flops"]) if r is not None else math.nan
+        now = float(r["mfu"]) if r is not None else math.nan
+        then = mfu_for_step_time(flops, peak, float(ns))
+        rows.append({"name": str(name), "step": int(r["step"]) if r is not None else -1, "model_flops": flops, "peak_flops": peak,
+                     "step_ns": float(r["step_ns"]) if r is not None else math.nan, "mfu": now, "projected_ns": float(ns),
+                     "projected_mfu": then, "delta_pts": (then - now) * 100.0})
+    return pd.DataFrame(rows, columns=PROJECTED_COLUMNS)

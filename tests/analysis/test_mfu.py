@@ -258,3 +258,17 @@ def test_compare_and_report_show_mfu(sample_traces: Path, tmp_path: Path, capsys
     text = (tmp_path / "r.md").read_text(encoding="utf-8")
     total = mfu(load(b)).totals
     assert f"3 steps: MFU ≥ {total['mfu'] * 100:.1f}%" in text
+
+
+def test_projected_mfu_at_a_projected_step_time(sample_traces: Path) -> None:
+    """What-if: the same model FLOPs at a shorter step time; halving the time doubles the MFU."""
+    from kviewer.analysis.mfu import projected_mfu
+
+    res = mfu(load(sample_traces / "gpt_train.pt.trace.json.gz"))
+    steps = res.steps.to_dict(orient="records")
+    df = projected_mfu(res, [(s["name"], s["step_ns"] / 2) for s in steps] + [("ProfilerStep#99", 1e6)])
+    assert len(df) == len(steps) + 1
+    for s, row in zip(steps, df.to_dict(orient="records")):
+        assert row["projected_mfu"] == pytest.approx(2 * s["mfu"], rel=1e-12)
+        assert row["delta_pts"] == pytest.approx(s["mfu"] * 100, rel=1e-9)
+    assert math.isnan(df["projected_mfu"].iloc[-1])
