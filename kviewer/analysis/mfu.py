@@ -77,7 +77,8 @@ class KernelFlops:
 
     model: np.ndarray
     hardware: np.ndarray
-    #: where the model FLOPs came from: modelled | measured | none (known zero) | unknown
+    #: where the model FLOPs came from: modelled | measured | none (known zero) | unknown; the
+    #: hardware FLOPs are the counters' where ``trace.kernels`` has them, else the model's
     source: np.ndarray
 
 
@@ -107,20 +108,17 @@ def kernel_flops(trace: Trace, sol: SolResult) -> KernelFlops:
             if o not in cache:
                 cache[o] = attention_recompute_share(names[o], dims[o], types[o])
             recompute[i] = cache[o]
-    model = np.full(n, np.nan)
-    source = np.full(n, "unknown", dtype=object)
-    modelled = src == "modelled"
-    model[modelled] = hw[modelled] * (1.0 - recompute[modelled])
-    source[modelled] = "modelled"
-    # measured kernels: the op's model where it has one (counters include recomputation), else
-    # the counters themselves
+    # model FLOPs: the op's model wherever it has one, also on a kernel with counters (counters
+    # include recomputation, and may miss the tensor pipe); else the counters themselves
+    model = mflops * (1.0 - recompute)
+    source = np.where(np.isnan(model), "unknown", "modelled").astype(object)
     meas = src == "measured"
-    use_model = meas & ~np.isnan(mflops)
-    model[use_model] = mflops[use_model] * (1.0 - recompute[use_model])
-    source[use_model] = "modelled"
-    use_meas = meas & np.isnan(mflops)
+    use_meas = meas & np.isnan(model)
     model[use_meas] = hw[use_meas] * (1.0 - recompute[use_meas])
     source[use_meas] = "measured"
+    # hardware FLOPs: the counters where they measured the kernel's FLOPs, else the model with
+    # its recomputation
+    hw = np.where(meas, hw, mflops)
     # known to do no model FLOPs: data movement, collectives, an op's helper kernels
     none = np.isnan(model) & (np.isin(kind, list(NO_FLOP_KINDS)) | (helper & (op_id >= 0)))
     model[none] = 0.0

@@ -272,3 +272,33 @@ def test_projected_mfu_at_a_projected_step_time(sample_traces: Path) -> None:
         assert row["projected_mfu"] == pytest.approx(2 * s["mfu"], rel=1e-12)
         assert row["delta_pts"] == pytest.approx(s["mfu"] * 100, rel=1e-9)
     assert math.isnan(df["projected_mfu"].iloc[-1])
+
+
+def test_counters_change_hfu_not_mfu(sample_traces: Path, samples: Path) -> None:
+    """An Nsight Compute report attached (the shared h200_llm_block_eager.ncu-rep, without tensor
+    counters): the model FLOPs, so MFU, stay exactly the model's; the hardware FLOPs take the
+    counters of every kernel they measured (kviewer sol's measured FLOPs, themselves checked against
+    the report in test_measured_flops) and the model elsewhere (GEMMs whose tensor pipe was not
+    counted)."""
+    from kviewer.analysis.attach import attach_counters
+    from kviewer.analysis.model import model_kernels
+    from kviewer.analysis.sol import sol_result
+    from kviewer.analysis.steps import find_steps, kernel_steps
+
+    timeline = load(sample_traces / "h200_llm_block_eager.pt.trace.json.gz")
+    attached = attach_counters(timeline, load(samples / "ncu" / "h200_llm_block_eager.ncu-rep")).trace
+    before, after = mfu(timeline), mfu(attached)
+    assert np.array_equal(before.steps["model_flops"], after.steps["model_flops"])
+    assert np.array_equal(before.steps["mfu"], after.steps["mfu"])
+    sol = sol_result(attached).table
+    measured = (sol["flops_source"] == "measured").to_numpy()
+    model = model_kernels(attached)["model_flops"].to_numpy(np.float64)
+    of = kernel_steps(attached, find_steps(attached, detect=False))
+    flops = sol["flops"].to_numpy(np.float64)
+    for i, row in enumerate(after.steps.to_dict(orient="records")):
+        step = of == i
+        assert (measured & step).sum() > 20
+        expected = flops[measured & step].sum() + np.nansum(model[~measured & step])
+        assert row["hardware_flops"] == pytest.approx(expected, rel=1e-12)
+        assert row["hardware_flops"] > row["model_flops"]  # GELU and layer norm execute more than the model's 1 and 7 per element
+        assert row["hfu"] == pytest.approx(row["hardware_flops"] / (row["step_ns"] * 1e-9 * row["peak_flops"]), rel=1e-12)
