@@ -182,15 +182,13 @@ def mfu(trace: Trace, sol: SolResult | None = None, device: str | None = None) -
         when the GPU cannot be recognised and no ``device`` is given (through
         :func:`kviewer.analysis.sol.sol_result`).
     """
-    sol = sol if sol is not None else sol_result(trace, device)
-    kf = kernel_flops(trace, sol)
-    t = sol.table
     k = trace.kernels
     rank_col = k["rank"].to_numpy(np.int64)
-    rows: list[dict[str, Any]] = []
-    for rank in ranks_of(trace):
+    ranks = ranks_of(trace)
+    found: list[tuple[int, Any, np.ndarray]] = []
+    for rank in ranks:
         sel = np.flatnonzero(rank_col == rank)
-        if not len(sel) and len(ranks_of(trace)) > 1:
+        if not len(sel) and len(ranks) > 1:
             continue
         sub = rank_subtrace(trace, rank)
         st = find_steps(sub, detect=False)
@@ -199,8 +197,12 @@ def mfu(trace: Trace, sol: SolResult | None = None, device: str | None = None) -
         of = kernel_steps(sub, st)
         full = sel if len(sel) == len(sub.kernels) else np.arange(len(k))
         for i, srow in enumerate(st.itertuples(index=False)):
-            idx = full[of == i]
-            rows.append(_step_row(rank, srow, idx, t, kf, sol))
+            found.append((rank, srow, full[of == i]))
+    rows: list[dict[str, Any]] = []
+    if found:  # the FLOPs and speed of light only for a trace with steps
+        sol = sol if sol is not None else sol_result(trace, device)
+        kf = kernel_flops(trace, sol)
+        rows = [_step_row(rank, srow, idx, sol.table, kf, sol) for rank, srow, idx in found]
     steps = pd.DataFrame(rows, columns=MFU_COLUMNS) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in MFU_COLUMNS})
     for col in MFU.columns:
         if col.dtype == "float64" and col.name in steps:
@@ -390,6 +392,7 @@ def mfu_or_unknown(trace: Trace, device: str | None = None, sol: SolResult | Non
 
 
 def _empty(cols: list[str]) -> pd.DataFrame:
+    """An empty table of these columns."""
     return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
 
 

@@ -170,10 +170,28 @@ def compute_mfu(tracks: Any) -> tuple[Any, Any]:
     :func:`store_mfu` on the GUI thread."""
     from kviewer.analysis.mfu import mfu_or_unknown
 
+    from kviewer.analysis.mfu import MFU_COLUMNS, MFU_JOB_COLUMNS, MfuResult, _empty
+
     info = tracks.sol_info
     sol = info.result if info is not None else None
     device = info.device if info is not None else None
+    if info is not None and sol is None and not info.no_kernels:
+        # no speed of light (the GPU is not recognised): no peaks, and nothing to compute again
+        return info, MfuResult(_empty(MFU_COLUMNS), _empty(MFU_JOB_COLUMNS), {"error": info.why or "the GPU is not known"})
     return info, mfu_or_unknown(tracks.trace, device, sol)
+
+
+def marker_tooltip_lines(tracks: Any, name: str, rank: int) -> list[str]:
+    """The timeline tooltip's MFU line of a step marker, when its MFU is known (computed once the
+    trace's speed of light is: :meth:`kviewer.ui.mfu_requests.MfuRequests.warm`)."""
+    from kviewer.analysis.mfu import step_of_marker
+    from kviewer.analysis.steps import is_step_marker_name
+
+    if not is_step_marker_name(name):
+        return []
+    res = cached_mfu(tracks)
+    row = step_of_marker(res, name, rank) if res is not None else None
+    return [mfu_line(row)] if row is not None else []
 
 
 def store_mfu(tracks: Any, computed: tuple[Any, Any]) -> None:

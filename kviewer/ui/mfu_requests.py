@@ -33,3 +33,10 @@ class MfuRequests:
 
             self.runner.run(f"mfu:{key}", lambda: compute_mfu(tracks), done, failed)
         return None
+
+    def warm(self, state: Any) -> None:
+        """Compute the MFU of every open trace once its speed of light is known, so that the
+        timeline's tooltips of step markers can show it (``state.tracesChanged``)."""
+        for tracks in state.traces:
+            if tracks.sol_info is not None and cached_mfu(tracks) is None and int(tracks.key) not in self._waiting:
+                self.get(tracks, lambda: None)

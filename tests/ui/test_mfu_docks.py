@@ -30,6 +30,11 @@ def test_step_marker_details_and_range_show_its_mfu(qtbot: Any, window: Any, sam
     line = mfu_line(step)
     qtbot.waitUntil(lambda: line in window.details.toPlainText(), timeout=30000)
     assert "idle/launch" in window.details.toPlainText()
+    # the step lane's tooltip carries the same line
+    from kviewer.ui.timeline import tooltip_text
+
+    assert line in tooltip_text(tracks, "cpu_slices", row)
+    assert "MFU" not in tooltip_text(tracks, "cpu_slices", int(np.flatnonzero(names == "aten::mm")[0]))
     qtbot.waitUntil(lambda: line in window.range_panel.mfu_label.text(), timeout=30000)
     # a slice that is no step marker shows no MFU
     other = int(np.flatnonzero(names == "aten::mm")[0])
@@ -44,3 +49,22 @@ def test_step_marker_details_and_range_show_its_mfu(qtbot: Any, window: Any, sam
     assert tot is not None and tot["step_list"] == [2, 3]
     assert tot["mfu"] == pytest.approx(st["model_flops"].iloc[:2].sum() / (st["step_ns"].iloc[:2].sum() * 1e-9 * st["peak_flops"].iloc[0]), rel=1e-12)
     qtbot.waitUntil(lambda: mfu_line(tot) in window.range_panel.mfu_label.text(), timeout=30000)
+
+
+def test_mfu_is_computed_once_the_speed_of_light_is_known(qtbot: Any, window: Any, sample_traces: Path) -> None:
+    """Nothing selected: once the window has the trace's speed of light, the MFU follows in the
+    background and the step markers' tooltips show it."""
+    from kviewer.io import load
+    from kviewer.session.mfu_view import cached_mfu
+    from kviewer.ui.timeline import tooltip_text
+
+    from tests.ui.conftest import drop_files, wait_idle
+
+    trace = load(sample_traces / "gpt_infer.pt.trace.json.gz")
+    assert drop_files(window, [sample_traces / "gpt_infer.pt.trace.json.gz"])
+    wait_idle(qtbot, window)
+    tracks = window.state.traces[0]
+    qtbot.waitUntil(lambda: tracks.sol_info is not None and cached_mfu(tracks) is not None, timeout=60000)
+    expected = mfu(trace).steps.iloc[0].to_dict()
+    row = int(np.flatnonzero(trace.cpu_slices["name"].astype(str).to_numpy() == expected["name"])[0])
+    assert mfu_line(expected) in tooltip_text(tracks, "cpu_slices", row)
