@@ -243,9 +243,15 @@ def _step_row(rank: int, s: Any, idx: np.ndarray, t: pd.DataFrame, kf: KernelFlo
             peak, field_ = math.nan, ""
     if spec is not None:
         gpu = spec.id
+    # the known part of the step's FLOPs; nothing known but zeros (fills, copies) while other
+    # kernels are unknown is no lower bound worth a number: unknown
     model_flops = float(np.nansum(model)) if (~unknown).any() else math.nan
+    if unknown.any() and model_flops == 0:
+        model_flops = math.nan
     hw_known = ~np.isnan(hw)
     hw_flops = float(np.nansum(hw)) if hw_known.any() else math.nan
+    if (~hw_known).any() and hw_flops == 0:
+        hw_flops = math.nan
     tsol = t["t_sol_ns"].to_numpy(np.float64)[idx]
     sol_known = ~np.isnan(tsol)
     sol_ns = float(tsol[sol_known].sum()) if sol_known.any() else math.nan

@@ -87,6 +87,7 @@ CELLS = (
     ("peak", "peak_field", str),
     ("compute", "compute_ns", format_duration),
     ("memory", "memory_ns", format_duration),
+    ("no verdict", "unknown_bound_ns", format_duration),
     ("idle", "idle_ns", format_duration),
     ("FLOPs unknown", "unknown_ns", format_duration),
 )

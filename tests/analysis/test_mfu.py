@@ -302,3 +302,23 @@ def test_counters_change_hfu_not_mfu(sample_traces: Path, samples: Path) -> None
         assert row["hardware_flops"] == pytest.approx(expected, rel=1e-12)
         assert row["hardware_flops"] > row["model_flops"]  # GELU and layer norm execute more than the model's 1 and 7 per element
         assert row["hfu"] == pytest.approx(row["hardware_flops"] / (row["step_ns"] * 1e-9 * row["peak_flops"]), rel=1e-12)
+
+
+def test_unknown_flops_stay_unknown_never_zero(sample_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An Nsight Systems export has no op shapes: the GEMMs' FLOPs are unknown, and the few known
+    zeros (fills, copies) make no MFU of 0 -- the columns are empty in CSV, null in JSON, and the
+    kernel time without FLOPs is reported."""
+    from kviewer import cli
+
+    path = sample_traces / "h200_llm_train_nvtx.sqlite.gz"
+    res = mfu(load(path))
+    assert len(res.steps)
+    assert res.steps["model_flops"].isna().all() and res.steps["mfu"].isna().all() and res.steps["hfu"].isna().all()
+    assert (res.steps["unknown_ns"] > 0).all()
+    assert cli.main(["summary", str(path), "--steps", "--format", "csv", "-q"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("model_flops,mfu,hfu,sol_step")
+    assert all(line.split(",")[-4:-1] == ["", "", ""] for line in lines[1:])
+    assert cli.main(["summary", str(path), "--steps", "--format", "json", "-q"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert all(s["mfu"] is None for s in doc["steps"]) and all(r["mfu"] is None for r in doc["mfu"]["steps"])
