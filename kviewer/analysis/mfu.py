@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kviewer.analysis.kinds import DATA_KINDS
+from kviewer.analysis.kinds import DATA_KINDS, classify
 from kviewer.analysis.model import attention_recompute_share, model_kernels
 from kviewer.analysis.ranks import rank_subtrace, ranks_of
 from kviewer.analysis.sol import SolResult, sol_result
@@ -87,13 +87,23 @@ def kernel_flops(trace: Trace, sol: SolResult) -> KernelFlops:
     k = trace.kernels
     n = len(k)
     t = sol.table
-    m = model_kernels(trace)
     hw = t["flops"].to_numpy(np.float64).copy()
     src = t["flops_source"].astype(str).to_numpy()
     kind = t["kind"].astype(str).to_numpy()
-    helper = m["helper"].to_numpy(bool)
-    mflops = m["model_flops"].to_numpy(np.float64)
-    op_id = m["op_id"].to_numpy(np.int64)
+    counted = [c for c in ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor") if c in k]
+    if n and counted and k[counted].notna().to_numpy().any():
+        # counters on some kernels: the op model of those kernels is needed beside them
+        m = model_kernels(trace)
+        helper = m["helper"].to_numpy(bool)
+        mflops = m["model_flops"].to_numpy(np.float64)
+        op_id = m["op_id"].to_numpy(np.int64)
+    else:
+        # no counters: the SOL table's FLOPs are the op model's, kernel for kernel (the model is
+        # not run a second time; the op join alone gives the helpers)
+        cls = classify(trace)
+        helper = cls["helper"].to_numpy(bool)
+        op_id = cls["op_row"].to_numpy(np.int64)
+        mflops = np.where(src == "modelled", hw, np.nan)
     # the share of an attention backward's FLOPs that recomputes the forward (once per op)
     recompute = np.zeros(n)
     c = trace.cpu_slices
