@@ -322,3 +322,41 @@ def test_unknown_flops_stay_unknown_never_zero(sample_traces: Path, capsys: pyte
     assert cli.main(["summary", str(path), "--steps", "--format", "json", "-q"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert all(s["mfu"] is None for s in doc["steps"]) and all(r["mfu"] is None for r in doc["mfu"]["steps"])
+
+
+def test_tensor_counters_are_the_hardware_flops(sample_traces: Path) -> None:
+    """`ncu --set full` of one whole step (gemm_grid, issue 26's data) attached to the Kineto trace
+    of the same program: the hardware FLOPs of the GEMMs and the flash attention are the tensor
+    pipe's own count (``sm__ops_path_tensor_src_bf16_dst_fp32.sum``, read from the raw CSV here);
+    the cuDNN causal kernel computes 12.5 % more than the causal model (whole diagonal tiles), so
+    HFU > MFU while the model FLOPs -- and MFU -- do not move."""
+    import csv
+    import io as _io
+
+    from kviewer.analysis.attach import attach_counters
+    from kviewer.analysis.mfu import kernel_flops
+    from kviewer.analysis.sol import sol_result
+    from kviewer.analysis.steps import find_steps, kernel_steps
+
+    raw = sample_traces / "gemm_grid_step1_full.raw.csv.gz"
+    rows = list(csv.reader(_io.TextIOWrapper(gzip.open(raw), encoding="utf-8")))
+    col = rows[0].index("sm__ops_path_tensor_src_bf16_dst_fp32.sum")
+    tensor_per_step = sum(float(r[col].replace(",", "") or 0) for r in rows[2:])
+    assert len(rows) - 2 == 24 and tensor_per_step > 8e11
+    timeline = load(sample_traces / "gemm_grid_block2_eager.pt.trace.json.gz")
+    attached = attach_counters(timeline, load(raw)).trace
+    before, after = mfu(timeline), mfu(attached)
+    assert np.array_equal(before.steps["model_flops"], after.steps["model_flops"])
+    sol = sol_result(attached)
+    kf = kernel_flops(attached, sol)
+    of = kernel_steps(attached, find_steps(attached, detect=False))
+    kind = sol.table["kind"].astype(str).to_numpy()
+    # the kernels that carry counters (the first profiled step also starts with 5 kernels of the
+    # warm-up step whose launches the profiler did not see: no op, FLOPs unknown)
+    matrix = np.isin(kind, ["gemm", "attention"]) & (attached.kernels["counters"].astype(str).to_numpy() != "")
+    for i, row in enumerate(after.steps.to_dict(orient="records")):
+        assert kf.hardware[(of == i) & matrix].sum() == pytest.approx(tensor_per_step, rel=1e-9)
+        assert ((of == i) & matrix).sum() == 10  # 8 GEMMs and 2 attention kernels per step
+        att = (of == i) & (kind == "attention")
+        assert kf.hardware[att].sum() / kf.model[att].sum() == pytest.approx(1.125, rel=1e-6)
+        assert row["hfu"] > row["mfu"] == before.steps["mfu"].iloc[i]
