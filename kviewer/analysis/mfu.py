@@ -16,7 +16,9 @@ counters stand in. *Hardware FLOPs* are what the GPU executed: measured counters
 (Nsight Compute attached), else the model including the recomputation. Kernels whose FLOPs nobody
 knows are not zero: their number and the kernel time they cover are reported beside the figures
 (``unknown_kernels``, ``unknown_ns``), and MFU is then a lower bound. Collectives, copies, fills
-and an op's helper kernels do no model FLOPs (known zero).
+and an op's helper kernels do no model FLOPs (known zero); a step whose only known FLOPs are such
+zeros has unknown FLOPs. Physics holds: a utilisation above 100 % is a model or counter error, left
+unknown with the reason in ``note``.
 
 The *step time* is the step's range as ``summary --steps`` reports it (``dur``: the host range
 ``ProfilerStep#N`` / ``step_N`` covers), or the GPU span of the step's kernels when that is longer
@@ -69,6 +71,11 @@ def mfu_for_step_time(model_flops: float, peak_flops: float, step_ns: float) -> 
     if peak_flops <= 0 or step_ns <= 0 or model_flops < 0:
         return math.nan
     return float(model_flops) / (float(step_ns) * 1e-9 * float(peak_flops))
+
+
+def _physical(util: float) -> float:
+    """A utilisation, or NaN above 1 (more FLOP/s than the peak: a model or counter error)."""
+    return math.nan if util > 1.0 else util
 
 
 @dataclass(frozen=True)
@@ -268,6 +275,15 @@ def _step_row(rank: int, s: Any, idx: np.ndarray, t: pd.DataFrame, kf: KernelFlo
     bound = t["bound"].astype(str).to_numpy()[idx]
     comp = bound == "compute"
     mem = bound == "memory"
+    util = mfu_for_step_time(model_flops, peak, step_ns)
+    hutil = mfu_for_step_time(hw_flops, peak, step_ns)
+    note = ""
+    if util > 1.0 or hutil > 1.0:
+        # more FLOP/s than the peak is a model or counter error, never an achievement
+        note = (f"{max(util, hutil) * 100:.0f}% of the peak is impossible: the FLOPs over-count "
+                "(attention masking not recorded, a profiler FLOPs arg) or the peaks are not this GPU's (--device)")
+        util = math.nan if util > 1.0 else util
+        hutil = math.nan if hutil > 1.0 else hutil
     c_ns = busy_ns(start[comp], end[comp], dev[comp])
     cm_ns = busy_ns(start[comp | mem], end[comp | mem], dev[comp | mem])
     all_ns = busy_ns(start, end, dev)
@@ -289,8 +305,8 @@ def _step_row(rank: int, s: Any, idx: np.ndarray, t: pd.DataFrame, kf: KernelFlo
         "peak_flops": peak,
         "peak_field": field_,
         "gpu": gpu,
-        "mfu": mfu_for_step_time(model_flops, peak, step_ns),
-        "hfu": mfu_for_step_time(hw_flops, peak, step_ns),
+        "mfu": util,
+        "hfu": hutil,
         "sol_ns": sol_ns,
         "sol_step": sol_ns / step_ns if step_ns > 0 and sol_ns == sol_ns else math.nan,
         "sol_unknown_ns": float(dur[~sol_known].sum()),
@@ -298,6 +314,7 @@ def _step_row(rank: int, s: Any, idx: np.ndarray, t: pd.DataFrame, kf: KernelFlo
         "memory_ns": float(cm_ns - c_ns),
         "unknown_bound_ns": float(all_ns - cm_ns),
         "idle_ns": float(max(step_ns - all_ns, 0)),
+        "note": note,
     }
 
 
@@ -325,8 +342,8 @@ def job_table(steps: pd.DataFrame) -> pd.DataFrame:
             "hardware_flops": hw,
             "unknown_ns": float(g["unknown_ns"].sum()),
             "peak_flops": peak,
-            "mfu": mfu_for_step_time(flops, peak, step_ns),
-            "hfu": mfu_for_step_time(hw, peak, step_ns),
+            "mfu": _physical(mfu_for_step_time(flops, peak, step_ns)),
+            "hfu": _physical(mfu_for_step_time(hw, peak, step_ns)),
             # each rank's SOL over its own GPU: the mean over ranks of sum T_SOL / the job's step
             "sol_step": sol_ns / (step_ns * len(g)) if step_ns > 0 and sol_ns == sol_ns else math.nan,
         })
@@ -352,8 +369,8 @@ def rank_mfu(steps: pd.DataFrame) -> pd.DataFrame:
         peak = float(g["peak_flops"].astype(np.float64).median())
         sol_ns = float(g["sol_ns"].astype(np.float64).sum(min_count=1))
         rows.append({"rank": int(str(rank)),
-                     "mfu": mfu_for_step_time(float(g["model_flops"].astype(np.float64).sum(min_count=1)), peak, t),
-                     "hfu": mfu_for_step_time(float(g["hardware_flops"].astype(np.float64).sum(min_count=1)), peak, t),
+                     "mfu": _physical(mfu_for_step_time(float(g["model_flops"].astype(np.float64).sum(min_count=1)), peak, t)),
+                     "hfu": _physical(mfu_for_step_time(float(g["hardware_flops"].astype(np.float64).sum(min_count=1)), peak, t)),
                      "sol_step": sol_ns / t if t > 0 and sol_ns == sol_ns else math.nan})
     return pd.DataFrame(rows, columns=cols)
 
@@ -387,8 +404,8 @@ def _totals(steps: pd.DataFrame, job: pd.DataFrame) -> dict[str, Any]:
         "precision": precision,
         "peak_field": field_,
         "gpu": gpu,
-        "mfu": mfu_for_step_time(flops, peak, step_ns),
-        "hfu": mfu_for_step_time(hw, peak, step_ns),
+        "mfu": _physical(mfu_for_step_time(flops, peak, step_ns)),
+        "hfu": _physical(mfu_for_step_time(hw, peak, step_ns)),
         "sol_step": sol_ns / (step_ns * ranks) if step_ns > 0 and sol_ns == sol_ns else math.nan,
         "unknown_ns": float(steps["unknown_ns"].sum()),
     }
@@ -516,7 +533,7 @@ def projected_mfu(result: MfuResult, projected: Any) -> pd.DataFrame:
         flops = float(r["model_flops"]) if r is not None else math.nan
         peak = float(r["peak_flops"]) if r is not None else math.nan
         now = float(r["mfu"]) if r is not None else math.nan
-        then = mfu_for_step_time(flops, peak, float(ns))
+        then = _physical(mfu_for_step_time(flops, peak, float(ns)))
         rows.append({"name": str(name), "step": int(r["step"]) if r is not None else -1, "model_flops": flops, "peak_flops": peak,
                      "step_ns": float(r["step_ns"]) if r is not None else math.nan, "mfu": now, "projected_ns": float(ns),
                      "projected_mfu": then, "delta_pts": (then - now) * 100.0})

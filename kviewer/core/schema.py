@@ -303,6 +303,7 @@ MFU = Table(
         Column("memory_ns", FLOAT, "GPU time running memory-bound kernels (no compute-bound one), ns"),
         Column("unknown_bound_ns", FLOAT, "GPU time running only kernels without a verdict, ns"),
         Column("idle_ns", FLOAT, "step time with no kernel of the step running (launch gaps, host work), ns"),
+        Column("note", STR, "why a utilisation is unknown ('' when nothing to say)"),
     ),
     sort_by=None,
 )

@@ -60,6 +60,8 @@ def mfu_line(row: Mapping[str, Any] | None) -> str:
         parts.append(what)
     if _known(unknown) and _f(unknown) > 0:
         parts.append(f"FLOPs unknown for {format_duration(_f(unknown))} of kernels")
+    if row.get("note"):
+        parts.append(str(row["note"]))
     return " · ".join(parts)
 
 
@@ -125,6 +127,8 @@ def mfu_report(result: Any) -> str:
                format_count(r["model_flops"]), format_util(r["mfu"]), format_util(r["hfu"]), format_ratio(r["sol_step"])]
               for r in job.to_dict(orient="records")]
         lines.append(_aligned(jh, jr))
+    notes = sorted({str(n) for n in result.steps["note"] if n}) if "note" in result.steps else []
+    lines += [f"note: {display_text(n)}" for n in notes]
     t = result.totals
     if t:
         lines.append("\nall steps: " + mfu_line(t))

@@ -360,3 +360,18 @@ def test_tensor_counters_are_the_hardware_flops(sample_traces: Path) -> None:
         att = (of == i) & (kind == "attention")
         assert kf.hardware[att].sum() / kf.model[att].sum() == pytest.approx(1.125, rel=1e-6)
         assert row["hfu"] > row["mfu"] == before.steps["mfu"].iloc[i]
+
+
+def test_more_than_the_peak_is_unknown_not_reported(sample_traces: Path) -> None:
+    """The H200 trace's steps on a T4's peaks (a wrong --device): more FLOP/s than the peak is a
+    model or device error, so MFU and HFU are unknown with a note, in the steps, the job and the
+    totals alike."""
+    path = sample_traces / "h200_block2_eager.pt.trace.json.gz"
+    res = mfu(load(path), device="t4")
+    raw = res.steps["model_flops"] / (res.steps["step_ns"] * 1e-9 * res.steps["peak_flops"])
+    assert (raw > 1).all()
+    assert res.steps["mfu"].isna().all() and res.steps["hfu"].isna().all()
+    assert (res.steps["note"].str.len() > 0).all()
+    assert res.job["mfu"].isna().all() and math.isnan(res.totals["mfu"])
+    ok = mfu(load(path))
+    assert (ok.steps["note"] == "").all() and ok.steps["mfu"].notna().all()
