@@ -415,9 +415,17 @@ def _totals(steps: pd.DataFrame, job: pd.DataFrame) -> dict[str, Any]:
 def mfu_or_unknown(trace: Trace, device: str | None = None, sol: SolResult | None = None) -> MfuResult:
     """:func:`mfu`, or -- when the GPU cannot be recognised -- the steps' FLOPs with every peak and
     utilisation unknown (NaN) and ``totals["error"]`` saying why. ``summary --steps`` then still
-    prints its step times."""
-    from kviewer.errors import AnalysisError
+    prints its step times. A ``device`` the caller named that the table does not know is the
+    caller's error: it raises UserError (the command line's exit 2)."""
+    from kviewer.errors import AnalysisError, UserError
 
+    if device:
+        from kviewer.analysis.devices import find_device
+
+        try:
+            find_device(device)
+        except AnalysisError as exc:
+            raise UserError(str(exc)) from exc
     try:
         return mfu(trace, sol, device)
     except AnalysisError as exc:

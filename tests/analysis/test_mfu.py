@@ -375,3 +375,17 @@ def test_more_than_the_peak_is_unknown_not_reported(sample_traces: Path) -> None
     assert res.job["mfu"].isna().all() and math.isnan(res.totals["mfu"])
     ok = mfu(load(path))
     assert (ok.steps["note"] == "").all() and ok.steps["mfu"].notna().all()
+
+
+def test_summary_steps_device(sample_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``summary --steps --device``: the named GPU's peaks (an MI250X GCD here: its BF16 rate), a
+    name the table does not know is a user error (exit 2)."""
+    from kviewer import cli
+
+    path = str(sample_traces / "h200_block2_eager.pt.trace.json.gz")
+    assert cli.main(["summary", path, "--steps", "--device", "mi250x_gcd", "--format", "json", "-q"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    peak = tomllib.loads((REPO / "kviewer" / "resources" / "devices.toml").read_text())["devices"]["mi250x_gcd"]["bf16_tflops"] * 1e12
+    assert all(r["peak_flops"] == peak for r in doc["mfu"]["steps"])
+    assert cli.main(["summary", path, "--steps", "--device", "nosuchgpu", "-q"]) == 2
+    assert "nosuchgpu" in capsys.readouterr().err
