@@ -56,7 +56,9 @@ def mfu_line(row: Mapping[str, Any] | None) -> str:
         peak = row.get("peak_flops")
         if _known(peak):
             prec = str(row.get("precision") or "").upper()
-            what += f" at the {prec} peak {_si(_f(peak), 'FLOP/s')}"
+            ranks = row.get("ranks")
+            n = int(_f(ranks)) if _known(ranks) and _f(ranks) > 1 else 1
+            what += f" at the {prec} peak {_si(_f(peak) / n, 'FLOP/s')}" + (f" × {n} GPUs" if n > 1 else "")
         parts.append(what)
     if _known(unknown) and _f(unknown) > 0:
         parts.append(f"FLOPs unknown for {format_duration(_f(unknown))} of kernels")
