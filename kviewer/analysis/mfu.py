@@ -527,10 +527,13 @@ PROJECTED_COLUMNS = ["name", "step", "model_flops", "peak_flops", "step_ns", "mf
 
 def projected_mfu(result: MfuResult, projected: Any) -> pd.DataFrame:
     """MFU at projected step times (``kviewer whatif``): ``projected`` pairs a step marker's name
-    with its projected time in ns (an iterable of (name, ns), or a mapping). The step's model
+    with its projected time in ns (an iterable of (name, ns), a mapping, or a what-if
+    ``Projection`` whose ``steps`` have ``name`` and ``projected_ns``). The step's model
     FLOPs and peak are the measured ones (a projection changes time, not work), so the projected
     MFU is :func:`mfu_for_step_time` at the projected time; ``delta_pts`` is the change in
     percentage points. Steps the MFU result does not know get unknown (NaN) values."""
+    if hasattr(projected, "steps"):  # a what-if Projection: its steps' names and projected times
+        projected = [(st.name, st.projected_ns) for st in projected.steps]
     items = list(projected.items()) if hasattr(projected, "items") else list(projected)
     names = result.steps.drop_duplicates("step")[["step", "name"]] if len(result.steps) else pd.DataFrame({"step": [], "name": []})
     job = result.job.merge(names, on="step", how="left") if len(result.job) else pd.DataFrame(columns=[*MFU_JOB_COLUMNS, "name"])

@@ -389,3 +389,26 @@ def test_summary_steps_device(sample_traces: Path, capsys: pytest.CaptureFixture
     assert all(r["peak_flops"] == peak for r in doc["mfu"]["steps"])
     assert cli.main(["summary", path, "--steps", "--device", "nosuchgpu", "-q"]) == 2
     assert "nosuchgpu" in capsys.readouterr().err
+
+
+def test_projected_mfu_takes_a_projection(sample_traces: Path) -> None:
+    """The what-if Projection's shape (steps with name, measured_ns, projected_ns)."""
+    from dataclasses import dataclass
+
+    from kviewer.analysis.mfu import projected_mfu
+
+    @dataclass
+    class Step:
+        name: str
+        measured_ns: int
+        projected_ns: int
+
+    @dataclass
+    class Projection:
+        steps: list[Step]
+
+    res = mfu(load(sample_traces / "gpt_infer.pt.trace.json.gz"))
+    st = res.steps.to_dict(orient="records")
+    df = projected_mfu(res, Projection([Step(s["name"], s["step_ns"], 1_000_000) for s in st]))
+    for s, row in zip(st, df.to_dict(orient="records")):
+        assert row["projected_mfu"] == pytest.approx(s["model_flops"] / (1e-3 * s["peak_flops"]), rel=1e-12)
