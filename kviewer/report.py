@@ -22,6 +22,7 @@ import re
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -203,10 +204,16 @@ def build_report(traces: Sequence[Trace], device: str | None = None, top: int = 
     sols = [compute_sol(t, device) for t in traces]
     tags = ["A", "B"] if two else [""]
 
+    from kviewer.analysis.mfu import mfu_or_unknown
+
+    mfus = [mfu_or_unknown(t, device, sols[i].result) for i, t in enumerate(traces)]
     facts = Section("Traces")
     for i, t in enumerate(traces):
         facts.blocks.append(Paragraph(f"{tags[i] + ': ' if two else ''}{labels[i]}"))
+        facts.blocks.extend(_mfu_headline(mfus[i]))
         facts.blocks.append(Facts(_trace_facts(t, sols[i])))
+        if len(mfus[i].steps):
+            facts.blocks.append(_mfu_table(mfus[i]))
     report.sections.append(facts)
 
     if pictures and any(len(t.kernels) or len(t.cpu_slices) or len(t.gpu_ops) for t in traces):
@@ -236,6 +243,26 @@ def build_report(traces: Sequence[Trace], device: str | None = None, top: int = 
 
         report.sections.append(_compare_section(compare(traces[0], traces[1]), top))
     return report
+
+
+def _mfu_headline(m: Any) -> list[Paragraph]:
+    """The headline: MFU, HFU and step SOL over all steps (nothing when the trace has no steps)."""
+    from kviewer.session.mfu_view import mfu_line
+
+    if not m.totals or m.totals.get("error"):
+        return []
+    return [Paragraph(f"{m.totals['steps']} steps: " + mfu_line(m.totals))]
+
+
+def _mfu_table(m: Any) -> Table:
+    """MFU per step: the table of ``kviewer summary --steps``."""
+    from kviewer.session.mfu_view import mfu_cells
+
+    headers, rows = mfu_cells(m.steps)
+    return Table(headers, rows, [h not in ("basis", "peak") for h in headers],
+                 caption="MFU per step: model FLOPs / (step time x dense peak of the dominant precision); "
+                         "HFU counts what the GPU executed (recomputation, measured counters); "
+                         "step SOL = sum of the kernels' speed-of-light times / step time")
 
 
 def _trace_facts(t: Trace, sol: SolInfo) -> list[tuple[str, str]]:

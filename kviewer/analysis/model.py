@@ -811,3 +811,24 @@ def _enclosing_flops(trace: Trace, rows: np.ndarray) -> dict[int, tuple[float, s
 
 def _join(a: str, b: str) -> str:
     return f"{a}; {b}" if a and b else a or b
+
+
+def attention_recompute_share(name: str, input_dims: str, input_types: str) -> float:
+    """The share of an attention backward op's modelled FLOPs that recomputes the forward's scores.
+
+    A fused (flash / memory-efficient / cuDNN) attention backward recomputes ``S = QK^T``
+    (``2·B·H·Lq·Lk·D``) besides its gradients dV, dP, dQ, dK (``2·B·H·Lq·Lk·(2·D + 2·Dv)``, twice
+    the forward): :func:`_attention` counts both, ``(3·D + 2·Dv)``, as the hardware does. Model
+    FLOPs (MFU) leave the recomputation out, hardware FLOPs (HFU) keep it. Returns
+    ``D / (3·D + 2·Dv)`` for an attention backward op whose shapes are recorded, 0.0 for every
+    other op, NaN when the shapes are missing.
+    """
+    base, _ = base_op_name(name)
+    if "attention" not in base or not base.endswith("backward"):
+        return 0.0
+    four = [t for t in _tensors(_parse(input_dims), _parse(input_types)) if t is not None and len(t.dims) == 4]
+    if len(four) < 4:
+        return math.nan
+    q, v = four[1], four[3]
+    d, dv = q.dims[3], v.dims[3]
+    return d / (3.0 * d + 2.0 * dv) if 3 * d + 2 * dv > 0 else math.nan

@@ -383,3 +383,8 @@ def _with_gpu(marks: pd.DataFrame, trace: Trace, step_of: np.ndarray) -> pd.Data
 
 def _empty_steps() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "source") else np.int64) for c in STEP_COLUMNS})
+
+
+def is_step_marker_name(name: str) -> bool:
+    """Whether a range of this name marks a step (``ProfilerStep#N``, ``step_N``, ``iteration N``…)."""
+    return bool(_PROFILER_STEP.match(name) or _STEP.match(name))

@@ -95,11 +95,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
         write_frame(table, "csv", raw_csv=wants_raw_csv(args))
     elif args.format == "json":
         doc = compare_document(result, a, b)
+        from kviewer.analysis.mfu import compare_traces_mfu  # MFU per step (issue 31)
+        from kviewer.session.documents import records
+
+        doc["mfu"] = records(compare_traces_mfu(a, b))
         if base is not None:
             doc["baseline"] = {**base.summary(), "unmatched_a": base.unmatched_a, "unmatched_b": base.unmatched_b}
         dump_json(doc)
     else:
         _print_compare(result, args.by)
+        from kviewer.analysis.mfu import compare_traces_mfu
+        from kviewer.session.mfu_view import compare_mfu_text
+
+        print("\n" + compare_mfu_text(compare_traces_mfu(a, b)))
         if base is not None:
             print()
             _baseline_summary(base)

@@ -17,7 +17,9 @@ def register(sub: Any) -> None:
     s = add_command(sub, "summary", "kernels grouped by name (as nsys stats cuda_gpu_kern_sum)", cmd_summary, ("table", "csv", "json"))
     s.add_argument("--short", action="store_true", help="group by short name (no arguments or templates)")
     s.add_argument("--by-rank", action="store_true", help="one summary per rank (a folder of per-rank traces)")
-    s.add_argument("--steps", action="store_true", help="step times per rank: spread across ranks per step, and the straggler")
+    s.add_argument("--steps", action="store_true", help="step times per rank: spread across ranks per step, and the straggler; "
+                   "MFU, HFU and step speed of light per step")
+    s.add_argument("--device", metavar="NAME", help="with --steps: the GPU whose peaks the MFU uses when the trace does not say or to override it")
     s.add_argument("--range", metavar="START:END", help="what lies inside a time range from the trace's first event, as the "
                    "window's Range panel shows it: kernels by name, streams busy/idle, copies by direction, NVTX ranges "
                    "(units ns/us/ms/s, e.g. 1.2s:1.25s; intervals across an edge are clipped)")
@@ -35,7 +37,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if args.range is not None:
         return summary_range(trace, args.range, args.format, raw)
     if args.steps:
-        return summary_steps(trace, args.format, raw)
+        return summary_steps(trace, args.format, raw, args.device)
     if args.by_rank:
         from kviewer.analysis.ranks import kernel_summary_by_rank
 
@@ -73,7 +75,7 @@ def summary_range(trace: "Trace", text: str, fmt: str, raw_csv: bool = False) ->
     return EXIT_OK
 
 
-def summary_steps(trace: "Trace", fmt: str, raw_csv: bool = False) -> int:
+def summary_steps(trace: "Trace", fmt: str, raw_csv: bool = False, device: str | None = None) -> int:
     """Per step the spread of step time across ranks, then per rank (slowest first)."""
     from kviewer.analysis.ranks import rank_step_stats, step_spread, step_times, straggler
     from kviewer.session.documents import steps_document
@@ -82,13 +84,22 @@ def summary_steps(trace: "Trace", fmt: str, raw_csv: bool = False) -> int:
     if not len(steps):
         raise UserError(f"{trace.meta.path}: no steps found (no ProfilerStep#N or step_N ranges)")
     spread, per_rank, slow = step_spread(trace, steps), rank_step_stats(trace, steps), straggler(trace, steps)
+    from kviewer.analysis.mfu import mfu_or_unknown, with_mfu_columns  # MFU per step (issue 31)
+
+    mfu = mfu_or_unknown(trace, device)
+    spread = with_mfu_columns(spread, mfu)
     if fmt == "json":
-        dump_json(steps_document(spread, per_rank, slow))
+        doc = steps_document(spread, per_rank, slow)
+        doc["mfu"] = mfu.as_json()
+        dump_json(doc)
     elif fmt == "csv":
         write_frame(spread, "csv", raw_csv=raw_csv)
     else:
         print("step time across ranks (ns)")
-        write_frame(spread, "table", float_digits=1)
+        write_frame(spread.drop(columns=["model_flops", "mfu", "hfu", "sol_step"]), "table", float_digits=1)
+        from kviewer.session.mfu_view import mfu_report
+
+        print("\n" + mfu_report(mfu))
         print("\nper rank, slowest first (ns)")
         write_frame(per_rank, "table", float_digits=1)
         if slow is not None:

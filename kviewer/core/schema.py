@@ -272,8 +272,63 @@ SOL = Table(
     sort_by=None,
 )
 
+MFU = Table(
+    "mfu",
+    "Model FLOPs utilisation per (rank, step) (kviewer.analysis.mfu): MFU, HFU, the step's speed of light and its "
+    "compute / memory / idle split.",
+    (
+        Column("rank", INT, "rank (-1 when the trace has none)"),
+        Column("step", INT, "step number"),
+        Column("name", STR, "step marker name"),
+        Column("start", INT, "start of the step's marker range, ns relative to the trace origin"),
+        Column("end", INT, "end of the step's marker range, ns relative to the trace origin"),
+        Column("step_ns", INT, "step time, ns: the host range, or the GPU span of its kernels when longer"),
+        Column("time_basis", STR, "'host range' | 'GPU span': which time step_ns is"),
+        Column("kernel_count", INT, "kernels launched in the step"),
+        Column("model_flops", FLOAT, "the ops' FLOPs, each op once, no recomputation; NaN when none is known"),
+        Column("hardware_flops", FLOAT, "FLOPs executed: measured counters, else modelled with recomputation"),
+        Column("unknown_kernels", INT, "kernels whose FLOPs are unknown (not counted as 0)"),
+        Column("unknown_ns", FLOAT, "kernel time of those kernels, ns"),
+        Column("precision", STR, "precision holding most of the model FLOPs"),
+        Column("pipe", STR, "tensor | vector: the pipe of that precision"),
+        Column("peak_flops", FLOAT, "dense peak FLOP/s of that precision and pipe (devices.toml)"),
+        Column("peak_field", STR, "the devices.toml field of the peak"),
+        Column("gpu", STR, "devices.toml id of the GPU"),
+        Column("mfu", FLOAT, "model_flops / (step_ns x peak_flops); a lower bound when unknown_ns > 0"),
+        Column("hfu", FLOAT, "hardware_flops / (step_ns x peak_flops)"),
+        Column("sol_ns", FLOAT, "sum of the step's kernels' speed-of-light times, ns (known ones)"),
+        Column("sol_step", FLOAT, "sol_ns / step_ns"),
+        Column("sol_unknown_ns", FLOAT, "kernel time whose speed of light is unknown, ns"),
+        Column("compute_ns", FLOAT, "GPU time running compute-bound kernels, ns"),
+        Column("memory_ns", FLOAT, "GPU time running memory-bound kernels (no compute-bound one), ns"),
+        Column("unknown_bound_ns", FLOAT, "GPU time running only kernels without a verdict, ns"),
+        Column("idle_ns", FLOAT, "step time with no kernel of the step running (launch gaps, host work), ns"),
+        Column("note", STR, "why a utilisation is unknown ('' when nothing to say)"),
+    ),
+    sort_by=None,
+)
+
+MFU_JOB = Table(
+    "mfu_job",
+    "Model FLOPs utilisation per step of a job over its ranks (kviewer.analysis.mfu).",
+    (
+        Column("step", INT, "step number"),
+        Column("ranks", INT, "ranks that ran the step"),
+        Column("step_ns", INT, "the slowest rank's step time, ns"),
+        Column("slowest_rank", INT, "that rank"),
+        Column("model_flops", FLOAT, "model FLOPs summed over the ranks"),
+        Column("hardware_flops", FLOAT, "hardware FLOPs summed over the ranks"),
+        Column("unknown_ns", FLOAT, "kernel time without known FLOPs, summed over the ranks, ns"),
+        Column("peak_flops", FLOAT, "the ranks' peaks summed, FLOP/s"),
+        Column("mfu", FLOAT, "model_flops / (step_ns x peak_flops)"),
+        Column("hfu", FLOAT, "hardware_flops / (step_ns x peak_flops)"),
+        Column("sol_step", FLOAT, "the ranks' summed SOL time / (step_ns x ranks)"),
+    ),
+    sort_by=None,
+)
+
 #: tables analyses return (kept apart from TABLES: a Trace and its cache hold only those)
-ANALYSIS_TABLES: dict[str, Table] = {t.name: t for t in (SOL,)}
+ANALYSIS_TABLES: dict[str, Table] = {t.name: t for t in (SOL, MFU, MFU_JOB)}
 
 
 def make_table(table: Table | str, n: int, columns: Mapping[str, Any] | None = None) -> pd.DataFrame:

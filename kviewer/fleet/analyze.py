@@ -32,12 +32,15 @@ import numpy as np
 import pandas as pd
 
 from kviewer.analysis.compare import CHANGED, ONLY_A, ONLY_B, UNCHANGED, NoiseModel
+from kviewer.analysis.mfu import SUMMARY_COLUMNS as MFU_SUMMARY, job_table, rank_mfu, run_totals, with_mfu_columns
 from kviewer.analysis.ranks import SPREAD_COLUMNS, STRAGGLER_COLUMNS, across_ranks, rank_step_stats, step_spread
 from kviewer.fleet.record import STEP_FIELDS, TIME_FIELDS, FileSummary
 from kviewer.io.ranks import decide_ranks
 
 FILE_COLUMNS = ["run", "rank", "path", "format", "status", "error_kind", "error", "kernels", "seconds"]
-RANK_COLUMNS = ["run", "rank", "path", "kernels", *TIME_FIELDS, "steps", "mean_step_ns", "median_step_ns", "max_step_ns",
+#: per step: the spread over the ranks and the job's MFU (as ``kviewer summary FOLDER --steps``)
+STEP_TABLE = [*SPREAD_COLUMNS, *MFU_SUMMARY]
+RANK_COLUMNS = ["run", "rank", "path", "kernels", *TIME_FIELDS, "steps", "mean_step_ns", "median_step_ns", "max_step_ns", "mfu", "hfu", "sol_step",
                 "excess_pct", "times_slowest", "reason_kind", "reason", "reason_excess_ns"]
 STRAGGLER_TABLE = ["run", "position", "rank", "basis", "mean_ns", "excess_pct", "times_slowest", "reason_kind", "reason", "reason_excess_ns", "path",
                    "beyond_noise"]
@@ -61,7 +64,9 @@ def beyond_noise(means: np.ndarray, k: float = STRAGGLER_K, floor: float = STRAG
     spread = 1.4826 * float(np.median(np.abs(x[ok] - med)))
     out[ok] = (x[ok] - med) > max(k * spread, floor * abs(med))
     return out
-RUN_COLUMNS = ["run", "files", "ranks", "failed", "steps", "mean_step_ns", "kernel_ns_per_rank", "comm_ns_per_rank", "idle_ns_per_rank",
+
+
+RUN_COLUMNS = ["run", "files", "ranks", "failed", "steps", "mean_step_ns", "kernel_ns_per_rank", "comm_ns_per_rank", "idle_ns_per_rank", "mfu", "hfu",
                "straggler", "straggler_reason", "baseline", "slower_pct"]
 SERIES_COLUMNS = ["run", "group", "comm", "ranks", "count_per_rank", "ns_per_rank", "baseline_ns_per_rank", "delta_ns", "delta_pct", "noise_ns", "status"]
 
@@ -137,7 +142,7 @@ def analyze(summaries: Sequence[FileSummary], runs: Sequence[str] | None = None,
     return FleetResult(
         files=_cat(files, FILE_COLUMNS),
         ranks=_cat(ranks, RANK_COLUMNS),
-        steps=_cat(steps, ["run", *SPREAD_COLUMNS]),
+        steps=_cat(steps, ["run", *STEP_TABLE]),
         rank_steps=_cat(rank_steps, ["run", "rank", *STEP_FIELDS]),
         groups=_cat(groups, ["run", "group", "comm", "ranks", "count", "total_ns", "mean_rank_ns", "min_rank_ns", "max_rank_ns", "spread_ns", "slowest_rank"]),
         rank_groups=_cat(rank_groups, ["run", "rank", "group", "comm", "count", "total_ns", "sumsq_ns2"]),
@@ -183,14 +188,14 @@ def _one_run(run: str, summaries: list[FileSummary], warnings: list[str]) -> dic
     st = pd.concat(st_parts, ignore_index=True) if st_parts else pd.DataFrame(columns=["rank", *STEP_FIELDS])
     if len(st):
         st = st.sort_values(["step", "rank"], kind="stable").reset_index(drop=True)
-        spread = step_spread(None, st)
+        spread = with_mfu_columns(step_spread(None, st), job_table(st))
         stats = rank_step_stats(None, st)
         basis = "step time"
     else:
-        spread = pd.DataFrame(columns=SPREAD_COLUMNS)
+        spread = pd.DataFrame(columns=STEP_TABLE)
         stats = _busy_stats(good, rank_list)
         basis = "GPU busy time"
-    out["steps"] = spread.assign(run=run)[["run", *SPREAD_COLUMNS]] if len(spread) else spread
+    out["steps"] = spread.assign(run=run)[["run", *STEP_TABLE]] if len(spread) else spread
     out["rank_steps"] = st.assign(run=run)[["run", "rank", *STEP_FIELDS]] if len(st) else st
 
     # kernel groups per rank and across ranks
@@ -223,6 +228,9 @@ def _one_run(run: str, summaries: list[FileSummary], warnings: list[str]) -> dic
     ranks["steps"] = pd.array([int(v) if math.isfinite(v) else None for v in col("steps")], dtype="Int64")
     ranks["mean_step_ns"], ranks["median_step_ns"], ranks["max_step_ns"] = col("mean_ns"), col("median_ns"), col("max_ns")
     ranks["excess_pct"] = col("excess_pct")
+    per_rank_mfu = rank_mfu(st).set_index("rank") if len(st) else None
+    for c in ("mfu", "hfu", "sol_step"):
+        ranks[c] = per_rank_mfu[c].reindex(idx).to_numpy(dtype=np.float64) if per_rank_mfu is not None else np.full(len(rank_list), np.nan)
     ranks["times_slowest"] = pd.array([int(v) if math.isfinite(v) else None for v in col("times_slowest")], dtype="Int64")
     for c in ("reason_kind", "reason", "reason_excess_ns"):
         ranks[c] = pd.Series([reasons[r][c] for r in rank_list], index=ranks.index, dtype=object)
@@ -244,6 +252,7 @@ def _one_run(run: str, summaries: list[FileSummary], warnings: list[str]) -> dic
     # the slowest rank is a straggler only when it stands out of the ranks' own spread
     straggler = int(stats["rank"].iloc[0]) if len(stats) >= 2 and bool(beyond_noise(stats["mean_ns"].to_numpy(dtype=np.float64))[0]) else None
     nan = float("nan")
+    run_mfu = run_totals(st) if len(st) else {}
 
     def per_rank(name: str) -> float:
         v = times[name].to_numpy(dtype=np.float64)
@@ -260,6 +269,8 @@ def _one_run(run: str, summaries: list[FileSummary], warnings: list[str]) -> dic
         "kernel_ns_per_rank": per_rank("kernel_ns"),
         "comm_ns_per_rank": per_rank("comm_ns"),
         "idle_ns_per_rank": per_rank("idle_ns"),
+        "mfu": run_mfu.get("mfu", nan),
+        "hfu": run_mfu.get("hfu", nan),
         "straggler": straggler,
         "straggler_reason": reasons[straggler]["reason"] if straggler is not None else "",
     }

@@ -22,8 +22,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-#: the step columns a summary keeps (those of :data:`kviewer.analysis.ranks.STEP_COLUMNS` less rank)
-STEP_FIELDS = ["step", "name", "start", "end", "dur", "kernel_ns", "busy_ns", "kernel_count"]
+#: the step columns a summary keeps (those of :data:`kviewer.analysis.ranks.STEP_COLUMNS` less rank,
+#: then the MFU inputs of :data:`kviewer.analysis.mfu.FLEET_FIELDS`, NaN where unknown)
+STEP_FIELDS = ["step", "name", "start", "end", "dur", "kernel_ns", "busy_ns", "kernel_count",
+               "step_ns", "model_flops", "hardware_flops", "unknown_ns", "peak_flops", "sol_ns"]
+_FLOAT_FIELDS = frozenset(STEP_FIELDS[9:])
 GROUP_FIELDS = ["group", "comm", "count", "total_ns", "sumsq_ns2", "min_ns", "max_ns"]
 #: GPU time of a file, ns (NaN where unknown: a file without kernels has no GPU time to split)
 TIME_FIELDS = ["kernel_ns", "busy_ns", "comm_ns", "compute_ns", "overlap_ns", "exposed_comm_ns", "idle_ns", "span_ns"]
@@ -57,7 +60,7 @@ class FileSummary:
 
 
 def empty_steps() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else "int64") for c in STEP_FIELDS})
+    return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else "float64" if c in _FLOAT_FIELDS else "int64") for c in STEP_FIELDS})
 
 
 def empty_groups() -> pd.DataFrame:
@@ -164,6 +167,12 @@ def _summarize(path: Path, out: FileSummary) -> None:
         first = int(st["rank"].min())
         out.warnings.append(f"holds the steps of {st['rank'].nunique()} ranks; rank {first}'s are used")
         st = st[st["rank"] == first]
+    if len(st):
+        from kviewer.analysis.mfu import FLEET_FIELDS, mfu_or_unknown  # MFU per step (issue 31)
+
+        m = mfu_or_unknown(trace).steps
+        m = m[m["rank"] == int(st["rank"].iloc[0])][["step", *FLEET_FIELDS]] if len(m) else m
+        st = st.merge(m.astype({c: "float64" for c in FLEET_FIELDS}), on="step", how="left") if len(m) else st.assign(**{c: float("nan") for c in FLEET_FIELDS})
     out.steps = st[STEP_FIELDS].reset_index(drop=True) if len(st) else empty_steps()
 
     k = trace.kernels

@@ -16,6 +16,7 @@ import pandas as pd
 from kviewer.fleet.analyze import FleetResult
 from kviewer.report import Facts, Paragraph, Picture, Report, Section, Svg, Table, fmt_pct, html_escape, write_report
 from kviewer.session.format import UNKNOWN, format_count_int, format_duration, format_signed_duration, number
+from kviewer.session.mfu_view import format_ratio, format_util
 
 #: index columns of the SQLite tables
 KEYS = {"runs": ["run"], "files": ["run", "rank"], "ranks": ["run", "rank"], "steps": ["run", "step"], "rank_steps": ["run", "rank", "step"],
@@ -81,10 +82,11 @@ def build_fleet_report(result: FleetResult, pictures: bool = True, max_runs: int
     sections = [Section("Fleet", blocks)]
     if len(r.runs) > 1:
         rows = [[str(x.run), f"{x.ranks:,}", f"{x.failed:,}", _ns(x.mean_step_ns), _ns(x.kernel_ns_per_rank), _ns(x.comm_ns_per_rank),
-                 "baseline" if x.baseline else fmt_pct(x.slower_pct, signed=True), UNKNOWN if number(x.straggler) is None else str(x.straggler)]
+                 "baseline" if x.baseline else fmt_pct(x.slower_pct, signed=True), UNKNOWN if number(x.straggler) is None else str(x.straggler),
+                 format_util(x.mfu)]
                 for x in r.runs.itertuples()]
-        blocks = [Table(["run", "ranks", "failed", "mean step", "kernel time / rank", "communication / rank", "vs baseline", "straggler"],
-                              rows, [False, True, True, True, True, True, True, True], wide=(0,))]
+        blocks = [Table(["run", "ranks", "failed", "mean step", "kernel time / rank", "communication / rank", "vs baseline", "straggler", "MFU"],
+                        rows, [False, True, True, True, True, True, True, True, True], wide=(0,))]
         if pictures:
             blocks.append(Svg("runs", runs_svg(r.runs), "kernel time per rank in each run (baseline dashed)"))
         changed = r.series[(r.series["status"] != "baseline") & (r.series["status"] != "unchanged")]
@@ -133,9 +135,10 @@ def _run_sections(r: FleetResult, run: str, pictures: bool) -> list[Section]:
     if len(steps):
         if pictures:
             blocks.append(Svg(_key("steps", run), steps_svg(steps), "step time across ranks: min to max (band), median (line)"))
-        blocks.append(Table(["step", "ranks", "min", "median", "max", "spread", "spread %", "slowest rank"],
-                            [[str(x.step), str(x.ranks), _ns(x.min_ns), _ns(x.median_ns), _ns(x.max_ns), _ns(x.spread_ns), fmt_pct(x.spread_pct), str(x.slowest_rank)]
-                             for x in steps.head(50).itertuples()], [True] * 8, caption="per step, over the ranks" + (" (first 50)" if len(steps) > 50 else "")))
+        blocks.append(Table(["step", "ranks", "min", "median", "max", "spread", "spread %", "slowest rank", "MFU", "step SOL"],
+                            [[str(x.step), str(x.ranks), _ns(x.min_ns), _ns(x.median_ns), _ns(x.max_ns), _ns(x.spread_ns), fmt_pct(x.spread_pct), str(x.slowest_rank),
+                              format_util(x.mfu), format_ratio(x.sol_step)]
+                             for x in steps.head(50).itertuples()], [True] * 10, caption="per step, over the ranks" + (" (first 50)" if len(steps) > 50 else "")))
     if len(ranks):
         t = ranks
         sums = {c: float(np.nanmean(t[c].to_numpy(dtype=np.float64))) if np.isfinite(t[c].to_numpy(dtype=np.float64)).any() else float("nan")

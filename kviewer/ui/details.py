@@ -22,6 +22,8 @@ class DetailsPanel(QTextBrowser):
     def __init__(self, state: ViewState, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.state = state
+        self.mfu_requests: Any = None
+        """:class:`~kviewer.ui.mfu_requests.MfuRequests` (set by the window): a step marker's MFU"""
         self.setOpenLinks(False)
         self.anchorClicked.connect(self._on_link)
         state.selectionChanged.connect(self.show_selection)
@@ -56,9 +58,26 @@ class DetailsPanel(QTextBrowser):
         parts.append("</table>")
         if sel.table == "kernels":
             parts.extend(_counter_notes(tracks, sel.row))
+        if sel.table == "cpu_slices":
+            parts.extend(self._step_mfu(tracks, r))
         parts.extend(self._links(tracks, sel))
         parts.append(f"<p style='color:#777'>{html.escape(tracks.label)} · {sel.table} #{sel.row}</p>")
         self.setHtml("".join(parts))
+
+    def _step_mfu(self, tracks: Any, r: Any) -> list[str]:
+        """A step marker's MFU, HFU, step SOL and the split of its time."""
+        from kviewer.session.mfu_view import marker_mfu_html
+
+        rank = int(r["rank"]) if "rank" in r else -1
+        text = marker_mfu_html(tracks, str(r["name"]), rank)
+        if text is None:
+            return []
+        if text == "" and self.mfu_requests is not None:
+            sel = self.state.selection
+            if self.mfu_requests.get(tracks, lambda: self.show_selection(self.state.selection) if self.state.selection == sel else None) is None:
+                return ["<p style='color:#777'>MFU: computing…</p>"]
+            text = marker_mfu_html(tracks, str(r["name"]), rank) or ""
+        return [text] if text else []
 
     def _links(self, tracks: Any, sel: Selection) -> list[str]:
         out: list[str] = []

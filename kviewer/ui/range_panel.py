@@ -68,6 +68,12 @@ class RangePanel(QWidget):
         self.title = QLabel(HINT)
         self.title.setWordWrap(True)
         self.title.setObjectName("rangeTitle")
+        self.mfu_requests: Any = None
+        """:class:`~kviewer.ui.mfu_requests.MfuRequests` (set by the window)"""
+        self.mfu_label = QLabel("")
+        self.mfu_label.setWordWrap(True)
+        self.mfu_label.setObjectName("rangeMfu")
+        self.mfu_label.hide()
         clear = QToolButton()
         clear.setText("Clear")
         clear.setToolTip("Clear the range (Esc on the timeline)")
@@ -81,12 +87,37 @@ class RangePanel(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(head)
+        lay.addWidget(self.mfu_label)
         lay.addWidget(self.tabs, 1)
         from kviewer.ui.critpath_overlay import StepBreakdown
 
         self.critpath = StepBreakdown(runner)  # the breakdown when the range is a step
         state.timeSelectionChanged.connect(lambda _r: self.refresh())
         state.currentTraceChanged.connect(lambda _t: self.refresh())
+        state.timeSelectionChanged.connect(lambda _r: self.refresh_mfu())
+        state.currentTraceChanged.connect(lambda _t: self.refresh_mfu())
+        state.selectionChanged.connect(lambda _s: self.refresh_mfu())
+
+    def refresh_mfu(self) -> None:
+        """The MFU of the selected step marker, else of the whole steps inside the range."""
+        from kviewer.session.mfu_view import range_mfu_text
+
+        tracks = self.state.current
+        sel, rng = self.state.selection, self.state.time_selection
+        marker = None
+        if tracks is not None and sel is not None and sel.table == "cpu_slices" and self.state.trace(sel.trace) is tracks:
+            from kviewer.analysis.steps import is_step_marker_name
+
+            c = tracks.trace.cpu_slices
+            if 0 <= sel.row < len(c) and is_step_marker_name(str(c["name"].iloc[sel.row])):
+                marker = (str(c["name"].iloc[sel.row]), int(c["rank"].iloc[sel.row]))
+        if self.mfu_requests is None or tracks is None or (marker is None and rng is None):
+            self.mfu_label.hide()
+            return
+        res = self.mfu_requests.get(tracks, self.refresh_mfu)
+        text = "MFU: computing…" if res is None else range_mfu_text(res, marker, rng, tracks.offset_ns)
+        self.mfu_label.setText(text)
+        self.mfu_label.setVisible(bool(text))
 
     def _ensure_tables(self) -> None:
         """The tables, made on first use (their model module imports pandas: not at start-up)."""

@@ -1055,6 +1055,9 @@ def tooltip_text(tracks: TraceTracks, table: str, row: int) -> str:
         lines.append(f"device {r['device']} · stream {r['stream']}")
     else:
         lines.append(f"{r['category']} · tid {r['tid']}")
+        from kviewer.session.mfu_view import marker_tooltip_lines  # a step marker's MFU
+
+        lines.extend(_esc(x) for x in marker_tooltip_lines(tracks, str(r["name"]), int(r["rank"])))
     sync = tracks.sync.get(table)
     if sync is not None and row < len(sync) and sync[row]:
         lines.append("<span style='color:#b3261e'>synchronisation: the host waits for the GPU</span>")

@@ -1,0 +1,248 @@
+"""MFU per step as the views show it (no Qt): one line for tooltips, Details and headlines, and a
+table of formatted cells for the CLI and the report.
+
+The numbers come from :func:`kviewer.analysis.mfu.mfu`; unknown is "—", never 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from kviewer.session.format import UNKNOWN, format_count, format_duration
+
+
+def _known(v: Any) -> bool:
+    return v is not None and v == v
+
+
+def _f(v: Any) -> float:
+    return float(v) if _known(v) else float("nan")
+
+
+def format_util(value: Any) -> str:
+    """A utilisation (a fraction) as a percentage: ``0.4123`` -> ``41.2%``."""
+    return f"{float(value) * 100:.1f}%" if _known(value) else UNKNOWN
+
+
+def format_ratio(value: Any) -> str:
+    """A ratio (step SOL): ``0.5234`` -> ``0.52``."""
+    return f"{float(value):.2f}" if _known(value) else UNKNOWN
+
+
+def _si(value: float, unit: str) -> str:
+    text = format_count(value)
+    return f"{text}{unit}" if text[-1:].isalpha() else f"{text} {unit}"
+
+
+def mfu_line(row: Mapping[str, Any] | None) -> str:
+    """``MFU 41.2% · HFU 43.0% · step SOL 0.52 · 859 GFLOP in 1.64 ms (GPU span) at bf16 989.5 TFLOP/s``,
+    with the kernel time whose FLOPs are unknown when there is any (MFU is then a lower bound)."""
+    if not row:
+        return "MFU " + UNKNOWN
+    mfu = format_util(row.get("mfu"))
+    unknown = row.get("unknown_ns")
+    if _known(unknown) and _f(unknown) > 0 and mfu != UNKNOWN:
+        mfu = "≥ " + mfu
+    hfu = format_util(row.get("hfu"))
+    if _known(unknown) and _f(unknown) > 0 and hfu != UNKNOWN:
+        hfu = "≥ " + hfu
+    parts = [f"MFU {mfu}", f"HFU {hfu}", f"step SOL {format_ratio(row.get('sol_step'))}"]
+    flops = row.get("model_flops")
+    if _known(flops):
+        what = f"{_si(_f(flops), 'FLOP')} in {format_duration(row.get('step_ns'))}"
+        basis = row.get("time_basis")
+        if basis and basis != "host range":
+            what += f" ({basis})"
+        peak = row.get("peak_flops")
+        if _known(peak):
+            prec = str(row.get("precision") or "").upper()
+            ranks = row.get("ranks")
+            n = int(_f(ranks)) if _known(ranks) and _f(ranks) > 1 else 1
+            what += f" at the {prec} peak {_si(_f(peak) / n, 'FLOP/s')}" + (f" × {n} GPUs" if n > 1 else "")
+        parts.append(what)
+    if _known(unknown) and _f(unknown) > 0:
+        parts.append(f"FLOPs unknown for {format_duration(_f(unknown))} of kernels")
+    if row.get("note"):
+        parts.append(str(row["note"]))
+    return " · ".join(parts)
+
+
+def split_line(row: Mapping[str, Any] | None) -> str:
+    """``compute 1.1 ms · memory 333 µs · no verdict 0 ns · idle 3.9 ms``: where the step's time went."""
+    if not row:
+        return ""
+    return " · ".join(
+        f"{label} {format_duration(row.get(col))}"
+        for label, col in (("compute-bound", "compute_ns"), ("memory-bound", "memory_ns"),
+                           ("no verdict", "unknown_bound_ns"), ("idle/launch", "idle_ns"))
+    )
+
+
+#: the columns of :func:`mfu_cells`: (header, column, formatter)
+CELLS = (
+    ("rank", "rank", lambda v: str(int(v)) if _known(v) else UNKNOWN),
+    ("step", "step", lambda v: str(int(v))),
+    ("step time", "step_ns", format_duration),
+    ("basis", "time_basis", str),
+    ("model FLOPs", "model_flops", format_count),
+    ("MFU", "mfu", format_util),
+    ("HFU", "hfu", format_util),
+    ("step SOL", "sol_step", format_ratio),
+    ("peak", "peak_field", str),
+    ("compute", "compute_ns", format_duration),
+    ("memory", "memory_ns", format_duration),
+    ("no verdict", "unknown_bound_ns", format_duration),
+    ("idle", "idle_ns", format_duration),
+    ("FLOPs unknown", "unknown_ns", format_duration),
+)
+
+
+def mfu_cells(steps: Any) -> tuple[list[str], list[list[str]]]:
+    """Headers and formatted rows of the per-(rank, step) MFU table (:data:`CELLS`)."""
+    headers = [h for h, _, _ in CELLS]
+    rows = []
+    for rec in steps.to_dict(orient="records"):
+        row = [f(rec.get(col)) if _known(rec.get(col)) or col in ("time_basis", "peak_field") else UNKNOWN for _, col, f in CELLS]
+        unknown = rec.get("unknown_ns")
+        if _known(unknown) and _f(unknown) > 0:
+            # FLOPs missing for part of the step: the utilisations are lower bounds
+            row = [("≥ " + c) if h in ("MFU", "HFU") and c != UNKNOWN else c for (h, _, _), c in zip(CELLS, row)]
+        rows.append(row)
+    return headers, rows
+
+
+def mfu_report(result: Any) -> str:
+    """The text ``summary --steps`` prints: the MFU table per (rank, step), the job's MFU per step
+    when there are several ranks, and the totals line."""
+    from kviewer.core.text import display_text
+
+    if result.totals.get("error"):
+        return "MFU per step: unknown (" + display_text(str(result.totals["error"]).splitlines()[0]) + ")"
+    lines = ["MFU per step (model FLOPs / (step time x dense peak); HFU with recomputation and counters)"]
+    headers, rows = mfu_cells(result.steps)
+    lines.append(_aligned(headers, rows))
+    job = result.job
+    if len(job) and int(job["ranks"].max()) > 1:
+        lines.append("\njob MFU per step (sum of FLOPs / (slowest rank's step time x sum of peaks))")
+        jh = ["step", "ranks", "step time", "slowest rank", "model FLOPs", "MFU", "HFU", "step SOL"]
+        jr = [[str(int(r["step"])), str(int(r["ranks"])), format_duration(r["step_ns"]), str(int(r["slowest_rank"])),
+               format_count(r["model_flops"]), format_util(r["mfu"]), format_util(r["hfu"]), format_ratio(r["sol_step"])]
+              for r in job.to_dict(orient="records")]
+        lines.append(_aligned(jh, jr))
+    notes = sorted({str(n) for n in result.steps["note"] if n}) if "note" in result.steps else []
+    lines += [f"note: {display_text(n)}" for n in notes]
+    t = result.totals
+    if t:
+        lines.append("\nall steps: " + mfu_line(t))
+    return "\n".join(lines)
+
+
+def _aligned(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    text = ["  ".join(h.rjust(w) for h, w in zip(headers, widths)).rstrip(), "  ".join("-" * w for w in widths)]
+    text += ["  ".join(c.rjust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(text)
+
+
+def compare_mfu_text(df: Any) -> str:
+    """The MFU section of ``kviewer compare``: per step position, A's and B's MFU and the change
+    in percentage points."""
+    if not len(df):
+        return "MFU per step: no steps in either trace"
+    headers = ["position", "step A", "step B", "step time A", "step time B", "MFU A", "MFU B", "delta (points)", "step SOL A", "step SOL B"]
+    rows = []
+    for r in df.to_dict(orient="records"):
+        d = r["delta_pts"]
+        rows.append([str(r["position"]), str(r["step_a"]) if r["step_a"] >= 0 else UNKNOWN, str(r["step_b"]) if r["step_b"] >= 0 else UNKNOWN,
+                     format_duration(r["step_ns_a"]), format_duration(r["step_ns_b"]), format_util(r["mfu_a"]), format_util(r["mfu_b"]),
+                     f"{d:+.1f}" if _known(d) else UNKNOWN, format_ratio(r["sol_step_a"]), format_ratio(r["sol_step_b"])])
+    return "MFU per step (the i-th step of A beside the i-th of B; delta = B - A in percentage points)\n" + _aligned(headers, rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# the window: one MFU result per open trace and speed of light, computed off the GUI thread
+
+
+def cached_mfu(tracks: Any) -> Any:
+    """The :class:`~kviewer.analysis.mfu.MfuResult` of an open trace for its current speed of
+    light, None when not computed yet (or computed for another GPU choice)."""
+    hit = getattr(tracks, "_mfu_cache", None)
+    if hit is None or hit[0] is not tracks.sol_info:
+        return None
+    return hit[1]
+
+
+def compute_mfu(tracks: Any) -> tuple[Any, Any]:
+    """(the speed of light used, its MFU result): pure, for a worker thread; hand the pair to
+    :func:`store_mfu` on the GUI thread."""
+    from kviewer.analysis.mfu import mfu_or_unknown
+
+    from kviewer.analysis.mfu import MFU_COLUMNS, MFU_JOB_COLUMNS, MfuResult, _empty
+
+    info = tracks.sol_info
+    sol = info.result if info is not None else None
+    device = info.device if info is not None else None
+    if info is not None and sol is None and not info.no_kernels:
+        # no speed of light (the GPU is not recognised): no peaks, and nothing to compute again
+        return info, MfuResult(_empty(MFU_COLUMNS), _empty(MFU_JOB_COLUMNS), {"error": info.why or "the GPU is not known"})
+    return info, mfu_or_unknown(tracks.trace, device, sol)
+
+
+def marker_tooltip_lines(tracks: Any, name: str, rank: int) -> list[str]:
+    """The timeline tooltip's MFU line of a step marker, when its MFU is known (computed once the
+    trace's speed of light is: :meth:`kviewer.ui.mfu_requests.MfuRequests.warm`)."""
+    from kviewer.analysis.mfu import step_of_marker
+    from kviewer.analysis.steps import is_step_marker_name
+
+    if not is_step_marker_name(name):
+        return []
+    res = cached_mfu(tracks)
+    row = step_of_marker(res, name, rank) if res is not None else None
+    return [mfu_line(row)] if row is not None else []
+
+
+def store_mfu(tracks: Any, computed: tuple[Any, Any]) -> None:
+    tracks._mfu_cache = computed
+
+
+def marker_mfu_html(tracks: Any, name: str, rank: int) -> str | None:
+    """The Details lines of a selected step marker: its MFU line and the split of its time; ""
+    while not computed; None when the slice is no step marker."""
+    import html
+
+    from kviewer.analysis.mfu import step_of_marker
+    from kviewer.analysis.steps import is_step_marker_name
+
+    if not is_step_marker_name(name):
+        return None
+    res = cached_mfu(tracks)
+    if res is None:
+        return ""
+    if res.totals.get("error"):
+        return f"<p style='color:#777'>MFU unknown: {html.escape(str(res.totals['error']).splitlines()[0])}</p>"
+    row = step_of_marker(res, name, rank)
+    if row is None:
+        return None
+    return (f"<p><b>{html.escape(mfu_line(row))}</b><br>"
+            f"<span style='color:#555'>{html.escape(split_line(row))}</span></p>")
+
+
+def range_mfu_text(result: Any, marker: tuple[str, int] | None, rng: tuple[float, float] | None, offset_ns: int) -> str:
+    """The Range dock's MFU line: the selected step marker's (``marker`` = its name and rank), else
+    the whole steps inside the time range (``rng`` in display ns, ``offset_ns`` from the trace's
+    origin). "" when neither holds a step."""
+    from kviewer.analysis.mfu import step_of_marker, steps_in_range
+
+    if result.totals.get("error"):
+        return "MFU unknown: " + str(result.totals["error"]).splitlines()[0]
+    if marker is not None:
+        row = step_of_marker(result, marker[0], marker[1])
+        if row is not None:
+            return f"step {row['step']} ({marker[0]}): {mfu_line(row)} · {split_line(row)}"
+    if rng is not None:
+        tot = steps_in_range(result, int(round(rng[0])) + offset_ns, int(round(rng[1])) + offset_ns)
+        if tot is not None:
+            steps = tot["step_list"]
+            which = f"step {steps[0]}" if len(steps) == 1 else f"{len(steps)} whole steps ({steps[0]}–{steps[-1]})"
+            return f"{which} in the range: {mfu_line(tot)}"
+    return ""
