@@ -31,7 +31,7 @@ EXIT_SLOWER = 1
 #: subcommands that live in a module of their own, ``kviewer/cli/NAME.py``, each a thin shell over
 #: the library with ``register(sub)`` adding its parser (``set_defaults(func=...)``). A new
 #: subcommand goes here, not into this file.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("graphs", "memory", "calltree")
 
 SUBCOMMANDS = ("info", "summary", "stats", "kernels", "sol", "fusion", "compare", "screenshot", "report", "export", "sql",
                "fleet") + COMMAND_MODULES

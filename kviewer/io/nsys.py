@@ -36,6 +36,7 @@ from pandas.api.types import union_categoricals
 from kviewer.core import Diagnostic, Trace, TraceMeta, make_table
 from kviewer.core.names import strip_api_version
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
+from kviewer.io.graphs import link_graphs
 from kviewer.io.registry import CancelToken, LoaderSpec, Wanted
 from kviewer.io.source import (
     SQLITE_MAGIC,
@@ -615,11 +616,14 @@ def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelTok
     cpu_slices = _cpu_slices(parts)
     flows = _flows(cpu_slices, kernels, gpu_ops)
     _fill_launch_tid(kernels, cpu_slices, flows)
+    memory = _memory(db, gpus, cpu_slices)
     if meta.extra.get("command") is None:
         command = _process_name(db, kernels)
         if command:
             meta.extra["command"] = command
-    return Trace(meta=meta, kernels=kernels, gpu_ops=gpu_ops, cpu_slices=cpu_slices, flows=flows, devices=gpus.devices)
+    trace = Trace(meta=meta, kernels=kernels, gpu_ops=gpu_ops, cpu_slices=cpu_slices, flows=flows, devices=gpus.devices,
+                  memory=memory)
+    return link_graphs(trace, _graph_activities(db, gpus))
 
 
 def _pid(global_id: np.ndarray) -> np.ndarray:
@@ -653,6 +657,7 @@ def _kernels(db: _Db, gpus: "_Gpus", columns: Collection[str] | None = None) -> 
         ("block_x", db.col(t, "k", "blockX")), ("block_y", db.col(t, "k", "blockY")), ("block_z", db.col(t, "k", "blockZ")),
         ("registers", db.col(t, "k", "registersPerThread")), ("shared_mem", shared),
         ("dynamic_shared_mem", db.col(t, "k", "dynamicSharedMemory")), ("context", db.col(t, "k", "contextId")),
+        ("graph_node", db.col(t, "k", "graphNodeId")), ("graph_id", db.col(t, "k", "graphId")),
     ]  # fmt: skip
     if columns is not None:
         keep = {"start", "end"} | {x for col in columns for x in _KERNEL_NEEDS.get(col, (col,))}
@@ -1143,3 +1148,76 @@ def _hz(value: Any) -> float:
 
 
 LOADER = LoaderSpec(name="nsys", label=LABEL, priority=50, sniff=sniff, load=load, load_part=load_part)
+
+
+# ---------------------------------------------------------------------------------------------
+# graph launches and memory (kviewer.io.graphs, the memory table)
+
+MEMORY_USAGE_TABLE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
+#: graph-level trace (--cuda-graph-trace=graph): one activity per graph launch
+GRAPH_TRACE_TABLES = ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE",)
+#: memory kinds (ENUM_CUDA_MEM_KIND labels) that live on the device
+_DEVICE_MEMORY = ("device", "device static", "array")
+
+
+def _graph_activities(db: _Db, gpus: "_Gpus") -> pd.DataFrame | None:
+    """The graph-level activities (one row per launch) when the export has them."""
+    t = next((name for name in GRAPH_TRACE_TABLES if name in db.tables), None)
+    if t is None:
+        return None
+    c = db.ints(t, "g", [
+        ("start", "g.start"), ("end", "g.end"), ("device", db.col(t, "g", "deviceId")), ("stream", db.col(t, "g", "streamId")),
+        ("correlation", db.col(t, "g", "correlationId")), ("gpid", db.col(t, "g", "globalPid")),
+        ("graph_id", db.col(t, "g", "graphId")),
+    ])  # fmt: skip
+    pid = _pid(c.pop("gpid"))
+    c["pid"] = pid
+    c["device"] = gpus.map(pid, c["device"])
+    return pd.DataFrame(c)
+
+
+def _memory(db: _Db, gpus: "_Gpus", cpu_slices: pd.DataFrame) -> pd.DataFrame:
+    """CUDA_GPU_MEMORY_USAGE_EVENTS (nsys --cuda-memory-usage=true): allocations and frees with the
+    device's running total (what the CUDA allocations hold; a caching allocator's reserved memory)."""
+    t = MEMORY_USAGE_TABLE
+    if t not in db.tables:
+        return make_table("memory", 0)
+    c = db.ints(t, "m", [
+        ("start", "m.start"), ("gpid", db.col(t, "m", "globalPid")), ("device", db.col(t, "m", "deviceId")),
+        ("addr", db.col(t, "m", "address")), ("bytes", db.col(t, "m", "bytes", "0")), ("kind", db.col(t, "m", "memKind")),
+        ("op", db.col(t, "m", "memoryOperationType", "0")), ("correlation", db.col(t, "m", "correlationId")),
+    ])  # fmt: skip
+    n = len(c["start"])
+    if not n:
+        return make_table("memory", 0)
+    order = np.argsort(c["start"], kind="stable")
+    c = {k: v[order] for k, v in c.items()}
+    pid = _pid(c["gpid"])
+    labels = {**MEMORY_KINDS, **_enum_labels(db, "ENUM_CUDA_MEM_KIND")}
+    uniq, inv = np.unique(c["kind"], return_inverse=True)
+    kind_name = np.array([labels.get(int(u), "unknown").lower() for u in uniq] or [""], dtype=object)[inv.reshape(-1)]
+    on_device = np.isin(kind_name, _DEVICE_MEMORY)
+    device = np.where(on_device, gpus.map(pid, c["device"]), -1)
+    signed = np.where(c["op"] == 1, -np.abs(c["bytes"]), np.abs(c["bytes"]))
+    total = np.full(n, -1, dtype=np.int64)
+    for dev in np.unique(device[on_device]).tolist():
+        sel = on_device & (device == dev)
+        total[sel] = np.cumsum(signed[sel])
+    # the API call that made it (cudaMalloc, cudaFree, ...) and its thread, by correlation id
+    source = np.full(n, "nsys memory usage", dtype=object)
+    tid = np.full(n, -1, dtype=np.int64)
+    if len(cpu_slices):
+        cc = cpu_slices["correlation"].to_numpy()
+        api = np.flatnonzero(cc >= 0)
+        o = np.argsort(cc[api], kind="stable")
+        keys, rows = cc[api][o], api[o]
+        if len(keys):
+            pos = np.minimum(np.searchsorted(keys, c["correlation"]), len(keys) - 1)
+            hit = (c["correlation"] > 0) & (keys[pos] == c["correlation"])
+            names = cpu_slices["name"].astype(str).to_numpy()
+            source[hit] = names[rows[pos[hit]]]
+            tid[hit] = cpu_slices["tid"].to_numpy()[rows[pos[hit]]]
+    return make_table("memory", n, {
+        "start": c["start"], "device": device, "device_type": pd.Categorical(kind_name), "pid": pid, "tid": tid,
+        "addr": c["addr"], "bytes": signed, "total_allocated": total, "source": pd.Categorical(source),
+    })  # fmt: skip
