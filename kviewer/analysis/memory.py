@@ -24,7 +24,8 @@ import pandas as pd
 from kviewer.core import Trace
 
 #: what :func:`memory_summary` reads of a trace
-MEMORY_READS = {"memory": (), "cpu_slices": ("name", "category", "start", "end", "pid", "tid", "depth")}
+MEMORY_READS = {"memory": ()}
+"""(an Nsight Systems export is then read no further; a PyTorch trace is parsed whole, so its ops are there)"""
 #: ops that only hand out memory for the op around them (the op around is the one that made it)
 ALLOC_HELPERS = frozenset({
     "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty", "aten::new_empty_strided",

@@ -36,7 +36,7 @@ from pandas.api.types import union_categoricals
 from kviewer.core import Diagnostic, Trace, TraceMeta, make_table
 from kviewer.core.names import strip_api_version
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
-from kviewer.io.graphs import link_graphs
+from kviewer.io.graphs import GRAPH_LAUNCH, link_graphs
 from kviewer.io.registry import CancelToken, LoaderSpec, Wanted
 from kviewer.io.source import (
     SQLITE_MAGIC,
@@ -596,6 +596,9 @@ def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelTok
     progress(0.35, "kernels")
     cancel.check()
     only = _kernels_only(wanted)
+    recorded = _recorded_only(db, meta, gpus, wanted)
+    if recorded is not None:
+        return recorded
     if wanted is not None and only is not None:
         kernels = _kernels(db, gpus, only) if "kernels" in wanted else make_table("kernels", 0)
         return Trace(meta=meta, kernels=kernels, devices=gpus.devices)
@@ -616,7 +619,7 @@ def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelTok
     cpu_slices = _cpu_slices(parts)
     flows = _flows(cpu_slices, kernels, gpu_ops)
     _fill_launch_tid(kernels, cpu_slices, flows)
-    memory = _memory(db, gpus, cpu_slices)
+    memory = _memory(db, gpus)
     if meta.extra.get("command") is None:
         command = _process_name(db, kernels)
         if command:
@@ -1176,7 +1179,51 @@ def _graph_activities(db: _Db, gpus: "_Gpus") -> pd.DataFrame | None:
     return pd.DataFrame(c)
 
 
-def _memory(db: _Db, gpus: "_Gpus", cpu_slices: pd.DataFrame) -> pd.DataFrame:
+def _recorded_only(db: _Db, meta: TraceMeta, gpus: "_Gpus", wanted: Wanted | None) -> Trace | None:
+    """What ``kviewer memory`` and ``kviewer graphs`` read, without the rest of the export: the
+    memory events alone, or the kernels with only the graph launch calls (not every API call)."""
+    if wanted is None:
+        return None
+    keys = set(wanted)
+    if keys <= {"memory", "devices"}:
+        return Trace(meta=meta, devices=gpus.devices, memory=_memory(db, gpus))
+    if "graph_launches" in keys and keys <= {"graph_launches", "kernels", "devices"}:
+        kernels = _kernels(db, gpus)
+        calls = _graph_launch_calls(db)
+        cpu_slices = _cpu_slices([calls]) if len(calls["start"]) else make_table("cpu_slices", 0)
+        flows = _flows(cpu_slices, kernels, make_table("gpu_ops", 0)) if len(cpu_slices) else make_table("flows", 0)
+        trace = Trace(meta=meta, kernels=kernels, cpu_slices=cpu_slices, flows=flows, devices=gpus.devices)
+        return link_graphs(trace, _graph_activities(db, gpus))
+    return None
+
+
+def _graph_launch_calls(db: _Db) -> dict[str, Any]:
+    """The runtime/driver calls that launch a graph (cudaGraphLaunch, cuGraphLaunch), as the API
+    call reader returns them, selected in SQL."""
+    t = RUNTIME_TABLE
+    if t not in db.tables or "StringIds" not in db.tables or "nameId" not in db.columns(t):
+        return _empty_slices()
+    ids = [int(i) for i, v in db.con.execute("select id, value from StringIds where value like '%GraphLaunch%'")
+           if GRAPH_LAUNCH.match(strip_api_version(str(v)))]
+    if not ids:
+        return _empty_slices()
+    rows = db.con.execute(
+        f"select start, end, {db.col(t, 'r', 'globalTid')}, {db.col(t, 'r', 'correlationId')}, nameId from {t} as r "
+        f"where nameId in ({','.join(map(str, ids))}) order by start"
+    ).fetchall()
+    names = dict(db.con.execute(f"select id, value from StringIds where id in ({','.join(map(str, ids))})").fetchall())
+    arr = np.array([r[:4] for r in rows], dtype=np.int64).reshape(-1, 4)
+    gtid = arr[:, 2]
+    n = len(rows)
+    return {
+        "start": arr[:, 0], "end": arr[:, 1], "correlation": arr[:, 3], "pid": _pid(gtid), "tid": _tid(gtid),
+        "name": pd.Categorical([strip_api_version(str(names[r[4]])) for r in rows]),
+        "category": pd.Categorical.from_codes(np.ones(n, dtype=np.int8), categories=pd.Index(["driver", "runtime"])),
+        "name_id": np.array([r[4] for r in rows], dtype=np.int64),
+    }  # fmt: skip
+
+
+def _memory(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
     """CUDA_GPU_MEMORY_USAGE_EVENTS (nsys --cuda-memory-usage=true): allocations and frees with the
     device's running total (what the CUDA allocations hold; a caching allocator's reserved memory)."""
     t = MEMORY_USAGE_TABLE
@@ -1203,20 +1250,23 @@ def _memory(db: _Db, gpus: "_Gpus", cpu_slices: pd.DataFrame) -> pd.DataFrame:
     for dev in np.unique(device[on_device]).tolist():
         sel = on_device & (device == dev)
         total[sel] = np.cumsum(signed[sel])
-    # the API call that made it (cudaMalloc, cudaFree, ...) and its thread, by correlation id
+    # the API call that made it (cudaMalloc, cudaFree, ...) and its thread, by correlation id (in SQL:
+    # the memory events are few, the API calls many)
     source = np.full(n, "nsys memory usage", dtype=object)
     tid = np.full(n, -1, dtype=np.int64)
-    if len(cpu_slices):
-        cc = cpu_slices["correlation"].to_numpy()
-        api = np.flatnonzero(cc >= 0)
-        o = np.argsort(cc[api], kind="stable")
-        keys, rows = cc[api][o], api[o]
-        if len(keys):
-            pos = np.minimum(np.searchsorted(keys, c["correlation"]), len(keys) - 1)
-            hit = (c["correlation"] > 0) & (keys[pos] == c["correlation"])
-            names = cpu_slices["name"].astype(str).to_numpy()
-            source[hit] = names[rows[pos[hit]]]
-            tid[hit] = cpu_slices["tid"].to_numpy()[rows[pos[hit]]]
+    r = RUNTIME_TABLE
+    if r in db.tables and {"correlationId", "nameId", "globalTid"} <= db.columns(r) and "correlationId" in db.columns(t) \
+            and "StringIds" in db.tables:
+        calls = db.con.execute(
+            f"select r.correlationId, s.value, r.globalTid from {r} as r join StringIds as s on s.id = r.nameId "
+            f"where r.correlationId in (select correlationId from {t} where correlationId > 0)"
+        ).fetchall()
+        by_corr = {int(cid): (strip_api_version(str(name)), int(g) if g is not None else -1) for cid, name, g in calls if cid is not None}
+        for i, cid in enumerate(c["correlation"].tolist()):
+            hit = by_corr.get(cid) if cid > 0 else None
+            if hit is not None:
+                source[i] = hit[0]
+                tid[i] = int(_tid(np.array([hit[1]]))[0]) if hit[1] >= 0 else -1
     return make_table("memory", n, {
         "start": c["start"], "device": device, "device_type": pd.Categorical(kind_name), "pid": pid, "tid": tid,
         "addr": c["addr"], "bytes": signed, "total_allocated": total, "source": pd.Categorical(source),

@@ -142,3 +142,17 @@ def test_cli_graphs_json() -> None:
     assert sum(k["count"] for k in g["kernels"]) == doc["kernels_in_graphs"]
     assert np.isclose(sum(k["total_ns"] for k in g["kernels"]), 1000 * sum(
         e["dur"] for e in ev if e.get("cat") == "kernel"), rtol=1e-6)
+
+
+def test_partial_read_equals_full(dbs: dict[str, Path]) -> None:
+    """`kviewer graphs` reads an export's kernels and graph launch calls only: the same launches."""
+    import pandas as pd
+
+    from kviewer.analysis.graphs import GRAPHS_READS
+
+    for level in ("node", "graph"):
+        full = load(dbs[level])
+        part = load(dbs[level], tables=GRAPHS_READS)
+        cols = [c for c in full.graph_launches.columns if c != "launch"]  # cpu_slices ids differ: fewer slices
+        pd.testing.assert_frame_equal(full.graph_launches[cols], part.graph_launches[cols])
+        assert (part.graph_launches["launch"] >= 0).sum() == (full.graph_launches["launch"] >= 0).sum()

@@ -149,3 +149,14 @@ def test_cli_memory_json_and_csv() -> None:
     assert r.returncode == 0 and r.stdout.splitlines()[0].startswith("device,")
     r = _cli("memory", str(REPO / "no-such-file.json"), "-q")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_partial_read_equals_full(nsys_db: Path) -> None:
+    """`kviewer memory` reads an export's memory events alone: the same table."""
+    import pandas as pd
+
+    from kviewer.analysis.memory import MEMORY_READS
+
+    full, part = load(nsys_db), load(nsys_db, tables=MEMORY_READS)
+    pd.testing.assert_frame_equal(full.memory, part.memory)
+    assert len(part.kernels) == 0  # nothing else was read
