@@ -44,7 +44,7 @@ from kviewer.ui.viewstate import ViewState
 MAX_RECENT = 10
 #: the docks the saved layout knows; a layout saved with another set (an older kviewer, before
 #: the Query and Counters docks) would leave the new docks loose beside the others
-LAYOUT_DOCKS = "kernels,details,roofline,fusion,compare,query,counters,range,idle"
+LAYOUT_DOCKS = "kernels,details,roofline,fusion,compare,query,counters,range,idle,memory,calltree"
 FILE_FILTER = (
     "Profiler traces (*.json *.json.gz *.json.xz *.json.zst *.sqlite *.sqlite.gz *.nsys-rep *.ncu-rep *.csv *.db *.txt *.log);;"
     "All files (*)"
@@ -131,6 +131,13 @@ class MainWindow(QMainWindow):
 
         self.idle_panel = IdlePanel(self.state, self.runner, self.timeline.set_idle_threshold)
         self.idle_dock = self._dock("Idle Gaps", "idleDock", self.idle_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        from kviewer.ui.flame_panel import FlamePanel
+        from kviewer.ui.memory_panel import MemoryPanel
+
+        self.memory_panel = MemoryPanel(self.state, self.runner)
+        self.memory_dock = self._dock("Memory", "memoryDock", self.memory_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.flame_panel = FlamePanel(self.state, self.runner)
+        self.flame_dock = self._dock("Call Tree", "callTreeDock", self.flame_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         # a range dragged on the time axis brings its summary forward
         self.state.timeSelectionChanged.connect(self._show_range_dock)
         self.counters = CounterAttach(self, self.state, self.runner, self.analysis, self.show_message,
@@ -159,6 +166,8 @@ class MainWindow(QMainWindow):
             self.tabifyDockWidget(self.table_dock, self.query_dock)
             self.tabifyDockWidget(self.table_dock, self.range_dock)
             self.tabifyDockWidget(self.table_dock, self.idle_dock)
+            self.tabifyDockWidget(self.table_dock, self.memory_dock)
+            self.tabifyDockWidget(self.table_dock, self.flame_dock)
             self.table_dock.raise_()
             self.tabifyDockWidget(self.details_dock, self.counters_dock)
             self.details_dock.raise_()
@@ -246,6 +255,8 @@ class MainWindow(QMainWindow):
         view.addAction(self.counters_dock.toggleViewAction())
         view.addAction(self.range_dock.toggleViewAction())
         view.addAction(self.idle_dock.toggleViewAction())
+        view.addAction(self.memory_dock.toggleViewAction())
+        view.addAction(self.flame_dock.toggleViewAction())
 
         help_menu = mb.addMenu("&Help")
         help_menu.addAction(self._action("&Keys", self._show_keys))

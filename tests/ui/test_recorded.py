@@ -78,3 +78,46 @@ def test_timeline_picture_with_graphs_and_memory(tmp_path: Path) -> None:
                            env={**os.environ, "PYTHONPATH": str(REPO), "QT_QPA_PLATFORM": "offscreen"})
         assert r.returncode == 0, r.stderr
         assert out.stat().st_size > 1000
+
+
+def test_memory_dock_lists_the_peak(window, qtbot) -> None:  # noqa: ANN001
+    from kviewer.analysis.memory import memory_summary
+    from tests.ui.conftest import wait_idle
+
+    path = ST / "gpt_train_memory.pt.trace.json.gz"
+    window.open_files([str(path)])
+    wait_idle(qtbot, window)
+    panel = window.memory_panel
+    qtbot.waitUntil(lambda: panel.result is not None and "computing" not in panel.status.text(), timeout=20_000)
+    (dev,) = memory_summary(load(path)).devices
+    assert panel.model.rowCount() == len(dev.live_at_peak)
+    assert list(panel.rows["bytes"]) == [a.bytes for a in dev.live_at_peak]  # largest first
+    assert "948.34 MB" in panel.status.text()
+    panel._on_row(panel.model.index(0, 0))
+    sel = window.state.time_selection
+    assert sel is not None and sel[1] > sel[0]
+
+
+def test_call_tree_dock_click_selects_frame_and_kernels(window, qtbot) -> None:  # noqa: ANN001
+    from kviewer.analysis.calltree import launched_kernels
+    from tests.ui.conftest import wait_idle
+
+    path = ST / "gpt_train_memory.pt.trace.json.gz"
+    window.open_files([str(path)])
+    wait_idle(qtbot, window)
+    panel = window.flame_panel
+    qtbot.waitUntil(lambda: panel.thread_rows is not None and "computing" not in panel.status.text(), timeout=20_000)
+    tree = panel.tree
+    # the deepest frame that launched kernels: choosing it selects it and highlights its kernels
+    trace = window.state.current.trace
+    cand = [i for i in np.argsort(-tree.depth).tolist()[:400] if len(launched_kernels(trace, int(tree.ids[i])))]
+    assert cand
+    i = cand[0]
+    panel.choose(i)
+    sel = window.state.selection
+    assert sel is not None and sel.table == "cpu_slices" and sel.row == int(tree.ids[i])
+    key = window.state.current.key
+    assert np.array_equal(np.flatnonzero(window.state.highlight[key]), launched_kernels(trace, int(tree.ids[i])))
+    t0, t1 = window.state.time_selection
+    assert t1 - t0 == tree.inclusive_ns[i]
+    panel.icicle.repaint()
