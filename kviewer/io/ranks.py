@@ -581,7 +581,7 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
         mm = t.memory.copy()
         if len(mm):
             mm["start"] = mm["start"].to_numpy() + shifts[i]
-            mm["rank"] = np.full(len(mm), ranks[i], dtype=mm["rank"].dtype)
+            mm["rank"] = np.full(len(mm), ranks[i], dtype=np.int32)
             mm["device"] = remap_devices(mm["device"].to_numpy(), device_maps[i])
         mem_frames.append(mm)
     mem = _concat(mem_frames, "memory")
