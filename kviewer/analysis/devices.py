@@ -240,13 +240,18 @@ def _memory_fits(spec: DeviceSpec, memory_bytes: float) -> bool:
 
 def _arch_key(architecture: str) -> str:
     a = architecture.strip().lower()
-    m = re.match(r"(gfx[0-9a-f]+)", a)
+    m = re.match(r"(gfx[0-9a-f]+x?)", a)
     if m:
         return m.group(1)
     m = re.match(r"sm_?(\d+)", a)
     if m:
         return f"sm_{m.group(1)}"
     return a
+
+
+#: what to do about a GPU the table does not hold (said with "not in kviewer's device table")
+CHOOSE_DEVICE = ("choose the GPU with the closest peaks with --device ID (kviewer sol, fusion, report) or in the Roofline dock, "
+                 "or add a row with the vendor's published peaks to resources/devices.toml")
 
 
 def recognise(
@@ -294,12 +299,27 @@ def recognise(
             return Recognition(narrowed[0], narrowed, f"name {name!r} narrowed by size", reported)
         return Recognition(None, narrowed or by_name, f"name {name!r} fits several devices", reported)
 
+    if norm and arch.startswith("sm_") and not any(w in norm for w in ("graphics device", "cuda device")):
+        # a product name the table does not hold: another product of the same architecture and SM
+        # count (an A10G has the RTX 3080 Ti's 80 sm_86 SMs) is not the same GPU; do not guess
+        near = [s.id for s in _narrow([s for s in table.values() if _arch_key(s.architecture) == arch], sm_count, memory_bytes, clock_hz)]
+        hint = f" (same architecture and size: {', '.join(near)})" if near else ""
+        return Recognition(None, [], f"{name!r} is not in kviewer's device table{hint}; {CHOOSE_DEVICE}", reported)
     if not arch:
+        if norm:
+            return Recognition(None, [], f"{name!r} is not in kviewer's device table and no architecture is reported; {CHOOSE_DEVICE}",
+                               reported)
         return Recognition(None, [], "no name matched and no architecture reported", reported)
-    candidates = [s for s in table.values() if _arch_key(s.architecture) == arch]
+    # "gfx94x": a family (HIP reports gfx major/minor, e.g. 9.4, not the full target)
+    family = arch[:-1] if arch.startswith("gfx") and arch.endswith("x") else None
+    candidates = [s for s in table.values() if _arch_key(s.architecture) == arch
+                  or (family is not None and _arch_key(s.architecture).startswith(family))]
     if not candidates:
-        return Recognition(None, [], f"no device in the table has architecture {arch}", reported)
+        return Recognition(None, [], f"{name or 'the device'} ({reported}) is not in kviewer's device table (no device there has "
+                           f"architecture {arch}); {CHOOSE_DEVICE}", reported)
     narrowed = _narrow(candidates, sm_count, memory_bytes, clock_hz)
+    if not narrowed:
+        return Recognition(None, [], f"{name or 'the device'} ({reported}) is not in kviewer's device table; {CHOOSE_DEVICE}", reported)
     evidence = [arch]
     if sm_count > 0:
         evidence.append(f"{sm_count} SMs/CUs")

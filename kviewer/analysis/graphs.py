@@ -91,16 +91,18 @@ def graph_summary(trace: Trace) -> GraphsResult:
         )  # fmt: skip
         rows = np.flatnonzero(in_graph & (k_gid == graph))
         if len(rows):
-            df = pd.DataFrame({"name": k["name"].astype(str).to_numpy()[rows], "short": k["short_name"].astype(str).to_numpy()[rows],
-                               "dur": k["dur"].to_numpy()[rows], "start": k["start"].to_numpy()[rows]})
-            first = df.groupby("name", sort=False)["start"].min()
-            agg = df.groupby("name", sort=False).agg(short=("short", "first"), count=("dur", "size"), total=("dur", "sum"), med=("dur", "median"))
-            agg = agg.loc[first.sort_values(kind="stable").index]  # in order of first run
-            info.kernels = [
-                GraphKernel(str(n), str(sh), int(cnt), int(tot), float(med))
-                for n, sh, cnt, tot, med in zip(agg.index.tolist(), agg["short"].tolist(), agg["count"].to_numpy().tolist(),
-                                                agg["total"].to_numpy().tolist(), agg["med"].to_numpy().tolist())
-            ]
+            # per kernel name, in order of first run (numpy: a graph holds few names, many launches)
+            codes = np.asarray(k["name"].cat.codes)[rows]
+            kdur = k["dur"].to_numpy()[rows]
+            order = np.argsort(k["start"].to_numpy()[rows], kind="stable")
+            uniq, first = np.unique(codes[order], return_index=True)
+            cats = k["name"].cat.categories
+            short = k["short_name"].astype(str).to_numpy()[rows]
+            for u in uniq[np.argsort(first, kind="stable")].tolist():
+                sel = codes == u
+                d = kdur[sel]
+                info.kernels.append(GraphKernel(str(cats[u]), str(short[np.flatnonzero(sel)[0]]), int(sel.sum()), int(d.sum()),
+                                                float(np.median(d))))
         graphs.append(info)
     return GraphsResult(graphs, int(in_graph.sum()), len(k))
 

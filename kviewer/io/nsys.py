@@ -1188,13 +1188,32 @@ def _recorded_only(db: _Db, meta: TraceMeta, gpus: "_Gpus", wanted: Wanted | Non
     if keys <= {"memory", "devices"}:
         return Trace(meta=meta, devices=gpus.devices, memory=_memory(db, gpus))
     if "graph_launches" in keys and keys <= {"graph_launches", "kernels", "devices"}:
-        kernels = _kernels(db, gpus)
+        # the kernel columns the graphs need (as kviewer summary reads only names and durations)
+        kernels = _kernels(db, gpus, ("name", "short_name", "correlation", "device", "stream", "graph_node", "graph_id", "pid"))
         calls = _graph_launch_calls(db)
         cpu_slices = _cpu_slices([calls]) if len(calls["start"]) else make_table("cpu_slices", 0)
-        flows = _flows(cpu_slices, kernels, make_table("gpu_ops", 0)) if len(cpu_slices) else make_table("flows", 0)
+        flows = _launch_flows(cpu_slices, kernels)
         trace = Trace(meta=meta, kernels=kernels, cpu_slices=cpu_slices, flows=flows, devices=gpus.devices)
         return link_graphs(trace, _graph_activities(db, gpus))
     return None
+
+
+def _launch_flows(calls: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
+    """Flows from a few launch calls to the kernels with their correlation id (same process), in
+    numpy: :func:`_flows` without its pandas merges, for the graph launch calls alone."""
+    if not len(calls) or not len(kernels):
+        return make_table("flows", 0)
+    cc, cp = calls["correlation"].to_numpy(), calls["pid"].to_numpy()
+    order = np.argsort(cc, kind="stable")
+    keys = cc[order]
+    kc, kp = kernels["correlation"].to_numpy(), kernels["pid"].to_numpy()
+    pos = np.minimum(np.searchsorted(keys, kc), len(keys) - 1)
+    src = order[pos]
+    hit = np.flatnonzero((kc >= 0) & (keys[pos] == kc) & ((kp < 0) | (cp[src] == kp)))
+    return make_table("flows", len(hit), {
+        "src": src[hit], "dst_table": pd.Categorical(["kernels"] * len(hit), categories=["kernels", "gpu_ops"]),
+        "dst": hit, "correlation": kc[hit],
+    })  # fmt: skip
 
 
 def _graph_launch_calls(db: _Db) -> dict[str, Any]:
