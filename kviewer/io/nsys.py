@@ -135,6 +135,14 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     return _load(Path(path), progress, cancel, None)
 
 
+def load_exported(db_path: Path, report: Path, progress: Progress, cancel: CancelToken) -> Trace:
+    """Load the SQLite export of an ``.nsys-rep`` (:mod:`kviewer.io.nsys_rep`); the trace names the report."""
+    trace = _load_db(Path(db_path), Path(report), progress, cancel, warnings=[])
+    trace.meta.path = str(report)
+    trace.meta.extra["exported_from"] = "nsys export --type sqlite"
+    return trace
+
+
 def load_part(path: Path, progress: Progress, cancel: CancelToken, tables: Wanted) -> Trace:
     """Read only ``tables`` (table -> columns) of an nsys export; see :func:`kviewer.io.registry.load`.
 
