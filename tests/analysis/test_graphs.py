@@ -156,3 +156,27 @@ def test_partial_read_equals_full(dbs: dict[str, Path]) -> None:
         cols = [c for c in full.graph_launches.columns if c != "launch"]  # cpu_slices ids differ: fewer slices
         pd.testing.assert_frame_equal(full.graph_launches[cols], part.graph_launches[cols])
         assert (part.graph_launches["launch"] >= 0).sum() == (full.graph_launches["launch"] >= 0).sum()
+
+
+def test_compare_pairs_eager_kernels_with_their_graph_twins() -> None:
+    """Eager vs the same steps from a CUDA graph: the GEMM and GELU kernels pair up (same name and
+    launch size), with the counts the raw files have."""
+    from kviewer.analysis.compare import CHANGED, UNCHANGED, compare
+
+    eager, graph = load(EAGER), load(KINETO)
+    res = compare(eager, graph)
+    g = res.groups
+    raw_a = defaultdict(int)
+    for e in _events(EAGER):
+        if e.get("cat") == "kernel":
+            raw_a[e["name"]] += 1
+    raw_b = defaultdict(int)
+    for e in _events(KINETO):
+        if e.get("cat") == "kernel":
+            raw_b[e["name"]] += 1
+    gemm = [n for n in raw_b if n.startswith("nvjet")]
+    assert gemm
+    for name in gemm:
+        row = g[g["name"].astype(str) == name]
+        assert len(row) == 1 and row["status"].iloc[0] in (CHANGED, UNCHANGED)  # paired, not only in A or B
+        assert int(row["count_a"].iloc[0]) == raw_a[name] and int(row["count_b"].iloc[0]) == raw_b[name]

@@ -134,6 +134,9 @@ def sniff(head: bytes, path: Path) -> bool:
     s = head.lstrip()
     if s.startswith(_BOM):
         s = s[3:].lstrip()
+    if s.startswith(b"["):
+        # Chrome's JSON Array Format: a list of events, recognised by their "ph" and "ts" keys
+        return s[1:].lstrip().startswith(b"{") and _PH_KEY.search(head) is not None and _TS_KEY.search(head) is not None
     if not s.startswith(b"{"):
         return False
     if b'"rocprofiler-sdk-tool"' in head:
