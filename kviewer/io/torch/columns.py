@@ -47,6 +47,9 @@ _GPU_TRACK = [_C["gpu_annotation"], _C["sync"]]
 _LAUNCH = [_C["runtime"], _C["driver"]]
 #: cpu slices whose args may carry shapes, dtypes and FLOPs
 _OPS = [_C["op"], _C["annotation"], _C["other"]]
+#: categories Kineto writes that are plain CPU slices of category "other" by design (every other
+#: category that falls to "other" is unknown and counted in a warning)
+_KNOWN_OTHER = {"overhead", "glow_runtime", "hpu_op", "collective_comm", "external_correlation", "cpu_instant_event"}
 #: the 2021 (PyTorch 1.8/1.9) schema wrote these capitalised
 _SCHEMA_2021_CATS = {"Operator", "Runtime", "Kernel", "Memcpy", "Memset"}
 _DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|HtoA|AtoH|AtoA|AtoD|DtoA)\b")
@@ -293,6 +296,9 @@ class _Columns:
         self.utf8 = False
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in self.ROW + self.KER + self.GOP + self.MEM}
         self.g_kind: list[Any] = []
+        #: category code -> events so far, for the categories no rule knows
+        self.unknown: dict[int, int] = {}
+        self.unknown_names: dict[int, str] = {}
 
     def add(self, events: list[_Event]) -> None:
         """Turn a piece of events into columns (the events can be dropped afterwards)."""
@@ -312,8 +318,15 @@ class _Columns:
                 if c not in cc:
                     c_kind, c_cpu = _classify(c)
                     cc[c] = c_kind * 16 + c_cpu + 1
+                    if c_kind == _K_CPU and c_cpu == _C["other"] and c.lower() not in _KNOWN_OTHER:
+                        self.unknown_names[cc[c]] = c
                     self.schema_2021 |= c in _SCHEMA_2021_CATS
             code = np.fromiter(map(cc.__getitem__, cats), dtype=np.int16, count=len(cats))
+        if self.unknown_names:
+            for c_code in self.unknown_names:
+                hits = int((code == c_code).sum())
+                if hits:
+                    self.unknown[c_code] = self.unknown.get(c_code, 0) + hits
         kind, ccat = code >> 4, (code & 15) - 1
         pid, pid_ok = _ids(xs, _PID)
         keep = (kind != _K_SKIP) & pid_ok  # drop the profiler's span and named pseudo-processes
@@ -589,6 +602,13 @@ class _Columns:
         )
 
         memory = _memory_table(self, times, rank)
+        if self.unknown:
+            parts = ", ".join(f"{self.unknown_names[c]!r} {n:,}" for c, n in sorted(self.unknown.items(), key=lambda kv: -kv[1]))
+            total = sum(self.unknown.values())
+            warnings.append(Diagnostic.warning(
+                "unknown_category", path,
+                f"{total:,} events of categories kviewer does not know were kept as plain CPU slices (category 'other'): {parts}",
+            ))
         amd = _is_amd(header)
         devices = _devices(path, header, rank, amd, kernels, gpu_ops, warnings)
         if not self.n_rows:
