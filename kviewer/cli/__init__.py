@@ -449,7 +449,7 @@ def print_info(trace: "Trace", fmt: str) -> int:
         print(_say(f"  [{d['id']}] " + ", ".join(parts)))
     print("tables:")
     for name, n in trace.sizes().items():
-        print(_say(f"  {name:<11} {n:>10,}"))
+        print(_say(f"  {name:<14} {n:>10,}"))
     for w in m.warnings:
         print(_say(f"warning:  {w.message}"))
     return EXIT_OK

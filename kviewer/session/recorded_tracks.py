@@ -42,7 +42,7 @@ def graph_launch_spans(trace: Trace) -> dict[tuple[int, int], tuple[np.ndarray, 
 
 def graph_lane_label(n: int, trace: Trace) -> str:
     graphs = len(np.unique(trace.graph_launches["graph_id"].to_numpy())) if len(trace.graph_launches) else 0
-    return f"CUDA graph launches ({n} of {graphs} graph{'s' if graphs != 1 else ''})"
+    return f"CUDA graph launches ({n}, {graphs} graph{'s' if graphs != 1 else ''})"
 
 
 def memory_counters(trace: Trace) -> dict[tuple[int, int], list[tuple[str, StepCounter, float, str]]]:
