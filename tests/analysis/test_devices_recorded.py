@@ -13,17 +13,20 @@ from kviewer.analysis.devices import load_devices, recognise, recognise_trace
 from kviewer.io import load
 
 
-@pytest.mark.parametrize(("name", "sm", "dev_id"), [("NVIDIA GeForce RTX 3080", 68, "rtx_3080"),
-                                                      ("NVIDIA GeForce RTX 3090", 82, "rtx_3090")])
-def test_consumer_ampere_in_the_table(name: str, sm: int, dev_id: str) -> None:
-    r = recognise(name=name, compute_capability="8.6", sm_count=sm)
+@pytest.mark.parametrize(("name", "cc", "sm", "dev_id"), [
+    ("NVIDIA GeForce RTX 3080", "8.6", 68, "rtx_3080"), ("NVIDIA GeForce RTX 3090", "8.6", 82, "rtx_3090"),
+    ("NVIDIA GeForce RTX 4080", "8.9", 76, "rtx_4080"), ("NVIDIA RTX A6000", "8.6", 84, "rtx_a6000"),
+    ("NVIDIA RTX 6000 Ada Generation", "8.9", 142, "rtx_6000_ada"),
+])
+def test_consumer_and_workstation_in_the_table(name: str, cc: str, sm: int, dev_id: str) -> None:
+    r = recognise(name=name, compute_capability=cc, sm_count=sm)
     assert r.spec is not None and r.spec.id == dev_id and r.spec.sm_count == sm
 
 
 def test_whitepaper_figures() -> None:
     d = load_devices()
     # GA102 whitepaper, Appendix A: FP32 = SMs x 128 lanes x 2 (FMA) x boost clock
-    for key in ("rtx_3080", "rtx_3090"):
+    for key in ("rtx_3080", "rtx_3090", "rtx_4080", "rtx_a6000", "rtx_6000_ada"):
         s = d[key]
         assert s.rates["fp32_tflops"] == pytest.approx(s.sm_count * 128 * 2 * s.boost_clock_mhz * 1e6 / 1e12, rel=0.01)
     assert d["rtx_3080"].dram_gbs == 760 and d["rtx_3090"].dram_gbs == 936
