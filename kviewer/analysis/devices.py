@@ -249,6 +249,8 @@ def _arch_key(architecture: str) -> str:
     return a
 
 
+#: names that say nothing about the product (ROCm calls MI300 agents "AMD Radeon Graphics")
+GENERIC_NAMES = frozenset({"amd radeon graphics", "radeon graphics", "graphics device", "cuda device"})
 #: what to do about a GPU the table does not hold (said with "not in kviewer's device table")
 CHOOSE_DEVICE = ("choose the GPU with the closest peaks with --device ID (kviewer sol, fusion, report) or in the Roofline dock, "
                  "or add a row with the vendor's published peaks to resources/devices.toml")
@@ -299,10 +301,20 @@ def recognise(
             return Recognition(narrowed[0], narrowed, f"name {name!r} narrowed by size", reported)
         return Recognition(None, narrowed or by_name, f"name {name!r} fits several devices", reported)
 
-    if norm and arch.startswith("sm_") and not any(w in norm for w in ("graphics device", "cuda device")):
-        # a product name the table does not hold: another product of the same architecture and SM
-        # count (an A10G has the RTX 3080 Ti's 80 sm_86 SMs) is not the same GPU; do not guess
-        near = [s.id for s in _narrow([s for s in table.values() if _arch_key(s.architecture) == arch], sm_count, memory_bytes, clock_hz)]
+    generic = norm in GENERIC_NAMES
+    if norm and generic and arch.startswith("gfx") and arch.endswith("x"):
+        # ROCm's generic agent name and only the gfx family (HIP's major/minor): too little to tell
+        # parts of one family apart (an MI250 GCD has an MI210's 104 CUs and 64 GB)
+        return Recognition(None, [], f"{name!r} with only the gfx family {arch} is not enough to tell which GPU; {CHOOSE_DEVICE}",
+                           reported)
+    if norm and arch and not generic:
+        # a name the table does not hold: another product of the same architecture and size (an
+        # A10G has the RTX 3080 Ti's 80 sm_86 SMs; an MI210 the 104 CUs and 64 GB of an MI250 GCD
+        # that ROCm calls "AMD Radeon Graphics") is not the same GPU; do not guess. Only a trace
+        # without a name is identified by architecture and size
+        family = arch[:-1] if arch.startswith("gfx") and arch.endswith("x") else arch
+        near = [s.id for s in _narrow([s for s in table.values() if _arch_key(s.architecture).startswith(family)], sm_count,
+                                      memory_bytes, clock_hz)]
         hint = f" (same architecture and size: {', '.join(near)})" if near else ""
         return Recognition(None, [], f"{name!r} is not in kviewer's device table{hint}; {CHOOSE_DEVICE}", reported)
     if not arch:
