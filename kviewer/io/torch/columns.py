@@ -616,7 +616,7 @@ class _Columns:
         meta = TraceMeta(
             path=str(path),
             source_format=NAME,
-            format_label=_label(header, self.schema_2021, amd, n_k + n_g, n_host),
+            format_label=_label(header, self.schema_2021, amd, n_k + n_g, n_host, sum(self.unknown.values())),
             tool="PyTorch Profiler",
             tool_version=_tool_version(header),
             origin_ns=times.origin_ns,

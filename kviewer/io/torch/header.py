@@ -148,14 +148,17 @@ def _tool_version(doc: _Doc) -> str:
     return ", ".join(parts)
 
 
-def _label(doc: _Doc, schema_2021: bool, amd: bool, n_gpu: int, n_host: int) -> str:
+def _label(doc: _Doc, schema_2021: bool, amd: bool, n_gpu: int, n_host: int, n_unknown: int = 0) -> str:
     kineto = doc.schemaVersion is not None or doc.deviceProperties is not None or doc.distributedInfo is not None
     parts = [LABEL if kineto or schema_2021 else "Chrome trace JSON (read as PyTorch profiler events)"]
     if schema_2021:
         parts.append("2021 schema")
     if amd:
         parts.append("ROCm")
-    if n_gpu == 0:
+    if n_gpu == 0 and n_unknown:
+        # events of categories kviewer does not know (another accelerator's device events): not "CPU only"
+        parts.append(f"no CUDA/ROCm kernels, {n_unknown:,} events of unknown categories")
+    elif n_gpu == 0:
         parts.append("CPU only")
     elif n_host == 0:
         parts.append("GPU only")
