@@ -3,10 +3,11 @@
 Kept apart from :mod:`kviewer.session.tracks` (which calls these two functions) so the shared
 track builder only gains a few lines.
 
-* Graph launches: per (rank, device), one bar per launch drawn at the GPU span of the kernels
-  it ran (first start to last end, or the profiler's one activity at graph level), standing for
-  the ``cudaGraphLaunch`` call (its cpu_slices row: selecting the bar selects the call, whose flows
-  lead to the kernels on the stream lanes below).
+* Graph launches: per (rank, device), a group that starts folded: its summary lane has one bar
+  per launch drawn at the GPU span of the kernels it ran (first start to last end, or the
+  profiler's one activity at graph level), standing for the ``cudaGraphLaunch`` call (its
+  cpu_slices row: selecting the bar selects the call, whose flows lead to the kernels); expanded,
+  it also shows the graphs' kernels (which stay on their stream lanes too).
 * Memory: per device, the allocated total after each allocator event as a step counter, scaled
   to its peak; the label names the peak and when.
 """
@@ -38,6 +39,15 @@ def graph_launch_spans(trace: Trace) -> dict[tuple[int, int], tuple[np.ndarray, 
         order = np.argsort(start[sel], kind="stable")
         out[(int(r), int(d))] = (launch[sel][order].astype(np.int64), start[sel][order], end[sel][order])
     return out
+
+
+def graph_kernels(trace: Trace, rank: int, device: int) -> np.ndarray:
+    """Kernel ids a graph launch ran on one (rank, device), in start order."""
+    k = trace.kernels
+    if not len(k):
+        return np.zeros(0, dtype=np.int64)
+    sel = (k["graph_launch"].to_numpy() >= 0) & (k["rank"].to_numpy() == rank) & (k["device"].to_numpy() == device)
+    return np.flatnonzero(sel).astype(np.int64)
 
 
 def graph_lane_label(n: int, trace: Trace) -> str:

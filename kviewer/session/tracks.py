@@ -251,8 +251,14 @@ class TraceTracks:
                     dgroup.children.append(CounterTrack(lbl, "memory", counter, scale, tip))
                 gspan = graph_spans.get((rank, dev))
                 if gspan is not None:
-                    dgroup.children.append(add_lane(recorded_tracks.graph_lane_label(len(gspan[0]), trace), [("cpu_slices", gspan[0])],
-                                                    home=False, span_of=(gspan[1], gspan[2])))
+                    # folded: one bar per launch (the group's summary); expanded: the graphs' kernels
+                    ggroup = Group(recorded_tracks.graph_lane_label(len(gspan[0]), trace), collapsed=True,
+                                   tooltip="CUDA graph launches: expand for the kernels they ran (also on their stream lanes)")
+                    ggroup.children.append(add_lane("launches", [("cpu_slices", gspan[0])], home=False, span_of=(gspan[1], gspan[2])))
+                    in_graph = recorded_tracks.graph_kernels(trace, rank, dev)
+                    if len(in_graph):
+                        ggroup.children.append(add_lane("kernels in graphs", [("kernels", in_graph)], home=False))
+                    dgroup.children.append(ggroup)
                 proj = projections.get((rank, dev))
                 if proj is not None:
                     pids, pstart, pend = proj

@@ -52,9 +52,12 @@ def test_graph_launch_lane_and_table(qtbot) -> None:  # noqa: ANN001
 
     trace = load(ST / "mlp_graph.pt.trace.json.gz")
     tracks = TraceTracks.build(trace)
-    lanes = [c for c in _items(tracks) if getattr(c, "label", "").startswith("CUDA graph launches")]
-    assert len(lanes) == 1
-    lane = lanes[0]
+    groups = [c for c in _items(tracks) if getattr(c, "label", "").startswith("CUDA graph launches")]
+    assert len(groups) == 1 and groups[0].collapsed  # folded: the launches are the summary
+    lane, kernels_lane = groups[0].children
+    assert groups[0].first_lane() is lane
+    # expanded: the kernels the launches ran
+    assert sorted(kernels_lane.ids.tolist()) == np.flatnonzero(trace.kernels["graph_launch"].to_numpy() >= 0).tolist()
     g = trace.graph_launches
     assert len(lane.ids) == len(g) and lane.projected
     assert set(trace.cpu_slices["name"].astype(str).to_numpy()[lane.ids]) == {"cudaGraphLaunch"}
