@@ -323,9 +323,9 @@ def recognise(
                                reported)
         return Recognition(None, [], "no name matched and no architecture reported", reported)
     # "gfx94x": a family (HIP reports gfx major/minor, e.g. 9.4, not the full target)
-    family = arch[:-1] if arch.startswith("gfx") and arch.endswith("x") else None
+    prefix = arch[:-1] if arch.startswith("gfx") and arch.endswith("x") else None
     candidates = [s for s in table.values() if _arch_key(s.architecture) == arch
-                  or (family is not None and _arch_key(s.architecture).startswith(family))]
+                  or (prefix is not None and _arch_key(s.architecture).startswith(prefix))]
     if not candidates:
         return Recognition(None, [], f"{name or 'the device'} ({reported}) is not in kviewer's device table (no device there has "
                            f"architecture {arch}); {CHOOSE_DEVICE}", reported)
