@@ -55,12 +55,12 @@ def graph_lane_label(n: int, trace: Trace) -> str:
     return f"CUDA graph launches ({n}, {graphs} graph{'s' if graphs != 1 else ''})"
 
 
-def memory_counters(trace: Trace) -> dict[tuple[int, int], list[tuple[str, StepCounter, float, str]]]:
-    """(rank, device) -> [(label, counter, scale, tooltip)] for allocated and reserved memory."""
+def memory_counters(trace: Trace) -> dict[tuple[int, int], list[tuple[str, StepCounter, float, str, int]]]:
+    """(rank, device) -> [(label, counter, scale, tooltip, peak time)] for allocated and reserved memory."""
     from kviewer.session.format import format_bytes
 
     m = trace.memory
-    out: dict[tuple[int, int], list[tuple[str, StepCounter, float, str]]] = {}
+    out: dict[tuple[int, int], list[tuple[str, StepCounter, float, str, int]]] = {}
     if not len(m):
         return out
     span = trace.span_ns()
@@ -80,7 +80,7 @@ def memory_counters(trace: Trace) -> dict[tuple[int, int], list[tuple[str, StepC
             at = int(start[sel][int(np.argmax(values[sel]))])
             label = f"memory {what} (peak {format_bytes(peak)})"
             tip = f"device memory {what} after each allocator event; peak {format_bytes(peak)} at {at:,} ns (trace time)"
-            out.setdefault((int(r), int(d)), []).append((label, counter, max(peak, 1.0), tip))
+            out.setdefault((int(r), int(d)), []).append((label, counter, max(peak, 1.0), tip, at))
     return out
 
 

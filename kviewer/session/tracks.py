@@ -89,6 +89,8 @@ class CounterTrack:
     scale: float
     """the value drawn full height"""
     tooltip: str = ""
+    mark_ns: int | None = None
+    """a moment to mark with a line (a memory row's peak), on the trace's clock; None for none"""
 
 
 @dataclass(eq=False)
@@ -247,8 +249,8 @@ class TraceTracks:
                                                         "share of each pixel's time with at least one kernel running"))
                     dgroup.children.append(CounterTrack(f"kernels in flight (peak {conc.peak:.0f})", "concurrency", conc,
                                                         max(conc.peak, 1.0), "mean number of kernels running during each pixel's time"))
-                for lbl, counter, scale, tip in memory_rows.get((rank, dev), []):
-                    dgroup.children.append(CounterTrack(lbl, "memory", counter, scale, tip))
+                for lbl, counter, scale, tip, peak_at in memory_rows.get((rank, dev), []):
+                    dgroup.children.append(CounterTrack(lbl, "memory", counter, scale, tip, mark_ns=peak_at))
                 gspan = graph_spans.get((rank, dev))
                 if gspan is not None:
                     # folded: one bar per launch (the group's summary); expanded: the graphs' kernels

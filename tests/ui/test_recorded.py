@@ -42,6 +42,11 @@ def test_memory_counter_rows_peak() -> None:
     alloc, res = counters
     assert alloc.counter.peak == max(a["Total Allocated"] for a in raw) == alloc.scale
     assert res.counter.peak == max(a["Total Reserved"] for a in raw)
+    # the peak is marked at the first event that reached it (trace clock)
+    trace = tracks.trace
+    m = trace.memory[trace.memory["device"] == 0]
+    first_peak = int(m["start"].to_numpy()[int(np.argmax(m["total_allocated"].to_numpy()))])
+    assert alloc.mark_ns == first_peak
     # the value after the last event holds to the end of the trace (a step counter, not a spike)
     assert alloc.counter.v[-2] == raw[-1]["Total Allocated"]
 
