@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from kviewer.ui.background import BackgroundRunner
 from kviewer.ui.viewstate import Selection, ViewState
@@ -27,7 +27,6 @@ class IcicleView(QWidget):
     def __init__(self, panel: FlamePanel) -> None:
         super().__init__(panel)
         self.panel = panel
-        self.setMinimumHeight(120)
         self.setMouseTracking(True)
 
     def _frames(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -113,10 +112,15 @@ class FlamePanel(QWidget):
         head.addWidget(self.threads, 1)
         head.addWidget(self.status)
         self.icicle = IcicleView(self)
+        # deep stacks scroll: the dock never asks the window for their height
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setWidget(self.icicle)
+        self.scroll.setMinimumHeight(40)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(head)
-        lay.addWidget(self.icicle, 1)
+        lay.addWidget(self.scroll, 1)
         self.threads.currentIndexChanged.connect(self._thread_changed)
         state.currentTraceChanged.connect(lambda _t: self.refresh())
         state.tracesChanged.connect(self.refresh)
@@ -158,7 +162,7 @@ class FlamePanel(QWidget):
             pid, tid = data
             self.thread_rows = np.flatnonzero((self.tree.pid == pid) & (self.tree.tid == tid))
             depth = int(self.tree.depth[self.thread_rows].max(initial=0)) + 1
-            self.icicle.setMinimumHeight(max(120, depth * ROW_H))
+            self.icicle.setMinimumHeight(depth * ROW_H)
         self.icicle.update()
 
     def choose(self, i: int) -> None:
