@@ -240,13 +240,20 @@ def _memory_fits(spec: DeviceSpec, memory_bytes: float) -> bool:
 
 def _arch_key(architecture: str) -> str:
     a = architecture.strip().lower()
-    m = re.match(r"(gfx[0-9a-f]+)", a)
+    m = re.match(r"(gfx[0-9a-f]+x?)", a)
     if m:
         return m.group(1)
     m = re.match(r"sm_?(\d+)", a)
     if m:
         return f"sm_{m.group(1)}"
     return a
+
+
+#: names that say nothing about the product (ROCm calls MI300 agents "AMD Radeon Graphics")
+GENERIC_NAMES = frozenset({"amd radeon graphics", "radeon graphics", "graphics device", "cuda device"})
+#: what to do about a GPU the table does not hold (said with "not in kviewer's device table")
+CHOOSE_DEVICE = ("choose the GPU with the closest peaks with --device ID (kviewer sol, fusion, report) or in the Roofline dock, "
+                 "or add a row with the vendor's published peaks to resources/devices.toml")
 
 
 def recognise(
@@ -294,12 +301,37 @@ def recognise(
             return Recognition(narrowed[0], narrowed, f"name {name!r} narrowed by size", reported)
         return Recognition(None, narrowed or by_name, f"name {name!r} fits several devices", reported)
 
+    generic = norm in GENERIC_NAMES
+    if norm and generic and arch.startswith("gfx") and arch.endswith("x"):
+        # ROCm's generic agent name and only the gfx family (HIP's major/minor): too little to tell
+        # parts of one family apart (an MI250 GCD has an MI210's 104 CUs and 64 GB)
+        return Recognition(None, [], f"{name!r} with only the gfx family {arch} is not enough to tell which GPU; {CHOOSE_DEVICE}",
+                           reported)
+    if norm and arch and not generic:
+        # a name the table does not hold: another product of the same architecture and size (an
+        # A10G has the RTX 3080 Ti's 80 sm_86 SMs; an MI210 the 104 CUs and 64 GB of an MI250 GCD
+        # that ROCm calls "AMD Radeon Graphics") is not the same GPU; do not guess. Only a trace
+        # without a name is identified by architecture and size
+        family = arch[:-1] if arch.startswith("gfx") and arch.endswith("x") else arch
+        near = [s.id for s in _narrow([s for s in table.values() if _arch_key(s.architecture).startswith(family)], sm_count,
+                                      memory_bytes, clock_hz)]
+        hint = f" (same architecture and size: {', '.join(near)})" if near else ""
+        return Recognition(None, [], f"{name!r} is not in kviewer's device table{hint}; {CHOOSE_DEVICE}", reported)
     if not arch:
+        if norm:
+            return Recognition(None, [], f"{name!r} is not in kviewer's device table and no architecture is reported; {CHOOSE_DEVICE}",
+                               reported)
         return Recognition(None, [], "no name matched and no architecture reported", reported)
-    candidates = [s for s in table.values() if _arch_key(s.architecture) == arch]
+    # "gfx94x": a family (HIP reports gfx major/minor, e.g. 9.4, not the full target)
+    prefix = arch[:-1] if arch.startswith("gfx") and arch.endswith("x") else None
+    candidates = [s for s in table.values() if _arch_key(s.architecture) == arch
+                  or (prefix is not None and _arch_key(s.architecture).startswith(prefix))]
     if not candidates:
-        return Recognition(None, [], f"no device in the table has architecture {arch}", reported)
+        return Recognition(None, [], f"{name or 'the device'} ({reported}) is not in kviewer's device table (no device there has "
+                           f"architecture {arch}); {CHOOSE_DEVICE}", reported)
     narrowed = _narrow(candidates, sm_count, memory_bytes, clock_hz)
+    if not narrowed:
+        return Recognition(None, [], f"{name or 'the device'} ({reported}) is not in kviewer's device table; {CHOOSE_DEVICE}", reported)
     evidence = [arch]
     if sm_count > 0:
         evidence.append(f"{sm_count} SMs/CUs")

@@ -62,7 +62,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
 #: subcommands that live in a module of their own, ``kviewer/cli/NAME.py``, each a thin shell over
 #: the library with ``register(sub)`` adding its parser (``set_defaults(func=...)``). A new
 #: subcommand goes here, not into this file.
-COMMAND_MODULES: tuple[str, ...] = ("critpath", "whatif")
+COMMAND_MODULES: tuple[str, ...] = ("critpath", "whatif", "graphs", "memory", "calltree")
 
 SUBCOMMANDS = BUILTIN_MODULES + COMMAND_MODULES
 

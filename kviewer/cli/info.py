@@ -111,7 +111,7 @@ def print_info(trace: "Trace", fmt: str) -> int:
         print(say(f"  [{d['id']}] " + ", ".join(parts)))
     print("tables:")
     for name, n in trace.sizes().items():
-        print(say(f"  {name:<11} {n:>10,}"))
+        print(say(f"  {name:<14} {n:>10,}"))
     for w in m.warnings:
         print(say(f"warning:  {w.message}"))
     return EXIT_OK

@@ -44,6 +44,9 @@ DiagnosticKind = Literal[
     "empty",
     # the trace cache was damaged and rebuilt, or is not used (not private)
     "cache",
+    # events of categories the loader does not know were kept as plain CPU slices ('other'),
+    # counted per category (never dropped silently)
+    "unknown_category",
 ]
 Severity = Literal["info", "warning", "error"]
 

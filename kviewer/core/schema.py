@@ -130,6 +130,11 @@ KERNELS = Table(
         Column("counters", CAT, "'measured': a counter report profiled this launch; 'inherited': copied from a "
                "profiled launch of the same kernel, launch size and shapes (another step); '' otherwise"),
         Column("counters_from", INT, "kernels.id of the profiled launch whose counters this row holds, -1 when none"),
+        # CUDA / HIP graphs (kviewer.io.graphs): a kernel a graph launch ran
+        Column("graph_id", INT, "the graph it ran in: the profiler's graph id (Nsight Systems graphId) or, where the "
+               "profiler names none (Kineto), the number of the distinct kernel sequence its launch ran; -1 when not in a graph"),
+        Column("graph_node", INT, "graph node id (Nsight Systems graphNodeId); -1 when unknown or not in a graph"),
+        Column("graph_launch", INT, "graph_launches.id of the graph launch it ran in; -1 when not in a graph"),
     ),
 )
 
@@ -226,7 +231,48 @@ METRICS = Table(
     sort_by=None,
 )
 
-TABLES: dict[str, Table] = {t.name: t for t in (KERNELS, GPU_OPS, CPU_SLICES, FLOWS, DEVICES, METRICS)}
+GRAPH_LAUNCHES = Table(
+    "graph_launches",
+    "CUDA / HIP graph launches, one row per launch (cudaGraphLaunch / hipGraphLaunch): a unit of GPU work.",
+    (
+        Column("id", INT, "row id (position after sorting by start)"),
+        Column("graph_id", INT, "the graph (kernels.graph_id); -1 when unknown"),
+        *_time_cols(),
+        Column("device", I32, "device index"),
+        Column("stream", INT, "stream the graph was launched into (its first kernel's stream for a node-level trace)"),
+        Column("rank", I32, "distributed rank", -1),
+        Column("pid", INT, "process id of the launching process"),
+        Column("tid", INT, "thread id of the launching thread"),
+        Column("correlation", INT, "correlation id of the launch call"),
+        Column("launch", INT, "cpu_slices.id of the launch call (cudaGraphLaunch); -1 when the trace has none"),
+        Column("launch_ns", INT, "duration of the launch call on the CPU, ns; -1 when unknown"),
+        Column("kernels", INT, "kernels this launch ran (rows of kernels); -1 when the profiler recorded the launch as "
+               "one activity (Nsight Systems --cuda-graph-trace=graph)"),
+        Column("level", CAT, "node: the trace has the graph's kernels | graph: one activity per launch"),
+    ),
+)
+
+MEMORY = Table(
+    "memory",
+    "Memory allocator events: one row per allocation (bytes > 0) or free (bytes < 0), with the totals after it.",
+    (
+        Column("id", INT, "row id (position after sorting by start)"),
+        Column("start", INT, "time of the event, ns relative to the trace origin"),
+        Column("device", I32, "device index of the memory (devices.id); -1 for host memory"),
+        Column("device_type", CAT, "cuda | cpu | ... : the kind of memory as the profiler names it"),
+        Column("rank", I32, "distributed rank", -1),
+        Column("pid", INT, "process id"),
+        Column("tid", INT, "thread id of the allocating thread"),
+        Column("addr", INT, "address of the block; -1 when unknown"),
+        Column("bytes", INT, "bytes allocated (> 0) or freed (< 0)"),
+        Column("total_allocated", INT, "bytes allocated on the device after this event, as the profiler reports it; "
+               "-1 when it does not"),
+        Column("total_reserved", INT, "bytes the allocator holds on the device after this event; -1 when unknown"),
+        Column("source", CAT, "what recorded it: kineto | cudaMalloc | cudaFree | nsys memory usage | ..."),
+    ),
+)
+
+TABLES: dict[str, Table] = {t.name: t for t in (KERNELS, GPU_OPS, CPU_SLICES, FLOWS, DEVICES, METRICS, GRAPH_LAUNCHES, MEMORY)}
 
 # ---------------------------------------------------------------------------------------------
 # analysis results: tables an analysis computes from a trace (not stored in a Trace)

@@ -80,6 +80,8 @@ class Trace:
     flows: pd.DataFrame = field(default_factory=lambda: schema.empty("flows"))
     devices: pd.DataFrame = field(default_factory=lambda: schema.empty("devices"))
     metrics: pd.DataFrame = field(default_factory=lambda: schema.empty("metrics"))
+    graph_launches: pd.DataFrame = field(default_factory=lambda: schema.empty("graph_launches"))
+    memory: pd.DataFrame = field(default_factory=lambda: schema.empty("memory"))
 
     def table(self, name: str) -> pd.DataFrame:
         if name not in schema.TABLES:

@@ -37,6 +37,7 @@ from kviewer.core import Diagnostic, Trace, TraceMeta, make_table
 from kviewer.core.intervals import nesting_depth
 from kviewer.core.names import strip_api_version
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
+from kviewer.io.graphs import GRAPH_LAUNCH, link_graphs
 from kviewer.io.registry import CancelToken, LoaderSpec, Wanted
 from kviewer.io.source import (
     SQLITE_MAGIC,
@@ -133,6 +134,14 @@ def sniff(head: bytes, path: Path) -> bool:
 def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     """Load an nsys SQLite export (optionally compressed) into a :class:`Trace`."""
     return _load(Path(path), progress, cancel, None)
+
+
+def load_exported(db_path: Path, report: Path, progress: Progress, cancel: CancelToken) -> Trace:
+    """Load the SQLite export of an ``.nsys-rep`` (:mod:`kviewer.io.nsys_rep`); the trace names the report."""
+    trace = _load_db(Path(db_path), Path(report), progress, cancel, warnings=[])
+    trace.meta.path = str(report)
+    trace.meta.extra["exported_from"] = "nsys export --type sqlite"
+    return trace
 
 
 def load_part(path: Path, progress: Progress, cancel: CancelToken, tables: Wanted) -> Trace:
@@ -596,6 +605,9 @@ def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelTok
     progress(0.35, "kernels")
     cancel.check()
     only = _kernels_only(wanted)
+    recorded = _recorded_only(db, meta, gpus, wanted)
+    if recorded is not None:
+        return recorded
     if wanted is not None and only is not None:
         kernels = _kernels(db, gpus, only) if "kernels" in wanted else make_table("kernels", 0)
         return Trace(meta=meta, kernels=kernels, devices=gpus.devices)
@@ -616,11 +628,14 @@ def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelTok
     cpu_slices = _cpu_slices(parts)
     flows = _flows(cpu_slices, kernels, gpu_ops)
     _fill_launch_tid(kernels, cpu_slices, flows)
+    memory = _memory(db, gpus)
     if meta.extra.get("command") is None:
         command = _process_name(db, kernels)
         if command:
             meta.extra["command"] = command
-    return Trace(meta=meta, kernels=kernels, gpu_ops=gpu_ops, cpu_slices=cpu_slices, flows=flows, devices=gpus.devices)
+    trace = Trace(meta=meta, kernels=kernels, gpu_ops=gpu_ops, cpu_slices=cpu_slices, flows=flows, devices=gpus.devices,
+                  memory=memory)
+    return link_graphs(trace, _graph_activities(db, gpus))
 
 
 def _pid(global_id: np.ndarray) -> np.ndarray:
@@ -654,6 +669,7 @@ def _kernels(db: _Db, gpus: "_Gpus", columns: Collection[str] | None = None) -> 
         ("block_x", db.col(t, "k", "blockX")), ("block_y", db.col(t, "k", "blockY")), ("block_z", db.col(t, "k", "blockZ")),
         ("registers", db.col(t, "k", "registersPerThread")), ("shared_mem", shared),
         ("dynamic_shared_mem", db.col(t, "k", "dynamicSharedMemory")), ("context", db.col(t, "k", "contextId")),
+        ("graph_node", db.col(t, "k", "graphNodeId")), ("graph_id", db.col(t, "k", "graphId")),
     ]  # fmt: skip
     if columns is not None:
         keep = {"start", "end"} | {x for col in columns for x in _KERNEL_NEEDS.get(col, (col,))}
@@ -1081,3 +1097,142 @@ def _hz(value: Any) -> float:
 
 
 LOADER = LoaderSpec(name="nsys", label=LABEL, priority=50, sniff=sniff, load=load, load_part=load_part)
+
+
+# ---------------------------------------------------------------------------------------------
+# graph launches and memory (kviewer.io.graphs, the memory table)
+
+MEMORY_USAGE_TABLE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
+#: graph-level trace (--cuda-graph-trace=graph): one activity per graph launch
+GRAPH_TRACE_TABLES = ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE",)
+#: memory kinds (ENUM_CUDA_MEM_KIND labels) that live on the device
+_DEVICE_MEMORY = ("device", "device static", "array")
+
+
+def _graph_activities(db: _Db, gpus: "_Gpus") -> pd.DataFrame | None:
+    """The graph-level activities (one row per launch) when the export has them."""
+    t = next((name for name in GRAPH_TRACE_TABLES if name in db.tables), None)
+    if t is None:
+        return None
+    c = db.ints(t, "g", [
+        ("start", "g.start"), ("end", "g.end"), ("device", db.col(t, "g", "deviceId")), ("stream", db.col(t, "g", "streamId")),
+        ("correlation", db.col(t, "g", "correlationId")), ("gpid", db.col(t, "g", "globalPid")),
+        ("graph_id", db.col(t, "g", "graphId")),
+    ])  # fmt: skip
+    pid = _pid(c.pop("gpid"))
+    c["pid"] = pid
+    c["device"] = gpus.map(pid, c["device"])
+    return pd.DataFrame(c)
+
+
+def _recorded_only(db: _Db, meta: TraceMeta, gpus: "_Gpus", wanted: Wanted | None) -> Trace | None:
+    """What ``kviewer memory`` and ``kviewer graphs`` read, without the rest of the export: the
+    memory events alone, or the kernels with only the graph launch calls (not every API call)."""
+    if wanted is None:
+        return None
+    keys = set(wanted)
+    if keys <= {"memory", "devices"}:
+        return Trace(meta=meta, devices=gpus.devices, memory=_memory(db, gpus))
+    if "graph_launches" in keys and keys <= {"graph_launches", "kernels", "devices"}:
+        # the kernel columns the graphs need (as kviewer summary reads only names and durations)
+        kernels = _kernels(db, gpus, ("name", "short_name", "correlation", "device", "stream", "graph_node", "graph_id", "pid"))
+        calls = _graph_launch_calls(db)
+        cpu_slices = _cpu_slices([calls]) if len(calls["start"]) else make_table("cpu_slices", 0)
+        flows = _launch_flows(cpu_slices, kernels)
+        trace = Trace(meta=meta, kernels=kernels, cpu_slices=cpu_slices, flows=flows, devices=gpus.devices)
+        return link_graphs(trace, _graph_activities(db, gpus))
+    return None
+
+
+def _launch_flows(calls: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
+    """Flows from a few launch calls to the kernels with their correlation id (same process), in
+    numpy: :func:`_flows` without its pandas merges, for the graph launch calls alone."""
+    if not len(calls) or not len(kernels):
+        return make_table("flows", 0)
+    cc, cp = calls["correlation"].to_numpy(), calls["pid"].to_numpy()
+    order = np.argsort(cc, kind="stable")
+    keys = cc[order]
+    kc, kp = kernels["correlation"].to_numpy(), kernels["pid"].to_numpy()
+    pos = np.minimum(np.searchsorted(keys, kc), len(keys) - 1)
+    src = order[pos]
+    hit = np.flatnonzero((kc >= 0) & (keys[pos] == kc) & ((kp < 0) | (cp[src] == kp)))
+    return make_table("flows", len(hit), {
+        "src": src[hit], "dst_table": pd.Categorical(["kernels"] * len(hit), categories=["kernels", "gpu_ops"]),
+        "dst": hit, "correlation": kc[hit],
+    })  # fmt: skip
+
+
+def _graph_launch_calls(db: _Db) -> dict[str, Any]:
+    """The runtime/driver calls that launch a graph (cudaGraphLaunch, cuGraphLaunch), as the API
+    call reader returns them, selected in SQL."""
+    t = RUNTIME_TABLE
+    if t not in db.tables or "StringIds" not in db.tables or "nameId" not in db.columns(t):
+        return _empty_slices()
+    ids = [int(i) for i, v in db.con.execute("select id, value from StringIds where value like '%GraphLaunch%'")
+           if GRAPH_LAUNCH.match(strip_api_version(str(v)))]
+    if not ids:
+        return _empty_slices()
+    rows = db.con.execute(
+        f"select start, end, {db.col(t, 'r', 'globalTid')}, {db.col(t, 'r', 'correlationId')}, nameId from {t} as r "
+        f"where nameId in ({','.join(map(str, ids))}) order by start"
+    ).fetchall()
+    names = dict(db.con.execute(f"select id, value from StringIds where id in ({','.join(map(str, ids))})").fetchall())
+    arr = np.array([r[:4] for r in rows], dtype=np.int64).reshape(-1, 4)
+    gtid = arr[:, 2]
+    n = len(rows)
+    return {
+        "start": arr[:, 0], "end": arr[:, 1], "correlation": arr[:, 3], "pid": _pid(gtid), "tid": _tid(gtid),
+        "name": pd.Categorical([strip_api_version(str(names[r[4]])) for r in rows]),
+        "category": pd.Categorical.from_codes(np.ones(n, dtype=np.int8), categories=pd.Index(["driver", "runtime"])),
+        "name_id": np.array([r[4] for r in rows], dtype=np.int64),
+    }  # fmt: skip
+
+
+def _memory(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
+    """CUDA_GPU_MEMORY_USAGE_EVENTS (nsys --cuda-memory-usage=true): allocations and frees with the
+    device's running total (what the CUDA allocations hold; a caching allocator's reserved memory)."""
+    t = MEMORY_USAGE_TABLE
+    if t not in db.tables:
+        return make_table("memory", 0)
+    c = db.ints(t, "m", [
+        ("start", "m.start"), ("gpid", db.col(t, "m", "globalPid")), ("device", db.col(t, "m", "deviceId")),
+        ("addr", db.col(t, "m", "address")), ("bytes", db.col(t, "m", "bytes", "0")), ("kind", db.col(t, "m", "memKind")),
+        ("op", db.col(t, "m", "memoryOperationType", "0")), ("correlation", db.col(t, "m", "correlationId")),
+    ])  # fmt: skip
+    n = len(c["start"])
+    if not n:
+        return make_table("memory", 0)
+    order = np.argsort(c["start"], kind="stable")
+    c = {k: v[order] for k, v in c.items()}
+    pid = _pid(c["gpid"])
+    labels = {**MEMORY_KINDS, **_enum_labels(db, "ENUM_CUDA_MEM_KIND")}
+    uniq, inv = np.unique(c["kind"], return_inverse=True)
+    kind_name = np.array([labels.get(int(u), "unknown").lower() for u in uniq] or [""], dtype=object)[inv.reshape(-1)]
+    on_device = np.isin(kind_name, _DEVICE_MEMORY)
+    device = np.where(on_device, gpus.map(pid, c["device"]), -1)
+    signed = np.where(c["op"] == 1, -np.abs(c["bytes"]), np.abs(c["bytes"]))
+    total = np.full(n, -1, dtype=np.int64)
+    for dev in np.unique(device[on_device]).tolist():
+        sel = on_device & (device == dev)
+        total[sel] = np.cumsum(signed[sel])
+    # the API call that made it (cudaMalloc, cudaFree, ...) and its thread, by correlation id (in SQL:
+    # the memory events are few, the API calls many)
+    source = np.full(n, "nsys memory usage", dtype=object)
+    tid = np.full(n, -1, dtype=np.int64)
+    r = RUNTIME_TABLE
+    if r in db.tables and {"correlationId", "nameId", "globalTid"} <= db.columns(r) and "correlationId" in db.columns(t) \
+            and "StringIds" in db.tables:
+        calls = db.con.execute(
+            f"select r.correlationId, s.value, r.globalTid from {r} as r join StringIds as s on s.id = r.nameId "
+            f"where r.correlationId in (select correlationId from {t} where correlationId > 0)"
+        ).fetchall()
+        by_corr = {int(cid): (strip_api_version(str(name)), int(g) if g is not None else -1) for cid, name, g in calls if cid is not None}
+        for i, cid in enumerate(c["correlation"].tolist()):
+            hit = by_corr.get(cid) if cid > 0 else None
+            if hit is not None:
+                source[i] = hit[0]
+                tid[i] = int(_tid(np.array([hit[1]]))[0]) if hit[1] >= 0 else -1
+    return make_table("memory", n, {
+        "start": c["start"], "device": device, "device_type": pd.Categorical(kind_name), "pid": pid, "tid": tid,
+        "addr": c["addr"], "bytes": signed, "total_allocated": total, "source": pd.Categorical(source),
+    })  # fmt: skip

@@ -41,6 +41,7 @@ import pandas as pd
 from kviewer.core import Diagnostic, Trace, TraceMeta
 from kviewer.errors import KViewerError, LoadCancelled, LoadError, TruncatedTrace, UnsupportedFormat
 from kviewer.io.folders import MAX_RANK_FILES, Survey, survey
+from kviewer.io.graphs import link_graphs
 from kviewer.io.registry import CancelToken, LoaderSpec, detect
 from kviewer.io.source import Progress, private_tmpdir, read_head, track_temp_dir, untrack_temp_dir
 
@@ -574,6 +575,20 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
     merged["flows"] = _concat(flow_frames, "flows")
     merged["metrics"] = _concat(metric_frames, "metrics")
     merged["devices"] = _concat(dev_frames, "devices")
+    # memory events on the merged clock, rank and devices; graph launches linked again from the flows
+    mem_frames = []
+    for i, t in enumerate(traces):
+        mm = t.memory.copy()
+        if len(mm):
+            mm["start"] = mm["start"].to_numpy() + shifts[i]
+            mm["rank"] = np.full(len(mm), ranks[i], dtype=np.int32)
+            mm["device"] = remap_devices(mm["device"].to_numpy(), device_maps[i])
+        mem_frames.append(mm)
+    mem = _concat(mem_frames, "memory")
+    if len(mem):
+        mem = mem.sort_values("start", kind="stable").reset_index(drop=True)
+        mem["id"] = np.arange(len(mem), dtype=np.int64)
+    merged["memory"] = mem
 
     first = traces[0].meta
     for t, r, p in zip(traces, ranks, paths):
@@ -591,7 +606,7 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
         warnings=warnings,
         extra=extra,
     )
-    return Trace(meta=meta, **merged)
+    return link_graphs(Trace(meta=meta, **merged))
 
 
 def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:

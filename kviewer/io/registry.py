@@ -24,6 +24,7 @@ from kviewer.io.source import Progress, read_head
 #: loader modules, imported on first use (keeps start-up light)
 LOADER_MODULES: list[str] = [
     "kviewer.io.nsys",
+    "kviewer.io.nsys_rep",
     "kviewer.io.torch",
     "kviewer.io.ncu.report",
     "kviewer.io.ncu.csv_export",

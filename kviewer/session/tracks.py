@@ -90,6 +90,8 @@ class CounterTrack:
     scale: float
     """the value drawn full height"""
     tooltip: str = ""
+    mark_ns: int | None = None
+    """a moment to mark with a line (a memory row's peak), on the trace's clock; None for none"""
 
 
 @dataclass(eq=False)
@@ -230,12 +232,17 @@ class TraceTracks:
         krank = k["rank"].to_numpy() if len(k) else np.zeros(0, dtype=np.int64)
         cats = c["category"].astype(str).to_numpy() if len(c) else np.zeros(0, dtype=object)
         projections = projected_ranges(trace, launch)
+        from kviewer.session import recorded_tracks  # graph launches and memory counters (their own module)
+
+        graph_spans = recorded_tracks.graph_launch_spans(trace)
+        memory_rows = recorded_tracks.memory_counters(trace)
         for rank in ranks or [-1]:
             parent = root
             if multi_rank:
                 parent = Group(f"rank {rank}" if rank >= 0 else "rank ?")
                 root.children.append(parent)
-            devices = sorted({key[1] for key in kg if key[0] == rank} | {key[1] for key in gg if key[0] == rank})
+            devices = sorted({key[1] for key in kg if key[0] == rank} | {key[1] for key in gg if key[0] == rank}
+                             | {key[1] for key in memory_rows if key[0] == rank})
             for dev in devices:
                 dname = device_names.get(dev, "")
                 dgroup = Group(f"GPU {dev}" + (f" · {dname}" if dname else "") if dev >= 0 else "GPU")
@@ -249,6 +256,18 @@ class TraceTracks:
                                                         "share of each pixel's time with at least one kernel running"))
                     dgroup.children.append(CounterTrack(f"kernels in flight (peak {conc.peak:.0f})", "concurrency", conc,
                                                         max(conc.peak, 1.0), "mean number of kernels running during each pixel's time"))
+                for lbl, counter, scale, tip, peak_at in memory_rows.get((rank, dev), []):
+                    dgroup.children.append(CounterTrack(lbl, "memory", counter, scale, tip, mark_ns=peak_at))
+                gspan = graph_spans.get((rank, dev))
+                if gspan is not None:
+                    # folded: one bar per launch (the group's summary); expanded: the graphs' kernels
+                    ggroup = Group(recorded_tracks.graph_lane_label(len(gspan[0]), trace), collapsed=True,
+                                   tooltip="CUDA graph launches: expand for the kernels they ran (also on their stream lanes)")
+                    ggroup.children.append(add_lane("launches", [("cpu_slices", gspan[0])], home=False, span_of=(gspan[1], gspan[2])))
+                    in_graph = recorded_tracks.graph_kernels(trace, rank, dev)
+                    if len(in_graph):
+                        ggroup.children.append(add_lane("kernels in graphs", [("kernels", in_graph)], home=False))
+                    dgroup.children.append(ggroup)
                 proj = projections.get((rank, dev))
                 if proj is not None:
                     pids, pstart, pend = proj

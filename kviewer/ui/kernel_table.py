@@ -32,6 +32,7 @@ from kviewer.ui.viewstate import FILTER, Selection, ViewState
 
 INSTANCES = "instances"
 GROUPS = "groups"
+GRAPHS = "graphs"
 
 
 class KernelTableModel(TableModel):
@@ -55,7 +56,12 @@ class KernelTableModel(TableModel):
         self._traces = list(traces)
         if mode is not None:
             self.mode = mode
-        data = instance_data(self._traces) if self.mode == INSTANCES else grouped_data(self._traces)
+        if self.mode == GRAPHS:
+            from kviewer.session.graph_table import graph_grouped_data
+
+            data = graph_grouped_data(self._traces)
+        else:
+            data = instance_data(self._traces) if self.mode == INSTANCES else grouped_data(self._traces)
         try:
             mask = apply_filter(self.filter_text, data.filter_columns(), len(data), ALIASES)
         except FilterError as exc:
@@ -134,6 +140,7 @@ class KernelTable(QWidget):
         self.mode_box = QComboBox()
         self.mode_box.addItem("Kernels", INSTANCES)
         self.mode_box.addItem("Grouped by name", GROUPS)
+        self.mode_box.addItem("Grouped by CUDA graph", GRAPHS)
         self.filter_edit = QLineEdit()
         self.filter_edit.setPlaceholderText("Filter: name, /regex/, dur > 10us, grid_x >= 128, regs < 64 …")
         self.filter_edit.setClearButtonEnabled(True)

@@ -45,7 +45,7 @@ from kviewer.ui.viewstate import ViewState
 MAX_RECENT = 10
 #: the docks the saved layout knows; a layout saved with another set (an older kviewer, before
 #: the Query and Counters docks) would leave the new docks loose beside the others
-LAYOUT_DOCKS = "kernels,details,roofline,fusion,compare,query,counters,range,idle,diagnostics,whatif"
+LAYOUT_DOCKS = "kernels,details,roofline,fusion,compare,query,counters,range,idle,diagnostics,whatif,memory,calltree"
 FILE_FILTER = (
     "Profiler traces (*.json *.json.gz *.json.xz *.json.zst *.sqlite *.sqlite.gz *.nsys-rep *.ncu-rep *.csv *.db *.txt *.log);;"
     "All files (*)"
@@ -144,6 +144,13 @@ class MainWindow(QMainWindow):
 
         self.whatif_panel = WhatIfPanel(self.state, self.runner, self.timeline, compare=self.compare.start)
         self.whatif_dock = self._dock("What-if", "whatifDock", self.whatif_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        from kviewer.ui.flame_panel import FlamePanel
+        from kviewer.ui.memory_panel import MemoryPanel
+
+        self.memory_panel = MemoryPanel(self.state, self.runner)
+        self.memory_dock = self._dock("Memory", "memoryDock", self.memory_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.flame_panel = FlamePanel(self.state, self.runner)
+        self.flame_dock = self._dock("Call Tree", "callTreeDock", self.flame_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         # a range dragged on the time axis brings its summary forward
         self.state.timeSelectionChanged.connect(self._show_range_dock)
         self.counters = CounterAttach(self, self.state, self.runner, self.analysis, self.show_message,
@@ -174,6 +181,8 @@ class MainWindow(QMainWindow):
             self.tabifyDockWidget(self.table_dock, self.idle_dock)
             self.tabifyDockWidget(self.table_dock, self.diagnostics_dock)
             self.tabifyDockWidget(self.table_dock, self.whatif_dock)
+            self.tabifyDockWidget(self.table_dock, self.memory_dock)
+            self.tabifyDockWidget(self.table_dock, self.flame_dock)
             self.table_dock.raise_()
             self.tabifyDockWidget(self.details_dock, self.counters_dock)
             self.details_dock.raise_()
@@ -267,6 +276,8 @@ class MainWindow(QMainWindow):
         view.addAction(self.range_dock.toggleViewAction())
         view.addAction(self.idle_dock.toggleViewAction())
         view.addAction(self.diagnostics_dock.toggleViewAction())
+        view.addAction(self.memory_dock.toggleViewAction())
+        view.addAction(self.flame_dock.toggleViewAction())
 
         help_menu = mb.addMenu("&Help")
         help_menu.addAction(self._action("&Keys", self._show_keys))

@@ -55,7 +55,8 @@ HEADER_BG = QColor(232, 236, 241)
 ROOT_BG = QColor(214, 221, 230)
 SELECT_PEN = QColor(20, 20, 20)
 FLOW_COLOUR = QColor(200, 40, 40)
-COUNTER_COLOUR = {"utilisation": QColor(46, 125, 50), "concurrency": QColor(40, 90, 170)}
+COUNTER_COLOUR = {"utilisation": QColor(46, 125, 50), "concurrency": QColor(40, 90, 170), "memory": QColor(150, 90, 20),
+                  "mark": QColor(200, 30, 30)}
 COUNTER_BG = QColor(244, 247, 244)
 RANGE_FILL = QColor(60, 120, 220, 40)
 IDLE_FILL = QColor(220, 60, 40, 38)
@@ -75,6 +76,8 @@ class Frame:
     inner: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
     labels: list[tuple[QRectF, str, bool]] = field(default_factory=list)
     counters: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    marks: list[np.ndarray] = field(default_factory=list)
+    """lines drawn over the counter rows (a memory row's peak)"""
     idle: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
     """idle gaps on stream lanes longer than the threshold, shaded"""
     """(counter kind, rects) of the counter rows: one column per pixel"""
@@ -411,6 +414,10 @@ class TracksItem(pg.GraphicsObject):
         values = ct.counter.per_pixel(x0 + off, x0 + off + (x1 - x0) * n / max(width, 1e-9), n)
         frac = np.clip(values / max(ct.scale, 1e-12), 0.0, 1.0)
         h = row.h - 2.0
+        if ct.mark_ns is not None:  # e.g. a memory row's peak: a red line across the row, over its area
+            px = (ct.mark_ns - off - x0) / max(x1 - x0, 1e-9) * width
+            if 0.0 <= px <= width:
+                fr.marks.append(np.array([[px - 1.0, row.y - top + 1.0, 2.0, h]]))
         # heights to half a pixel; neighbouring columns of one height become one rectangle
         # (a busy GPU is a few long bars, not 1600 one-pixel ones)
         q = np.ceil(frac * h * 2.0).astype(np.int64)
@@ -461,6 +468,9 @@ class TracksItem(pg.GraphicsObject):
             p.setPen(Qt.PenStyle.NoPen)
         for kind, rects in fr.counters:
             p.setBrush(COUNTER_COLOUR.get(kind, QColor(90, 90, 90)))
+            _draw_rects(p, rects, 0, len(rects))
+        for rects in fr.marks:
+            p.setBrush(COUNTER_COLOUR["mark"])
             _draw_rects(p, rects, 0, len(rects))
         for colour, first, end in fr.segments:
             p.setBrush(self.brushes[colour])

@@ -97,6 +97,22 @@ def stats_siblings(path: Path) -> list[str]:
     return out
 
 
+def precision_lost(begin: pd.Series, end: pd.Series) -> bool:
+    """Timestamps saved in a precision that cannot place kernels: written in scientific notation
+    (``8.1097E+14``) or so rounded that most kernels begin and end at the same count."""
+    text = begin.astype(str)
+    if text.str.contains(r"[eE][+]", regex=True).any():
+        return True
+    b = pd.to_numeric(begin, errors="coerce").to_numpy(dtype=np.float64)
+    e = pd.to_numeric(end, errors="coerce").to_numpy(dtype=np.float64)
+    ok = np.isfinite(b) & np.isfinite(e)
+    if ok.sum() < 2 or b[ok].max() < 1e12:
+        return False
+    # nanosecond clocks are never all whole milliseconds: the digits were cut
+    rounded = bool((np.mod(b[ok], 1e6) == 0).all() and (np.mod(e[ok], 1e6) == 0).all())
+    return rounded or bool((e[ok] <= b[ok]).mean() >= 0.5)
+
+
 def build_v1(table: rc.CsvTable, path: Path, source_format: str, container: str) -> Trace:
     """A Trace from the rows of a rocprof v1 results.csv or results.db ``KERN`` table."""
     recognised = f"rocprof v1 {container}"
@@ -114,6 +130,17 @@ def build_v1(table: rc.CsvTable, path: Path, source_format: str, container: str)
     if not timed and (table.has("beginns") or table.has("endns")):
         raise CorruptTrace(path, "has only one of BeginNs / EndNs", recognised)
     order_key = ints("index") if table.has("index") else np.arange(n, dtype=np.int64)
+    lost = timed and precision_lost(table.frame[table.columns["beginns"]], table.frame[table.columns["endns"]])
+    if lost:
+        timed = False
+        warnings.append(
+            Diagnostic.warning(
+                "damaged",
+                path,
+                "the BeginNs/EndNs timestamps lost their precision (saved as floating point, e.g. by a "
+                "spreadsheet: 8.1097E+14 ns is only good to 10^10 ns): they are not used",
+            )
+        )
     if timed:
         begin = ints("beginns")
         end = ints("endns")

@@ -17,6 +17,7 @@ from kviewer.core import Diagnostic, Trace, TraceMeta, make_table
 from kviewer.core.intervals import nesting_depth
 from kviewer.core.names import short_name
 from kviewer.errors import CorruptTrace
+from kviewer.io.graphs import link_graphs
 from kviewer.io.registry import CancelToken
 from kviewer.io.torch.events import _NO_ARGS, LABEL, NAME, _Args, _Doc, _Event
 from kviewer.io.torch.header import _devices, _extra, _is_amd, _label, _rank, _tool_version
@@ -47,6 +48,9 @@ _GPU_TRACK = [_C["gpu_annotation"], _C["sync"]]
 _LAUNCH = [_C["runtime"], _C["driver"]]
 #: cpu slices whose args may carry shapes, dtypes and FLOPs
 _OPS = [_C["op"], _C["annotation"], _C["other"]]
+#: categories Kineto writes that are plain CPU slices of category "other" by design (every other
+#: category that falls to "other" is unknown and counted in a warning)
+_KNOWN_OTHER = {"overhead", "glow_runtime", "hpu_op", "collective_comm", "external_correlation", "cpu_instant_event"}
 #: the 2021 (PyTorch 1.8/1.9) schema wrote these capitalised
 _SCHEMA_2021_CATS = {"Operator", "Runtime", "Kernel", "Memcpy", "Memset"}
 _DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|HtoA|AtoH|AtoA|AtoD|DtoA)\b")
@@ -235,8 +239,10 @@ class _Columns:
     #: per row (kept complete event)
     ROW = ("kind", "ccat", "ts", "dur", "pid", "tid", "name", "ext", "corr", "flops", "dims", "types", "conc", "lgrid", "lblock", "lbytes")
     #: per kernel / per GPU op
-    KER = ("k_row", "k_dev", "k_stream", "k_grid", "k_block", "k_regs", "k_smem", "k_occ")
+    KER = ("k_row", "k_dev", "k_stream", "k_grid", "k_block", "k_regs", "k_smem", "k_occ", "k_gnode", "k_gid")
     GOP = ("g_row", "g_bytes", "g_dev", "g_stream")
+    #: per [memory] instant event (profile_memory=True)
+    MEM = ("m_ts", "m_pid", "m_tid", "m_bytes", "m_addr", "m_talloc", "m_tres", "m_dtype", "m_dev")
 
     def __init__(self) -> None:
         self.cat_code: dict[str, int] = {}
@@ -251,12 +257,18 @@ class _Columns:
         self.utf8 = False
         self.surrogates = 0
         """escapes of half a UTF-16 surrogate pair read as U+FFFD"""
-        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in self.ROW + self.KER + self.GOP}
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in self.ROW + self.KER + self.GOP + self.MEM}
         self.g_kind: list[Any] = []
+        #: category code -> events so far, for the categories no rule knows
+        self.unknown: dict[int, int] = {}
+        self.unknown_names: dict[int, str] = {}
 
     def add(self, events: list[_Event]) -> None:
         """Turn a piece of events into columns (the events can be dropped afterwards)."""
         self.n_events += len(events)
+        mem = [e for e in events if e.ph == "i" and e.name == "[memory]"]
+        if mem:
+            self._add_memory(mem)
         xs = [e for e in events if e.ph == "X"]
         if not xs:
             return
@@ -269,8 +281,15 @@ class _Columns:
                 if c not in cc:
                     c_kind, c_cpu = _classify(c)
                     cc[c] = c_kind * 16 + c_cpu + 1
+                    if c_kind == _K_CPU and c_cpu == _C["other"] and c.lower() not in _KNOWN_OTHER:
+                        self.unknown_names[cc[c]] = c
                     self.schema_2021 |= c in _SCHEMA_2021_CATS
             code = np.fromiter(map(cc.__getitem__, cats), dtype=np.int16, count=len(cats))
+        if self.unknown_names:
+            for c_code in self.unknown_names:
+                hits = int((code == c_code).sum())
+                if hits:
+                    self.unknown[c_code] = self.unknown.get(c_code, 0) + hits
         kind, ccat = code >> 4, (code & 15) - 1
         pid, pid_ok = _ids(xs, _PID)
         keep = (kind != _K_SKIP) & pid_ok  # drop the profiler's span and named pseudo-processes
@@ -339,6 +358,8 @@ class _Columns:
                 _field(sub, "registers", np.int64),
                 _field(sub, "shared_mem", np.int64),
                 _field(sub, "occupancy", np.float64),
+                _field(sub, "graph_node", np.int64),
+                _field(sub, "graph_id", np.int64),
             ),
         ):
             self.parts[key].append(value)
@@ -350,6 +371,21 @@ class _Columns:
         ):
             self.parts[key].append(value)
         self.g_kind += [a.kind for a in sub]
+
+    def _add_memory(self, mem: list[_Event]) -> None:
+        """[memory] instant events as columns (allocations > 0 bytes, frees < 0)."""
+        pid, ok = _ids(mem, _PID)
+        args = [e.args or _NO_ARGS for e in mem]
+        nbytes = np.array([a.mem_bytes if isinstance(a.mem_bytes, int) else 0 for a in args], dtype=np.int64)
+        tid, _ = _ids(mem, _TID)
+        cols = (
+            np.fromiter(map(_TS, mem), dtype=np.float64, count=len(mem)), pid, tid, nbytes,
+            _field(args, "addr", np.int64), _field(args, "total_allocated", np.int64), _field(args, "total_reserved", np.int64),
+            _field(args, "device_type", np.int64), _field(args, "device_id", np.int64),
+        )  # fmt: skip
+        keep = ok & np.array([a.mem_bytes is not None for a in args], dtype=bool)
+        for key, value in zip(self.MEM, cols):
+            self.parts[key].append(value[keep])
 
     def _col(self, key: str, dtype: Any = np.int64, width: int = 0) -> np.ndarray:
         parts = self.parts[key]
@@ -474,6 +510,8 @@ class _Columns:
                 # It writes 0 where the calculator could not place a block (large dynamic
                 # shared memory); a kernel that ran had a block resident, so 0 is unknown
                 "theoretical_occupancy_pct": _positive_or_nan(col("k_occ", np.float64)[ko]),
+                "graph_node": col("k_gnode")[ko],
+                "graph_id": col("k_gid")[ko],
             },
         )
 
@@ -526,6 +564,14 @@ class _Columns:
             },
         )
 
+        memory = _memory_table(self, times, rank)
+        if self.unknown:
+            parts = ", ".join(f"{self.unknown_names[c]!r} {n:,}" for c, n in sorted(self.unknown.items(), key=lambda kv: -kv[1]))
+            total = sum(self.unknown.values())
+            warnings.append(Diagnostic.warning(
+                "unknown_category", path,
+                f"{total:,} events of categories kviewer does not know were kept as plain CPU slices (category 'other'): {parts}",
+            ))
         amd = _is_amd(header)
         devices = _devices(path, header, rank, amd, kernels, gpu_ops, warnings)
         if not self.n_rows:
@@ -533,7 +579,7 @@ class _Columns:
         meta = TraceMeta(
             path=str(path),
             source_format=NAME,
-            format_label=_label(header, self.schema_2021, amd, n_k + n_g, n_host),
+            format_label=_label(header, self.schema_2021, amd, n_k + n_g, n_host, sum(self.unknown.values())),
             tool="PyTorch Profiler",
             tool_version=_tool_version(header),
             origin_ns=times.origin_ns,
@@ -541,7 +587,44 @@ class _Columns:
             warnings=warnings,
             extra=_extra(header, times.note),
         )
-        return Trace(meta=meta, kernels=kernels, gpu_ops=gpu_ops, cpu_slices=cpu_slices, flows=flows, devices=devices)
+        trace = Trace(meta=meta, kernels=kernels, gpu_ops=gpu_ops, cpu_slices=cpu_slices, flows=flows, devices=devices, memory=memory)
+        return link_graphs(trace)
+
+
+#: c10::DeviceType codes, as the [memory] events' "Device Type" writes them
+DEVICE_TYPES = {0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip", 7: "fpga", 8: "maia",
+                9: "xla", 10: "vulkan", 11: "metal", 12: "xpu", 13: "mps", 14: "meta", 15: "hpu", 16: "ve", 17: "lazy",
+                18: "ipu", 19: "mtia", 20: "privateuseone"}  # fmt: skip
+
+
+def _memory_table(acc: _Columns, times: _Times, rank: int) -> pd.DataFrame:
+    """The [memory] events as the memory table (times on the trace's clock)."""
+    col = acc._col
+    ts = col("m_ts", np.float64)
+    n = len(ts)
+    if not n:
+        return make_table("memory", 0)
+    dtype = col("m_dtype")
+    uniq, inv = np.unique(dtype, return_inverse=True)
+    names = np.array([DEVICE_TYPES.get(int(u), f"device type {int(u)}" if u >= 0 else "") for u in uniq], dtype=object)
+    dev = col("m_dev")
+    return make_table(
+        "memory",
+        n,
+        {
+            "start": times.start(ts),
+            "device": np.where(dtype == 0, -1, dev),
+            "device_type": pd.Categorical(names[inv.reshape(-1)]),
+            "rank": np.full(n, rank),
+            "pid": col("m_pid"),
+            "tid": col("m_tid"),
+            "addr": col("m_addr"),
+            "bytes": col("m_bytes"),
+            "total_allocated": col("m_talloc"),
+            "total_reserved": col("m_tres"),
+            "source": pd.Categorical(np.full(n, "kineto", dtype=object)),
+        },
+    )
 
 
 def _text_categorical(ids: dict[str, int], codes: np.ndarray) -> pd.Categorical:

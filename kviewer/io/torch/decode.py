@@ -117,6 +117,11 @@ def _read(path: Path, reader: _Reader, acc: _Columns, progress: Progress, cancel
             report()
         data = pending
         del pending
+        head = data[:64].lstrip()
+        if head.startswith(b"["):
+            # Chrome's JSON Array Format ([{"ph": ...}, ...], written by other tools): the same
+            # events without the object around them
+            data = bytearray(b'{"traceEvents":') + data + bytearray(b"}")
         if not data.strip():
             if reader.truncated:
                 raise TruncatedTrace(path, f"the {reader.compression} stream is damaged before any data", LABEL)

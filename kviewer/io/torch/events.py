@@ -41,6 +41,16 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     input_types: Raw = field(name="Input type", default=_NO_RAW)
     concrete: Raw = field(name="Concrete Inputs", default=_NO_RAW)
     flops: float = field(name="FLOPs", default=math.nan)
+    # [memory] instant events (profile_memory=True); the 2021 schema has Bytes and the device only
+    mem_bytes: int | None = field(name="Bytes", default=None)
+    addr: int = field(name="Addr", default=-1)
+    total_allocated: int = field(name="Total Allocated", default=-1)
+    total_reserved: int = field(name="Total Reserved", default=-1)
+    device_type: int = field(name="Device Type", default=-1)
+    device_id: int = field(name="Device Id", default=-1)
+    # kernels a CUDA graph ran (newer Kineto writes the node and graph ids when CUPTI gives them)
+    graph_node: int = field(name="graph node id", default=-1)
+    graph_id: int = field(name="graph id", default=-1)
 
 
 _NO_ARGS = _Args()
@@ -124,6 +134,9 @@ def sniff(head: bytes, path: Path) -> bool:
     s = head.lstrip()
     if s.startswith(_BOM):
         s = s[3:].lstrip()
+    if s.startswith(b"["):
+        # Chrome's JSON Array Format: a list of events, recognised by their "ph" and "ts" keys
+        return s[1:].lstrip().startswith(b"{") and _PH_KEY.search(head) is not None and _TS_KEY.search(head) is not None
     if not s.startswith(b"{"):
         return False
     if b'"rocprofiler-sdk-tool"' in head:

@@ -73,6 +73,15 @@ def _devices(
             # HIP reports a gfx major/minor here (gfx90a and gfx908 are both 9.0), not a CUDA
             # compute capability, so only NVIDIA devices get these columns
             cc, arch = f"{major}.{minor}", f"sm_{major}{minor}"
+        elif vendor == "AMD":
+            # the full target when the file has it (gcnArchName "gfx942:sramecc+:xnack-"), else the
+            # family the gfx major/minor names ("gfx94x"): with the CU count it still tells an
+            # MI300X (304 CUs) from an MI300A (228) when the name is empty
+            target = str(d.get("gcnArchName", "") or "").split(":")[0].strip().lower()
+            if target.startswith("gfx"):
+                arch = target
+            elif 0 <= major < 16 and 0 <= minor < 16:
+                arch = f"gfx{major}{minor:x}x"
         rows[dev_id] = {
             "id": dev_id,
             "name": name,
@@ -87,18 +96,18 @@ def _devices(
     models = {(r["name"], r["sm_count"], r["memory_bytes"]) for r in rows.values()}
     template = next(iter(rows.values())) if len(models) == 1 else None
     for dev_id in undescribed:
-        if template is not None and template["name"]:
+        if template is not None and (template["name"] or template["architecture"]):
             rows[dev_id] = {**template, "id": dev_id}
         else:
             vendor = "AMD" if amd else ("NVIDIA" if cuda else "")
             rows[dev_id] = {"id": dev_id, "name": "", "vendor": vendor, "architecture": "", "compute_capability": "", "sm_count": -1, "memory_bytes": -1}
-    if undescribed and template is not None and template["name"]:
+    if undescribed and template is not None and (template["name"] or template["architecture"]):
         ids = ", ".join(str(u) for u in undescribed)
         warnings.append(
             Diagnostic.warning(
                 "device_assumed",
                 path,
-                f"device {ids} has no deviceProperties entry; assumed to be the same model as every described device ({template['name']})",
+                f"device {ids} has no deviceProperties entry; assumed to be the same model as every described device ({template['name'] or template['architecture'] + ', ' + str(template['sm_count']) + ' CUs'})",
             )
         )
     recs = [rows[k] for k in sorted(rows)]
@@ -139,14 +148,17 @@ def _tool_version(doc: _Doc) -> str:
     return ", ".join(parts)
 
 
-def _label(doc: _Doc, schema_2021: bool, amd: bool, n_gpu: int, n_host: int) -> str:
+def _label(doc: _Doc, schema_2021: bool, amd: bool, n_gpu: int, n_host: int, n_unknown: int = 0) -> str:
     kineto = doc.schemaVersion is not None or doc.deviceProperties is not None or doc.distributedInfo is not None
     parts = [LABEL if kineto or schema_2021 else "Chrome trace JSON (read as PyTorch profiler events)"]
     if schema_2021:
         parts.append("2021 schema")
     if amd:
         parts.append("ROCm")
-    if n_gpu == 0:
+    if n_gpu == 0 and n_unknown:
+        # events of categories kviewer does not know (another accelerator's device events): not "CPU only"
+        parts.append(f"no CUDA/ROCm kernels, {n_unknown:,} events of unknown categories")
+    elif n_gpu == 0:
         parts.append("CPU only")
     elif n_host == 0:
         parts.append("GPU only")

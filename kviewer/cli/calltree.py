@@ -1,0 +1,39 @@
+"""``kviewer calltree FILE``: python call trees (with_stack=True) as folded stacks or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def cmd_calltree(args: argparse.Namespace) -> int:
+    from kviewer.analysis.calltree import CALLTREE_READS, call_tree, folded, tree_json
+    from kviewer.cli import EXIT_OK, load_trace
+    from kviewer.core.text import display_text
+
+    tree = call_tree(load_trace(args.file, args.quiet, tables=CALLTREE_READS))
+    if not len(tree):
+        print("kviewer: no python frames in this trace (PyTorch profiler: with_stack=True)", file=sys.stderr)
+    if args.format == "json":
+        json.dump(tree_json(tree, args.max_depth), sys.stdout, indent=1, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        for stack, self_ns in folded(tree, per_thread=not args.merge_threads):
+            # one line per stack: a newline in a frame name would break the format
+            sys.stdout.write(f"{display_text(stack)} {self_ns}\n")
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    text = ("python call tree per thread from python_function events (PyTorch with_stack=True): folded stacks "
+            "(flamegraph.pl, speedscope, inferno; values are self time in ns) or JSON (inclusive = the event's duration)")
+    sp = sub.add_parser("calltree", help=text, description=text)
+    sp.add_argument("file", metavar="FILE")
+    sp.add_argument("--format", choices=["folded", "json"], default="folded", help="output format (default: %(default)s)")
+    sp.add_argument("--merge-threads", action="store_true", help="folded: one flame graph for all threads (no thread frame)")
+    sp.add_argument("--max-depth", type=int, default=None, metavar="N", help="json: frames deeper than N without children")
+    sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+    sp.set_defaults(func=cmd_calltree)

@@ -1,0 +1,38 @@
+"""``kviewer graphs FILE``: CUDA / HIP graphs, their launches and kernels (kviewer.analysis.graphs)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def cmd_graphs(args: argparse.Namespace) -> int:
+    from kviewer.analysis.graphs import GRAPHS_READS, graph_summary, graphs_frame
+    from kviewer.cli import EXIT_OK, load_trace
+    from kviewer.cli.memory import write_table
+
+    result = graph_summary(load_trace(args.file, args.quiet, tables=GRAPHS_READS))
+    if args.format == "json":
+        json.dump(result.to_json(), sys.stdout, indent=1, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        write_table(graphs_frame(result), args.format)
+        if args.format == "table" and not result.graphs:
+            print("no CUDA/HIP graph launches in this trace", file=sys.stderr)
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    from kviewer.cli import RAW_CSV_HELP
+
+    text = ("CUDA/HIP graphs: launches, kernels per launch, median GPU time per launch and CPU launch time, "
+            "the kernels each graph ran")
+    sp = sub.add_parser("graphs", help=text, description=text)
+    sp.add_argument("file", metavar="FILE")
+    sp.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: %(default)s)")
+    sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+    sp.add_argument("--raw-csv", action="store_true", help=RAW_CSV_HELP)
+    sp.set_defaults(func=cmd_graphs)

@@ -1,0 +1,61 @@
+"""``kviewer memory FILE``: device memory peaks and what was live at them (kviewer.analysis.memory)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def write_table(df: Any, fmt: str) -> None:
+    """``write_frame``, with unknown cells (None) printed "—" in the human table (empty in CSV, null in JSON)."""
+    from kviewer.cli import human_table, write_frame
+
+    if fmt != "table":
+        write_frame(df, fmt)
+        return
+    import pandas as pd
+
+    numeric = [c != "device_type" and c != "level" and c != "source" and not c.startswith("top_op") for c in df.columns]
+
+    def cell(v: Any) -> Any:
+        if v is None or (isinstance(v, float) and v != v):
+            return "—"
+        if isinstance(v, float):
+            return f"{v:,.1f}"
+        return f"{v:,}" if isinstance(v, int) else v
+
+    text = pd.DataFrame({c: [cell(v) for v in df[c].astype(object).tolist()] for c in df.columns}, columns=list(df.columns))
+    sys.stdout.write(human_table(text, numeric=numeric) + "\n")
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    from kviewer.analysis.memory import MEMORY_READS, memory_frame, memory_summary
+    from kviewer.cli import EXIT_OK, load_trace
+
+    result = memory_summary(load_trace(args.file, args.quiet, tables=MEMORY_READS), include_host=args.host)
+    if args.format == "json":
+        json.dump(result.to_json(), sys.stdout, indent=1, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        write_table(memory_frame(result), args.format)
+        if args.format == "table" and not result.devices:
+            print("no memory events in this trace (PyTorch: profile_memory=True; Nsight Systems: --cuda-memory-usage=true)",
+                  file=sys.stderr)
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    from kviewer.cli import RAW_CSV_HELP
+
+    text = ("device memory: peak allocated and reserved per device, when, and the live allocations at the peak by the "
+            "op that made them (PyTorch profile_memory=True; Nsight Systems --cuda-memory-usage=true)")
+    sp = sub.add_parser("memory", help=text, description=text)
+    sp.add_argument("file", metavar="FILE")
+    sp.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: %(default)s)")
+    sp.add_argument("--host", action="store_true", help="also host (CPU) memory")
+    sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
+    sp.add_argument("--raw-csv", action="store_true", help=RAW_CSV_HELP)
+    sp.set_defaults(func=cmd_memory)

@@ -1,0 +1,187 @@
+"""The Call tree dock: the python call tree of one thread as an icicle chart (with_stack=True).
+
+Frames are :func:`kviewer.analysis.calltree.call_tree` (the same as ``kviewer calltree``): each
+frame is drawn at its own time (the x axis follows the timeline's visible range) and at its depth
+(outermost on top), so a frame's width is its inclusive time. Clicking a frame selects it (Details
+shows it), selects its time range, zooms the timeline to it and highlights the kernels it launched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
+
+from kviewer.ui.background import BackgroundRunner
+from kviewer.ui.viewstate import Selection, ViewState
+
+ROW_H = 16
+
+
+class IcicleView(QWidget):
+    """Paints the frames of one thread between the view's time range."""
+
+    def __init__(self, panel: FlamePanel) -> None:
+        super().__init__(panel)
+        self.panel = panel
+        self.setMouseTracking(True)
+
+    def _frames(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        p = self.panel
+        if p.tree is None or p.thread_rows is None:
+            return None
+        rows = p.thread_rows
+        start = (p.tree.start[rows] - p.offset).astype(np.float64)
+        end = start + p.tree.inclusive_ns[rows]
+        return rows, start, end, p.tree.depth[rows]
+
+    def _x(self, t: np.ndarray) -> np.ndarray:
+        t0, t1 = self.panel.state.range
+        return (t - t0) / max(t1 - t0, 1e-9) * self.width()
+
+    def paintEvent(self, _e: QPaintEvent) -> None:  # noqa: N802
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), QColor(250, 250, 250))
+        got = self._frames()
+        if got is None:
+            painter.end()
+            return
+        rows, start, end, depth = got
+        t0, t1 = self.panel.state.range
+        vis = (end >= t0) & (start <= t1)
+        x0 = np.clip(self._x(start[vis]), -1, self.width() + 1)
+        x1 = np.clip(self._x(end[vis]), -1, self.width() + 1)
+        wide = (x1 - x0) >= 0.5
+        names = self.panel.tree.names
+        fm = painter.fontMetrics()
+        for r, a, b, d in zip(rows[vis][wide].tolist(), x0[wide].tolist(), x1[wide].tolist(), depth[vis][wide].tolist()):
+            rect = QRectF(a, d * ROW_H, max(b - a, 1.0), ROW_H - 1)
+            h = hash(names[r]) & 0xFFFF
+            painter.fillRect(rect, QColor.fromHsv(20 + h % 40, 110 + h % 60, 235))
+            if rect.width() > 30:
+                painter.setPen(QColor(30, 30, 30))
+                painter.drawText(rect.adjusted(2, 0, -2, 0), int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft),
+                                 fm.elidedText(names[r], Qt.TextElideMode.ElideRight, int(rect.width()) - 4))
+        painter.end()
+
+    def frame_at(self, x: float, y: float) -> int | None:
+        """The call-tree position of the frame under a point, or None."""
+        got = self._frames()
+        if got is None:
+            return None
+        rows, start, end, depth = got
+        t0, t1 = self.panel.state.range
+        t = t0 + x / max(self.width(), 1) * (t1 - t0)
+        hit = np.flatnonzero((depth == int(y // ROW_H)) & (start <= t) & (end >= t))
+        return int(rows[hit[0]]) if len(hit) else None
+
+    def mousePressEvent(self, e: QMouseEvent) -> None:  # noqa: N802
+        i = self.frame_at(e.position().x(), e.position().y())
+        if i is not None:
+            self.panel.choose(i)
+
+    def mouseMoveEvent(self, e: QMouseEvent) -> None:  # noqa: N802
+        i = self.frame_at(e.position().x(), e.position().y())
+        p = self.panel
+        if i is None or p.tree is None:
+            self.setToolTip("")
+            return
+        from kviewer.session.format import format_duration
+
+        self.setToolTip(f"{p.tree.names[i]}\ninclusive {format_duration(float(p.tree.inclusive_ns[i]))}, "
+                        f"self {format_duration(float(p.tree.self_ns[i]))}")
+
+
+class FlamePanel(QWidget):
+    def __init__(self, state: ViewState, runner: BackgroundRunner, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.state = state
+        self.runner = runner
+        self.tree: Any = None
+        self.thread_rows: np.ndarray | None = None
+        self.offset = 0
+        self.key = -1
+        self.threads = QComboBox()
+        self.threads.setObjectName("flameThread")
+        self.status = QLabel("")
+        head = QHBoxLayout()
+        head.addWidget(QLabel("Thread"))
+        head.addWidget(self.threads, 1)
+        head.addWidget(self.status)
+        self.icicle = IcicleView(self)
+        # deep stacks scroll: the dock never asks the window for their height
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setWidget(self.icicle)
+        self.scroll.setMinimumHeight(40)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(head)
+        lay.addWidget(self.scroll, 1)
+        self.threads.currentIndexChanged.connect(self._thread_changed)
+        state.currentTraceChanged.connect(lambda _t: self.refresh())
+        state.tracesChanged.connect(self.refresh)
+        state.rangeChanged.connect(lambda *_: self.icicle.update())
+
+    def refresh(self) -> None:
+        tracks = self.state.current
+        if tracks is None:
+            self.runner.cancel("calltree")
+            self._show(None, 0, -1)
+            return
+        from kviewer.analysis.calltree import call_tree
+
+        trace = tracks.trace
+        offset, key = tracks.offset_ns, tracks.key
+        self.status.setText("computing…")
+        self.runner.run("calltree", lambda: call_tree(trace), lambda tree: self._show(tree, offset, key),
+                        lambda m: self.status.setText(m.splitlines()[0]))
+
+    def _show(self, tree: Any, offset: int, key: int) -> None:
+        self.tree, self.offset, self.key = tree, offset, key
+        self.threads.blockSignals(True)
+        self.threads.clear()
+        if tree is not None and len(tree):
+            pairs = sorted(set(zip(tree.pid.tolist(), tree.tid.tolist())))
+            for pid, tid in pairs:
+                self.threads.addItem(f"pid {pid} · tid {tid}", (pid, tid))
+            self.status.setText(f"{len(tree):,} python frames")
+        else:
+            self.status.setText("no python frames (PyTorch profiler: with_stack=True)" if tree is not None else "")
+        self.threads.blockSignals(False)
+        self._thread_changed()
+
+    def _thread_changed(self, *_: Any) -> None:
+        data = self.threads.currentData()
+        if self.tree is None or data is None:
+            self.thread_rows = None
+        else:
+            pid, tid = data
+            self.thread_rows = np.flatnonzero((self.tree.pid == pid) & (self.tree.tid == tid))
+            depth = int(self.tree.depth[self.thread_rows].max(initial=0)) + 1
+            self.icicle.setMinimumHeight(depth * ROW_H)
+        self.icicle.update()
+
+    def choose(self, i: int) -> None:
+        """Select frame ``i`` (a call-tree position): its range, its row, the kernels it launched."""
+        from kviewer.analysis.calltree import launched_kernels
+
+        tracks = self.state.trace(self.key)
+        if tracks is None or self.tree is None:
+            return
+        t0 = float(self.tree.start[i] - self.offset)
+        t1 = t0 + float(self.tree.inclusive_ns[i])
+        self.state.set_time_selection((t0, t1))
+        self.state.set_selection(Selection(self.key, "cpu_slices", int(self.tree.ids[i])))
+        kernels = launched_kernels(tracks.trace, int(self.tree.ids[i]))
+        if len(kernels):
+            ks = tracks.trace.kernels
+            mask = np.zeros(len(ks), dtype=bool)  # the highlight is a mask over the trace's kernels
+            mask[kernels] = True
+            self.state.set_highlight({self.key: mask})
+            t1 = max(t1, float(ks["end"].to_numpy()[kernels].max() - self.offset))
+        pad = (t1 - t0) * 0.05
+        self.state.set_range(t0 - pad, t1 + pad)
