@@ -96,12 +96,47 @@ def duration_stats(
 
 
 def kernel_summary(trace: Trace, by: str = "name") -> pd.DataFrame:
-    """Kernels grouped by ``by`` (``name`` or ``short_name``): :func:`duration_stats` of their durations."""
+    """Kernels grouped by ``by`` (``name`` or ``short_name``): :func:`duration_stats` of their durations.
+
+    A summary-only trace (a profiler's own statistics file, ``meta.summary_only``) has no
+    durations to group: its ``kernel_stats`` rows are the summary, the file's own numbers, with
+    unknown (NaN) where the file says nothing.
+    """
+    if trace.meta.summary_only:
+        return stats_file_summary(trace, by)
     k = trace.kernels
     col = k[by]
     categorical = isinstance(col.dtype, pd.CategoricalDtype) and all(isinstance(c, str) for c in col.cat.categories)
     names = col.array if categorical else col.astype(str).to_numpy()
     return duration_stats(names, k["dur"].to_numpy(dtype=np.int64))
+
+
+def stats_file_summary(trace: Trace, by: str = "name") -> pd.DataFrame:
+    """The :data:`SUMMARY_COLUMNS` of a summary-only trace, from its ``kernel_stats`` table.
+
+    By ``short_name`` the rows of one short name are added up: count and total add, the mean is
+    total / count, min/max are the extremes of what is known (unknown if any row's is), the median
+    and the deviation are unknown (they cannot be rebuilt from per-row summaries).
+    """
+    ks = trace.kernel_stats
+    out = pd.DataFrame({c: ks[c] for c in SUMMARY_COLUMNS if c in ks.columns})
+    out["name"] = ks["name"].astype(str).to_numpy(dtype=object)
+    if by == "short_name" and len(out):
+        from kviewer.core.names import short_name
+
+        out["name"] = [short_name(n) for n in out["name"]]
+        g = out.groupby("name", sort=False)
+        agg = pd.DataFrame({
+            "count": g["count"].sum(), "total_ns": g["total_ns"].sum(),
+            "min_ns": g["min_ns"].min(skipna=False), "max_ns": g["max_ns"].max(skipna=False),
+            "time_pct": g["time_pct"].sum(min_count=1),
+        })
+        agg["avg_ns"] = agg["total_ns"] / agg["count"].where(agg["count"] > 0)
+        agg["med_ns"] = np.nan
+        agg["std_ns"] = np.nan
+        out = agg.reset_index()
+    out = out.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    return out[SUMMARY_COLUMNS]
 
 
 # ---------------------------------------------------------------------------------------------

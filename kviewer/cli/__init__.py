@@ -447,9 +447,11 @@ def print_info(trace: "Trace", fmt: str) -> int:
         if d.get("memory_bytes", -1) > 0:
             parts.append(f"{d['memory_bytes'] / 1024**3:.1f} GiB")
         print(_say(f"  [{d['id']}] " + ", ".join(parts)))
+    if m.timeline_needs:
+        print(_say(f"timeline: {m.timeline_needs}"))
     print("tables:")
     for name, n in trace.sizes().items():
-        print(_say(f"  {name:<11} {n:>10,}"))
+        print(_say(f"  {name:<12} {n:>10,}"))
     for w in m.warnings:
         print(_say(f"warning:  {w.message}"))
     return EXIT_OK
@@ -474,6 +476,8 @@ def trace_info(trace: "Trace") -> dict[str, Any]:
         "tables": trace.sizes(),
         "warnings": m.warning_texts(),
         "extra": m.extra,
+        "summary_only": m.summary_only,
+        "timeline_needs": m.timeline_needs or None,
     }
 
 
@@ -811,6 +815,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UserError(f"--fail-if-slower: expected a percentage >= 0, got {limit}")
     a = load_trace(args.a, args.quiet)
     b = load_trace(args.b, args.quiet)
+    if a.meta.summary_only or b.meta.summary_only:
+        return _compare_summaries(a, b, args.format, limit)
     base = _baseline(a, b, args.by == "metric")
     if args.by == "metric":
         return _print_baseline(base, args.format)
@@ -837,6 +843,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"({format_ns(result.total_b_ns)} vs {format_ns(result.total_a_ns)}), more than the {limit:g}% allowed",
             file=sys.stderr,
         )
+        return EXIT_SLOWER
+    return EXIT_OK
+
+
+def _compare_summaries(a: "Trace", b: "Trace", fmt: str, limit: float | None) -> int:
+    """A summary-only file (rocprof --stats) against any trace: the two summaries by name."""
+    from kviewer.analysis.summary_compare import compare_summaries
+
+    res = compare_summaries(a, b)
+    write_frame(res.table, fmt)
+    if fmt == "table":
+        print(f"A {format_ns(res.total_a_ns)}, B {format_ns(res.total_b_ns)} of kernel time; "
+              f"{res.only_a} names only in A, {res.only_b} only in B (summary files: names and totals only)")
+    if limit is not None and res.slower_pct > limit:
+        print(f"kviewer: B is {res.slower_pct:.2f}% slower than A in kernel time, more than the {limit:g}% allowed", file=sys.stderr)
         return EXIT_SLOWER
     return EXIT_OK
 

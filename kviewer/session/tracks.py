@@ -99,6 +99,8 @@ class Group:
     children: list[Group | Lane | CounterTrack] = field(default_factory=list)
     collapsed: bool = False
     tooltip: str = ""
+    note: str = ""
+    """a line the timeline writes across this header's row (a summary-only trace: what the timeline needs)"""
 
     def lanes(self) -> Iterator[Lane]:
         for c in self.children:
@@ -215,6 +217,8 @@ class TraceTracks:
         ranks = sorted(set(_ints(k, "rank")) | set(_ints(g, "rank")) | set(_ints(c, "rank")))
         multi_rank = len(ranks) > 1 or (ranks and ranks[0] != -1)
         root = Group(label, tooltip=f"{trace.meta.path}\n{trace.meta.format_label or trace.meta.source_format}")
+        if trace.meta.summary_only:
+            root.children.append(Group("no timeline", tooltip=trace.meta.timeline_needs, note=trace.meta.timeline_needs))
         kg = _groups(k, ["rank", "device", "stream"])
         gg = _groups(g, ["rank", "device", "stream"])
         cg = _groups(c, ["rank", "pid", "tid"])

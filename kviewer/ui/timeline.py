@@ -467,9 +467,12 @@ class TracksItem(pg.GraphicsObject):
         p.translate(ox, oy)
         p.scale(1.0, sy)
         # group header bands
+        notes: list[tuple[QRectF, str]] = []
         for row in tl.rows_between(top, bottom):
             if row.kind == "header":
                 p.fillRect(QRectF(0, row.y - top, width, row.h), ROOT_BG if row.depth == 0 else HEADER_BG)
+                if row.group is not None and row.group.note:
+                    notes.append((QRectF(8.0, row.y - top, max(width - 16.0, 1.0), row.h), row.group.note))
             elif row.kind == "counter":
                 p.fillRect(QRectF(0, row.y - top, width, row.h), COUNTER_BG)
         p.setPen(Qt.PenStyle.NoPen)
@@ -494,6 +497,13 @@ class TracksItem(pg.GraphicsObject):
             for rect, text, is_dark in fr.labels:
                 p.setPen(dark if is_dark else light)
                 p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+        if notes:
+            # a trace with nothing to lay out in time (a summary-only file) says why, across the lanes
+            p.setFont(self.font)
+            p.setPen(QColor(90, 60, 20))
+            for rect, text in notes:
+                elided = QFontMetricsF(self.font).elidedText(display_text(text), Qt.TextElideMode.ElideRight, rect.width())
+                p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), elided)
         self._paint_time_selection(p, x0, x1, width, height)
         self._paint_selection(p, x0, x1, top, width)
         p.restore()

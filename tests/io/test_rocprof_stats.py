@@ -1,0 +1,124 @@
+"""rocprof's own kernel statistics (results.stats.csv, rocprofv3 *_kernel_stats.csv) open as a
+kernel summary without a timeline. Checked against the files read independently here (the csv
+module, rows split from the right) and against the per-dispatch results.csv of the same run."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kviewer.cli import main
+from kviewer.core.names import strip_kd
+from kviewer.errors import LoadError
+from kviewer.io import load
+
+STATS = ["gunrock_mi300/results.stats.csv", "hpctraining_finite_difference/results.stats.csv", "kokkos_hip_stats/results.stats.csv"]
+
+
+@pytest.fixture(autouse=True)
+def _no_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVIEWER_NO_CACHE", "1")
+
+
+@pytest.fixture(scope="module")
+def rp(samples: Path) -> Path:
+    return samples / "rocprof"
+
+
+def read_stats(path: Path) -> dict[str, list[float]]:
+    """name -> the numeric fields, each line split from the right by the header's field count
+    (Kokkos names hold unquoted commas)."""
+    lines = path.read_text().splitlines()
+    k = len(next(csv.reader([lines[0]]))) - 1
+    out: dict[str, list[float]] = {}
+    for line in lines[1:]:
+        if not line.strip():
+            continue
+        parts = line.rsplit(",", k)
+        name = parts[0][1:-1] if parts[0].startswith('"') and parts[0].endswith('"') else parts[0]
+        out[strip_kd(name)] = [float(x) for x in parts[1:]]
+    return out
+
+
+@pytest.mark.parametrize("rel", STATS)
+def test_summary_is_the_files_own_numbers(rp: Path, rel: str, capsys: pytest.CaptureFixture[str]) -> None:
+    path = rp / rel
+    trace = load(path)
+    trace.validate()
+    assert trace.meta.summary_only and trace.meta.timeline_needs
+    assert len(trace.kernels) == 0 and trace.span_ns() is None
+    theirs = read_stats(path)
+    assert len(trace.kernel_stats) == len(theirs)
+    assert main(["summary", str(path), "--format", "csv", "-q"]) == 0
+    ours = pd.read_csv(io.StringIO(capsys.readouterr().out), keep_default_na=False, na_values=[""])
+    assert set(ours["name"]) == set(theirs)
+    for row in ours.itertuples():
+        calls, total, avg, pct = theirs[row.name][:4]
+        assert (row.count, row.total_ns) == (calls, total)
+        assert row.avg_ns == pytest.approx(avg) and row.time_pct == pytest.approx(pct)
+        # v1 says nothing of median, min, max or deviation: unknown, never 0
+        assert np.isnan(row.med_ns) and np.isnan(row.min_ns) and np.isnan(row.max_ns) and np.isnan(row.std_ns)
+    assert list(ours["total_ns"]) == sorted(ours["total_ns"], reverse=True)
+
+
+@pytest.mark.parametrize("run", ["gunrock_mi300", "hpctraining_finite_difference"])
+def test_compare_with_the_dispatch_trace_of_the_same_run(rp: Path, run: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """stats vs results.csv: every name on both sides, the totals rocprof summed equal the
+    dispatch durations summed here from results.csv."""
+    stats, dispatches = rp / run / "results.stats.csv", rp / run / "results.csv"
+    totals: dict[str, int] = defaultdict(int)
+    calls: dict[str, int] = defaultdict(int)
+    with open(dispatches, newline="") as f:
+        for rec in csv.DictReader(f):
+            name = strip_kd(rec["KernelName"])
+            totals[name] += int(rec["EndNs"]) - int(rec["BeginNs"])
+            calls[name] += 1
+    assert main(["compare", str(stats), str(dispatches), "--format", "json", "-q"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["status"] for r in rows} == {"both"}
+    assert {r["name"]: (r["count_b"], r["total_b_ns"]) for r in rows} == {n: (calls[n], totals[n]) for n in totals}
+    assert all(r["total_a_ns"] == r["total_b_ns"] and r["delta_ns"] == 0 for r in rows)
+
+
+def test_rocprofv3_kernel_stats_columns(rp: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """rocprofv3's stats shape (Min/Max/StdDev after Percentage); the real hip_api_stats.csv
+    bytes under a kernel_stats name (the two files share their columns)."""
+    src = rp / "rocprofv3_sdk_docs_2024/hip_api_stats.csv"
+    path = tmp_path / "1234_kernel_stats.csv"
+    shutil.copyfile(src, path)
+    trace = load(path)
+    assert trace.meta.summary_only and trace.meta.tool == "rocprofv3"
+    theirs = read_stats(path)
+    assert main(["summary", str(path), "--format", "json", "-q"]) == 0
+    for row in json.loads(capsys.readouterr().out):
+        calls, total, avg, pct, lo, hi, std = theirs[row["name"]]
+        assert (row["count"], row["total_ns"], row["min_ns"], row["max_ns"]) == (calls, total, lo, hi)
+        assert row["std_ns"] == pytest.approx(std) and row["avg_ns"] == pytest.approx(avg) and row["time_pct"] == pytest.approx(pct)
+        assert row["med_ns"] is None
+
+
+@pytest.mark.parametrize("rel", ["kokkos_hip_stats/results.hip_stats.csv", "rocprofv3_sdk_docs_2024/hip_api_stats.csv"])
+def test_api_statistics_are_still_refused(rp: Path, rel: str) -> None:
+    with pytest.raises(LoadError, match="no per-dispatch start times"):
+        load(rp / rel)
+
+
+def test_info_and_timeline_say_what_the_timeline_needs(rp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = rp / "hpctraining_finite_difference/results.stats.csv"
+    assert main(["info", str(path), "--format", "json", "-q"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary_only"] is True and "results.csv" in doc["timeline_needs"]
+    from kviewer.session.tracks import TraceTracks
+
+    tracks = TraceTracks.build(load(path))
+    assert not tracks.lanes
+    notes = [g for g in tracks.root.children if getattr(g, "note", "")]
+    assert len(notes) == 1 and notes[0].note == doc["timeline_needs"]
