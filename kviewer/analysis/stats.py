@@ -393,6 +393,27 @@ def _gpu_trace(trace: Trace) -> pd.DataFrame:
     return out.sort_values("Start (ns)", kind="stable")
 
 
+def _gpu_metrics(trace: Trace) -> pd.DataFrame:
+    """Sampled GPU metrics over the whole capture, one row per GPU and metric."""
+    from kviewer.analysis.gpu_metrics import split_name, window_stats
+
+    s = trace.gpu_samples
+    if not len(s):
+        raise _lacks(trace, "gpu_metrics", "GPU metrics samples (record with nsys profile --gpu-metrics-devices=all)")
+    t = s["t"].to_numpy()
+    st = window_stats(trace, int(t.min()), int(t.max()) + 1)
+    std = s.groupby(["device", "metric"], observed=True, sort=False)["value"].std(ddof=1)
+    mins = s.groupby(["device", "metric"], observed=True, sort=False)["value"].min()
+    keys = list(zip(st["device"].tolist(), st["metric"].tolist()))
+    return pd.DataFrame({
+        "Avg": st["mean"].to_numpy(), "Med": st["p50"].to_numpy(), "Q95": st["p95"].to_numpy(),
+        "Min": [mins.get(k, np.nan) for k in keys], "Max": st["max"].to_numpy(),
+        "StdDev": [std.get(k, np.nan) for k in keys], "Count": st["samples"].to_numpy(),
+        "Unit": st["unit"].to_numpy(dtype=object), "Device": _device_labels(trace, st["device"]),
+        "Metric Name": [split_name(m)[0] for m in st["metric"]],
+    })
+
+
 REPORTS: dict[str, Report] = {
     r.name: r
     for r in (
@@ -410,6 +431,13 @@ REPORTS: dict[str, Report] = {
         Report("nvtx_sum", "NVTX Range Summary", _summary_columns("Instances", "Range", "Style"), _nvtx_sum),
         Report("cuda_gpu_trace", "CUDA GPU Trace", _TRACE_COLUMNS, _gpu_trace),
         Report("osrt_sum", "OS Runtime Summary", _summary_columns("Num Calls", "Name"), _osrt_sum),
+        Report(
+            "gpu_metrics",
+            "GPU Metrics Summary",
+            (Column("Avg", 2), Column("Med", 2), Column("Q95", 2), Column("Min", 2), Column("Max", 2), Column("StdDev", 2),
+             Column("Count"), Column("Unit", text=True), Column("Device", text=True), Column("Metric Name", text=True)),
+            _gpu_metrics,
+        ),  # fmt: skip
     )
 }
 

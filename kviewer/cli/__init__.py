@@ -624,6 +624,18 @@ def summary_steps(trace: "Trace", fmt: str) -> int:
     if not len(steps):
         raise UserError(f"{trace.meta.path}: no steps found (no ProfilerStep#N or step_N ranges)")
     spread, per_rank, slow = step_spread(trace, steps), rank_step_stats(trace, steps), straggler(trace, steps)
+    if len(trace.gpu_samples):  # sampled GPU metrics (nsys --gpu-metrics-devices): their means per step
+        from kviewer.analysis.gpu_metrics import steps_with_metrics
+        from kviewer.analysis.sol import sol_result
+        from kviewer.errors import AnalysisError
+
+        try:  # the step's SOL tensor-pipe time against the sampled Tensor Active
+            sol = sol_result(trace).table if len(trace.kernels) else None
+        except AnalysisError:
+            sol = None
+        from kviewer.analysis.steps import find_steps
+
+        spread = steps_with_metrics(trace, find_steps(trace, detect=False), spread, sol)
     if fmt == "json":
         def nan_free(df: "pd.DataFrame") -> list[dict[str, Any]]:
             return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in df.to_dict(orient="records")]

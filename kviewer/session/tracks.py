@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kviewer.session import colors
-from kviewer.session.lod import LaneLOD, StepCounter
+from kviewer.session.lod import LaneLOD, SampledCounter, StepCounter
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -84,8 +84,9 @@ class CounterTrack:
 
     label: str
     kind: str
-    """utilisation (share of time with at least one kernel running) | concurrency (kernels in flight)"""
-    counter: StepCounter
+    """utilisation (share of time with at least one kernel running) | concurrency (kernels in flight)
+    | gpu_metric (a sampled metric: :class:`~kviewer.session.lod.SampledCounter`, min/max per pixel)"""
+    counter: StepCounter | SampledCounter
     scale: float
     """the value drawn full height"""
     tooltip: str = ""
@@ -227,12 +228,14 @@ class TraceTracks:
         krank = k["rank"].to_numpy() if len(k) else np.zeros(0, dtype=np.int64)
         cats = c["category"].astype(str).to_numpy() if len(c) else np.zeros(0, dtype=object)
         projections = projected_ranges(trace, launch)
+        metric_tracks = gpu_metric_tracks(trace)
         for rank in ranks or [-1]:
             parent = root
             if multi_rank:
                 parent = Group(f"rank {rank}" if rank >= 0 else "rank ?")
                 root.children.append(parent)
-            devices = sorted({key[1] for key in kg if key[0] == rank} | {key[1] for key in gg if key[0] == rank})
+            devices = sorted({key[1] for key in kg if key[0] == rank} | {key[1] for key in gg if key[0] == rank}
+                             | (set(metric_tracks) if rank == (ranks or [-1])[0] else set()))
             for dev in devices:
                 dname = device_names.get(dev, "")
                 dgroup = Group(f"GPU {dev}" + (f" · {dname}" if dname else "") if dev >= 0 else "GPU")
@@ -246,6 +249,8 @@ class TraceTracks:
                                                         "share of each pixel's time with at least one kernel running"))
                     dgroup.children.append(CounterTrack(f"kernels in flight (peak {conc.peak:.0f})", "concurrency", conc,
                                                         max(conc.peak, 1.0), "mean number of kernels running during each pixel's time"))
+                if rank == (ranks or [-1])[0] and dev in metric_tracks:
+                    dgroup.children.extend(metric_tracks[dev])
                 proj = projections.get((rank, dev))
                 if proj is not None:
                     pids, pstart, pend = proj
@@ -403,6 +408,38 @@ class TraceTracks:
             found.extend((table, int(r), int(s)) for r, s in zip(rows, starts))
         found.sort(key=lambda t: (t[2], t[0], t[1]))
         return found
+
+
+def gpu_metric_tracks(trace: Trace) -> dict[int, list[CounterTrack | Group]]:
+    """Per device, the counter tracks of its sampled GPU metrics (``gpu_samples``): the metrics
+    Nsight Systems leads with open (:data:`kviewer.analysis.gpu_metrics.DEFAULT_ROLES`, in that
+    order), every other one in a closed group below them (open it to show them, or pin one)."""
+    if not len(trace.gpu_samples):
+        return {}
+    from kviewer.analysis.gpu_metrics import DEFAULT_ROLES, is_percent, series, split_name
+
+    out: dict[int, list[CounterTrack | Group]] = {}
+    by_dev: dict[int, list[CounterTrack]] = {}
+    rank_of: dict[int, int] = {}
+    for x in series(trace):
+        counter = SampledCounter.build(x.t, x.v)
+        name, unit = split_name(x.metric)
+        scale = 100.0 if is_percent(x.metric) else max(counter.peak, 1e-12)
+        track = CounterTrack(name, "gpu_metric", counter, scale,
+                             f"{x.metric}: sampled by the profiler; each pixel shows the lowest to the highest sample in its time"
+                             + ("" if is_percent(x.metric) else f" (full height {scale:g} {unit})"))
+        by_dev.setdefault(x.device, []).append(track)
+        role = x.role
+        rank_of[id(track)] = DEFAULT_ROLES.index(role) if role in DEFAULT_ROLES else len(DEFAULT_ROLES)
+    for dev, tracks in by_dev.items():
+        first = sorted((t for t in tracks if rank_of[id(t)] < len(DEFAULT_ROLES)), key=lambda t: rank_of[id(t)])
+        rest = [t for t in tracks if rank_of[id(t)] >= len(DEFAULT_ROLES)]
+        items: list[CounterTrack | Group] = list(first)
+        if rest:
+            items.append(Group(f"more GPU metrics ({len(rest)})", list(rest), collapsed=True,
+                               tooltip="the other sampled metrics of this GPU: open the group to show them"))
+        out[dev] = items
+    return out
 
 
 def _kernel_colours(trace: Trace, sol: SolInfo | None) -> tuple[np.ndarray, np.ndarray | None]:

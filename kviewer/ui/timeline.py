@@ -37,6 +37,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QScrollBar, QToolBu
 from kviewer.session import colors
 from kviewer.ui.colors import qbrushes
 from kviewer.session.format import display_text, format_duration, format_time
+from kviewer.session.lod import SampledCounter
 from kviewer.session.tracks import CounterTrack, Group, Lane, TraceTracks
 from kviewer.ui.viewstate import Selection, ViewState
 
@@ -56,7 +57,9 @@ HEADER_BG = QColor(232, 236, 241)
 ROOT_BG = QColor(214, 221, 230)
 SELECT_PEN = QColor(20, 20, 20)
 FLOW_COLOUR = QColor(200, 40, 40)
-COUNTER_COLOUR = {"utilisation": QColor(46, 125, 50), "concurrency": QColor(40, 90, 170)}
+COUNTER_COLOUR = {"utilisation": QColor(46, 125, 50), "concurrency": QColor(40, 90, 170),
+                  # sampled GPU metrics: the pixel's lowest sample solid, up to its highest lighter
+                  "gpu_metric": QColor(150, 80, 20), "gpu_metric_max": QColor(150, 80, 20, 90)}
 COUNTER_BG = QColor(244, 247, 244)
 RANGE_FILL = QColor(60, 120, 220, 40)
 IDLE_FILL = QColor(220, 60, 40, 38)
@@ -427,8 +430,17 @@ class TracksItem(pg.GraphicsObject):
         assert ct is not None
         n = max(int(math.ceil(width)), 1)
         off = row.tracks.offset_ns
-        values = ct.counter.per_pixel(x0 + off, x0 + off + (x1 - x0) * n / max(width, 1e-9), n)
-        frac = np.clip(values / max(ct.scale, 1e-12), 0.0, 1.0)
+        t1 = x0 + off + (x1 - x0) * n / max(width, 1e-9)
+        if isinstance(ct.counter, SampledCounter):
+            lo, hi = ct.counter.per_pixel_minmax(x0 + off, t1, n)
+            self._counter_columns(fr, row, top, hi, ct.scale, ct.kind + "_max")
+            self._counter_columns(fr, row, top, lo, ct.scale, ct.kind)
+            return
+        self._counter_columns(fr, row, top, ct.counter.per_pixel(x0 + off, t1, n), ct.scale, ct.kind)
+
+    def _counter_columns(self, fr: Frame, row: Row, top: float, values: np.ndarray, scale: float, kind: str) -> None:
+        """One filled column per pixel, ``values / scale`` of the row's height (NaN: nothing)."""
+        frac = np.clip(np.nan_to_num(values / max(scale, 1e-12), nan=0.0), 0.0, 1.0)
         h = row.h - 2.0
         # heights to half a pixel; neighbouring columns of one height become one rectangle
         # (a busy GPU is a few long bars, not 1600 one-pixel ones)
@@ -446,7 +458,7 @@ class TracksItem(pg.GraphicsObject):
         r[:, 2] = ends - heads
         r[:, 3] = q[heads] / 2.0
         r[:, 1] = bottom - r[:, 3]
-        fr.counters.append((ct.kind, np.ascontiguousarray(r)))
+        fr.counters.append((kind, np.ascontiguousarray(r)))
 
     # paint -----------------------------------------------------------------------------------
     def paint(self, p: QPainter, opt: Any, widget: Any) -> None:

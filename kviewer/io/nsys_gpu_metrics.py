@@ -1,0 +1,207 @@
+"""Nsight Systems GPU metrics sampling (``nsys profile --gpu-metrics-devices=all``) into ``gpu_samples``.
+
+The export holds the samples in ``GPU_METRICS`` (``timestamp``, ``typeId``, ``metricId``,
+``value``; one row per metric per sample) and names the metrics in ``TARGET_INFO_GPU_METRICS``
+(``typeId``, ``sourceId``, ``typeName``, ``metricId``, ``metricName``). ``typeId`` says which
+GPU (its low byte is the GPU's id in ``TARGET_INFO_GPU``, as NVIDIA's own exports number it)
+and which metric set; ``metricId`` is the metric within it. Every nsys version that has the
+table writes these columns (older ones without ``sourceId``); whatever else a version adds is
+not read. ``value`` is an integer in the unit of the name's brackets (``SMs Active [Throughput
+%]``, ``GPC Clock Frequency [MHz]``).
+
+Memory: 10 kHz x 60 s x 20 metrics is 12 million rows a GPU. The rows are read in rowid chunks
+(SQLite prints each chunk's columns as text, numpy parses them in C: no Python object per row)
+and scattered straight into the final columns, which are sized from one ``GROUP BY`` count per
+(typeId, metricId) first: the load never holds more than the final table plus one chunk. The
+table comes out sorted by (device, metric, time), so one metric of one GPU is a contiguous
+slice (the timeline's counter tracks are views of it, not copies).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from kviewer.core import schema
+
+if TYPE_CHECKING:
+    import sqlite3
+
+SAMPLES_TABLE = "GPU_METRICS"
+NAMES_TABLE = "TARGET_INFO_GPU_METRICS"
+#: rows per chunk (rowid range): a few MB of text per column
+CHUNK = 131072
+
+
+@dataclass(frozen=True)
+class Group:
+    type_id: int
+    metric_id: int
+    device: int
+    name: str
+    count: int
+
+
+def _columns(con: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in con.execute(f'pragma table_info("{table}")').fetchall()}
+
+
+def available(con: sqlite3.Connection, tables: set[str]) -> bool:
+    return SAMPLES_TABLE in tables and {"timestamp", "typeId", "metricId", "value"} <= _columns(con, SAMPLES_TABLE)
+
+
+def _names(con: sqlite3.Connection, tables: set[str]) -> tuple[dict[tuple[int, int], str], dict[int, str]]:
+    """Metric names by (typeId, metricId), and by metricId alone (for a typeId the table lacks)."""
+    by_pair: dict[tuple[int, int], str] = {}
+    by_id: dict[int, str] = {}
+    if NAMES_TABLE in tables and {"metricId", "metricName"} <= _columns(con, NAMES_TABLE):
+        has_type = "typeId" in _columns(con, NAMES_TABLE)
+        sql = f"select {'typeId' if has_type else '-1'}, metricId, metricName from {NAMES_TABLE}"
+        for type_id, metric_id, name in con.execute(sql):
+            if metric_id is None or name is None:
+                continue
+            by_pair[(int(type_id if type_id is not None else -1), int(metric_id))] = str(name)
+            by_id.setdefault(int(metric_id), str(name))
+    return by_pair, by_id
+
+
+def device_of_type(type_id: int) -> int:
+    """The GPU id a ``typeId`` belongs to (its low byte)."""
+    return int(type_id) & 0xFF
+
+
+def read_groups(con: sqlite3.Connection, tables: set[str], gpu_index: Mapping[int, int]) -> list[Group]:
+    """Each (typeId, metricId) with its row count, GPU (mapped through ``gpu_index``: TARGET_INFO_GPU
+    id -> trace device) and name, sorted by (device, name)."""
+    by_pair, by_id = _names(con, tables)
+    groups = []
+    for type_id, metric_id, n in con.execute(f"select typeId, metricId, count(*) from {SAMPLES_TABLE} group by typeId, metricId"):
+        if type_id is None or metric_id is None:
+            continue
+        t, m = int(type_id), int(metric_id)
+        gpu = device_of_type(t)
+        name = by_pair.get((t, m)) or by_pair.get((-1, m)) or by_id.get(m) or f"metric {m}"
+        groups.append(Group(t, m, gpu_index.get(gpu, gpu), name, int(n)))
+    groups.sort(key=lambda g: (g.device, g.name, g.type_id, g.metric_id))
+    return groups
+
+
+def _parse(text: object, k: int, dtype: type) -> np.ndarray | None:
+    """``k`` comma-separated numbers parsed in C, or None (then the chunk is read row by row)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # numpy only warns about text it cannot read
+            values: np.ndarray = np.fromstring(text, dtype=dtype, sep=",")
+    except (ValueError, DeprecationWarning):
+        return None
+    return values if len(values) == k else None
+
+
+def read_samples(
+    con: sqlite3.Connection,
+    tables: set[str],
+    gpu_index: Mapping[int, int],
+    check: Callable[[], None] = lambda: None,
+) -> pd.DataFrame:
+    """The ``gpu_samples`` table of an export (empty when it has no GPU metrics)."""
+    if not available(con, tables):
+        return schema.empty("gpu_samples")
+    groups = read_groups(con, tables, gpu_index)
+    n = sum(g.count for g in groups)
+    if not n:
+        return schema.empty("gpu_samples")
+    names = sorted({g.name for g in groups})
+    code_of_name = {name: i for i, name in enumerate(names)}
+    t = np.empty(n, dtype=np.int64)
+    value = np.empty(n, dtype=np.float64)
+    device = np.empty(n, dtype=np.int32)
+    codes: np.ndarray = np.empty(n, dtype=np.int32 if len(names) >= 2**15 else np.int16)
+    # each group's slice of the final columns, in (device, name) order
+    first = np.cumsum([0] + [g.count for g in groups])
+    write = first[:-1].copy()
+    pair_key = {(g.type_id, g.metric_id): i for i, g in enumerate(groups)}
+    for i, g in enumerate(groups):
+        device[first[i] : first[i + 1]] = g.device
+        codes[first[i] : first[i + 1]] = code_of_name[g.name]
+    # key = (position of the typeId among the distinct ones) * 2^24 + metricId -> group, looked up
+    # by searchsorted (typeIds are 49-bit numbers: they are ranked first, so the key fits 64 bits)
+    types = np.array(sorted({tid for tid, _ in pair_key}), dtype=np.int64)
+    keys = np.array([int(np.searchsorted(types, tid)) * (1 << 24) + mid for tid, mid in pair_key], dtype=np.int64)
+    key_group = np.array(list(pair_key.values()), dtype=np.int64)
+    order = np.argsort(keys)
+    keys, key_group = keys[order], key_group[order]
+
+    lo, hi = con.execute(f"select min(rowid), max(rowid) from {SAMPLES_TABLE}").fetchone()
+    sql = (
+        "select count(*), group_concat(coalesce(timestamp, '')), group_concat(coalesce(typeId, '')), "
+        f"group_concat(coalesce(metricId, '')), group_concat(coalesce(value, '')) from {SAMPLES_TABLE} where rowid between ? and ?"
+    )
+    for start in range(int(lo), int(hi) + 1, CHUNK):
+        check()
+        row = con.execute(sql, (start, start + CHUNK - 1)).fetchone()
+        k = int(row[0])
+        if not k:
+            continue
+        ts = _parse(row[1], k, np.int64)
+        ty = _parse(row[2], k, np.int64)
+        mi = _parse(row[3], k, np.int64)
+        va = _parse(row[4], k, np.float64)
+        if ts is None or ty is None or mi is None or va is None:
+            ts, ty, mi, va = _rows(con, start, start + CHUNK - 1)
+            k = len(ts)
+        tpos = np.clip(np.searchsorted(types, ty), 0, len(types) - 1)
+        key = np.where(types[tpos] == ty, tpos * (1 << 24) + mi, -1)
+        pos = np.clip(np.searchsorted(keys, key), 0, len(keys) - 1)
+        grp = np.where(keys[pos] == key, key_group[pos], -1)
+        srt = np.argsort(grp, kind="stable")
+        grp_sorted = grp[srt]
+        heads = np.flatnonzero(np.r_[True, grp_sorted[1:] != grp_sorted[:-1]])
+        ends = np.r_[heads[1:], k]
+        for h, e in zip(heads.tolist(), ends.tolist()):
+            gi = int(grp_sorted[h])
+            if gi < 0:
+                continue  # a NULL typeId/metricId (not counted by the group query)
+            w = int(write[gi])
+            m = min(e - h, int(first[gi + 1]) - w)  # rows added while reading: never past the group
+            sel = srt[h : h + m]
+            t[w : w + m] = ts[sel]
+            value[w : w + m] = va[sel]
+            write[gi] = w + m
+    # a group short of rows (the file changed under us) keeps what was read
+    filled = write == first[1:]
+    if not filled.all():
+        keep = np.concatenate([np.arange(first[i], write[i]) for i in range(len(groups))])
+        t, value, device, codes = t[keep], value[keep], device[keep], codes[keep]
+        first = np.cumsum([0] + [int(write[i] - first[i]) for i in range(len(groups))])
+    # samples come in time order in every export seen; sort a group only where they do not
+    for i in range(len(groups)):
+        a, b = int(first[i]), int(first[i + 1])
+        seg = t[a:b]
+        if b - a > 1 and not bool(np.all(seg[1:] >= seg[:-1])):
+            o = np.argsort(seg, kind="stable")
+            t[a:b] = seg[o]
+            value[a:b] = value[a:b][o]
+    metric = pd.Categorical.from_codes(codes, categories=pd.Index(names))
+    return schema.make_table("gpu_samples", len(t), {"device": device, "metric": metric, "t": t, "value": value})
+
+
+def _rows(con: sqlite3.Connection, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One chunk row by row (a NULL or a fraction in a column): unreadable values dropped."""
+    out: list[tuple[int, int, int, float]] = []
+    for ts, ty, mi, va in con.execute(f"select timestamp, typeId, metricId, value from {SAMPLES_TABLE} where rowid between ? and ?", (lo, hi)):
+        try:
+            out.append((int(ts), int(ty), int(mi), float(va)))
+        except (TypeError, ValueError):
+            continue
+    if not out:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z, np.zeros(0)
+    a = np.array(out, dtype=object)
+    return a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64), a[:, 3].astype(np.float64)
