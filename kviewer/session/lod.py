@@ -331,11 +331,13 @@ class SampledCounter:
         """(min, max) of the value over each of ``width_px`` equal columns of ``[t0, t1]``; NaN
         before the first sample. A column with no sample shows the value held from the one before."""
         n = max(int(width_px), 1)
-        edges = np.linspace(t0, t1, n + 1)
+        # integer edges (the first ns at or after each float edge): searchsorted of floats in the
+        # int64 times would convert the whole array on every frame
+        edges = np.ceil(np.linspace(t0, t1, n + 1)).astype(np.int64)
         # the finest level with at most ~8 entries per column over the view
         t, lo, hi = self.t, self.v, self.v
-        i0 = int(np.searchsorted(self.t, t0))
-        i1 = int(np.searchsorted(self.t, t1))
+        i0 = int(np.searchsorted(self.t, edges[0]))
+        i1 = int(np.searchsorted(self.t, edges[-1]))
         per_px = (i1 - i0) / n
         for bt, blo, bhi in self.levels:
             if per_px <= 8:
@@ -345,8 +347,7 @@ class SampledCounter:
         if not len(t):
             nan = np.full(n, np.nan)
             return nan, nan.copy()
-        tf = t.astype(np.float64) if t.dtype != np.float64 else t
-        idx = np.searchsorted(tf, edges, side="left")
+        idx = np.searchsorted(t, edges, side="left")
         a, b = idx[:-1], idx[1:]
         # the value held at each column's left edge (the sample before it), NaN before the first
         prev = a - 1
