@@ -220,7 +220,7 @@ def _is_amd(trace: Trace) -> bool:
 
 
 def _kern_sum(trace: Trace) -> pd.DataFrame:
-    if not len(trace.kernels):
+    if not len(trace.kernels) and not (trace.meta.summary_only and len(trace.kernel_stats)):
         raise _lacks(trace, "cuda_gpu_kern_sum", "no GPU kernels")
     return _as_nsys_summary(kernel_summary(trace), "Instances", "Name")
 

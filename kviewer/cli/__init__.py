@@ -592,6 +592,8 @@ def summary_range(trace: "Trace", text: str, fmt: str) -> int:
     from kviewer.analysis.timerange import display_origin, range_summary
     from kviewer.core.units import format_duration
 
+    if trace.meta.summary_only:
+        raise UserError(f"{trace.meta.path}: {trace.meta.timeline_needs}")
     lo, hi = parse_time_range(text)  # the same range syntax as screenshot --range
     origin = display_origin(trace)
     span = trace.span_ns()
@@ -690,6 +692,8 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 def _sol_trace_and_device(args: argparse.Namespace) -> "Trace":
     trace = attach_report(load_trace(args.file, args.quiet), args)
     if not len(trace.kernels):
+        if trace.meta.summary_only:  # a per-name summary: no launch shapes or ops to model FLOPs/bytes from
+            raise UserError(f"{args.file}: a kernel summary without kernels (no shapes, no counters); {trace.meta.timeline_needs}")
         raise UserError(f"{args.file}: the trace has no kernels")
     return trace
 

@@ -421,9 +421,16 @@ def gpu_metric_tracks(trace: Trace) -> dict[int, list[CounterTrack | Group]]:
     out: dict[int, list[CounterTrack | Group]] = {}
     by_dev: dict[int, list[CounterTrack]] = {}
     rank_of: dict[int, int] = {}
-    for x in series(trace):
+    all_series = series(trace)
+    base_count: dict[tuple[int, str], int] = {}
+    for x in all_series:
+        key = (x.device, split_name(x.metric)[0])
+        base_count[key] = base_count.get(key, 0) + 1
+    for x in all_series:
         counter = SampledCounter.build(x.t, x.v)
         name, unit = split_name(x.metric)
+        if base_count[(x.device, name)] > 1:  # one quantity in several units: the unit tells them apart
+            name = x.metric
         scale = 100.0 if is_percent(x.metric) else max(counter.peak, 1e-12)
         track = CounterTrack(name, "gpu_metric", counter, scale,
                              f"{x.metric}: sampled by the profiler; each pixel shows the lowest to the highest sample in its time"
@@ -440,6 +447,33 @@ def gpu_metric_tracks(trace: Trace) -> dict[int, list[CounterTrack | Group]]:
                                tooltip="the other sampled metrics of this GPU: open the group to show them"))
         out[dev] = items
     return out
+
+
+def metric_tracks_of(group: Group) -> list[tuple[CounterTrack, bool]]:
+    """The sampled-metric tracks of a GPU group, each with whether it is among the group's open
+    rows (False: in the closed "more GPU metrics" group): what the lane menu lists."""
+    out: list[tuple[CounterTrack, bool]] = []
+    for ch in group.children:
+        if isinstance(ch, CounterTrack) and ch.kind == "gpu_metric":
+            out.append((ch, True))
+        elif isinstance(ch, Group) and ch.label.startswith("more GPU metrics"):
+            out.extend((c, False) for c in ch.children if isinstance(c, CounterTrack))
+    return out
+
+
+def bring_out_metric(group: Group, track: CounterTrack) -> None:
+    """Move a metric track out of the closed "more GPU metrics" group to just after the GPU's
+    open metric tracks (the lane menu's way to show one)."""
+    for ch in group.children:
+        if isinstance(ch, Group) and track in ch.children:
+            ch.children.remove(track)
+            last = max((i for i, c in enumerate(group.children) if isinstance(c, CounterTrack)), default=-1)
+            group.children.insert(last + 1, track)
+            if not ch.children:
+                group.children.remove(ch)
+            else:
+                ch.label = f"more GPU metrics ({len(ch.children)})"
+            return
 
 
 def _kernel_colours(trace: Trace, sol: SolInfo | None) -> tuple[np.ndarray, np.ndarray | None]:

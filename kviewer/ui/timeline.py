@@ -38,7 +38,7 @@ from kviewer.session import colors
 from kviewer.ui.colors import qbrushes
 from kviewer.session.format import display_text, format_duration, format_time
 from kviewer.session.lod import SampledCounter
-from kviewer.session.tracks import CounterTrack, Group, Lane, TraceTracks
+from kviewer.session.tracks import CounterTrack, Group, Lane, TraceTracks, bring_out_metric, metric_tracks_of
 from kviewer.ui.viewstate import Selection, ViewState
 
 if TYPE_CHECKING:
@@ -840,12 +840,38 @@ class TimelineView(QWidget):
             menu.addAction("Move Down", lambda: self.move(row, 1))
         if item is not None:
             menu.addAction("Hide", lambda: self.hide_item(item))
+        if row.kind == "header" and row.group is not None:
+            self._metrics_menu(menu, row.group)
         if self.hidden:
             menu.addAction(f"Show Hidden Lanes ({len(self.hidden)})", self.unhide_all)
         if row.kind == "header" and row.depth == 0 and row.group is row.tracks.root:
             menu.addSeparator()
             menu.addAction(f"Close {row.tracks.label}", lambda k=row.tracks.key: self.closeRequested.emit(k))
         return menu
+
+    def _metrics_menu(self, menu: QMenu, group: Group) -> None:
+        """A GPU's sampled metrics, each checked when its track is shown: uncheck to hide it,
+        check one of the closed group's to bring it out beside the others."""
+        tracks = metric_tracks_of(group)
+        if not tracks:
+            return
+        sub = menu.addMenu("GPU Metrics")
+        for track, is_open in tracks:
+            shown = is_open and track not in self.hidden
+            act = sub.addAction(track.label)
+            act.setCheckable(True)
+            act.setChecked(shown)
+            act.setToolTip(track.tooltip)
+
+            def toggle(_checked: bool, t: CounterTrack = track, was: bool = shown) -> None:
+                if was:
+                    self.hide_item(t)
+                    return
+                self.hidden.discard(t)
+                bring_out_metric(group, t)
+                self.relayout()
+
+            act.triggered.connect(toggle)
 
     @property
     def content_height(self) -> float:
