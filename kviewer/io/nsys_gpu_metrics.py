@@ -7,7 +7,7 @@ GPU (its low byte is the GPU's id in ``TARGET_INFO_GPU``, as NVIDIA's own export
 and which metric set; ``metricId`` is the metric within it. Every nsys version that has the
 table writes these columns (older ones without ``sourceId``); whatever else a version adds is
 not read. ``value`` is an integer in the unit of the name's brackets (``SMs Active [Throughput
-%]``, ``GPC Clock Frequency [MHz]``).
+%]``), except the ``[MHz]`` clocks, which nsys 2025.3 stores in Hz: those are divided to MHz.
 
 Memory: 10 kHz x 60 s x 20 metrics is 12 million rows a GPU. The rows are read in rowid chunks
 (SQLite prints each chunk's columns as text, numpy parses them in C: no Python object per row)
@@ -226,6 +226,12 @@ def read_samples(
             o = np.argsort(seg, kind="stable")
             t[a:b] = seg[o]
             value[a:b] = value[a:b][o]
+    # nsys 2025.3 stores the "[MHz]" clocks in Hz (1,980,020,000 for an H200's 1980 MHz): no GPU
+    # clock reaches 100 GHz, so a "[MHz]" metric above 1e5 holds Hz and is shown in its unit
+    for i, g in enumerate(groups):
+        a, b = int(first[i]), int(first[i + 1])
+        if g.name.rstrip().endswith("[MHz]") and b > a and float(np.nanmax(value[a:b])) > 1e5:
+            value[a:b] /= 1e6
     metric = pd.Categorical.from_codes(codes, categories=pd.Index(names))
     return schema.make_table("gpu_samples", len(t), {"device": device, "metric": metric, "t": t, "value": value})
 

@@ -67,8 +67,11 @@ def test_every_sample_is_loaded(path: Path, db: sqlite3.Connection) -> None:
     for name in names:
         n, avg, mx = sql_stats(db, name)
         part = s[s["metric"] == name]
-        assert len(part) == n and part["value"].mean() == pytest.approx(avg) and part["value"].max() == mx
+        scale = 1e6 if name.endswith("[MHz]") else 1.0  # the clocks are stored in Hz
+        assert len(part) == n and part["value"].mean() == pytest.approx(avg / scale) and part["value"].max() == pytest.approx(mx / scale)
         assert (np.diff(part["t"].to_numpy()) > 0).all()
+    clock = s[s["metric"] == "GPC Clock Frequency [MHz]"]["value"]
+    assert 1000 < clock.max() <= 1980.1  # the H200's boost clock, MHz
 
 
 def test_per_step_means_equal_sql(path: Path, db: sqlite3.Connection, capsys: pytest.CaptureFixture[str]) -> None:
@@ -102,8 +105,9 @@ def test_gpu_metrics_report_equals_sql(path: Path, db: sqlite3.Connection, capsy
     for r in rows.itertuples():
         name = f"{r._10} [{r.Unit}]"  # Metric Name [Unit]
         n, avg, mx = sql_stats(db, name)
-        assert (r.Count, r.Max) == (n, mx)
-        assert r.Avg == pytest.approx(avg, abs=0.005 + 1e-9)  # printed to 2 decimals
+        scale = 1e6 if r.Unit == "MHz" else 1.0
+        assert r.Count == n and r.Max == pytest.approx(round(mx / scale, 2), abs=0.005 + 1e-9)
+        assert r.Avg == pytest.approx(avg / scale, abs=0.005 + 1e-9)  # printed to 2 decimals
 
 
 def test_range_dock_numbers_equal_sql(path: Path, db: sqlite3.Connection) -> None:
@@ -115,10 +119,12 @@ def test_range_dock_numbers_equal_sql(path: Path, db: sqlite3.Connection) -> Non
     assert rs.gpu_metrics is not None and "gpu_metrics" in rs.sections()
     for r in rs.gpu_metrics.itertuples():
         n, avg, mx = sql_stats(db, r.metric, t0, t1)
-        values = [v for (v,) in db.execute(
+        scale = 1e6 if r.metric.endswith("[MHz]") else 1.0
+        avg, mx = avg / scale, mx / scale
+        values = [v / scale for (v,) in db.execute(
             "select m.value from GPU_METRICS m join TARGET_INFO_GPU_METRICS n on m.typeId = n.typeId and m.metricId = n.metricId "
             "where n.metricName = ? and m.timestamp >= ? and m.timestamp < ?", (r.metric, t0, t1))]
-        assert r.samples == n == len(values) and r.mean == pytest.approx(avg) and r.max == mx
+        assert r.samples == n == len(values) and r.mean == pytest.approx(avg) and r.max == pytest.approx(mx)
         assert r.p95 == pytest.approx(np.percentile(values, 95)) and r.p50 == pytest.approx(np.median(values))
 
 
