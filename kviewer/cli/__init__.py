@@ -831,8 +831,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UserError(f"--fail-if-slower: expected a percentage >= 0, got {limit}")
     a = load_trace(args.a, args.quiet)
     b = load_trace(args.b, args.quiet)
-    if a.meta.summary_only or b.meta.summary_only:
-        return _compare_summaries(a, b, args.format, limit)
     base = _baseline(a, b, args.by == "metric")
     if args.by == "metric":
         return _print_baseline(base, args.format)
@@ -859,21 +857,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"({format_ns(result.total_b_ns)} vs {format_ns(result.total_a_ns)}), more than the {limit:g}% allowed",
             file=sys.stderr,
         )
-        return EXIT_SLOWER
-    return EXIT_OK
-
-
-def _compare_summaries(a: "Trace", b: "Trace", fmt: str, limit: float | None) -> int:
-    """A summary-only file (rocprof --stats) against any trace: the two summaries by name."""
-    from kviewer.analysis.summary_compare import compare_summaries
-
-    res = compare_summaries(a, b)
-    write_frame(res.table, fmt)
-    if fmt == "table":
-        print(f"A {format_ns(res.total_a_ns)}, B {format_ns(res.total_b_ns)} of kernel time; "
-              f"{res.only_a} names only in A, {res.only_b} only in B (summary files: names and totals only)")
-    if limit is not None and res.slower_pct > limit:
-        print(f"kviewer: B is {res.slower_pct:.2f}% slower than A in kernel time, more than the {limit:g}% allowed", file=sys.stderr)
         return EXIT_SLOWER
     return EXIT_OK
 
@@ -924,8 +907,10 @@ def _print_compare(result: Any, by: str) -> None:
     print()
     totals = result.totals[["metric", "a", "b", "delta", "delta_pct"]].copy()
     for col in ("a", "b", "delta"):
-        totals[col] = totals[col].round().astype("int64")  # ns and counts: whole numbers read best
-    print(human_table(totals))
+        # ns and counts: whole numbers read best; unknown (a summary file's span) stays unknown
+        totals[col] = ["—" if v != v else f"{int(round(v)):,}" for v in totals[col].to_numpy(dtype=float)]
+    totals["delta_pct"] = ["—" if v != v else f"{v:.1f}" for v in totals["delta_pct"].to_numpy(dtype=float)]
+    print(human_table(totals, numeric=[False, True, True, True, True]))
     if len(result.steps):
         print()
         print(f"steps (GPU span of the kernels launched in each step; B aligned to A by {result.align_offset_ns} ns at the {result.align_basis}):")
