@@ -623,6 +623,10 @@ def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelTok
     from kviewer.io.nsys_gpu_metrics import read_samples
 
     samples = read_samples(db.con, db.tables, gpus.by_gpu_id, db.check)
+    if len(samples):
+        from kviewer.io.nsys_gpu_metrics import describe
+
+        meta.extra["gpu metrics"] = describe(samples)
     return Trace(meta=meta, kernels=kernels, gpu_ops=gpu_ops, cpu_slices=cpu_slices, flows=flows, devices=gpus.devices,
                  gpu_samples=samples)
 

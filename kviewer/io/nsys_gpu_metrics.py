@@ -249,3 +249,14 @@ def _rows(con: sqlite3.Connection, lo: int, hi: int) -> tuple[np.ndarray, np.nda
         return z, z, z, np.zeros(0)
     a = np.array(out, dtype=object)
     return a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64), a[:, 3].astype(np.float64)
+
+
+def describe(samples: pd.DataFrame) -> str:
+    """One line for ``kviewer info``: how many metrics, GPUs and samples, at what rate."""
+    first = samples["metric"].cat.codes.to_numpy()
+    dev = samples["device"].to_numpy()
+    one = (first == first[0]) & (dev == dev[0])
+    t = samples["t"].to_numpy()[one]
+    rate = f", {1e9 / float(np.median(np.diff(t))) / 1e3:.3g} kHz" if len(t) > 1 and np.median(np.diff(t)) > 0 else ""
+    return (f"{samples['metric'].nunique()} metrics on {len(np.unique(dev))} GPU(s){rate}, "
+            f"{len(samples):,} samples (nsys --gpu-metrics-devices)")

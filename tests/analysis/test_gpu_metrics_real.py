@@ -64,6 +64,7 @@ def test_every_sample_is_loaded(path: Path, db: sqlite3.Connection) -> None:
     names = {r[0] for r in db.execute("select metricName from TARGET_INFO_GPU_METRICS")}
     assert set(s["metric"].astype(str)) == names and len(names) == 22
     assert set(s["device"]) == {0}
+    assert trace.meta.extra["gpu metrics"].startswith("22 metrics on 1 GPU(s), 10 kHz, 15,312 samples")
     for name in names:
         n, avg, mx = sql_stats(db, name)
         part = s[s["metric"] == name]
