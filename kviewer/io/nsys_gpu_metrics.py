@@ -2,9 +2,9 @@
 
 The export holds the samples in ``GPU_METRICS`` (``timestamp``, ``typeId``, ``metricId``,
 ``value``; one row per metric per sample) and names the metrics in ``TARGET_INFO_GPU_METRICS``
-(``typeId``, ``sourceId``, ``typeName``, ``metricId``, ``metricName``). ``typeId`` says which
-GPU (its low byte is the GPU's id in ``TARGET_INFO_GPU``, as NVIDIA's own exports number it)
-and which metric set; ``metricId`` is the metric within it. Every nsys version that has the
+(``typeId``, ``sourceId``, ``typeName``, ``metricId``, ``metricName``). ``typeId`` is the metric
+source (one per GPU sampled; see :func:`devices_of_types` for how it is tied to a GPU) and
+``metricId`` the metric within it. Every nsys version that has the
 table writes these columns (older ones without ``sourceId``); whatever else a version adds is
 not read. ``value`` is an integer in the unit of the name's brackets (``SMs Active [Throughput
 %]``), except the ``[MHz]`` clocks, which nsys 2025.3 stores in Hz: those are divided to MHz.
@@ -70,20 +70,34 @@ def _names(con: sqlite3.Connection, tables: set[str]) -> tuple[dict[tuple[int, i
     return by_pair, by_id
 
 
-def device_of_type(type_id: int) -> int:
-    """The GPU id a ``typeId`` belongs to (its low byte)."""
-    return int(type_id) & 0xFF
+def devices_of_types(type_ids: list[int], gpu_index: Mapping[int, int]) -> dict[int, int]:
+    """The trace device each ``typeId`` samples.
+
+    ``typeId`` is a serialised global id (nsys 2025.3 on one H200: ``0x1000100000000``, the
+    TARGET_INFO_GPU row's ``vmId`` 1 in bits 48-55, nothing that reads as the GPU's id), and the
+    export names no GPU beside it. So: one GPU in the export gets every typeId; several get the
+    typeIds in ascending order when there are as many as GPUs (one metric source per GPU); else
+    the typeId's low byte read as the GPU's id (how older exports were read by others: unchecked
+    on a real multi-GPU file here).
+    """
+    gpus = sorted(gpu_index)
+    uniq = sorted(set(type_ids))
+    if len(gpus) == 1:
+        return {t: gpu_index[gpus[0]] for t in uniq}
+    if gpus and len(uniq) == len(gpus):
+        return {t: gpu_index[g] for t, g in zip(uniq, gpus)}
+    return {t: gpu_index.get(int(t) & 0xFF, int(t) & 0xFF) for t in uniq}
 
 
 def read_groups(con: sqlite3.Connection, tables: set[str], gpu_index: Mapping[int, int], counts: Mapping[tuple[int, int], int]) -> list[Group]:
     """Each (typeId, metricId) of ``counts`` (its row count) with its GPU (mapped through
     ``gpu_index``: TARGET_INFO_GPU id -> trace device) and name, sorted by (device, name)."""
     by_pair, by_id = _names(con, tables)
+    device_of = devices_of_types([t for t, _ in counts], gpu_index)
     groups = []
     for (t, m), n in counts.items():
-        gpu = device_of_type(t)
         name = by_pair.get((t, m)) or by_pair.get((-1, m)) or by_id.get(m) or f"metric {m}"
-        groups.append(Group(t, m, gpu_index.get(gpu, gpu), name, int(n)))
+        groups.append(Group(t, m, device_of[t], name, int(n)))
     groups.sort(key=lambda g: (g.device, g.name, g.type_id, g.metric_id))
     return groups
 

@@ -34,7 +34,7 @@ def make_db(path: Path, gpus: int = 2, n: int = 1000, period: int = 100_000, shu
     con.execute(f"CREATE TABLE TARGET_INFO_GPU_METRICS ({cols})")
     rows = []
     for g in range(gpus):
-        type_id = (3 << 8) | g  # a metric-set id in the upper bits, the GPU id in the low byte
+        type_id = (3 << 8) | g  # one metric source per GPU, in the GPUs' order
         for m, name in enumerate(NAMES):
             vals = (type_id, 1, f"GPU {g} GH100", m, name) if source_id else (type_id, f"GPU {g} GH100", m, name)
             con.execute(f"INSERT INTO TARGET_INFO_GPU_METRICS VALUES ({','.join('?' * len(vals))})", vals)
@@ -77,7 +77,7 @@ def test_samples_equal_sql(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shuf
 def test_devices_map_through_the_gpu_table(tmp_path: Path) -> None:
     con = make_db(tmp_path / "m.sqlite", gpus=2, n=10)
     tables = {"GPU_METRICS", "TARGET_INFO_GPU_METRICS"}
-    # TARGET_INFO_GPU id 0 is CUDA device 3 in one of our samples: the typeId's GPU id maps through it
+    # TARGET_INFO_GPU id 0 is CUDA device 3 in one of our samples: the typeIds map through it
     df = gm.read_samples(con, tables, {0: 3, 1: 2})
     assert sorted(set(df["device"].tolist())) == [2, 3]
     assert (df[df["device"] == 3]["t"].count()) == 10 * len(NAMES)
@@ -119,3 +119,13 @@ def test_memory_stays_near_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyP
     final = int(df.memory_usage(deep=False, index=False).sum())
     assert len(df) == 240_000
     assert peak <= 1.5 * final, (peak, final)
+
+
+def test_devices_of_types() -> None:
+    real = 0x1000100000000  # the one typeId of the real H200 export (vmId 1 in bits 48-55)
+    assert gm.devices_of_types([real], {0: 0}) == {real: 0}
+    assert gm.devices_of_types([real], {0: 5}) == {real: 5}
+    # as many sources as GPUs: ascending typeIds to ascending GPU ids
+    assert gm.devices_of_types([real + 0x300, real], {0: 0, 1: 1}) == {real: 0, real + 0x300: 1}
+    # otherwise the low byte, read as the GPU's id
+    assert gm.devices_of_types([0x301, 0x300, 0x400], {0: 0, 1: 1}) == {0x300: 0, 0x301: 1, 0x400: 0}
