@@ -394,24 +394,25 @@ def _gpu_trace(trace: Trace) -> pd.DataFrame:
 
 
 def _gpu_metrics(trace: Trace) -> pd.DataFrame:
-    """Sampled GPU metrics over the whole capture, one row per GPU and metric."""
-    from kviewer.analysis.gpu_metrics import split_name, window_stats
-
+    """Sampled GPU metrics, one row per GPU and metric, as ``nsys recipe gpu_metric_util_sum``
+    writes its ``rank_stats.csv`` (Nsight Systems has no ``nsys stats`` report for them): the
+    samples of the capture (time >= its start, as the recipe counts them), sample standard
+    deviation, linear quartiles."""
     s = trace.gpu_samples
     if not len(s):
         raise _lacks(trace, "gpu_metrics", "GPU metrics samples (record with nsys profile --gpu-metrics-devices=all)")
-    t = s["t"].to_numpy()
-    st = window_stats(trace, int(t.min()), int(t.max()) + 1)
-    std = s.groupby(["device", "metric"], observed=True, sort=False)["value"].std(ddof=1)
-    mins = s.groupby(["device", "metric"], observed=True, sort=False)["value"].min()
-    keys = list(zip(st["device"].tolist(), st["metric"].tolist()))
-    return pd.DataFrame({
-        "Avg": st["mean"].to_numpy(), "Med": st["p50"].to_numpy(), "Q95": st["p95"].to_numpy(),
-        "Min": [mins.get(k, np.nan) for k in keys], "Max": st["max"].to_numpy(),
-        "StdDev": [std.get(k, np.nan) for k in keys], "Count": st["samples"].to_numpy(),
-        "Unit": st["unit"].to_numpy(dtype=object), "Device": _device_labels(trace, st["device"]),
-        "Metric Name": [split_name(m)[0] for m in st["metric"]],
-    })
+    s = s[s["t"].to_numpy() >= 0]
+    g = s.groupby(["device", "metric"], observed=True, sort=True)["value"]
+    q = g.quantile([0.25, 0.5, 0.75]).unstack()
+    out = pd.DataFrame({
+        "Count": g.size().astype(np.int64), "Mean": g.mean(), "Std": g.std(ddof=1), "Min": g.min(),
+        "Q1": q[0.25], "Median": q[0.5], "Q3": q[0.75], "Max": g.max(), "Sum": g.sum(),
+    }).reset_index()
+    out["GPU ID"] = out["device"].astype(np.int64)
+    out["Metric Name"] = out["metric"].astype(str)
+    ranks = trace.meta.ranks
+    out["Rank"] = ranks[0] if len(ranks) == 1 else 0
+    return out
 
 
 REPORTS: dict[str, Report] = {
@@ -433,9 +434,10 @@ REPORTS: dict[str, Report] = {
         Report("osrt_sum", "OS Runtime Summary", _summary_columns("Num Calls", "Name"), _osrt_sum),
         Report(
             "gpu_metrics",
-            "GPU Metrics Summary",
-            (Column("Avg", 2), Column("Med", 2), Column("Q95", 2), Column("Min", 2), Column("Max", 2), Column("StdDev", 2),
-             Column("Count"), Column("Unit", text=True), Column("Device", text=True), Column("Metric Name", text=True)),
+            "GPU Metric Utilization Summary (as nsys recipe gpu_metric_util_sum)",
+            (Column("GPU ID"), Column("Metric Name", text=True), Column("Count"), Column("Mean", 1), Column("Std", 1),
+             Column("Min", 1), Column("Q1", 1), Column("Median", 1), Column("Q3", 1), Column("Max", 1), Column("Sum", 1),
+             Column("Rank")),
             _gpu_metrics,
         ),  # fmt: skip
     )

@@ -97,18 +97,53 @@ def test_per_step_means_equal_sql(path: Path, db: sqlite3.Connection, capsys: py
         assert row.dram_bw_gbps <= peak  # achieved never above peak
 
 
-def test_gpu_metrics_report_equals_sql(path: Path, db: sqlite3.Connection, capsys: pytest.CaptureFixture[str]) -> None:
-    """nsys 2025.3.1 has no GPU-metrics report of its own (`nsys stats --help-reports` lists
-    none), so the report is checked against SQL over the whole table."""
-    assert main(["stats", str(path), "--report", "gpu_metrics", "--format", "json", "-q"]) == 0
-    rows = pd.read_json(io.StringIO(capsys.readouterr().out))
-    assert len(rows) == 22
-    for r in rows.itertuples():
-        name = f"{r._10} [{r.Unit}]"  # Metric Name [Unit]
-        n, avg, mx = sql_stats(db, name)
-        scale = 1e6 if r.Unit == "MHz" else 1.0
-        assert r.Count == n and r.Max == pytest.approx(round(mx / scale, 2), abs=0.005 + 1e-9)
-        assert r.Avg == pytest.approx(avg / scale, abs=0.005 + 1e-9)  # printed to 2 decimals
+#: names nsys recipe gpu_metric_util_sum prints without their " [Throughput %]"
+RECIPE_SHORT = {"SMs Active", "SM Issue", "Tensor Active", "Unallocated Warps in Active SMs"}
+
+
+def recipe_name(name: str) -> str:
+    base = name.removesuffix(" [Throughput %]")
+    return base if base in RECIPE_SHORT else name
+
+
+def test_gpu_metrics_report_equals_nvidias_recipe(path: Path, db: sqlite3.Connection, sample_traces: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """nsys 2025.3.1 has no GPU-metrics report in `nsys stats` (its --help-reports lists none); its
+    summary is `nsys recipe gpu_metric_util_sum` (rank_stats.csv, run by the gpu-data helper on the
+    same report). Every cell equals it, but the [MHz] clocks, which the recipe prints in Hz."""
+    recipe = pd.read_csv(sample_traces / "gpt_train_gpu_metrics_recipe_gpu_metric_util_sum.csv")
+    assert main(["stats", str(path), "--report", "gpu_metrics", "--format", "csv", "-q"]) == 0
+    ours = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert list(ours.columns) == list(recipe.columns)
+    assert len(ours) == len(recipe) == 22
+    theirs = recipe.set_index("Metric Name")
+    for r in ours.to_dict(orient="records"):
+        t = theirs.loc[recipe_name(r["Metric Name"])]
+        scale = 1e6 if r["Metric Name"].endswith("[MHz]") else 1.0
+        assert (r["GPU ID"], r["Count"], r["Rank"]) == (t["GPU ID"], t["Count"], t["Rank"]) == (0, 695, 0)
+        for col in ("Mean", "Std", "Min", "Q1", "Median", "Q3", "Max", "Sum"):
+            # both print one decimal (half-up here, pandas' half-even there; the clocks in MHz here)
+            assert r[col] == pytest.approx(t[col] / scale, abs=0.05 + 1e-9 + 5e-7 * abs(t[col] / scale)), (r["Metric Name"], col)
+        # and independently of both: SQL over the samples of the capture (time >= its start)
+        n, avg, mx = sql_stats(db, r["Metric Name"], 0, 2**62)
+        assert r["Count"] == n and r["Mean"] == pytest.approx(avg / scale, abs=0.05 + 1e-9)
+
+
+def test_per_step_means_equal_nvidias_projected_nvtx_recipe(path: Path, sample_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`nsys recipe gpu_metric_util_sum --per-projected-nvtx`: per NVTX range projected onto the
+    GPU (the span of the GPU work it launched), the metrics' statistics. kviewer's step window is
+    that projection: the per-step means equal NVIDIA's to its one decimal."""
+    recipe = pd.read_csv(sample_traces / "gpt_train_gpu_metrics_recipe_gpu_metric_util_sum_per-projected-nvtx.csv")
+    assert main(["summary", str(path), "--steps", "--format", "csv", "-q"]) == 0
+    steps = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    trace = load(path)
+    s = trace.gpu_samples
+    for row in steps.itertuples():
+        mine = recipe[recipe["Name"] == f"step_{row.step}"].set_index("Metric Name")
+        n = int(((s["metric"] == "SMs Active [Throughput %]") & (s["t"] >= row.window_start) & (s["t"] < row.window_end)).sum())
+        assert n == mine.loc["SMs Active", "Count"]
+        assert row.sm_active_pct == pytest.approx(mine.loc["SMs Active", "Mean"], abs=0.05 + 1e-9)
+        assert row.tensor_active_pct == pytest.approx(mine.loc["Tensor Active", "Mean"], abs=0.05 + 1e-9)
 
 
 def test_range_dock_numbers_equal_sql(path: Path, db: sqlite3.Connection) -> None:
