@@ -403,7 +403,7 @@ def _gpu_metrics(trace: Trace) -> pd.DataFrame:
         raise _lacks(trace, "gpu_metrics", "GPU metrics samples (record with nsys profile --gpu-metrics-devices=all)")
     s = s[s["t"].to_numpy() >= 0]
     g = s.groupby(["device", "metric"], observed=True, sort=True)["value"]
-    q = g.quantile([0.25, 0.5, 0.75]).unstack()
+    q = g.quantile(np.array([0.25, 0.5, 0.75])).unstack()
     out = pd.DataFrame({
         "Count": g.size().astype(np.int64), "Mean": g.mean(), "Std": g.std(ddof=1), "Min": g.min(),
         "Q1": q[0.25], "Median": q[0.5], "Q3": q[0.75], "Max": g.max(), "Sum": g.sum(),
