@@ -627,6 +627,10 @@ def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelTok
         from kviewer.io.nsys_gpu_metrics import describe
 
         meta.extra["gpu metrics"] = describe(samples)
+        lost = db.count("GPU_METRICS") - len(samples)
+        if lost > 0:
+            meta.warnings.append(Diagnostic.warning(
+                "damaged", meta.path, f"{lost:,} GPU metrics samples could not be read (a NULL, text or out-of-range value): left out"))
     return Trace(meta=meta, kernels=kernels, gpu_ops=gpu_ops, cpu_slices=cpu_slices, flows=flows, devices=gpus.devices,
                  gpu_samples=samples)
 

@@ -117,7 +117,7 @@ def _chunk(con: sqlite3.Connection, lo: int, hi: int, values: bool) -> tuple[np.
     if not k:
         return None
     parsed: list[np.ndarray | None] = []
-    if row[1] is not None and row[1] == row[2] and row[3] == k:
+    if isinstance(row[1], int) and row[1] == row[2] and row[3] == k:
         ty: np.ndarray | None = np.full(k, int(row[1]), dtype=np.int64)
     else:
         text = con.execute(f"select group_concat(typeId) from {SAMPLES_TABLE} where rowid between ? and ?", (lo, hi)).fetchone()[0]
@@ -226,7 +226,7 @@ def read_samples(
             t[w : w + m] = ts[sel]
             value[w : w + m] = va[sel]
             write[gi] = w + m
-    # a group short of rows (the file changed under us) keeps what was read
+    # a group short of rows (rows left out as unreadable) keeps what was read
     filled = write == first[1:]
     if not filled.all():
         keep = np.concatenate([np.arange(first[i], write[i]) for i in range(len(groups))])
@@ -255,9 +255,11 @@ def _rows(con: sqlite3.Connection, lo: int, hi: int) -> tuple[np.ndarray, np.nda
     out: list[tuple[int, int, int, float]] = []
     for ts, ty, mi, va in con.execute(f"select timestamp, typeId, metricId, value from {SAMPLES_TABLE} where rowid between ? and ?", (lo, hi)):
         try:
-            out.append((int(ts), int(ty), int(mi), float(va)))
-        except (TypeError, ValueError):
+            row = (int(ts), int(ty), int(mi), float(va))
+        except (TypeError, ValueError, OverflowError):
             continue
+        if all(-(2**63) <= x < 2**63 for x in row[:3]):
+            out.append(row)
     if not out:
         z = np.zeros(0, dtype=np.int64)
         return z, z, z, np.zeros(0)

@@ -102,11 +102,14 @@ def test_compare_with_the_dispatch_trace_of_the_same_run(rp: Path, run: str, cap
 
 
 def test_rocprofv3_kernel_stats_columns(rp: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """rocprofv3's stats shape (Min/Max/StdDev after Percentage); the real hip_api_stats.csv
-    bytes under a kernel_stats name (the two files share their columns)."""
+    """rocprofv3's stats shape (Min/Max/StdDev after Percentage): the real hip_api_stats.csv with
+    its numbers kept byte for byte and each API name replaced by a kernel name (kernel_stats.csv
+    shares the columns; we have no real one)."""
     src = rp / "rocprofv3_sdk_docs_2024/hip_api_stats.csv"
     path = tmp_path / "1234_kernel_stats.csv"
-    shutil.copyfile(src, path)
+    lines = src.read_text().splitlines()
+    out = [lines[0]] + [f'"void kernel_{i}<float>(float*, int)"' + line[line.index('",') + 1:] for i, line in enumerate(lines[1:])]
+    path.write_text("\n".join(out) + "\n")
     trace = load(path)
     assert trace.meta.summary_only and trace.meta.tool == "rocprofv3"
     theirs = read_stats(path)
@@ -119,9 +122,23 @@ def test_rocprofv3_kernel_stats_columns(rp: Path, tmp_path: Path, capsys: pytest
 
 
 @pytest.mark.parametrize("rel", ["kokkos_hip_stats/results.hip_stats.csv", "rocprofv3_sdk_docs_2024/hip_api_stats.csv"])
-def test_api_statistics_are_still_refused(rp: Path, rel: str) -> None:
+def test_api_statistics_are_still_refused(rp: Path, rel: str, tmp_path: Path) -> None:
     with pytest.raises(LoadError, match="no per-dispatch start times"):
         load(rp / rel)
+    # by content: renamed to a kernel-statistics name, still an API summary
+    renamed = tmp_path / "results.stats.csv"
+    shutil.copyfile(rp / rel, renamed)
+    with pytest.raises(LoadError, match="no per-dispatch start times"):
+        load(renamed)
+
+
+def test_a_renamed_kernel_summary_opens_the_same(rp: Path, tmp_path: Path) -> None:
+    src = rp / "kokkos_hip_stats/results.stats.csv"
+    renamed = tmp_path / "whatever.txt"
+    shutil.copyfile(src, renamed)
+    a, b = load(src), load(renamed)
+    assert b.meta.summary_only
+    pd.testing.assert_frame_equal(a.kernel_stats, b.kernel_stats)
 
 
 def test_info_and_timeline_say_what_the_timeline_needs(rp: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,14 +8,15 @@ and ``meta.timeline_needs`` names the per-dispatch file of the same run that has
 Laying "Calls" out as fake kernels would invent start times, so that is never done.
 
 API statistics (``results.hip_stats.csv``, ``*_hip_api_stats.csv``, ``*_hsa_api_stats.csv``,
-``*_memory_copy_stats.csv``) share the header; rocprof says what a statistics file counts only
-in its name, so the name decides which summary it is, and an API summary is still refused with
-the per-dispatch file to open.
+``*_memory_copy_stats.csv``) share the header; their names (API calls, copy kinds) tell them
+apart (:func:`counts_kernels`), and an API summary is still refused with the per-dispatch file
+to open.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -27,28 +28,24 @@ from kviewer.io.rocprof import common as rc
 
 RECOGNISED = "rocprof kernel statistics CSV (--stats)"
 
-#: file-name endings of the statistics files that count kernels (rocprof v1, rocprofv3)
-KERNEL_STATS_NAMES = ("results.stats.csv", "kernel_stats.csv")
-#: endings of the statistics files that count something else (API calls, copies)
-OTHER_STATS_NAMES = ("hip_stats.csv", "api_stats.csv", "copy_stats.csv", "domain_stats.csv")
+#: names of API calls and copy kinds: a statistics file whose every name is one counts those, not kernels
+_NOT_KERNEL = re.compile(r"^_{0,2}(hip|hsa|roctx|rccl|rocdecode|rocjpeg|amd_comgr)[A-Za-z0-9_]*$|^MEMORY_COPY_\w+$")
 
 
-def counts_kernels(path: Path) -> bool:
-    """Whether a statistics file (by the name rocprof gave it) summarises kernels."""
-    name = path.name.lower()
-    for suffix in (".gz", ".xz", ".zst", ".bz2"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    if any(name.endswith(s) for s in OTHER_STATS_NAMES):
-        return False
-    return name.endswith(".stats.csv") or name.endswith("kernel_stats.csv")
+def counts_kernels(rows: list[rc.StatsRow]) -> bool:
+    """Whether a statistics file summarises kernels, by its content: HIP/HSA API statistics
+    (``results.hip_stats.csv``, ``*_hip_api_stats.csv``, ``*_hsa_api_stats.csv``) and copy
+    statistics share the kernel summary's header, and only their names tell them apart (every
+    name an API call or a copy kind). Decided on the rows, not the file name, so a renamed
+    file opens the same. (rocprofv3's marker statistics, user range names, would pass for kernels.)"""
+    return not rows or not all(_NOT_KERNEL.match(r.name.strip()) for r in rows)
 
 
 def load_stats(path: Path, data: bytes, siblings: list[str]) -> Trace:
     """A summary-only Trace of a kernel statistics file (or the refusal of an API statistics file)."""
-    if not counts_kernels(path):
-        raise rc.refuse_stats(path, data, siblings)
     rows = rc.parse_stats(data, path)
+    if not counts_kernels(rows):
+        raise rc.refuse_stats(path, data, siblings)
     if not rows:
         raise LoadError(path, "has a header but no kernel rows", RECOGNISED)
     n = len(rows)
