@@ -558,6 +558,8 @@ def parse_stats(data: bytes, path: Path) -> list[StatsRow]:
                 total = float(fields[-numeric + 1])
             except (ValueError, OverflowError):
                 raise CorruptTrace(path, f"line {lineno}: calls/total are not numbers", "rocprof statistics CSV") from None
+            if not 0 <= calls < 2**63:
+                raise CorruptTrace(path, f"line {lineno}: the call count {fields[-numeric]!r} is out of range", "rocprof statistics CSV")
             if not (math.isfinite(total) and abs(total) < 2.0**63):
                 raise CorruptTrace(path, f"line {lineno}: the total {fields[-numeric + 1]!r} is not a duration in ns", "rocprof statistics CSV")
             values: dict[str, float] = {}
