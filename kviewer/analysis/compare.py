@@ -60,6 +60,7 @@ import difflib
 import math
 import os
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -128,7 +129,9 @@ class NoiseModel:
 
     def noise_ns(self, total_a: np.ndarray, count_a: np.ndarray, var_a: np.ndarray, count_b: np.ndarray, var_b: np.ndarray) -> np.ndarray:
         spread = self.k * np.sqrt(count_a * var_a + count_b * var_b)
-        return np.maximum(self.rel * total_a.astype(np.float64), spread)
+        # a spread the source does not give (a profiler's summary file without a deviation) is
+        # unknown: the relative floor alone then decides (fmax skips the NaN)
+        return np.fmax(self.rel * total_a.astype(np.float64), spread)
 
 
 @dataclass
@@ -277,8 +280,8 @@ def compare(
     if use_ops:
         op_table, op_row_a, op_row_b = _op_table(a, b, ops_a, ops_b, shapes_a, shapes_b, noise, prec_a, prec_b)
 
-    total_a = int(a.kernels["dur"].to_numpy(dtype=np.int64).sum())
-    total_b = int(b.kernels["dur"].to_numpy(dtype=np.int64).sum())
+    total_a = _kernel_total(a)
+    total_b = _kernel_total(b)
     offset, basis = _align(a, b, steps_a, steps_b)
     matched_a = int(groups.loc[groups["status"].isin([CHANGED, UNCHANGED]), "total_a_ns"].sum())
     matched_b = int(groups.loc[groups["status"].isin([CHANGED, UNCHANGED]), "total_b_ns"].sum())
@@ -426,6 +429,13 @@ def _row_var(groups: pd.DataFrame, side: str) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------
 # the diff table
+
+
+def _kernel_total(t: Trace) -> int:
+    """All kernel time of a trace (a summary-only file: the total of its summary rows)."""
+    if t.meta.summary_only and not len(t.kernels):
+        return int(t.kernel_stats["total_ns"].to_numpy(dtype=np.int64).sum())
+    return int(t.kernels["dur"].to_numpy(dtype=np.int64).sum())
 
 
 def _label(t: Trace, parts: int = 1) -> str:
@@ -757,11 +767,20 @@ def _busy(t: Trace) -> int:
 
 
 def _totals(a: Trace, b: Trace, total_a: int, total_b: int, matched_a: int, matched_b: int, steps_a: pd.DataFrame, steps_b: pd.DataFrame) -> pd.DataFrame:
+    def summary_only(t: Trace) -> bool:
+        return t.meta.summary_only and not len(t.kernels)
+
+    def count(t: Trace) -> float:
+        return float(t.kernel_stats["count"].sum()) if summary_only(t) else float(len(t.kernels))
+
+    def timed(t: Trace, f: Callable[[Trace], int]) -> float:
+        return math.nan if summary_only(t) else float(f(t))  # a summary file has no times: unknown
+
     rows: list[tuple[str, str, float, float]] = [
         ("kernel time", "ns", total_a, total_b),
-        ("kernel count", "", len(a.kernels), len(b.kernels)),
-        ("GPU busy time", "ns", _busy(a), _busy(b)),
-        ("GPU span", "ns", _kernel_span(a), _kernel_span(b)),
+        ("kernel count", "", count(a), count(b)),
+        ("GPU busy time", "ns", timed(a, _busy), timed(b, _busy)),
+        ("GPU span", "ns", timed(a, _kernel_span), timed(b, _kernel_span)),
         ("matched kernel time", "ns", matched_a, matched_b),
     ]
     if len(steps_a) and len(steps_b):

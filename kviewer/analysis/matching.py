@@ -379,6 +379,8 @@ def kernel_groups(
     opts = options or MatchOptions()
     k = trace.kernels
     n = len(k)
+    if n == 0 and trace.meta.summary_only and len(trace.kernel_stats):
+        return _stats_file_groups(trace, opts), np.zeros(0, dtype=np.int64)
     if n == 0:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in GROUP_COLUMNS}).astype(
             {"count": np.int64, "total_ns": np.int64, "ss": np.float64, "nsub": np.int64}
@@ -451,6 +453,31 @@ def kernel_groups(
         columns=GROUP_COLUMNS,
     )
     return groups, key
+
+
+def _stats_file_groups(trace: Trace, opts: MatchOptions) -> pd.DataFrame:
+    """The groups of a summary-only trace (rocprof --stats): one per name of its ``kernel_stats``,
+    no op and no launch shape (the file has neither), the spread from the file's standard
+    deviation (unknown, NaN, when the file gives none)."""
+    ks = trace.kernel_stats
+    names = ks["name"].astype(str).to_numpy(dtype=object)
+    count = ks["count"].to_numpy(dtype=np.int64)
+    std = ks["std_ns"].to_numpy(dtype=np.float64)
+    return pd.DataFrame(
+        {
+            "norm": np.array([normalise_name(s, opts.strip_templates) for s in names], dtype=object),
+            "op": np.full(len(ks), "", dtype=object),
+            "launch": np.full(len(ks), "", dtype=object),
+            "variant": np.array([variant_name(s) for s in names], dtype=object),
+            "kind": np.array([kernel_kind(s) for s in names], dtype=object),
+            "name": names,
+            "count": count,
+            "total_ns": ks["total_ns"].to_numpy(dtype=np.int64),
+            "ss": std**2 * np.maximum(count - 1, 0),
+            "nsub": np.ones(len(ks), dtype=np.int64),
+        },
+        columns=GROUP_COLUMNS,
+    )
 
 
 def _launch_text(r: tuple[int, ...]) -> str:

@@ -96,12 +96,47 @@ def duration_stats(
 
 
 def kernel_summary(trace: Trace, by: str = "name") -> pd.DataFrame:
-    """Kernels grouped by ``by`` (``name`` or ``short_name``): :func:`duration_stats` of their durations."""
+    """Kernels grouped by ``by`` (``name`` or ``short_name``): :func:`duration_stats` of their durations.
+
+    A summary-only trace (a profiler's own statistics file, ``meta.summary_only``) has no
+    durations to group: its ``kernel_stats`` rows are the summary, the file's own numbers, with
+    unknown (NaN) where the file says nothing.
+    """
+    if trace.meta.summary_only:
+        return stats_file_summary(trace, by)
     k = trace.kernels
     col = k[by]
     categorical = isinstance(col.dtype, pd.CategoricalDtype) and all(isinstance(c, str) for c in col.cat.categories)
     names = col.array if categorical else col.astype(str).to_numpy()
     return duration_stats(names, k["dur"].to_numpy(dtype=np.int64))
+
+
+def stats_file_summary(trace: Trace, by: str = "name") -> pd.DataFrame:
+    """The :data:`SUMMARY_COLUMNS` of a summary-only trace, from its ``kernel_stats`` table.
+
+    By ``short_name`` the rows of one short name are added up: count and total add, the mean is
+    total / count, min/max are the extremes of what is known (unknown if any row's is), the median
+    and the deviation are unknown (they cannot be rebuilt from per-row summaries).
+    """
+    ks = trace.kernel_stats
+    out = pd.DataFrame({c: ks[c] for c in SUMMARY_COLUMNS if c in ks.columns})
+    out["name"] = ks["name"].astype(str).to_numpy(dtype=object)
+    if by == "short_name" and len(out):
+        from kviewer.core.names import short_name
+
+        out["name"] = [short_name(n) for n in out["name"]]
+        g = out.groupby("name", sort=False)
+        agg = pd.DataFrame({
+            "count": g["count"].sum(), "total_ns": g["total_ns"].sum(),
+            "min_ns": g["min_ns"].min(skipna=False), "max_ns": g["max_ns"].max(skipna=False),
+            "time_pct": g["time_pct"].sum(min_count=1),
+        })
+        agg["avg_ns"] = agg["total_ns"] / agg["count"].where(agg["count"] > 0)
+        agg["med_ns"] = np.nan
+        agg["std_ns"] = np.nan
+        out = agg.reset_index()
+    out = out.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    return out[SUMMARY_COLUMNS]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,7 +220,7 @@ def _is_amd(trace: Trace) -> bool:
 
 
 def _kern_sum(trace: Trace) -> pd.DataFrame:
-    if not len(trace.kernels):
+    if not len(trace.kernels) and not (trace.meta.summary_only and len(trace.kernel_stats)):
         raise _lacks(trace, "cuda_gpu_kern_sum", "no GPU kernels")
     return _as_nsys_summary(kernel_summary(trace), "Instances", "Name")
 
@@ -358,6 +393,28 @@ def _gpu_trace(trace: Trace) -> pd.DataFrame:
     return out.sort_values("Start (ns)", kind="stable")
 
 
+def _gpu_metrics(trace: Trace) -> pd.DataFrame:
+    """Sampled GPU metrics, one row per GPU and metric, as ``nsys recipe gpu_metric_util_sum``
+    writes its ``rank_stats.csv`` (Nsight Systems has no ``nsys stats`` report for them): the
+    samples of the capture (time >= its start, as the recipe counts them), sample standard
+    deviation, linear quartiles."""
+    s = trace.gpu_samples
+    if not len(s):
+        raise _lacks(trace, "gpu_metrics", "GPU metrics samples (record with nsys profile --gpu-metrics-devices=all)")
+    s = s[s["t"].to_numpy() >= 0]
+    g = s.groupby(["device", "metric"], observed=True, sort=True)["value"]
+    q = g.quantile(np.array([0.25, 0.5, 0.75])).unstack()
+    out = pd.DataFrame({
+        "Count": g.size().astype(np.int64), "Mean": g.mean(), "Std": g.std(ddof=1), "Min": g.min(),
+        "Q1": q[0.25], "Median": q[0.5], "Q3": q[0.75], "Max": g.max(), "Sum": g.sum(),
+    }).reset_index()
+    out["GPU ID"] = out["device"].astype(np.int64)
+    out["Metric Name"] = out["metric"].astype(str)
+    ranks = trace.meta.ranks
+    out["Rank"] = ranks[0] if len(ranks) == 1 else 0
+    return out
+
+
 REPORTS: dict[str, Report] = {
     r.name: r
     for r in (
@@ -375,6 +432,14 @@ REPORTS: dict[str, Report] = {
         Report("nvtx_sum", "NVTX Range Summary", _summary_columns("Instances", "Range", "Style"), _nvtx_sum),
         Report("cuda_gpu_trace", "CUDA GPU Trace", _TRACE_COLUMNS, _gpu_trace),
         Report("osrt_sum", "OS Runtime Summary", _summary_columns("Num Calls", "Name"), _osrt_sum),
+        Report(
+            "gpu_metrics",
+            "GPU Metric Utilization Summary (as nsys recipe gpu_metric_util_sum)",
+            (Column("GPU ID"), Column("Metric Name", text=True), Column("Count"), Column("Mean", 1), Column("Std", 1),
+             Column("Min", 1), Column("Q1", 1), Column("Median", 1), Column("Q3", 1), Column("Max", 1), Column("Sum", 1),
+             Column("Rank")),
+            _gpu_metrics,
+        ),  # fmt: skip
     )
 }
 

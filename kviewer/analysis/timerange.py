@@ -12,11 +12,15 @@ subtracts so a trace starts at 0, and what ``--range`` is measured from.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from kviewer.core import Trace
+
+if TYPE_CHECKING:
+    from kviewer.analysis.gpu_metrics import TensorCheck
 
 #: cpu_slices categories listed as ranges (NVTX, torch user annotations)
 RANGE_CATEGORIES = ("nvtx", "annotation", "gpu_annotation")
@@ -43,13 +47,22 @@ class RangeSummary:
     total_ns, bandwidth_gbs (bytes / ns = GB/s over the ops that know their size)"""
     nvtx: pd.DataFrame
     """NVTX / user ranges by name: count, total_ns (clipped), range_pct"""
+    gpu_metrics: pd.DataFrame | None = None
+    """sampled GPU metrics in the range (:func:`kviewer.analysis.gpu_metrics.window_stats`:
+    device, metric, unit, samples, mean, p50, p95, max); None when the trace has no samples"""
+    tensor: TensorCheck | None = None
+    """:class:`kviewer.analysis.gpu_metrics.TensorCheck` of the range when the trace has samples
+    and a SOL table was given (its ``sentence()`` is what the window says when they disagree)"""
 
     @property
     def duration(self) -> int:
         return self.end - self.start
 
     def sections(self) -> dict[str, pd.DataFrame]:
-        return {"kernels": self.kernels, "streams": self.streams, "copies": self.copies, "nvtx": self.nvtx}
+        out = {"kernels": self.kernels, "streams": self.streams, "copies": self.copies, "nvtx": self.nvtx}
+        if self.gpu_metrics is not None:
+            out["gpu_metrics"] = self.gpu_metrics
+        return out
 
 
 def display_origin(trace: Trace) -> int:
@@ -91,8 +104,9 @@ def _by_name(names: pd.Series, inside: np.ndarray, dur: np.ndarray, span: int, w
     return out[KERNEL_COLUMNS if with_avg else NVTX_COLUMNS]
 
 
-def range_summary(trace: Trace, start: int, end: int) -> RangeSummary:
-    """Aggregate what lies inside ``[start, end]`` (trace time, ns); see the module doc."""
+def range_summary(trace: Trace, start: int, end: int, sol: pd.DataFrame | None = None) -> RangeSummary:
+    """Aggregate what lies inside ``[start, end]`` (trace time, ns); see the module doc. ``sol``
+    (the trace's SOL table) adds the tensor-pipe check against sampled GPU metrics."""
     t0, t1 = int(start), int(end)
     if t1 <= t0:
         raise ValueError(f"empty range: {t0} .. {t1}")
@@ -150,4 +164,12 @@ def range_summary(trace: Trace, start: int, end: int) -> RangeSummary:
     is_range = np.isin(cat, RANGE_CATEGORIES)
     c_in, c_dur = _clipped(c["start"].to_numpy(dtype=np.int64), c["end"].to_numpy(dtype=np.int64), t0, t1)
     nvtx = _by_name(c["name"], c_in & is_range, c_dur, span, with_avg=False)
-    return RangeSummary(t0, t1, kernels, streams, copies, nvtx)
+    metrics = None
+    tensor = None
+    if len(trace.gpu_samples):
+        from kviewer.analysis.gpu_metrics import tensor_check, window_stats
+
+        metrics = window_stats(trace, t0, t1)
+        if sol is not None:
+            tensor = tensor_check(trace, sol, t0, t1)
+    return RangeSummary(t0, t1, kernels, streams, copies, nvtx, metrics, tensor)

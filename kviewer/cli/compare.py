@@ -166,8 +166,10 @@ def _print_compare(result: "CompareResult", by: str) -> None:
     print()
     totals = result.totals[["metric", "a", "b", "delta", "delta_pct"]].copy()
     for col in ("a", "b", "delta"):
-        totals[col] = totals[col].round().astype("int64")  # ns and counts: whole numbers read best
-    print(human_table(totals))
+        # ns and counts: whole numbers read best; unknown (a summary file's span) stays unknown
+        totals[col] = ["—" if v != v else f"{int(round(v)):,}" for v in totals[col].to_numpy(dtype=float)]
+    totals["delta_pct"] = ["—" if v != v else f"{v:.1f}" for v in totals["delta_pct"].to_numpy(dtype=float)]
+    print(human_table(totals, numeric=[False, True, True, True, True]))
     if len(result.steps):
         print()
         print(f"steps (GPU span of the kernels launched in each step; B aligned to A by {result.align_offset_ns} ns at the {result.align_basis}):")

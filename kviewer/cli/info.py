@@ -109,6 +109,8 @@ def print_info(trace: "Trace", fmt: str) -> int:
         if d.get("memory_bytes", -1) > 0:
             parts.append(f"{d['memory_bytes'] / 1024**3:.1f} GiB")
         print(say(f"  [{d['id']}] " + ", ".join(parts)))
+    if m.timeline_needs:
+        print(say(f"timeline: {m.timeline_needs}"))
     print("tables:")
     for name, n in trace.sizes().items():
         print(say(f"  {name:<14} {n:>10,}"))

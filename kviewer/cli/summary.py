@@ -55,6 +55,8 @@ def summary_range(trace: "Trace", text: str, fmt: str, raw_csv: bool = False) ->
     from kviewer.analysis.timerange import display_origin, range_summary
     from kviewer.session.documents import range_document
 
+    if trace.meta.summary_only:
+        raise UserError(f"{trace.meta.path}: {trace.meta.timeline_needs}")
     lo, hi = parse_time_range(text)  # the same range syntax as screenshot --range
     origin = display_origin(trace)
     span = trace.span_ns()
@@ -84,6 +86,17 @@ def summary_steps(trace: "Trace", fmt: str, raw_csv: bool = False, device: str |
     if not len(steps):
         raise UserError(f"{trace.meta.path}: no steps found (no ProfilerStep#N or step_N ranges)")
     spread, per_rank, slow = step_spread(trace, steps), rank_step_stats(trace, steps), straggler(trace, steps)
+    if len(trace.gpu_samples):  # sampled GPU metrics (nsys --gpu-metrics-devices): their means per step
+        from kviewer.analysis.gpu_metrics import steps_with_metrics
+        from kviewer.analysis.sol import sol_result
+        from kviewer.analysis.steps import find_steps
+        from kviewer.errors import AnalysisError
+
+        try:  # the step's SOL tensor-pipe time against the sampled Tensor Active
+            sol = sol_result(trace).table if len(trace.kernels) else None
+        except AnalysisError:
+            sol = None
+        spread = steps_with_metrics(trace, find_steps(trace, detect=False), spread, sol)
     from kviewer.analysis.mfu import mfu_or_unknown, with_mfu_columns  # MFU per step (issue 31)
 
     mfu = mfu_or_unknown(trace, device)

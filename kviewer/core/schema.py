@@ -272,7 +272,42 @@ MEMORY = Table(
     ),
 )
 
-TABLES: dict[str, Table] = {t.name: t for t in (KERNELS, GPU_OPS, CPU_SLICES, FLOWS, DEVICES, METRICS, GRAPH_LAUNCHES, MEMORY)}
+KERNEL_STATS = Table(
+    "kernel_stats",
+    "A profiler's own per-name kernel summary (rocprof --stats results.stats.csv, rocprofv3 "
+    "*kernel_stats.csv) when that is all a file holds: one row per name, no dispatch times. "
+    "Numbers the file does not give are unknown (NaN), never derived.",
+    (
+        Column("name", CAT, "kernel name as the profiler printed it"),
+        Column("count", INT, "calls"),
+        Column("total_ns", INT, "total duration, ns"),
+        Column("avg_ns", FLOAT, "mean duration, ns (the file's own figure)"),
+        Column("med_ns", FLOAT, "median duration, ns; NaN (no profiler stats file gives it)"),
+        Column("min_ns", FLOAT, "shortest call, ns; NaN when the file does not say (rocprof v1)"),
+        Column("max_ns", FLOAT, "longest call, ns; NaN when the file does not say (rocprof v1)"),
+        Column("std_ns", FLOAT, "standard deviation, ns, as the profiler computed it; NaN when absent"),
+        Column("time_pct", FLOAT, "share of the total kernel time, % (the file's own figure)"),
+    ),
+    sort_by=None,
+)
+
+GPU_SAMPLES = Table(
+    "gpu_samples",
+    "Device-wide metrics sampled at a fixed rate (Nsight Systems GPU_METRICS, rocprofv3 counter "
+    "sampling), long format, sorted by (device, metric, t). A sample's value holds from its time "
+    "until the next sample of the same metric.",
+    (
+        Column("device", I32, "devices.id"),
+        Column("metric", CAT, "metric name as the profiler names it (TARGET_INFO_GPU_METRICS.metricName)"),
+        Column("t", INT, "sample time, ns relative to the trace origin"),
+        Column("value", FLOAT, "the sampled value in the metric's unit (see the name's [unit])"),
+    ),
+    sort_by=None,
+)
+
+TABLES: dict[str, Table] = {
+    t.name: t for t in (KERNELS, GPU_OPS, CPU_SLICES, FLOWS, DEVICES, METRICS, GRAPH_LAUNCHES, MEMORY, KERNEL_STATS, GPU_SAMPLES)
+}
 
 # ---------------------------------------------------------------------------------------------
 # analysis results: tables an analysis computes from a trace (not stored in a Trace)

@@ -52,6 +52,9 @@ class TraceMeta:
         display only, no code decides on it (typed fields below carry what code reads).
     ncu_capture
         For an Nsight Compute report, how it chose its kernels (None otherwise or when unknown).
+    summary_only, timeline_needs
+        A per-name summary file without dispatch times (rocprof ``--stats``), and the line saying
+        which file of the same run has the timeline.
     """
 
     path: str
@@ -64,6 +67,11 @@ class TraceMeta:
     warnings: list[Diagnostic] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     ncu_capture: NcuCapture | None = None
+    summary_only: bool = False
+    """The file is a profiler's own per-name summary (``kernel_stats``) with no dispatch times:
+    there is no timeline and no per-kernel table; ``timeline_needs`` says what file would give one."""
+    timeline_needs: str = ""
+    """For a summary-only trace, the one line the timeline shows instead of lanes."""
 
     def warning_texts(self) -> list[str]:
         """The warnings' messages, in order (what the CLI, its JSON and the report print)."""
@@ -82,6 +90,8 @@ class Trace:
     metrics: pd.DataFrame = field(default_factory=lambda: schema.empty("metrics"))
     graph_launches: pd.DataFrame = field(default_factory=lambda: schema.empty("graph_launches"))
     memory: pd.DataFrame = field(default_factory=lambda: schema.empty("memory"))
+    kernel_stats: pd.DataFrame = field(default_factory=lambda: schema.empty("kernel_stats"))
+    gpu_samples: pd.DataFrame = field(default_factory=lambda: schema.empty("gpu_samples"))
 
     def table(self, name: str) -> pd.DataFrame:
         if name not in schema.TABLES:

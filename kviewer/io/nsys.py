@@ -633,8 +633,20 @@ def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelTok
         command = _process_name(db, kernels)
         if command:
             meta.extra["command"] = command
+    progress(0.9, "GPU metrics")
+    from kviewer.io.nsys_gpu_metrics import read_samples
+
+    samples = read_samples(db.con, db.tables, gpus.by_gpu_id, db.check)
+    if len(samples):
+        from kviewer.io.nsys_gpu_metrics import describe
+
+        meta.extra["gpu metrics"] = describe(samples)
+        lost = db.count("GPU_METRICS") - len(samples)
+        if lost > 0:
+            meta.warnings.append(Diagnostic.warning(
+                "damaged", meta.path, f"{lost:,} GPU metrics samples could not be read (a NULL, text or out-of-range value): left out"))
     trace = Trace(meta=meta, kernels=kernels, gpu_ops=gpu_ops, cpu_slices=cpu_slices, flows=flows, devices=gpus.devices,
-                  memory=memory)
+                  memory=memory, gpu_samples=samples)
     return link_graphs(trace, _graph_activities(db, gpus))
 
 
@@ -1004,6 +1016,8 @@ class _Gpus:
     devices: pd.DataFrame
     by_pid_cuda: dict[tuple[int, int], int] = field(default_factory=dict)
     by_cuda: dict[int, int] = field(default_factory=dict)
+    by_gpu_id: dict[int, int] = field(default_factory=dict)
+    """TARGET_INFO_GPU.id -> device index (what GPU_METRICS' typeId names)"""
 
     def map(self, pid: np.ndarray, device: np.ndarray) -> np.ndarray:
         if not len(device) or (not self.by_pid_cuda and all(k == v for k, v in self.by_cuda.items())):
@@ -1067,7 +1081,7 @@ class _Gpus:
             cols["mem_clock_hz"].append(_hz(_first(r, "memoryClockRate", "memClockRate")))
             cols["mem_bus_width"].append(_int(_first(r, "memoryBusWidth", "memBusWidth"), -1))
         devices = make_table("devices", len(rows), {k: np.array(v, dtype=object) if k in ("name", "vendor", "architecture", "compute_capability") else np.array(v) for k, v in cols.items()})
-        return cls(devices, by_pid_cuda, by_cuda)
+        return cls(devices, by_pid_cuda, by_cuda, index_of_gpu)
 
 
 def _first(row: dict[str, Any], *keys: str) -> Any:

@@ -642,10 +642,10 @@ def connect_readonly(
             if interrupt is not None:
                 con.set_progress_handler(lambda: 1 if interrupt() else 0, 20_000)
             con.execute("select count(*) from sqlite_master").fetchone()
-        except sqlite3.DatabaseError:
+        except (sqlite3.DatabaseError, UnicodeDecodeError):  # a damaged schema text is not UTF-8
             con.close()
             raise
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise CorruptTrace(path, f"not a readable SQLite database ({exc})", recognised) from exc
     except OSError as exc:
         raise LoadError(path, f"could not be read ({exc.strerror or exc})", recognised) from exc

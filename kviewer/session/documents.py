@@ -47,6 +47,8 @@ def trace_info(trace: "Trace") -> dict[str, Any]:
         "tables": trace.sizes(),
         "warnings": m.warning_texts(),
         "extra": m.extra,
+        "summary_only": m.summary_only,
+        "timeline_needs": m.timeline_needs or None,
     }
 
 

@@ -317,6 +317,15 @@ def grouped_data(traces: Sequence[TraceTracks]) -> TableData:
     frames = []
     for t in traces:
         k = t.trace.kernels
+        if t.trace.meta.summary_only and len(t.trace.kernel_stats):
+            # a profiler's own per-name summary (rocprof --stats): its rows, its numbers; what the
+            # file does not say stays unknown; there are no instances to select
+            stats = _stats_file_rows(t.trace.kernel_stats)
+            stats["trace"] = t.key
+            frames.append(stats)
+            members.extend(np.zeros(0, dtype=np.int64) for _ in range(len(stats)))
+            keys.append(np.full(len(stats), t.key, dtype=np.int64))
+            continue
         if not len(k):
             continue
         codes = np.asarray(k["name"].cat.codes)
@@ -361,6 +370,21 @@ def grouped_data(traces: Sequence[TraceTracks]) -> TableData:
     cols.append(Col("std", "std dev", "time", s["std"].to_numpy(dtype=np.float64)))
     cols.append(Col("name", "full name", "text", name_codes.astype(np.int64), name_list))
     return TableData(cols, trace_key, np.full(len(trace_key), -1, dtype=np.int64), members)
+
+
+def _stats_file_rows(ks: Any) -> Any:
+    """The grouped table's columns from a ``kernel_stats`` table."""
+    import pandas as pd
+
+    from kviewer.core.names import short_name
+
+    names = ks["name"].astype(str).tolist()
+    return pd.DataFrame({
+        "code": np.arange(len(ks)), "count": ks["count"].to_numpy(), "sum": ks["total_ns"].to_numpy(dtype=np.float64),
+        "mean": ks["avg_ns"].to_numpy(), "median": ks["med_ns"].to_numpy(), "min": ks["min_ns"].to_numpy(),
+        "max": ks["max_ns"].to_numpy(), "std": ks["std_ns"].to_numpy(), "pct": ks["time_pct"].to_numpy(),
+        "name": names, "short_name": [short_name(n) for n in names],
+    })
 
 
 def sort_order(rows: np.ndarray, col: Col, descending: bool) -> np.ndarray:

@@ -28,7 +28,7 @@ import numpy as np
 
 from kviewer.core.intervals import nesting_depth
 from kviewer.session import colors
-from kviewer.session.lod import LaneLOD, StepCounter
+from kviewer.session.lod import LaneLOD, SampledCounter, StepCounter
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -85,8 +85,9 @@ class CounterTrack:
 
     label: str
     kind: str
-    """utilisation (share of time with at least one kernel running) | concurrency (kernels in flight)"""
-    counter: StepCounter
+    """utilisation (share of time with at least one kernel running) | concurrency (kernels in flight)
+    | gpu_metric (a sampled metric: :class:`~kviewer.session.lod.SampledCounter`, min/max per pixel)"""
+    counter: StepCounter | SampledCounter
     scale: float
     """the value drawn full height"""
     tooltip: str = ""
@@ -106,6 +107,8 @@ class Group:
     """collapsed when the trace opened (a deep CPU thread, the python stack)"""
     initial_order: list[str] = field(default_factory=list)
     """the children's labels as built (what a saved row order is compared with)"""
+    note: str = ""
+    """a line the timeline writes across this header's row (a summary-only trace: what the timeline needs)"""
 
     def lanes(self) -> Iterator[Lane]:
         for c in self.children:
@@ -224,6 +227,8 @@ class TraceTracks:
         ranks = sorted(set(_ints(k, "rank")) | set(_ints(g, "rank")) | set(_ints(c, "rank")))
         multi_rank = len(ranks) > 1 or (ranks and ranks[0] != -1)
         root = Group(label, tooltip=f"{trace.meta.path}\n{trace.meta.format_label or trace.meta.source_format}")
+        if trace.meta.summary_only:
+            root.children.append(Group("no timeline", tooltip=trace.meta.timeline_needs, note=trace.meta.timeline_needs))
         kg = _groups(k, ["rank", "device", "stream"])
         gg = _groups(g, ["rank", "device", "stream"])
         cg = _groups(c, ["rank", "pid", "tid"])
@@ -236,13 +241,15 @@ class TraceTracks:
 
         graph_spans = recorded_tracks.graph_launch_spans(trace)
         memory_rows = recorded_tracks.memory_counters(trace)
+        metric_tracks = gpu_metric_tracks(trace)
         for rank in ranks or [-1]:
             parent = root
             if multi_rank:
                 parent = Group(f"rank {rank}" if rank >= 0 else "rank ?")
                 root.children.append(parent)
             devices = sorted({key[1] for key in kg if key[0] == rank} | {key[1] for key in gg if key[0] == rank}
-                             | {key[1] for key in memory_rows if key[0] == rank})
+                             | {key[1] for key in memory_rows if key[0] == rank}
+                             | (set(metric_tracks) if rank == (ranks or [-1])[0] else set()))
             for dev in devices:
                 dname = device_names.get(dev, "")
                 dgroup = Group(f"GPU {dev}" + (f" · {dname}" if dname else "") if dev >= 0 else "GPU")
@@ -256,6 +263,8 @@ class TraceTracks:
                                                         "share of each pixel's time with at least one kernel running"))
                     dgroup.children.append(CounterTrack(f"kernels in flight (peak {conc.peak:.0f})", "concurrency", conc,
                                                         max(conc.peak, 1.0), "mean number of kernels running during each pixel's time"))
+                if rank == (ranks or [-1])[0] and dev in metric_tracks:
+                    dgroup.children.extend(metric_tracks[dev])
                 for lbl, counter, scale, tip, peak_at in memory_rows.get((rank, dev), []):
                     dgroup.children.append(CounterTrack(lbl, "memory", counter, scale, tip, mark_ns=peak_at))
                 gspan = graph_spans.get((rank, dev))
@@ -426,6 +435,72 @@ class TraceTracks:
             found.extend((table, int(r), int(s)) for r, s in zip(rows, starts))
         found.sort(key=lambda t: (t[2], t[0], t[1]))
         return found
+
+
+def gpu_metric_tracks(trace: Trace) -> dict[int, list[CounterTrack | Group]]:
+    """Per device, the counter tracks of its sampled GPU metrics (``gpu_samples``): the metrics
+    Nsight Systems leads with open (:data:`kviewer.analysis.gpu_metrics.DEFAULT_ROLES`, in that
+    order), every other one in a closed group below them (open it to show them, or pin one)."""
+    if not len(trace.gpu_samples):
+        return {}
+    from kviewer.analysis.gpu_metrics import DEFAULT_ROLES, is_percent, series, split_name
+
+    out: dict[int, list[CounterTrack | Group]] = {}
+    by_dev: dict[int, list[CounterTrack]] = {}
+    rank_of: dict[int, int] = {}
+    all_series = series(trace)
+    base_count: dict[tuple[int, str], int] = {}
+    for x in all_series:
+        key = (x.device, split_name(x.metric)[0])
+        base_count[key] = base_count.get(key, 0) + 1
+    for x in all_series:
+        counter = SampledCounter.build(x.t, x.v)
+        name, unit = split_name(x.metric)
+        if base_count[(x.device, name)] > 1:  # one quantity in several units: the unit tells them apart
+            name = x.metric
+        scale = 100.0 if is_percent(x.metric) else max(counter.peak, 1e-12)
+        track = CounterTrack(name, "gpu_metric", counter, scale,
+                             f"{x.metric}: sampled by the profiler; each pixel shows the lowest to the highest sample in its time"
+                             + ("" if is_percent(x.metric) else f" (full height {scale:g} {unit})"))
+        by_dev.setdefault(x.device, []).append(track)
+        role = x.role
+        rank_of[id(track)] = DEFAULT_ROLES.index(role) if role in DEFAULT_ROLES else len(DEFAULT_ROLES)
+    for dev, tracks in by_dev.items():
+        first = sorted((t for t in tracks if rank_of[id(t)] < len(DEFAULT_ROLES)), key=lambda t: rank_of[id(t)])
+        rest = [t for t in tracks if rank_of[id(t)] >= len(DEFAULT_ROLES)]
+        items: list[CounterTrack | Group] = list(first)
+        if rest:
+            items.append(Group(f"more GPU metrics ({len(rest)})", list(rest), collapsed=True,
+                               tooltip="the other sampled metrics of this GPU: open the group to show them"))
+        out[dev] = items
+    return out
+
+
+def metric_tracks_of(group: Group) -> list[tuple[CounterTrack, bool]]:
+    """The sampled-metric tracks of a GPU group, each with whether it is among the group's open
+    rows (False: in the closed "more GPU metrics" group): what the lane menu lists."""
+    out: list[tuple[CounterTrack, bool]] = []
+    for ch in group.children:
+        if isinstance(ch, CounterTrack) and ch.kind == "gpu_metric":
+            out.append((ch, True))
+        elif isinstance(ch, Group) and ch.label.startswith("more GPU metrics"):
+            out.extend((c, False) for c in ch.children if isinstance(c, CounterTrack))
+    return out
+
+
+def bring_out_metric(group: Group, track: CounterTrack) -> None:
+    """Move a metric track out of the closed "more GPU metrics" group to just after the GPU's
+    open metric tracks (the lane menu's way to show one)."""
+    for ch in group.children:
+        if isinstance(ch, Group) and track in ch.children:
+            ch.children.remove(track)
+            last = max((i for i, c in enumerate(group.children) if isinstance(c, CounterTrack)), default=-1)
+            group.children.insert(last + 1, track)
+            if not ch.children:
+                group.children.remove(ch)
+            else:
+                ch.label = f"more GPU metrics ({len(ch.children)})"
+            return
 
 
 def _kernel_colours(trace: Trace, sol: SolInfo | None) -> tuple[np.ndarray, np.ndarray | None]:

@@ -179,6 +179,10 @@ class KernelTable(QWidget):
 
     # state -> table ----------------------------------------------------------------------------
     def _on_traces(self) -> None:
+        traces = self.state.traces
+        if traces and all(t.trace.meta.summary_only for t in traces) and self.model.mode == INSTANCES:
+            # a profiler's own summary (rocprof --stats) has no kernel instances: show it by name
+            self.mode_box.setCurrentIndex(self.mode_box.findData(GROUPS))
         self.model.set_traces(self.state.traces)
         self._resize_columns()
         self._push_highlight()

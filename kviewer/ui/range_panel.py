@@ -52,10 +52,19 @@ def _columns() -> dict[str, tuple[Any, ...]]:
             Col("total_ns", "Total", "time", header_tip="time inside the selected range"),
             Col("range_pct", "% of range", "pct"),
         ),
+        "gpu_metrics": (
+            Col("device", "GPU", "int"),
+            Col("metric", "Metric", "text"),
+            Col("samples", "Samples", "count", header_tip="samples whose time lies in the range"),
+            Col("mean", "Mean", "number", header_tip="mean over the samples (fixed rate: the time mean)"),
+            Col("p50", "p50", "number"),
+            Col("p95", "p95", "number"),
+            Col("max", "Max", "number"),
+        ),
     }
 
 
-TAB_TITLES = {"kernels": "Kernels", "streams": "GPU busy/idle", "copies": "Copies", "nvtx": "NVTX"}
+TAB_TITLES = {"kernels": "Kernels", "streams": "GPU busy/idle", "copies": "Copies", "nvtx": "NVTX", "gpu_metrics": "GPU metrics"}
 
 
 class RangePanel(QWidget):
@@ -153,8 +162,10 @@ class RangePanel(QWidget):
         t0 = int(round(rng[0])) + tracks.offset_ns
         t1 = int(round(rng[1])) + tracks.offset_ns
         label = tracks.label
+        info = tracks.sol_info
+        sol = info.result.table if info is not None and info.result is not None else None
         self.title.setText(f"<b>{format_duration(rng[1] - rng[0])}</b> · {format_duration(rng[0])} – {format_duration(rng[1])} · {label} · computing…")
-        self.runner.run("range", lambda: range_summary(trace, t0, t1), lambda s: self._show(s, rng, label), self._failed)
+        self.runner.run("range", lambda: range_summary(trace, t0, t1, sol), lambda s: self._show(s, rng, label), self._failed)
         self.critpath.refresh(tracks, t0, t1)
 
     def _show(self, summary: Any, rng: tuple[float, float], label: str) -> None:
@@ -162,10 +173,14 @@ class RangePanel(QWidget):
         self.summary = summary
         n = len(summary.kernels)
         self.title.setText(f"<b>{format_duration(rng[1] - rng[0])}</b> · {format_duration(rng[0])} – {format_duration(rng[1])} · "
-                           f"{label} · {int(summary.kernels['count'].sum()):,} kernels of {n:,} names")
+                           f"{label} · {int(summary.kernels['count'].sum()):,} kernels of {n:,} names"
+                           + (f"<br><span style='color:#a04000'>{summary.tensor.sentence()}</span>"
+                              if summary.tensor is not None and summary.tensor.sentence() else ""))
         copies = summary.copies.copy()
         copies["bandwidth"] = [f"{g:.1f} GB/s" if np.isfinite(g) else "—" for g in copies["bandwidth_gbs"].to_numpy(dtype=float)]
         frames = {"kernels": summary.kernels, "streams": summary.streams, "copies": copies, "nvtx": summary.nvtx}
+        if summary.gpu_metrics is not None:  # sampled metrics (nsys --gpu-metrics-devices)
+            frames["gpu_metrics"] = summary.gpu_metrics
         for key, df in frames.items():
             self.models[key].set_frame(df, self.columns[key])
             view = self.views[key]

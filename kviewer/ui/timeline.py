@@ -38,7 +38,8 @@ from kviewer.session import colors
 from kviewer.ui.colors import qbrushes
 from kviewer.session.format import display_text, format_duration, format_time
 from kviewer.session.lanes import LANE_H, LaneLayout, Row
-from kviewer.session.tracks import CounterTrack, Group, Lane, TraceTracks
+from kviewer.session.lod import SampledCounter
+from kviewer.session.tracks import CounterTrack, Group, Lane, TraceTracks, bring_out_metric, metric_tracks_of
 from kviewer.ui.viewstate import Selection, ViewState
 
 if TYPE_CHECKING:
@@ -56,7 +57,9 @@ ROOT_BG = QColor(214, 221, 230)
 SELECT_PEN = QColor(20, 20, 20)
 FLOW_COLOUR = QColor(200, 40, 40)
 COUNTER_COLOUR = {"utilisation": QColor(46, 125, 50), "concurrency": QColor(40, 90, 170), "memory": QColor(150, 90, 20),
-                  "mark": QColor(200, 30, 30)}
+                  "mark": QColor(200, 30, 30),
+                  # sampled GPU metrics: the pixel's lowest sample solid, up to its highest lighter
+                  "gpu_metric": QColor(150, 80, 20), "gpu_metric_max": QColor(150, 80, 20, 90)}
 COUNTER_BG = QColor(244, 247, 244)
 RANGE_FILL = QColor(60, 120, 220, 40)
 IDLE_FILL = QColor(220, 60, 40, 38)
@@ -411,13 +414,22 @@ class TracksItem(pg.GraphicsObject):
         assert ct is not None
         n = max(int(math.ceil(width)), 1)
         off = row.tracks.offset_ns
-        values = ct.counter.per_pixel(x0 + off, x0 + off + (x1 - x0) * n / max(width, 1e-9), n)
-        frac = np.clip(values / max(ct.scale, 1e-12), 0.0, 1.0)
-        h = row.h - 2.0
+        t1 = x0 + off + (x1 - x0) * n / max(width, 1e-9)
         if ct.mark_ns is not None:  # e.g. a memory row's peak: a red line across the row, over its area
             px = (ct.mark_ns - off - x0) / max(x1 - x0, 1e-9) * width
             if 0.0 <= px <= width:
-                fr.marks.append(np.array([[px - 1.0, row.y - top + 1.0, 2.0, h]]))
+                fr.marks.append(np.array([[px - 1.0, row.y - top + 1.0, 2.0, row.h - 2.0]]))
+        if isinstance(ct.counter, SampledCounter):
+            lo, hi = ct.counter.per_pixel_minmax(x0 + off, t1, n)
+            self._counter_columns(fr, row, top, hi, ct.scale, ct.kind + "_max")
+            self._counter_columns(fr, row, top, lo, ct.scale, ct.kind)
+            return
+        self._counter_columns(fr, row, top, ct.counter.per_pixel(x0 + off, t1, n), ct.scale, ct.kind)
+
+    def _counter_columns(self, fr: Frame, row: Row, top: float, values: np.ndarray, scale: float, kind: str) -> None:
+        """One filled column per pixel, ``values / scale`` of the row's height (NaN: nothing)."""
+        frac = np.clip(np.nan_to_num(values / max(scale, 1e-12), nan=0.0), 0.0, 1.0)
+        h = row.h - 2.0
         # heights to half a pixel; neighbouring columns of one height become one rectangle
         # (a busy GPU is a few long bars, not 1600 one-pixel ones)
         q = np.ceil(frac * h * 2.0).astype(np.int64)
@@ -434,7 +446,7 @@ class TracksItem(pg.GraphicsObject):
         r[:, 2] = ends - heads
         r[:, 3] = q[heads] / 2.0
         r[:, 1] = bottom - r[:, 3]
-        fr.counters.append((ct.kind, np.ascontiguousarray(r)))
+        fr.counters.append((kind, np.ascontiguousarray(r)))
 
     # paint -----------------------------------------------------------------------------------
     def paint(self, p: QPainter, opt: Any, widget: Any) -> None:
@@ -455,9 +467,12 @@ class TracksItem(pg.GraphicsObject):
         p.translate(ox, oy)
         p.scale(1.0, sy)
         # group header bands
+        notes: list[tuple[QRectF, str]] = []
         for row in tl.rows_between(top, bottom):
             if row.kind == "header":
                 p.fillRect(QRectF(0, row.y - top, width, row.h), ROOT_BG if row.depth == 0 else HEADER_BG)
+                if row.group is not None and row.group.note:
+                    notes.append((QRectF(8.0, row.y - top, max(width - 16.0, 1.0), row.h), row.group.note))
             elif row.kind == "counter":
                 p.fillRect(QRectF(0, row.y - top, width, row.h), COUNTER_BG)
         p.setPen(Qt.PenStyle.NoPen)
@@ -487,6 +502,13 @@ class TracksItem(pg.GraphicsObject):
                 p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
         if tl.critical_path is not None:  # ui/critpath_overlay.py
             tl.critical_path.paint(p, x0, x1, top, width)
+        if notes:
+            # a trace with nothing to lay out in time (a summary-only file) says why, across the lanes
+            p.setFont(self.font)
+            p.setPen(QColor(90, 60, 20))
+            for rect, text in notes:
+                elided = QFontMetricsF(self.font).elidedText(display_text(text), Qt.TextElideMode.ElideRight, rect.width())
+                p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), elided)
         self._paint_time_selection(p, x0, x1, width, height)
         self._paint_selection(p, x0, x1, top, width)
         p.restore()
@@ -756,6 +778,8 @@ class TimelineView(QWidget):
             menu.addAction("Move Down", lambda: self.move_row(row, 1))
         if item is not None:
             menu.addAction("Hide", lambda: self.hide_item(item))
+        if row.kind == "header" and row.group is not None:
+            self._metrics_menu(menu, row.group)
         if self.hidden:
             menu.addAction(f"Show Hidden Lanes ({len(self.hidden)})", self.unhide_all)
         if row.kind == "header" and row.depth == 0 and row.group is row.tracks.root:
@@ -763,6 +787,30 @@ class TimelineView(QWidget):
             key = row.tracks.key
             menu.addAction(f"Close {row.tracks.label}", lambda: self.closeRequested.emit(key))
         return menu
+
+    def _metrics_menu(self, menu: QMenu, group: Group) -> None:
+        """A GPU's sampled metrics, each checked when its track is shown: uncheck to hide it,
+        check one of the closed group's to bring it out beside the others."""
+        tracks = metric_tracks_of(group)
+        if not tracks:
+            return
+        sub = menu.addMenu("GPU Metrics")
+        for track, is_open in tracks:
+            shown = is_open and track not in self.hidden
+            act = sub.addAction(track.label)
+            act.setCheckable(True)
+            act.setChecked(shown)
+            act.setToolTip(track.tooltip)
+
+            def toggle(_checked: bool, t: CounterTrack = track, was: bool = shown) -> None:
+                if was:
+                    self.hide_item(t)
+                    return
+                self.hidden.discard(t)
+                bring_out_metric(group, t)
+                self.relayout()
+
+            act.triggered.connect(toggle)
 
     @property
     def content_height(self) -> float:

@@ -488,6 +488,8 @@ class StatsRow:
     name: str
     calls: int
     total_ns: float
+    values: dict[str, float] = field(default_factory=dict)
+    """every numeric column by its normalised header name (averagens, percentage, minns, maxns, stddev)"""
 
 
 def parse_stats(data: bytes, path: Path) -> list[StatsRow]:
@@ -508,6 +510,7 @@ def parse_stats(data: bytes, path: Path) -> list[StatsRow]:
     except csv.Error as exc:  # a field over the csv module's limit, a NUL byte
         raise CorruptTrace(path, f"malformed CSV header ({exc})", "rocprof statistics CSV") from exc
     numeric = len(header) - 1
+    keys = [norm(h) for h in header[1:]]
     rows: list[StatsRow] = []
     lineno = 1
     try:
@@ -522,7 +525,17 @@ def parse_stats(data: bytes, path: Path) -> list[StatsRow]:
                 total = float(fields[-numeric + 1])
             except (ValueError, OverflowError):
                 raise CorruptTrace(path, f"line {lineno}: calls/total are not numbers", "rocprof statistics CSV") from None
-            rows.append(StatsRow(name, calls, total))
+            if not 0 <= calls < 2**63:
+                raise CorruptTrace(path, f"line {lineno}: the call count {fields[-numeric]!r} is out of range", "rocprof statistics CSV")
+            if not (math.isfinite(total) and abs(total) < 2.0**63):
+                raise CorruptTrace(path, f"line {lineno}: the total {fields[-numeric + 1]!r} is not a duration in ns", "rocprof statistics CSV")
+            values: dict[str, float] = {}
+            for key, text in zip(keys, fields[len(fields) - numeric :]):
+                try:
+                    values[key] = float(text)
+                except (ValueError, OverflowError):
+                    values[key] = math.nan
+            rows.append(StatsRow(name, calls, total, values))
     except csv.Error as exc:
         raise CorruptTrace(path, f"malformed CSV after line {lineno} ({exc})", "rocprof statistics CSV") from exc
     return rows

@@ -14,9 +14,9 @@ the packet was written and can be later than ``BeginNs`` in counter mode). A fil
 timestamps has no execution times at all: its kernels are laid end to end in dispatch order,
 1 µs each, and marked ``serialised`` (the durations are not measured; a warning says so).
 
-A statistics file (``results.stats.csv``, ``results.hip_stats.csv``, rocprofv3 ``*_stats.csv``)
-is recognised but refused with a message naming the per-dispatch file to open: it holds one row
-per name and no dispatch times, so there is no timeline or kernel table that would be true.
+A statistics file (``results.stats.csv``, rocprofv3 ``*_kernel_stats.csv``) opens as a kernel
+summary without a timeline (:mod:`kviewer.io.rocprof.stats`); an API statistics file
+(``results.hip_stats.csv``, ``*_api_stats.csv``) is refused with the per-dispatch file to open.
 """
 
 from __future__ import annotations
@@ -68,7 +68,9 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     cancel.check()
     fields = rc.header_fields(content.data[:65536])
     if rc.is_stats_header(fields):
-        raise rc.refuse_stats(path, content.data, stats_siblings(path))
+        from kviewer.io.rocprof.stats import load_stats
+
+        return load_stats(path, content.data, stats_siblings(path))
     table = rc.read_csv_text(content.data, path, RECOGNISED, as_text=_as_text)
     if content.truncated:
         table.warnings.append(rc.compressed_cut(path))
