@@ -32,7 +32,8 @@ BLOCKING_COPY_CALLS = ("cudaMemcpy", "cuMemcpyDtoH", "hipMemcpy", "hipMemcpyDtoH
 IDLE_GAP_NS = 50_000
 RANGE_CATEGORIES = ("nvtx", "annotation")
 
-GAP_COLUMNS = ["device", "stream", "start", "end", "gap_ns", "nvtx", "call_before", "next_table", "next_id", "next_name"]
+GAP_COLUMNS = ["device", "stream", "start", "end", "gap_ns", "nvtx", "nvtx_tid", "call_before", "next_table", "next_id",
+               "next_name"]
 
 
 def launch_latency(trace: Trace, calls: np.ndarray | None = None) -> np.ndarray:
@@ -113,14 +114,17 @@ def idle_gaps(trace: Trace, min_ns: int = IDLE_GAP_NS, limit: int | None = 500) 
     memset) and the next, biggest first (``limit`` of them; None for all).
 
     Columns: device, stream, start, end, gap_ns (trace time), nvtx (the innermost NVTX / user
-    range open on the launching thread when the gap began; "" when none), call_before (the
+    range open on the launching thread when the gap began, else on another thread of its process,
+    as PyTorch's autograd thread launches the backward while ``step_N`` is open on the main
+    thread; "" when none), nvtx_tid (the thread that range is on; -1 when none), call_before (the
     runtime call on that thread just before the call that launched the work ending the gap
     (driver calls when the trace has no runtime calls):
     often the synchronisation the GPU waited on; "" when unknown), next_table / next_id /
     next_name (the work that ended the gap).
     """
     w = _stream_work(trace)
-    empty = pd.DataFrame({c: pd.Series(dtype=object if c in ("nvtx", "call_before", "next_table", "next_name") else np.int64) for c in GAP_COLUMNS})
+    empty = pd.DataFrame({c: pd.Series(dtype=object if c in ("nvtx", "call_before", "next_table", "next_name") else np.int64)
+                          for c in GAP_COLUMNS})
     if not len(w):
         return empty
     w = w.sort_values(["device", "stream", "start", "end"], kind="stable").reset_index(drop=True)
@@ -152,22 +156,25 @@ def idle_gaps(trace: Trace, min_ns: int = IDLE_GAP_NS, limit: int | None = 500) 
              "gpu_ops": trace.gpu_ops["name"].astype(str).to_numpy() if len(trace.gpu_ops) else np.zeros(0, dtype=object)}
     out["next_name"] = [str(names[t][i]) for t, i in zip(out["next_table"], out["next_id"])]
     call = np.array([(k_calls if t == "kernels" else g_calls)[i] for t, i in zip(out["next_table"], out["next_id"])], dtype=np.int64)
-    out["nvtx"], out["call_before"] = _host_context(trace, call, out["start"].to_numpy())
+    out["nvtx"], out["nvtx_tid"], out["call_before"] = _host_context(trace, call, out["start"].to_numpy())
     return out[GAP_COLUMNS].reset_index(drop=True)
 
 
-def _host_context(trace: Trace, call: np.ndarray, at: np.ndarray) -> tuple[list[str], list[str]]:
-    """For each launching call (cpu_slices id, -1 unknown): the innermost range open on its thread
-    at time ``at``, and the runtime call just before it on that thread."""
+def _host_context(trace: Trace, call: np.ndarray, at: np.ndarray) -> tuple[list[str], np.ndarray, list[str]]:
+    """For each launching call (cpu_slices id, -1 unknown): the innermost range open at time ``at``
+    on its thread, else on any thread of its process (the latest-starting one), that range's
+    thread id (-1 when none), and the runtime call just before the launch on its own thread."""
     c = trace.cpu_slices
     n = len(call)
     if not len(c):
-        return [""] * n, [""] * n
+        return [""] * n, np.full(n, -1, dtype=np.int64), [""] * n
     names = c["name"].astype(str).to_numpy()
     cats = c["category"].astype(str).to_numpy()
     start = c["start"].to_numpy()
     end = c["end"].to_numpy()
-    thread = c["pid"].to_numpy() * (1 << 32) + c["tid"].to_numpy()
+    pid = c["pid"].to_numpy()
+    tid = c["tid"].to_numpy()
+    thread = pid * (1 << 32) + tid
     ranges = np.flatnonzero(np.isin(cats, RANGE_CATEGORIES))
     # runtime calls (cudaStreamSynchronize, cudaMemcpy...): the driver calls under them would
     # name the machinery (cuKernelGetName), not what the program asked for
@@ -178,15 +185,24 @@ def _host_context(trace: Trace, call: np.ndarray, at: np.ndarray) -> tuple[list[
     api_key = thread[api]
     api_start = start[api]
     nvtx, before = [], []
-    for cid, t in zip(call.tolist(), at.tolist()):
+    nvtx_tid = np.full(n, -1, dtype=np.int64)
+    for k, (cid, t) in enumerate(zip(call.tolist(), at.tolist())):
         if cid < 0:
             nvtx.append("")
             before.append("")
             continue
         th = thread[cid]
-        r = ranges[(thread[ranges] == th) & (start[ranges] <= t) & (end[ranges] >= t)]
-        nvtx.append(str(names[r[np.argmax(start[r])]]) if len(r) else "")
+        open_ = ranges[(start[ranges] <= t) & (end[ranges] >= t)]
+        r = open_[thread[open_] == th]
+        if not len(r):
+            r = open_[pid[open_] == pid[cid]]
+        if len(r):
+            best = r[np.argmax(start[r])]
+            nvtx.append(str(names[best]))
+            nvtx_tid[k] = int(tid[best])
+        else:
+            nvtx.append("")
         lo, hi = np.searchsorted(api_key, th, "left"), np.searchsorted(api_key, th, "right")
         i = lo + int(np.searchsorted(api_start[lo:hi], start[cid], "left")) - 1
         before.append(str(names[api[i]]) if lo <= i < hi else "")
-    return nvtx, before
+    return nvtx, nvtx_tid, before

@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="One window for GPU profiler traces. Without a subcommand, opens the desktop app.",
     )
     p.add_argument("--version", action="version", version=f"kviewer {__version__}")
+    p.add_argument("--install-desktop", action="store_true",
+                   help="add kviewer to this user's desktop menu with its icon and file kinds (.ncu-rep, .nsys-rep, "
+                        "*.pt.trace.json[.gz], fleet.sqlite) under $XDG_DATA_HOME, then exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"kviewer.cli.{name}").register(sub)
@@ -104,6 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kviewer.tempdir import install_signal_cleanup
 
         install_signal_cleanup()  # SIGTERM mid-load must not leave temporary files behind
+        if argv == ["--install-desktop"]:
+            from kviewer.desktop import main as install_desktop
+
+            return install_desktop()
         if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version") for a in argv[:1]):
             args = build_parser().parse_args(argv)
             from kviewer.io.memory import check_budget_setting

@@ -95,10 +95,10 @@ def rss() -> int:
             return int(f.read().split()[1]) * _PAGE
     except (OSError, ValueError, IndexError):
         pass
-    try:
-        import resource
+    try:  # no /proc (macOS, Windows): psutil reads the platform's own figure, in bytes everywhere
+        import psutil
 
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # the peak: the best we know
+        return int(psutil.Process().memory_info().rss)
     except (ImportError, OSError):  # pragma: no cover
         return 0
 

@@ -85,7 +85,9 @@ class IdlePanel(QWidget):
             Col("where", "Stream", "text"),
             Col("start_display", "Start", "time", header_tip="when the stream went idle (from the trace's first event)"),
             Col("gap_ns", "Gap", "time"),
-            Col("nvtx", "NVTX range (host)", "text", header_tip="the innermost NVTX / user range open on the launching thread when the gap began"),
+            Col("nvtx", "NVTX range (host)", "text", header_tip="the innermost NVTX / user range open when the gap began: on the "
+                "launching thread, else on another thread of its process (PyTorch's autograd thread launches the backward)"),
+            Col("range_thread", "Range on thread", "text", header_tip="the thread the range is on"),
             Col("call_before", "Call before next launch", "text", header_tip="the runtime call on that thread just before the launch that ended the gap"),
             Col("next_name", "Next work", "text"),
         )
@@ -101,6 +103,7 @@ class IdlePanel(QWidget):
         df = df.copy()
         df["where"] = [f"GPU {d} · stream {s}" for d, s in zip(df["device"], df["stream"])]
         df["start_display"] = df["start"] - offset
+        df["range_thread"] = [f"tid {t}" if t >= 0 else "—" for t in df["nvtx_tid"]]
         for col in ("nvtx", "call_before"):
             df[col] = df[col].replace("", "—")
         self.gaps = df

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-import tomllib
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -21,6 +21,11 @@ from kviewer.analysis.devices import (
 )
 from kviewer.core import Trace, TraceMeta, make_table
 from kviewer.errors import AnalysisError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as tomli
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 RAW = tomllib.loads(resources.files("kviewer").joinpath("resources", "devices.toml").read_text("utf-8"))["devices"]

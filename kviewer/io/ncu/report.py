@@ -183,7 +183,9 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     try:
         import ncu_report
     except ImportError as exc:
-        raise MissingDependency(path, "reading .ncu-rep needs the 'ncu-report' package (pip install ncu-report)", LABEL) from exc
+        raise MissingDependency(
+            path, "reading .ncu-rep needs NVIDIA's ncu-report package, kviewer's 'ncu' extra: pip install 'kviewer[ncu]' "
+            "(or pip install ncu-report); an ncu --csv export opens without it", LABEL) from exc
 
     tmp: Path | None = None
     try:
