@@ -10,10 +10,10 @@ from typing import Any
 
 def cmd_calltree(args: argparse.Namespace) -> int:
     from kviewer.analysis.calltree import CALLTREE_READS, call_tree, folded, tree_json
-    from kviewer.cli import EXIT_OK, load_trace
+    from kviewer.cli.common import EXIT_OK, load_for
     from kviewer.core.text import display_text
 
-    tree = call_tree(load_trace(args.file, args.quiet, tables=CALLTREE_READS))
+    tree = call_tree(load_for(args, args.file, tables=CALLTREE_READS))
     if not len(tree):
         print("kviewer: no python frames in this trace (PyTorch profiler: with_stack=True)", file=sys.stderr)
     if args.format == "json":

@@ -15,7 +15,7 @@ HELP = ("the critical path of every step (ProfilerStep#N, an NVTX/annotation ste
 
 
 def register(sub: Any) -> None:
-    from kviewer.cli import RAW_CSV_HELP
+    from kviewer.cli.common import RAW_CSV_HELP
 
     p = sub.add_parser("critpath", help=HELP, description=HELP)
     p.add_argument("file", metavar="FILE")
@@ -32,12 +32,12 @@ def cmd_critpath(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from kviewer.analysis.critpath import CLASSES, critical_paths
-    from kviewer.cli import EXIT_OK, format_ns, load_trace, write_frame
+    from kviewer.cli.common import EXIT_OK, format_ns, load_for, wants_raw_csv, write_frame
     from kviewer.errors import AnalysisError
 
     if args.top < 0:
         raise UserError(f"--top: expected a number of rows >= 0, got {args.top}")
-    trace = load_trace(args.file, args.quiet)
+    trace = load_for(args, args.file)
     try:
         result = critical_paths(trace, step=args.step)
     except AnalysisError as exc:
@@ -58,7 +58,7 @@ def cmd_critpath(args: argparse.Namespace) -> int:
     rows = [{"step": s.name, "measured_ns": s.measured_ns, "critical_path_ns": s.critical_path_ns, **s.breakdown} for s in result.steps]
     df = pd.DataFrame(rows, columns=["step", "measured_ns", "critical_path_ns", *CLASSES])
     if args.format == "csv":
-        write_frame(df, "csv")
+        write_frame(df, "csv", raw_csv=wants_raw_csv(args))
         return EXIT_OK
     view = df.copy()
     for c in CLASSES:

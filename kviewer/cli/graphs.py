@@ -10,10 +10,10 @@ from typing import Any
 
 def cmd_graphs(args: argparse.Namespace) -> int:
     from kviewer.analysis.graphs import GRAPHS_READS, graph_summary, graphs_frame
-    from kviewer.cli import EXIT_OK, load_trace
+    from kviewer.cli.common import EXIT_OK, load_for
     from kviewer.cli.memory import write_table
 
-    result = graph_summary(load_trace(args.file, args.quiet, tables=GRAPHS_READS))
+    result = graph_summary(load_for(args, args.file, tables=GRAPHS_READS))
     if args.format == "json":
         json.dump(result.to_json(), sys.stdout, indent=1, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -25,7 +25,7 @@ def cmd_graphs(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    from kviewer.cli import RAW_CSV_HELP
+    from kviewer.cli.common import RAW_CSV_HELP
 
     text = ("CUDA/HIP graphs: launches, kernels per launch, median GPU time per launch and CPU launch time, "
             "the kernels each graph ran")

@@ -10,7 +10,7 @@ from typing import Any
 
 def write_table(df: Any, fmt: str) -> None:
     """``write_frame``, with unknown cells (None) printed "—" in the human table (empty in CSV, null in JSON)."""
-    from kviewer.cli import human_table, write_frame
+    from kviewer.cli.common import human_table, write_frame
 
     if fmt != "table":
         write_frame(df, fmt)
@@ -32,9 +32,9 @@ def write_table(df: Any, fmt: str) -> None:
 
 def cmd_memory(args: argparse.Namespace) -> int:
     from kviewer.analysis.memory import MEMORY_READS, memory_frame, memory_summary
-    from kviewer.cli import EXIT_OK, load_trace
+    from kviewer.cli.common import EXIT_OK, load_for
 
-    result = memory_summary(load_trace(args.file, args.quiet, tables=MEMORY_READS), include_host=args.host)
+    result = memory_summary(load_for(args, args.file, tables=MEMORY_READS), include_host=args.host)
     if args.format == "json":
         json.dump(result.to_json(), sys.stdout, indent=1, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -47,7 +47,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    from kviewer.cli import RAW_CSV_HELP
+    from kviewer.cli.common import RAW_CSV_HELP
 
     text = ("device memory: peak allocated and reserved per device, when, and the live allocations at the peak by the "
             "op that made them (PyTorch profile_memory=True; Nsight Systems --cuda-memory-usage=true)")

@@ -15,7 +15,7 @@ HELP = ("projected step time if kernel chains were fused, the steps ran as CUDA 
 
 
 def register(sub: Any) -> None:
-    from kviewer.cli import RAW_CSV_HELP
+    from kviewer.cli.common import RAW_CSV_HELP
 
     p = sub.add_parser("whatif", help=HELP, description=HELP)
     p.add_argument("file", metavar="FILE")
@@ -60,12 +60,12 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from kviewer.analysis.whatif import whatif_model
-    from kviewer.cli import EXIT_OK, format_ns, load_trace, write_frame
+    from kviewer.cli.common import EXIT_OK, format_ns, load_for, wants_raw_csv, write_frame
     from kviewer.errors import AnalysisError
 
     try:
         changes = changes_from_args(args)
-        trace = load_trace(args.file, args.quiet)
+        trace = load_for(args, args.file)
         proj = whatif_model(trace, step=args.step, device=args.device).project(changes)
     except AnalysisError as exc:
         raise UserError(str(exc)) from exc
@@ -77,7 +77,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
                         "delta_pct": (s.projected_ns - s.measured_ns) / s.measured_ns * 100.0 if s.measured_ns > 0 else float("nan")}
                        for s in proj.steps], columns=["step", "measured_ns", "projected_ns", "delta_pct"])
     if args.format == "csv":
-        write_frame(df, "csv")
+        write_frame(df, "csv", raw_csv=wants_raw_csv(args))
         return EXIT_OK
     view = pd.DataFrame({"step": df["step"], "measured": [format_ns(v) for v in df["measured_ns"]],
                          "projected": [format_ns(v) for v in df["projected_ns"]],
