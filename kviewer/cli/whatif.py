@@ -69,19 +69,31 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         proj = whatif_model(trace, step=args.step, device=args.device).project(changes)
     except AnalysisError as exc:
         raise UserError(str(exc)) from exc
+    from kviewer.analysis.mfu import mfu_or_unknown, projected_mfu
+
+    # MFU beside the projected step time: the step's model FLOPs at the projected time (#31)
+    pm = projected_mfu(mfu_or_unknown(trace, args.device), proj)
+    mfu_now = {str(r.name): (None if r.mfu != r.mfu else float(r.mfu)) for r in pm.itertuples()}
+    mfu_then = {str(r.name): (None if r.projected_mfu != r.projected_mfu else float(r.projected_mfu)) for r in pm.itertuples()}
     if args.format == "json":
-        json.dump(proj.as_dict(), sys.stdout, indent=1)
+        doc = proj.as_dict()
+        for st in doc.get("steps", []):
+            st["mfu"], st["projected_mfu"] = mfu_now.get(str(st["name"])), mfu_then.get(str(st["name"]))
+        json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return EXIT_OK
     df = pd.DataFrame([{"step": s.name, "measured_ns": s.measured_ns, "projected_ns": s.projected_ns,
-                        "delta_pct": (s.projected_ns - s.measured_ns) / s.measured_ns * 100.0 if s.measured_ns > 0 else float("nan")}
-                       for s in proj.steps], columns=["step", "measured_ns", "projected_ns", "delta_pct"])
+                        "delta_pct": (s.projected_ns - s.measured_ns) / s.measured_ns * 100.0 if s.measured_ns > 0 else float("nan"),
+                        "mfu": mfu_now.get(s.name), "projected_mfu": mfu_then.get(s.name)}
+                       for s in proj.steps], columns=["step", "measured_ns", "projected_ns", "delta_pct", "mfu", "projected_mfu"])
     if args.format == "csv":
         write_frame(df, "csv", raw_csv=wants_raw_csv(args))
         return EXIT_OK
     view = pd.DataFrame({"step": df["step"], "measured": [format_ns(v) for v in df["measured_ns"]],
                          "projected": [format_ns(v) for v in df["projected_ns"]],
-                         "change": [f"{v:+.1f}%" if v == v else "—" for v in df["delta_pct"]]})
+                         "change": [f"{v:+.1f}%" if v == v else "—" for v in df["delta_pct"]],
+                         "MFU": [f"{v * 100:.1f}%" if v is not None and v == v else "—" for v in df["mfu"]],
+                         "projected MFU": [f"{v * 100:.1f}%" if v is not None and v == v else "—" for v in df["projected_mfu"]]})
     write_frame(view, "table")
     m, p = proj.median_measured_ns, proj.median_projected_ns
     print(f"median step: measured {format_ns(m)}, projected {format_ns(p)} ({(p - m) / m * 100:+.1f}%) with {changes.label()}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import sys
 from importlib import resources
 from pathlib import Path
 
@@ -19,13 +18,10 @@ from kviewer.analysis.devices import (
     load_devices,
     recognise,
 )
+from kviewer.analysis.devices import tomllib  # tomli on Python 3.10
 from kviewer.core import Trace, TraceMeta, make_table
 from kviewer.errors import AnalysisError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser, published as tomli
-    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 RAW = tomllib.loads(resources.files("kviewer").joinpath("resources", "devices.toml").read_text("utf-8"))["devices"]

@@ -13,7 +13,7 @@ import gzip
 import io
 import shutil
 import sqlite3
-import tomllib
+from kviewer.analysis.devices import tomllib  # tomli on Python 3.10
 from importlib import resources
 from pathlib import Path
 
