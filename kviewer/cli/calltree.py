@@ -29,11 +29,8 @@ def cmd_calltree(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     text = ("python call tree per thread from python_function events (PyTorch with_stack=True): folded stacks "
             "(flamegraph.pl, speedscope, inferno; values are self time in ns) or JSON (inclusive = the event's duration)")
-    sp = sub.add_parser("calltree", help=text, description=text)
-    sp.add_argument("file", metavar="FILE")
-    sp.add_argument("--format", choices=["folded", "json"], default="folded", help="output format (default: %(default)s)")
+    from kviewer.cli.common import add_command
+
+    sp = add_command(sub, "calltree", text, cmd_calltree, ("folded", "json"))
     sp.add_argument("--merge-threads", action="store_true", help="folded: one flame graph for all threads (no thread frame)")
     sp.add_argument("--max-depth", type=int, default=None, metavar="N", help="json: frames deeper than N without children")
-    sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
-    sp.set_defaults(func=cmd_calltree)

@@ -15,17 +15,11 @@ HELP = ("the critical path of every step (ProfilerStep#N, an NVTX/annotation ste
 
 
 def register(sub: Any) -> None:
-    from kviewer.cli.common import RAW_CSV_HELP
+    from kviewer.cli.common import add_command
 
-    p = sub.add_parser("critpath", help=HELP, description=HELP)
-    p.add_argument("file", metavar="FILE")
+    p = add_command(sub, "critpath", HELP, cmd_critpath, ("table", "csv", "json"))
     p.add_argument("--step", metavar="NAME", help="use the ranges of this name (a user annotation / NVTX range) as the steps")
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: %(default)s)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="operations on the path listed per step (default: %(default)s)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
-    p.add_argument("--raw-csv", action="store_true", help=RAW_CSV_HELP)
-    p.set_defaults(func=cmd_critpath)
 
 
 def cmd_critpath(args: argparse.Namespace) -> int:

@@ -25,14 +25,8 @@ def cmd_graphs(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    from kviewer.cli.common import RAW_CSV_HELP
-
     text = ("CUDA/HIP graphs: launches, kernels per launch, median GPU time per launch and CPU launch time, "
             "the kernels each graph ran")
-    sp = sub.add_parser("graphs", help=text, description=text)
-    sp.add_argument("file", metavar="FILE")
-    sp.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: %(default)s)")
-    sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
-    sp.add_argument("--raw-csv", action="store_true", help=RAW_CSV_HELP)
-    sp.set_defaults(func=cmd_graphs)
+    from kviewer.cli.common import add_command
+
+    sp = add_command(sub, "graphs", text, cmd_graphs, ("table", "csv", "json"))

@@ -47,15 +47,9 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    from kviewer.cli.common import RAW_CSV_HELP
-
     text = ("device memory: peak allocated and reserved per device, when, and the live allocations at the peak by the "
             "op that made them (PyTorch profile_memory=True; Nsight Systems --cuda-memory-usage=true)")
-    sp = sub.add_parser("memory", help=text, description=text)
-    sp.add_argument("file", metavar="FILE")
-    sp.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: %(default)s)")
+    from kviewer.cli.common import add_command
+
+    sp = add_command(sub, "memory", text, cmd_memory, ("table", "csv", "json"))
     sp.add_argument("--host", action="store_true", help="also host (CPU) memory")
-    sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    sp.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
-    sp.add_argument("--raw-csv", action="store_true", help=RAW_CSV_HELP)
-    sp.set_defaults(func=cmd_memory)

@@ -15,10 +15,9 @@ HELP = ("projected step time if kernel chains were fused, the steps ran as CUDA 
 
 
 def register(sub: Any) -> None:
-    from kviewer.cli.common import RAW_CSV_HELP
+    from kviewer.cli.common import add_command
 
-    p = sub.add_parser("whatif", help=HELP, description=HELP)
-    p.add_argument("file", metavar="FILE")
+    p = add_command(sub, "whatif", HELP, cmd_whatif, ("table", "csv", "json"))
     p.add_argument("--fuse", metavar="all|ID[,ID...]", help="fuse these fusion candidates (ranks as kviewer fusion prints them)")
     p.add_argument("--cuda-graphs", action="store_true", help="each step's launches become one CUDA graph launch")
     p.add_argument("--sol", action="append", default=[], metavar="KIND=PCT",
@@ -29,11 +28,6 @@ def register(sub: Any) -> None:
                    help="kernels named NAME (or containing it) run FACTOR times as long (e.g. 0.5); repeatable")
     p.add_argument("--step", metavar="NAME", help="use the ranges of this name as the steps")
     p.add_argument("--device", metavar="NAME", help="the GPU (for --sol and --fuse) when the trace does not say or to override it")
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: %(default)s)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the trace cache (as KVIEWER_NO_CACHE=1)")
-    p.add_argument("--raw-csv", action="store_true", help=RAW_CSV_HELP)
-    p.set_defaults(func=cmd_whatif)
 
 
 def changes_from_args(args: argparse.Namespace) -> Any:
