@@ -475,6 +475,9 @@ def _stats_file_groups(trace: Trace, opts: MatchOptions) -> pd.DataFrame:
             "total_ns": ks["total_ns"].to_numpy(dtype=np.int64),
             "ss": std**2 * np.maximum(count - 1, 0),
             "nsub": np.ones(len(ks), dtype=np.int64),
+            # the file has no ops: the precision from the name, the rule op-less kernels of a trace follow
+            "precision": np.array([_kinds.precision_from_name(s) for s in names], dtype=object),
+            "shapes": np.full(len(ks), "", dtype=object),
         },
         columns=GROUP_COLUMNS,
     )
@@ -643,7 +646,10 @@ def match_groups(ga: pd.DataFrame, gb: pd.DataFrame, levels: Sequence[Level]) ->
 
 def _keys(g: pd.DataFrame, cols: tuple[str, ...]) -> np.ndarray:
     """One hashable key per group: the key columns joined by a separator no name contains."""
-    out = g[cols[0]].to_numpy(dtype=object)
+    def text(c: str) -> np.ndarray:  # a column a source could not fill (a summary file's precision) is ""
+        return g[c].astype(object).where(g[c].notna(), "").astype(str).to_numpy(dtype=object)
+
+    out = text(cols[0])
     for c in cols[1:]:
-        out = out + "\x1f" + g[c].to_numpy(dtype=object)
+        out = out + "\x1f" + text(c)
     return out

@@ -43,8 +43,8 @@ def cmd_critpath(args: argparse.Namespace) -> int:
               "missing from the paths (an nsys export made with --cuda-graph-trace=graph records a graph as one range; "
               "use --cuda-graph-trace=node)", file=sys.stderr)
     if args.format == "json":
-        doc = result.as_dict()
-        for s in doc["steps"]:  # type: ignore[union-attr]
+        doc: dict[str, Any] = result.as_dict()
+        for s in doc["steps"]:
             s["top"] = s["top"][: args.top]
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -67,10 +67,13 @@ def cmd_whatif(args: argparse.Namespace) -> int:
 
     # MFU beside the projected step time: the step's model FLOPs at the projected time (#31)
     pm = projected_mfu(mfu_or_unknown(trace, args.device), proj)
-    mfu_now = {str(r.name): (None if r.mfu != r.mfu else float(r.mfu)) for r in pm.itertuples()}
-    mfu_then = {str(r.name): (None if r.projected_mfu != r.projected_mfu else float(r.projected_mfu)) for r in pm.itertuples()}
+    def known(values: Any) -> list[float | None]:
+        return [None if v != v else float(v) for v in values.to_numpy(dtype=float)]
+
+    names = [str(n) for n in pm["name"]]
+    mfu_now, mfu_then = dict(zip(names, known(pm["mfu"]))), dict(zip(names, known(pm["projected_mfu"])))
     if args.format == "json":
-        doc = proj.as_dict()
+        doc: dict[str, Any] = proj.as_dict()
         for st in doc.get("steps", []):
             st["mfu"], st["projected_mfu"] = mfu_now.get(str(st["name"])), mfu_then.get(str(st["name"]))
         json.dump(doc, sys.stdout, indent=1)

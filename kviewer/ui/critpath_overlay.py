@@ -48,7 +48,7 @@ def critical_paths_of(tracks: TraceTracks) -> CritPathResult:
 
     got = _CACHE.get(tracks.key)
     if got is not None and got[0] is tracks.trace:
-        return got[1]  # type: ignore[no-any-return]
+        return got[1]
     res = critical_paths(tracks.trace)
     _CACHE[tracks.key] = (tracks.trace, res)
     return res
@@ -194,7 +194,7 @@ class StepBreakdown(QWidget):
             f"<tr><td><span style='color:{CLASS_COLOURS[i].name()}'>■</span> {c}</td><td align=right>{format_duration(s.breakdown[c])}</td>"
             f"<td align=right>{s.breakdown[c] / total * 100:.1f}%</td></tr>" for i, c in enumerate(CLASSES))
         top = "".join(f"<tr><td>{_esc(str(t['name']))[:80]}</td><td>{t['kind']}</td><td align=right>{format_duration(float(t['ns']))}</td>"
-                      f"<td align=right>{float(t['pct']):.1f}%</td></tr>" for t in s.top[:8])  # type: ignore[arg-type]
+                      f"<td align=right>{float(t['pct']):.1f}%</td></tr>" for t in s.top[:8])
         self.label.setText(f"<b>{_esc(s.name)}</b>: critical path {format_duration(s.critical_path_ns)} "
                            f"(step {format_duration(s.measured_ns)})<table>{parts}</table><br><b>On the path</b><table>{top}</table>")
 
