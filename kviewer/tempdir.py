@@ -74,6 +74,14 @@ def remove_private_tmpdir() -> None:
     folder, _private_dir = _private_dir, None
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
+    # a signal handled between mkdtemp() returning and the folder being recorded (the root cause of
+    # a folder left by SIGTERM during a load) leaves it unrecorded: this process's folders go by name
+    try:
+        own = Path(tempfile.gettempdir()).glob(f"{_PRIVATE_PREFIX}{os.getpid()}-*")
+        for stray in list(own):
+            shutil.rmtree(stray, ignore_errors=True)
+    except OSError:
+        pass
     for extra in list(_extra_dirs):
         shutil.rmtree(extra, ignore_errors=True)
         _extra_dirs.discard(extra)
