@@ -10,7 +10,7 @@ import stat
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kviewer.core import Diagnostic, Trace, schema
 from kviewer.errors import CacheProblem
@@ -334,53 +334,43 @@ class TraceCache:
         class _Abandon(Exception):
             pass
 
-        def store(db: Any) -> bool:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                # older parses of the same file can never hit again: drop them now
-                for (old,) in db.execute("select key from entries where path = ? and key != ?", [before.path, key]).fetchall():
-                    self._delete(db, old, commit=False)
-                self._delete(db, key, commit=False)
-                nbytes = len(meta)
-                for b in iter_encoded(trace, self.compress):
-                    info = json.dumps(b.info, ensure_ascii=False) if b.info else ""
-                    nbytes += len(b.data) + len(info)
-                    if nbytes > self.max_bytes:
-                        raise _Abandon(f"more than the bound of {self.max_bytes} bytes")
-                    if rss() > budget:
-                        raise _Abandon("storing it would pass the memory budget")
-                    db.conn.execute(
-                        "insert into columns (key, tbl, col, pos, kind, dtype, nrows, info, codec, data) values (?,?,?,?,?,?,?,?,?,?)",
-                        [key, b.table, b.column, b.position, b.kind, b.dtype, b.nrows, info, b.codec, b.data],
-                    )
-                    del b
-                db.table("entries").insert(
-                    {
-                        "key": key,
-                        "path": before.path,
-                        "size": before.size,
-                        "mtime_ns": before.mtime_ns,
-                        "fingerprint": keys.fingerprint(),
-                        "meta": meta,
-                        "path_as_given": path_as_given,
-                        "nbytes": nbytes,
-                        "load_seconds": float(load_seconds),
-                        "created": now,
-                        "last_used": now,
-                    }
+        def write(db: Any) -> None:
+            # older parses of the same file can never hit again: drop them now
+            for (old,) in db.execute("select key from entries where path = ? and key != ?", [before.path, key]).fetchall():
+                self._delete(db, old, commit=False)
+            self._delete(db, key, commit=False)
+            nbytes = len(meta)
+            for b in iter_encoded(trace, self.compress):
+                info = json.dumps(b.info, ensure_ascii=False) if b.info else ""
+                nbytes += len(b.data) + len(info)
+                if nbytes > self.max_bytes:
+                    raise _Abandon(f"more than the bound of {self.max_bytes} bytes")
+                if rss() > budget:
+                    raise _Abandon("storing it would pass the memory budget")
+                db.conn.execute(
+                    "insert into columns (key, tbl, col, pos, kind, dtype, nrows, info, codec, data) values (?,?,?,?,?,?,?,?,?,?)",
+                    [key, b.table, b.column, b.position, b.kind, b.dtype, b.nrows, info, b.codec, b.data],
                 )
-                evicted = self._evict(db, keep=key)
-                db.commit()
-            except BaseException:
-                db.rollback()
-                raise
-            if evicted:
-                self._compact(db)
-            return True
+                del b
+            db.table("entries").insert(
+                {
+                    "key": key,
+                    "path": before.path,
+                    "size": before.size,
+                    "mtime_ns": before.mtime_ns,
+                    "fingerprint": keys.fingerprint(),
+                    "meta": meta,
+                    "path_as_given": path_as_given,
+                    "nbytes": nbytes,
+                    "load_seconds": float(load_seconds),
+                    "created": now,
+                    "last_used": now,
+                }
+            )
 
         def guarded(db: Any) -> bool:
             try:
-                return store(db)
+                return self._write_evicting(db, key, write)
             except _Abandon as exc:
                 log.info("trace cache: not storing %s: %s", path, exc)
                 return False
@@ -454,6 +444,21 @@ class TraceCache:
             result: tuple[str, bytes] | None = self._run("read", fetch, None)
         return result
 
+    def _write_evicting(self, db: Any, key: str, write: Callable[[Any], object]) -> bool:
+        """One write transaction: ``write(db)``, then the eviction that keeps the cache inside its
+        bound (never evicting ``key``); the file is compacted after an eviction."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            write(db)
+            evicted = self._evict(db, keep=key)
+            db.commit()
+        except BaseException:
+            db.rollback()
+            raise
+        if evicted:
+            self._compact(db)
+        return True
+
     def put_extra(self, key: str, kind: str, info: str, data: bytes) -> bool:
         """Store an analysis result (``data``, with ``info`` text) under ``key``, inside the one
         bound and eviction of the cache; False when it alone exceeds the bound or the cache fails."""
@@ -463,17 +468,9 @@ class TraceCache:
         now = time.time()
 
         def store(db: Any) -> bool:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.conn.execute("insert or replace into extras values (?, ?, ?, ?, ?, ?, ?)", [key, kind, info, data, nbytes, now, now])
-                evicted = self._evict(db, keep=key)
-                db.commit()
-            except BaseException:
-                db.rollback()
-                raise
-            if evicted:
-                self._compact(db)
-            return True
+            return self._write_evicting(
+                db, key, lambda db: db.conn.execute("insert or replace into extras values (?, ?, ?, ?, ?, ?, ?)",
+                                                    [key, kind, info, data, nbytes, now, now]))
 
         with self._lock:
             ok: bool = self._run("write", store, False)
