@@ -522,25 +522,9 @@ def _harden(con: sqlite3.Connection) -> None:
     trigger and every function kviewer's queries do not call. Extension loading stays off, the
     connection is query-only, and strings and blobs are capped at :data:`MAX_SQL_VALUE`.
     """
-    setconfig = getattr(con, "setconfig", None)
-    if setconfig is not None:  # Python 3.12+
-        for name, on in (("SQLITE_DBCONFIG_DEFENSIVE", True), ("SQLITE_DBCONFIG_TRUSTED_SCHEMA", False),
-                         ("SQLITE_DBCONFIG_ENABLE_TRIGGER", False), ("SQLITE_DBCONFIG_ENABLE_VIEW", False)):  # fmt: skip
-            op = getattr(sqlite3, name, None)
-            if op is not None:
-                try:
-                    setconfig(op, on)
-                except sqlite3.Error:
-                    pass
-    if hasattr(con, "enable_load_extension"):
-        con.enable_load_extension(False)
-    con.execute("PRAGMA trusted_schema=OFF")
-    con.execute("PRAGMA query_only=ON")
-    con.execute("PRAGMA cell_size_check=ON")
-    con.execute("PRAGMA mmap_size=0")
-    if hasattr(con, "setlimit"):  # Python 3.11+
-        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_SQL_VALUE)
-        con.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+    from kviewer.io.sqlite_safety import defensive_settings
+
+    defensive_settings(con, views=False, max_value=MAX_SQL_VALUE)
     con.set_authorizer(_authorize)
 
 

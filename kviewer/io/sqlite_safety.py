@@ -96,25 +96,40 @@ class Refusals:
         return verdict
 
 
+def defensive_settings(con: sqlite3.Connection, views: bool, max_value: int) -> None:
+    """SQLite's defensive settings on a connection to an untrusted file, for every policy.
+
+    Python 3.12+ (``setconfig``): DEFENSIVE on, TRUSTED_SCHEMA and triggers off, views as
+    ``views`` says. Everywhere: no extension loading, ``trusted_schema`` off, query-only, page
+    checks, no memory mapping, strings and blobs capped at ``max_value``, no attached databases.
+    The caller installs its authorizer."""
+    setconfig = getattr(con, "setconfig", None)
+    if setconfig is not None:  # Python 3.12+
+        for name, on in (("SQLITE_DBCONFIG_DEFENSIVE", True), ("SQLITE_DBCONFIG_TRUSTED_SCHEMA", False),
+                         ("SQLITE_DBCONFIG_ENABLE_TRIGGER", False), ("SQLITE_DBCONFIG_ENABLE_VIEW", views)):  # fmt: skip
+            op = getattr(sqlite3, name, None)
+            if op is not None:
+                try:
+                    setconfig(op, on)
+                except sqlite3.Error:
+                    pass
+    if hasattr(con, "enable_load_extension"):
+        con.enable_load_extension(False)
+    con.execute("PRAGMA trusted_schema=OFF")
+    con.execute("PRAGMA query_only=ON")
+    con.execute("PRAGMA cell_size_check=ON")
+    con.execute("PRAGMA mmap_size=0")
+    if hasattr(con, "setlimit"):  # Python 3.11+
+        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value)
+        con.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+
+
 def harden_query_connection(conn: sqlite3.Connection) -> Refusals:
     """The ``query`` policy on ``conn`` (idempotent): no extensions, capped values, no attached
     databases, untrusted schema, query-only, and :func:`query_authorizer` (returned, recording
     what it refuses)."""
     conn.set_authorizer(None)
-    setconfig = getattr(conn, "setconfig", None)
-    view = getattr(sqlite3, "SQLITE_DBCONFIG_ENABLE_VIEW", None)
-    if setconfig is not None and view is not None:  # Python 3.12+: views on (the authorizer limits them)
-        try:
-            setconfig(view, True)
-        except sqlite3.Error:
-            pass
-    if hasattr(conn, "enable_load_extension"):
-        conn.enable_load_extension(False)
-    conn.execute("PRAGMA trusted_schema = OFF")
-    conn.execute("PRAGMA query_only = ON")
-    if hasattr(conn, "setlimit"):  # Python 3.11+
-        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_QUERY_VALUE)
-        conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+    defensive_settings(conn, views=True, max_value=MAX_QUERY_VALUE)  # views on: the authorizer limits them
     refusals = Refusals()
     conn.set_authorizer(refusals)
     return refusals
