@@ -241,8 +241,9 @@ def compare(
     """Compare report ``b`` against report ``a`` (deltas are B - A)."""
     opts = options or MatchOptions()
     noise = noise or NoiseModel()
-    ops_a, shapes_a = matching.kernel_op_info(a)
-    ops_b, shapes_b = matching.kernel_op_info(b)
+    rows_a, rows_b = _kinds.kernel_op_rows(a), _kinds.kernel_op_rows(b)  # the kernel -> op join, once a side
+    ops_a, shapes_a = _kinds.kernel_op_info(a, rows_a)
+    ops_b, shapes_b = _kinds.kernel_op_info(b, rows_b)
     use_ops = opts.use_ops
     if use_ops is None:
         # ops from one side only would keep every group apart: match on names alone then
@@ -250,8 +251,8 @@ def compare(
     key_ops_a = ops_a if use_ops else np.full(len(ops_a), "", dtype=object)
     key_ops_b = ops_b if use_ops else np.full(len(ops_b), "", dtype=object)
     # precision from the op's dtypes when ops take part, else from the name, the same rule on both sides
-    prec_a = _kinds.kernel_precisions(a, use_ops=bool(use_ops))
-    prec_b = _kinds.kernel_precisions(b, use_ops=bool(use_ops))
+    prec_a = _kinds.kernel_precisions(a, use_ops=bool(use_ops), ops=rows_a)
+    prec_b = _kinds.kernel_precisions(b, use_ops=bool(use_ops), ops=rows_b)
     ga, group_of_a = matching.kernel_groups(a, key_ops_a, opts, shapes_a, prec_a, shapes_a if use_ops else None)
     gb, group_of_b = matching.kernel_groups(b, key_ops_b, opts, shapes_b, prec_b, shapes_b if use_ops else None)
     m = matching.match_groups(ga, gb, matching.ladder(use_ops, opts.use_launch))

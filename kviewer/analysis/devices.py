@@ -470,6 +470,3 @@ def devices_for_trace(
                 )
     return result
 
-
-#: the name :func:`normalise_device_name` had before; kept for branches written against it
-normalise_name = normalise_device_name

@@ -419,7 +419,7 @@ def kernel_precisions(trace: Trace, use_ops: bool = True, ops: np.ndarray | None
     names = k["name"].astype(str).to_numpy()
     by_name: dict[str, str] = {}
     if use_ops:
-        ops = kernel_ops(trace) if ops is None else ops
+        ops = kernel_op_rows(trace) if ops is None else ops
         has = ops >= 0
         if has.any():
             c = trace.cpu_slices
@@ -493,11 +493,6 @@ def classify(trace: Trace, ops: np.ndarray | None = None) -> pd.DataFrame:
          "op_kind": okind, "name_kind": nkind},
         columns=CLASSIFY_COLUMNS,
     )
-
-
-#: the name :func:`kernel_op_rows` had before (it returns row positions); kept for branches
-#: written against it, to be removed
-kernel_ops = kernel_op_rows
 
 
 @lru_cache(maxsize=65536)

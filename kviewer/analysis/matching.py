@@ -300,11 +300,6 @@ def kernel_op_names(trace: Trace) -> np.ndarray:
 #: launching op name and its input shapes per kernel (:func:`kviewer.analysis.kinds.kernel_op_info`)
 kernel_op_info = _kinds.kernel_op_info
 
-#: the names these had before (``kernel_ops`` and ``normalise_name`` now say what they return);
-#: kept for branches written against them, to be removed
-kernel_ops = kernel_op_names
-normalise_name = normalise_kernel_name
-
 
 @dataclass(frozen=True)
 class MatchOptions:
@@ -465,7 +460,7 @@ def _stats_file_groups(trace: Trace, opts: MatchOptions) -> pd.DataFrame:
     std = ks["std_ns"].to_numpy(dtype=np.float64)
     return pd.DataFrame(
         {
-            "norm": np.array([normalise_name(s, opts.strip_templates) for s in names], dtype=object),
+            "norm": np.array([normalise_kernel_name(s, opts.strip_templates) for s in names], dtype=object),
             "op": np.full(len(ks), "", dtype=object),
             "launch": np.full(len(ks), "", dtype=object),
             "variant": np.array([variant_name(s) for s in names], dtype=object),

@@ -717,7 +717,7 @@ def model_kernels(trace: Trace, classes: pd.DataFrame | None = None) -> pd.DataF
             words = set(_kinds.name_words(str(knames[r])))
             grads.setdefault(int(i), set()).add("dgrad" if "dgrad" in words else "wgrad" if "wgrad" in words else "")
     # (each gradient may run as several kernels, a split-K wgrad: those share its FLOPs by time)
-    per_grad = {i for i, g in grads.items() if "" not in g and len(g) >= 1}
+    per_grad = {i for i, g in grads.items() if "" not in g}
     grad_of = {int(r): ("dgrad" if "dgrad" in _kinds.name_words(str(knames[r])) else "wgrad") for r, i in zip(rows, ids)
                if int(i) in per_grad and not helper[r]}
     grad_ns: dict[tuple[int, str], float] = {}
@@ -747,7 +747,7 @@ def model_kernels(trace: Trace, classes: pd.DataFrame | None = None) -> pd.DataF
         if n_main > 1 and int(i) in per_grad:
             # a convolution backward's dgrad and wgrad kernels each compute one gradient, and
             # each gradient costs the forward's FLOPs: each gets exactly its own, not a time share
-            kinds_here = {g for (op, g) in grad_ns if op == int(i)}
+            kinds_here = grads[int(i)]  # the gradients its main kernels compute
             same_ns = grad_ns.get((int(i), grad_of[int(r)]), 0.0)
             share = (1.0 / len(kinds_here)) * (max(kdur[r], 0.0) / same_ns if same_ns > 0 else 1.0)
             note = _join(note, f"{nm} launched {members} kernels: its {grad_of[int(r)]} kernel(s) compute one of its "

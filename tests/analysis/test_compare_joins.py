@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from kviewer.analysis.compare import CHANGED, ONLY_A, ONLY_B, UNCHANGED, compare
-from kviewer.analysis.kinds import kernel_ops, op_dtypes_precision, precision_from_name
+from kviewer.analysis.kinds import kernel_op_rows, op_dtypes_precision, precision_from_name
 from kviewer.core import Trace, TraceMeta, make_table
 from kviewer.io import load
 
@@ -70,7 +70,7 @@ def test_precision_from_names_and_scalars() -> None:
 def _float_dtypes(trace: Trace, rows: np.ndarray) -> set[tuple[str, ...]]:
     """The dtypes of the tensor inputs (dims non-empty) of the ops launching these kernels, read
     from the raw ``input_types``/``input_dims`` text (not through the precision rule)."""
-    ops = kernel_ops(trace)[rows]
+    ops = kernel_op_rows(trace)[rows]
     c = trace.cpu_slices
     out = set()
     for o in ops:
