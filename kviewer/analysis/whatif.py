@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kviewer.analysis.critpath import CritPathResult, StepPath, StepWindow, check_graph, step_bounds, step_windows, summarise, walk
+from kviewer.analysis.critpath import (
+    CritPathResult, StepPath, StepWindow, check_graph, step_bounds, step_windows, summarise, walk, walk_lists,
+)
 from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, replay
 from kviewer.analysis.kinds import KINDS
 from kviewer.core import Trace
@@ -170,7 +172,8 @@ class WhatIfModel:
 
     def paths(self, projection: Projection) -> list[StepPath]:
         """The critical path of every step of a projection (the projected timeline's breakdown)."""
-        return [summarise(w.name, lo, hi, walk(self.graph, projection.replayed, w, (lo, hi), projection.launch), self.graph)
+        lists = walk_lists(self.graph, projection.replayed, projection.launch)
+        return [summarise(w.name, lo, hi, walk(self.graph, projection.replayed, w, (lo, hi), lists=lists), self.graph)
                 for w, (lo, hi) in zip(self.windows, projection.bounds)]
 
     # -------------------------------------------------------------------------------------
