@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from kviewer.analysis.compare import CompareResult
+    from kviewer.analysis.fusion import FusionResult
     from kviewer.analysis.sol import SolResult
     from kviewer.core import Trace
     from kviewer.session.analyses import SolInfo
@@ -235,8 +236,13 @@ def build_report(traces: Sequence[Trace], device: str | None = None, top: int = 
         who = f" of {tags[i]} ({labels[i]})" if two else ""
         report.sections.append(_top_kernels(t, top, who))
         report.sections.append(_sol_section(sols[i], top, who, f"roofline_{tags[i].lower() or 'trace'}", i, pictures))
-        report.sections.append(_fusion_section(t, sols[i].result, top, who))
-        report.sections.append(_whatif_section(t, sols[i].result, who, device))
+        fus = None
+        if sols[i].result is not None:
+            from kviewer.analysis.fusion import fusion
+
+            fus = fusion(t, sol=sols[i].result)
+        report.sections.append(_fusion_section(fus, top, who))
+        report.sections.append(_whatif_section(t, sols[i].result, fus, who, device))
 
     if two:
         from kviewer.analysis.compare import compare
@@ -424,14 +430,12 @@ def _sol_groups(sol: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["dur", "short_name"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
-def _fusion_section(t: Trace, sol: SolResult | None, top: int, who: str) -> Section:
-    from kviewer.analysis.fusion import fusion
-
+def _fusion_section(result: FusionResult | None, top: int, who: str) -> Section:
+    """The fusion candidates (None: no speed of light to find them with)."""
     sec = Section(f"Fusion candidates{who}")
-    if sol is None:
+    if result is None:
         sec.blocks.append(Paragraph("No fusion analysis without speed of light (see above)."))
         return sec
-    result = fusion(t, sol=sol)
     df = result.candidates
     if not len(df):
         sec.blocks.append(Paragraph("No fusion candidates: no chains of memory-bound kernels or GEMMs with separate epilogues."))
@@ -464,7 +468,7 @@ def _fusion_section(t: Trace, sol: SolResult | None, top: int, who: str) -> Sect
     return sec
 
 
-def _whatif_section(t: Trace, sol: SolResult | None, who: str, device: str | None) -> Section:
+def _whatif_section(t: Trace, sol: SolResult | None, fus: FusionResult | None, who: str, device: str | None) -> Section:
     """"What would help most": each single what-if change and all of them together, projected
     by replaying the trace's dependency graph (:mod:`kviewer.analysis.whatif`)."""
     from kviewer.analysis.whatif import top_projections, whatif_model
@@ -472,12 +476,10 @@ def _whatif_section(t: Trace, sol: SolResult | None, who: str, device: str | Non
 
     sec = Section(f"What would help most{who}")
     try:
-        model = whatif_model(t, device=device)
+        model = whatif_model(t, device=device, sol=sol, fusion=fus.candidates if fus is not None else None)
     except AnalysisError as exc:
         sec.blocks.append(Paragraph(f"No projection: {exc}"))
         return sec
-    if sol is not None:
-        model._sol = sol.table
     projections = top_projections(model)
     base = projections[0].median_measured_ns if projections else math.nan
     sec.blocks.append(Paragraph(

@@ -99,17 +99,22 @@ def kernel_flops(trace: Trace, sol: SolResult) -> KernelFlops:
     kind = t["kind"].astype(str).to_numpy()
     counted = [c for c in ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor") if c in k]
     if n and counted and k[counted].notna().to_numpy().any():
-        # counters on some kernels: the op model of those kernels is needed beside them
-        m = model_kernels(trace)
+        # counters on some kernels: the op model of those kernels is needed beside them (the
+        # one the SOL table was made from when the result kept it)
+        m = sol.model if sol.model is not None else model_kernels(trace)
         helper = m["helper"].to_numpy(bool)
         mflops = m["model_flops"].to_numpy(np.float64)
         op_id = m["op_id"].to_numpy(np.int64)
     else:
         # no counters: the SOL table's FLOPs are the op model's, kernel for kernel (the model is
-        # not run a second time; the op join alone gives the helpers)
-        cls = classify(trace)
-        helper = cls["helper"].to_numpy(bool)
-        op_id = cls["op_row"].to_numpy(np.int64)
+        # not run a second time; its op join, or the classification alone, gives the helpers)
+        if sol.model is not None:
+            helper = sol.model["helper"].to_numpy(bool)
+            op_id = sol.model["op_id"].to_numpy(np.int64)
+        else:
+            cls = classify(trace)
+            helper = cls["helper"].to_numpy(bool)
+            op_id = cls["op_row"].to_numpy(np.int64)
         mflops = np.where(src == "modelled", hw, np.nan)
     # the share of an attention backward's FLOPs that recomputes the forward (once per op)
     recompute = np.zeros(n)

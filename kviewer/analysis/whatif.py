@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -37,6 +38,9 @@ from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_gra
 from kviewer.analysis.kinds import KINDS
 from kviewer.core import Trace
 from kviewer.errors import AnalysisError
+
+if TYPE_CHECKING:
+    from kviewer.analysis.sol import SolResult
 
 #: the cost of one CUDA graph launch when the trace has none to measure (a cudaGraphLaunch of a
 #: few hundred kernels takes 5-20 us on the host; an assumption, stated in the change's text)
@@ -393,22 +397,28 @@ class WhatIfModel:
 
 
 def whatif_model(trace: Trace, step: str | None = None, device: str | None = None, graph: DepGraph | None = None,
-                 paths: CritPathResult | None = None) -> WhatIfModel:
+                 paths: CritPathResult | None = None, sol: SolResult | pd.DataFrame | None = None,
+                 fusion: pd.DataFrame | None = None) -> WhatIfModel:
     """The graph, steps and measured replay of ``trace``, ready to project change sets.
+
+    ``sol`` (a :class:`~kviewer.analysis.sol.SolResult` or its table) and ``fusion`` (the
+    fusion candidates) when the caller already has them for ``device``: else they are computed
+    when a change needs them.
 
     Raises
     ------
     AnalysisError
         when the trace has no kernels or no launches linked to them (see :func:`check_graph`).
     """
+    table = sol if sol is None or isinstance(sol, pd.DataFrame) else sol.table
     if paths is not None and paths.measured is not None:  # the critical paths' graph, steps and replay
         graph, windows, measured = paths.graph, paths.windows, paths.measured
-        return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device)
+        return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device, table, fusion)
     graph = graph if graph is not None else build_graph(trace)
     check_graph(trace, graph)
     windows, _ = step_windows(trace, graph, step)
     measured = replay(graph)
-    return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device)
+    return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device, table, fusion)
 
 
 def project(trace: Trace, changes: Changes, step: str | None = None, device: str | None = None) -> Projection:

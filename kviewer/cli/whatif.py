@@ -57,16 +57,23 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     from kviewer.cli.common import EXIT_OK, format_ns, load_for, wants_raw_csv, write_frame
     from kviewer.errors import AnalysisError
 
+    from kviewer.analysis.sol import SolResult, sol_result
+
     try:
         changes = changes_from_args(args)
         trace = load_for(args, args.file)
-        proj = whatif_model(trace, step=args.step, device=args.device).project(changes)
+        sol: SolResult | None = None
+        try:  # once, for --sol / --fuse and the MFU
+            sol = sol_result(trace, args.device) if len(trace.kernels) else None
+        except AnalysisError:  # a change that needs it says why; the MFU is unknown
+            sol = None
+        proj = whatif_model(trace, step=args.step, device=args.device, sol=sol).project(changes)
     except AnalysisError as exc:
         raise UserError(str(exc)) from exc
     from kviewer.analysis.mfu import mfu_or_unknown, projected_mfu
 
     # MFU beside the projected step time: the step's model FLOPs at the projected time (#31)
-    pm = projected_mfu(mfu_or_unknown(trace, args.device), proj)
+    pm = projected_mfu(mfu_or_unknown(trace, args.device, sol), proj)
     def known(values: Any) -> list[float | None]:
         return [None if v != v else float(v) for v in values.to_numpy(dtype=float)]
 
