@@ -28,7 +28,6 @@ from :class:`AttachResult`.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from dataclasses import dataclass, field
 
@@ -36,7 +35,9 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import Trace
-from kviewer.analysis.merge import MEASURED, MatchReport, copy_values, kernel_keys, known, launch_order, match_kernels, merge_ncu
+from kviewer.analysis.merge import (
+    MEASURED, MatchReport, aligned_pairs, copy_values, kernel_keys, known, launch_order, match_kernels, merge_ncu,
+)
 
 #: measured and modelled differing by more than this share is reported (the model gets caught)
 GAP_LIMIT = 0.25
@@ -359,8 +360,8 @@ def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT) -> tuple[Trace,
     another step*.
 
     Each step's launch sequence (launch order) is aligned with the sequence of every step that has
-    measured launches (``difflib.SequenceMatcher`` on the identity of :func:`_identity`: full name,
-    grid, block, launching op and shapes); a launch aligned with a measured one inherits its
+    measured launches (:func:`kviewer.analysis.merge.aligned_pairs` on the identity of
+    :func:`_identity`: full name, grid, block, launching op and shapes); a launch aligned with a measured one inherits its
     counters (``counters = "inherited"``, ``counters_from`` its id). Two GEMMs that share a kernel
     and a grid but sit at different places in the step therefore never exchange counters, also in
     an Nsight Systems export without shapes. An inheritance whose modelled FLOPs or bytes
@@ -406,21 +407,19 @@ def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT) -> tuple[Trace,
             if s == d:
                 continue
             sseq = seqs[s]
-            sm = difflib.SequenceMatcher(None, code[sseq].tolist(), code[dseq].tolist(), autojunk=False)
-            for a, b, size in sm.get_matching_blocks():
-                for t in range(size):
-                    i, j = int(sseq[a + t]), int(dseq[b + t])
-                    if not measured[i] or taken[j] or status[j]:
-                        continue
-                    what = "FLOPs" if _differs(mf[j], mf[i], limit) else "bytes" if _differs(mb[j], mb[i], limit) else ""
-                    if what:
-                        vals = (mf[j], mf[i]) if what == "FLOPs" else (mb[j], mb[i])
-                        out.refused.append(Refused(j, i, str(names[j]), what, float(vals[0]), float(vals[1])))
-                        continue
-                    taken[j] = True
-                    dst.append(j)
-                    src.append(i)
-                    counts[(d, s)] = counts.get((d, s), 0) + 1
+            for a, b in aligned_pairs(code[sseq], code[dseq]):
+                i, j = int(sseq[a]), int(dseq[b])
+                if not measured[i] or taken[j] or status[j]:
+                    continue
+                what = "FLOPs" if _differs(mf[j], mf[i], limit) else "bytes" if _differs(mb[j], mb[i], limit) else ""
+                if what:
+                    vals = (mf[j], mf[i]) if what == "FLOPs" else (mb[j], mb[i])
+                    out.refused.append(Refused(j, i, str(names[j]), what, float(vals[0]), float(vals[1])))
+                    continue
+                taken[j] = True
+                dst.append(j)
+                src.append(i)
+                counts[(d, s)] = counts.get((d, s), 0) + 1
     name_of = {**dict(enumerate(step_names)), OUTSIDE: "outside the steps"}
     out.by_step = [Inheritance(name_of[d], name_of[s], n) for (d, s), n in sorted(counts.items())]
     out.launches = len(dst)

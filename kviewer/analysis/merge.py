@@ -193,6 +193,16 @@ def _walk(
     return pairs, skipped
 
 
+def aligned_pairs(a_codes: Sequence[int] | np.ndarray, b_codes: Sequence[int] | np.ndarray) -> list[tuple[int, int]]:
+    """[(index in a, index in b)] of the elements the two code sequences share when aligned
+    (``difflib.SequenceMatcher``: longest common blocks first, no junk heuristic), in block order.
+    The codes are ints (keys encoded once: hashing ints is what makes long sequences fast)."""
+    a = a_codes.tolist() if isinstance(a_codes, np.ndarray) else list(a_codes)
+    b = b_codes.tolist() if isinstance(b_codes, np.ndarray) else list(b_codes)
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return [(i + t, j + t) for i, j, size in sm.get_matching_blocks() for t in range(size)]
+
+
 #: how far past the report's length the aligned timeline segment reaches (gaps in the window)
 ALIGN_SLACK = 64
 
@@ -211,8 +221,7 @@ def align_window(tkeys: Sequence[tuple], nkeys: Sequence[tuple], start: int) -> 
     codes: dict[tuple, int] = {}
     a = [codes.setdefault(k, len(codes)) for k in nkeys]
     b = [codes.setdefault(k, len(codes)) for k in seg]
-    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    return [(i + t, lo + j + t) for i, j, size in sm.get_matching_blocks() for t in range(size)]
+    return [(i, lo + j) for i, j in aligned_pairs(a, b)]
 
 
 def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> MatchReport:
@@ -429,4 +438,4 @@ def describe(report: MatchReport) -> list[str]:
     return lines
 
 
-__all__ = ["MEASURED", "MatchReport", "copy_values", "known", "base_name", "describe", "align_window", "kernel_keys", "launch_order", "match_kernels", "merge_ncu"]
+__all__ = ["MEASURED", "MatchReport", "copy_values", "known", "base_name", "describe", "align_window", "aligned_pairs", "kernel_keys", "launch_order", "match_kernels", "merge_ncu"]
