@@ -203,7 +203,7 @@ def attach_counters(
 
     tids = match.pairs["timeline_id"].to_numpy(np.int64)
     steps_hit = sorted({int(step_of[t]) for t in tids if step_of[t] >= 0})
-    trace, inherited = inherit_counters(with_model(merged))
+    trace, inherited = inherit_counters(with_model(merged), steps=(step_of, step_names))
     outside, skipped = _timeline_unmatched(timeline, match)
     result = AttachResult(
         trace=trace,
@@ -355,7 +355,8 @@ def _differs(a: float, b: float, limit: float) -> bool:
     return abs(a - b) / abs(b) > limit
 
 
-def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT) -> tuple[Trace, Inherited]:
+def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT,
+                     steps: tuple[np.ndarray, list[str]] | None = None) -> tuple[Trace, Inherited]:
     """Copy measured counters to unprofiled launches of the *same kernel at the same place in
     another step*.
 
@@ -367,6 +368,8 @@ def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT) -> tuple[Trace,
     an Nsight Systems export without shapes. An inheritance whose modelled FLOPs or bytes
     (``model_flops``/``model_bytes``, filled by :func:`with_model` first) differ from the source's
     by more than ``limit`` is refused and listed. A timeline without steps inherits nothing.
+    ``steps``: the trace's step of each kernel and step names (:func:`_steps_of`) when the caller
+    has them (the timeline the counters were merged onto has the same kernels and steps).
     """
     k = trace.kernels
     status = k["counters"].astype(str).to_numpy()
@@ -374,7 +377,7 @@ def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT) -> tuple[Trace,
     out = Inherited()
     if not measured.any() or measured.all():
         return trace, out
-    step_of, step_names = _steps_of(trace)
+    step_of, step_names = _steps_of(trace) if steps is None else steps
     if not step_names:
         out.has_steps = False
         return trace, out
