@@ -431,7 +431,7 @@ def _row_var(groups: pd.DataFrame, side: str) -> np.ndarray:
 
 def _kernel_total(t: Trace) -> int:
     """All kernel time of a trace (a summary-only file: the total of its summary rows)."""
-    if t.meta.summary_only and not len(t.kernels):
+    if t.stats_only:
         return int(t.kernel_stats["total_ns"].to_numpy(dtype=np.int64).sum())
     return int(t.kernels["dur"].to_numpy(dtype=np.int64).sum())
 
@@ -765,14 +765,11 @@ def _busy(t: Trace) -> int:
 
 
 def _totals(a: Trace, b: Trace, total_a: int, total_b: int, matched_a: int, matched_b: int, steps_a: pd.DataFrame, steps_b: pd.DataFrame) -> pd.DataFrame:
-    def summary_only(t: Trace) -> bool:
-        return t.meta.summary_only and not len(t.kernels)
-
     def count(t: Trace) -> float:
-        return float(t.kernel_stats["count"].sum()) if summary_only(t) else float(len(t.kernels))
+        return float(t.kernel_stats["count"].sum()) if t.stats_only else float(len(t.kernels))
 
     def timed(t: Trace, f: Callable[[Trace], int]) -> float:
-        return math.nan if summary_only(t) else float(f(t))  # a summary file has no times: unknown
+        return math.nan if t.stats_only else float(f(t))  # a summary file has no times: unknown
 
     rows: list[tuple[str, str, float, float]] = [
         ("kernel time", "ns", total_a, total_b),

@@ -378,7 +378,7 @@ def kernel_groups(
     opts = options or MatchOptions()
     k = trace.kernels
     n = len(k)
-    if n == 0 and trace.meta.summary_only and len(trace.kernel_stats):
+    if trace.stats_only and len(trace.kernel_stats):
         return _stats_file_groups(trace, opts), np.zeros(0, dtype=np.int64)
     if n == 0:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in GROUP_COLUMNS}).astype(
