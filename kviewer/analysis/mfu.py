@@ -49,7 +49,7 @@ from kviewer.analysis.ranks import rank_subtrace, ranks_of
 from kviewer.analysis.sol import SolResult, sol_result
 from kviewer.analysis.steps import busy_ns, find_steps, kernel_steps
 from kviewer.core import Trace
-from kviewer.core.schema import MFU, MFU_JOB
+from kviewer.core.schema import MFU, MFU_JOB, empty
 
 #: the columns of the per-step table (declared in :data:`kviewer.core.schema.MFU`)
 MFU_COLUMNS = MFU.names
@@ -226,7 +226,7 @@ def mfu(trace: Trace, sol: SolResult | None = None, device: str | None = None) -
         kf = kernel_flops(trace, sol)
         cols = _SolColumns.of(sol.table)
         rows = [_step_row(rank, srow, idx, cols, kf, sol) for rank, srow, idx in found]
-    steps = pd.DataFrame(rows, columns=MFU_COLUMNS) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in MFU_COLUMNS})
+    steps = pd.DataFrame(rows, columns=MFU_COLUMNS) if rows else empty(MFU)
     for col in MFU.columns:
         if col.dtype == "float64" and col.name in steps:
             steps[col.name] = steps[col.name].astype(np.float64)
@@ -355,7 +355,7 @@ def job_table(steps: pd.DataFrame) -> pd.DataFrame:
     unknown_ns, peak_flops and sol_ns of :data:`MFU_COLUMNS` (``kviewer fleet`` gathers them from
     each rank's file)."""
     if not len(steps):
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in MFU_JOB_COLUMNS})
+        return empty(MFU_JOB)
     out = []
     for step, g in steps.groupby("step", sort=True):
         step_ns = int(g["step_ns"].astype(np.int64).max())
@@ -460,12 +460,13 @@ def mfu_or_unknown(trace: Trace, device: str | None = None, sol: SolResult | Non
     try:
         return mfu(trace, sol, device)
     except AnalysisError as exc:
-        return MfuResult(_empty(MFU_COLUMNS), _empty(MFU_JOB_COLUMNS), {"error": str(exc)})
+        return unknown_mfu(str(exc))
 
 
-def _empty(cols: list[str]) -> pd.DataFrame:
-    """An empty table of these columns."""
-    return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+def unknown_mfu(why: str) -> MfuResult:
+    """No MFU: the empty tables (:data:`kviewer.core.schema.MFU`, ``MFU_JOB``) and
+    ``totals["error"]`` saying why."""
+    return MfuResult(empty(MFU), empty(MFU_JOB), {"error": why})
 
 
 #: the columns ``summary --steps`` adds to its per-step table
