@@ -85,7 +85,7 @@ def step_bounds(graph: DepGraph, rep: Replay, windows: list[StepWindow]) -> list
     prev: int | None = None
     for win in windows:
         lo, hi = win.window(graph, rep)
-        if prev is not None and win.thread >= -1:
+        if prev is not None:
             lo = min(prev, hi)
         out.append((lo, hi))
         prev = hi
@@ -272,7 +272,7 @@ def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
         if ge[last] >= hi:
             state, node = "g", last
     if state == "none" and win.thread >= 0:
-        j = _host_at(graph, rep, win.thread, hi)
+        j = graph.host_node_at(win.thread, hi, rep.h_start)
         if j >= 0:
             if he[j] <= hi:
                 add(he[j], hi, C_CPU, LANE_GAP, j)
@@ -328,13 +328,6 @@ def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
         add(lo, t, C_IDLE, LANE_NONE, -1)
     return {"start": np.asarray(seg_s, np.int64), "end": np.asarray(seg_e, np.int64), "cls": np.asarray(seg_c, np.int8),
             "lane": np.asarray(seg_l, np.int8), "node": np.asarray(seg_n, np.int64)}
-
-
-def _host_at(graph: DepGraph, rep: Replay, thread: int, t: int) -> int:
-    lo = int(np.searchsorted(graph.h_thread, thread, "left"))
-    hi = int(np.searchsorted(graph.h_thread, thread, "right"))
-    i = lo + int(np.searchsorted(rep.h_start[lo:hi], t, "right")) - 1
-    return i if lo <= i < hi else -1
 
 
 def _name_segments(graph: DepGraph, lane: np.ndarray, node: np.ndarray, cls: np.ndarray, op_names: np.ndarray | None = None) -> np.ndarray:

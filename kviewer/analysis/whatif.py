@@ -34,7 +34,7 @@ import pandas as pd
 from kviewer.analysis.critpath import (
     CritPathResult, StepPath, StepWindow, check_graph, step_bounds, step_windows, summarise, walk, walk_lists,
 )
-from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, replay
+from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, map_host_times, replay
 from kviewer.analysis.kinds import KINDS
 from kviewer.core import Trace
 from kviewer.errors import AnalysisError
@@ -488,8 +488,8 @@ def projected_trace(model: WhatIfModel, projection: Projection) -> Trace:
         for th, (p, d) in enumerate(g.threads):
             rows = np.flatnonzero((pid == p) & (tid == d))
             if len(rows):
-                s[rows] = _map_times(g, rep, th, s[rows])
-                e[rows] = np.maximum(_map_times(g, rep, th, e[rows]), s[rows])
+                s[rows] = map_host_times(g, rep, th, s[rows])
+                e[rows] = np.maximum(map_host_times(g, rep, th, e[rows]), s[rows])
         c["start"], c["end"], c["dur"] = s, e, e - s
     out.cpu_slices = c
     # the tables keep their sort invariant (by start, id = position); flows follow the new ids
@@ -513,20 +513,3 @@ def projected_trace(model: WhatIfModel, projection: Projection) -> Trace:
             f.loc[m, "dst"] = new_id[name][dst[m]]
     out.flows = f
     return out
-
-
-def _map_times(g: DepGraph, rep: Replay, thread: int, t: np.ndarray) -> np.ndarray:
-    """:func:`kviewer.analysis.depgraph.map_host_time` for many times of one thread."""
-    lo = int(np.searchsorted(g.h_thread, thread, "left"))
-    hi = int(np.searchsorted(g.h_thread, thread, "right"))
-    if hi <= lo:
-        return t
-    hs, he = g.h_start[lo:hi], g.h_end[lo:hi]
-    rs, re_ = rep.h_start[lo:hi], rep.h_end[lo:hi]
-    j = np.searchsorted(hs, t, "right") - 1
-    jc = np.clip(j, 0, hi - lo - 1)
-    inside = (j >= 0) & (t < he[jc])
-    next_start = np.append(rs[1:], np.iinfo(np.int64).max // 4)
-    gap_room = np.maximum(next_start - re_, 0)
-    after = np.where(inside, np.minimum(rs[jc] + (t - hs[jc]), re_[jc]), re_[jc] + np.minimum(t - he[jc], gap_room[jc]))
-    return np.where(j >= 0, after, t).astype(np.int64)
