@@ -30,16 +30,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kviewer.core.text import display_text
-from kviewer.session.format import (
-    UNKNOWN,
-    format_count,
-    format_count_int,
-    format_duration,
-    format_percent,
-    format_signed_duration,
-    format_signed_pct,
-    number,
-)
+# the one formatting module's formatters, under this module's short names (an unknown value is
+# "—" in a report, as in the window)
+from kviewer.session.format import UNKNOWN, format_percent, format_signed_pct, number
+from kviewer.session.format import format_count as fmt_count
+from kviewer.session.format import format_count_int as fmt_int
+from kviewer.session.format import format_duration as fmt_ns
+from kviewer.session.format import format_signed_duration as fmt_signed_ns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -132,14 +129,6 @@ class Report:
 
 # ---------------------------------------------------------------------------------------------
 # formatting
-
-
-# the one formatting module's formatters under the names this module and fleet/write use; an
-# unknown value is "—" in a report, as in the window (session/format.py)
-fmt_ns = format_duration
-fmt_signed_ns = format_signed_duration
-fmt_count = format_count
-fmt_int = format_count_int
 
 
 def fmt_pct(value: object, signed: bool = False) -> str:
@@ -365,7 +354,7 @@ def _sol_section(info: SolInfo, top: int, who: str, key: str, index: int, pictur
     rows = [
         [
             str(r.short_name), str(r.kind), fmt_int(r.count), fmt_ns(r.dur), fmt_ns(r.t_sol),
-            f"exceeds peak ({format_count_int(r.exceeds)})" if r.exceeds else fmt_pct(r.sol_pct), str(r.bound),
+            f"exceeds peak ({fmt_int(r.exceeds)})" if r.exceeds else fmt_pct(r.sol_pct), str(r.bound),
             fmt_count(r.flops), fmt_count(r.nbytes), str(r.source),
         ]
         for r in g.itertuples(index=False)
