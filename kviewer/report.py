@@ -30,21 +30,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kviewer.core.text import display_text
-from kviewer.session.format import (
-    UNKNOWN,
-    format_count,
-    format_count_int,
-    format_duration,
-    format_percent,
-    format_signed_duration,
-    format_signed_pct,
-    number,
-)
+# the one formatting module's formatters, under this module's short names (an unknown value is
+# "—" in a report, as in the window)
+from kviewer.session.format import UNKNOWN, format_percent, format_signed_pct, number
+from kviewer.session.format import format_count as fmt_count
+from kviewer.session.format import format_count_int as fmt_int
+from kviewer.session.format import format_duration as fmt_ns
+from kviewer.session.format import format_signed_duration as fmt_signed_ns
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from kviewer.analysis.compare import CompareResult
+    from kviewer.analysis.fusion import FusionResult
     from kviewer.analysis.sol import SolResult
     from kviewer.core import Trace
     from kviewer.session.analyses import SolInfo
@@ -131,14 +129,6 @@ class Report:
 
 # ---------------------------------------------------------------------------------------------
 # formatting
-
-
-# the one formatting module's formatters under the names this module and fleet/write use; an
-# unknown value is "—" in a report, as in the window (session/format.py)
-fmt_ns = format_duration
-fmt_signed_ns = format_signed_duration
-fmt_count = format_count
-fmt_int = format_count_int
 
 
 def fmt_pct(value: object, signed: bool = False) -> str:
@@ -235,8 +225,13 @@ def build_report(traces: Sequence[Trace], device: str | None = None, top: int = 
         who = f" of {tags[i]} ({labels[i]})" if two else ""
         report.sections.append(_top_kernels(t, top, who))
         report.sections.append(_sol_section(sols[i], top, who, f"roofline_{tags[i].lower() or 'trace'}", i, pictures))
-        report.sections.append(_fusion_section(t, sols[i].result, top, who))
-        report.sections.append(_whatif_section(t, sols[i].result, who, device))
+        fus = None
+        if sols[i].result is not None:
+            from kviewer.analysis.fusion import fusion
+
+            fus = fusion(t, sol=sols[i].result)
+        report.sections.append(_fusion_section(fus, top, who))
+        report.sections.append(_whatif_section(t, sols[i].result, fus, who, device))
 
     if two:
         from kviewer.analysis.compare import compare
@@ -359,7 +354,7 @@ def _sol_section(info: SolInfo, top: int, who: str, key: str, index: int, pictur
     rows = [
         [
             str(r.short_name), str(r.kind), fmt_int(r.count), fmt_ns(r.dur), fmt_ns(r.t_sol),
-            f"exceeds peak ({format_count_int(r.exceeds)})" if r.exceeds else fmt_pct(r.sol_pct), str(r.bound),
+            f"exceeds peak ({fmt_int(r.exceeds)})" if r.exceeds else fmt_pct(r.sol_pct), str(r.bound),
             fmt_count(r.flops), fmt_count(r.nbytes), str(r.source),
         ]
         for r in g.itertuples(index=False)
@@ -424,14 +419,12 @@ def _sol_groups(sol: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["dur", "short_name"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
-def _fusion_section(t: Trace, sol: SolResult | None, top: int, who: str) -> Section:
-    from kviewer.analysis.fusion import fusion
-
+def _fusion_section(result: FusionResult | None, top: int, who: str) -> Section:
+    """The fusion candidates (None: no speed of light to find them with)."""
     sec = Section(f"Fusion candidates{who}")
-    if sol is None:
+    if result is None:
         sec.blocks.append(Paragraph("No fusion analysis without speed of light (see above)."))
         return sec
-    result = fusion(t, sol=sol)
     df = result.candidates
     if not len(df):
         sec.blocks.append(Paragraph("No fusion candidates: no chains of memory-bound kernels or GEMMs with separate epilogues."))
@@ -464,7 +457,7 @@ def _fusion_section(t: Trace, sol: SolResult | None, top: int, who: str) -> Sect
     return sec
 
 
-def _whatif_section(t: Trace, sol: SolResult | None, who: str, device: str | None) -> Section:
+def _whatif_section(t: Trace, sol: SolResult | None, fus: FusionResult | None, who: str, device: str | None) -> Section:
     """"What would help most": each single what-if change and all of them together, projected
     by replaying the trace's dependency graph (:mod:`kviewer.analysis.whatif`)."""
     from kviewer.analysis.whatif import top_projections, whatif_model
@@ -472,12 +465,10 @@ def _whatif_section(t: Trace, sol: SolResult | None, who: str, device: str | Non
 
     sec = Section(f"What would help most{who}")
     try:
-        model = whatif_model(t, device=device)
+        model = whatif_model(t, device=device, sol=sol, fusion=fus.candidates if fus is not None else None)
     except AnalysisError as exc:
         sec.blocks.append(Paragraph(f"No projection: {exc}"))
         return sec
-    if sol is not None:
-        model._sol = sol.table
     projections = top_projections(model)
     base = projections[0].median_measured_ns if projections else math.nan
     sec.blocks.append(Paragraph(

@@ -28,7 +28,6 @@ from :class:`AttachResult`.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from dataclasses import dataclass, field
 
@@ -36,7 +35,9 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import Trace
-from kviewer.analysis.merge import MEASURED, MatchReport, copy_values, kernel_keys, known, launch_order, match_kernels, merge_ncu
+from kviewer.analysis.merge import (
+    MEASURED, MatchReport, aligned_pairs, copy_values, kernel_keys, known, launch_order, match_kernels, merge_ncu,
+)
 
 #: measured and modelled differing by more than this share is reported (the model gets caught)
 GAP_LIMIT = 0.25
@@ -202,7 +203,7 @@ def attach_counters(
 
     tids = match.pairs["timeline_id"].to_numpy(np.int64)
     steps_hit = sorted({int(step_of[t]) for t in tids if step_of[t] >= 0})
-    trace, inherited = inherit_counters(with_model(merged))
+    trace, inherited = inherit_counters(with_model(merged), steps=(step_of, step_names))
     outside, skipped = _timeline_unmatched(timeline, match)
     result = AttachResult(
         trace=trace,
@@ -354,18 +355,21 @@ def _differs(a: float, b: float, limit: float) -> bool:
     return abs(a - b) / abs(b) > limit
 
 
-def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT) -> tuple[Trace, Inherited]:
+def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT,
+                     steps: tuple[np.ndarray, list[str]] | None = None) -> tuple[Trace, Inherited]:
     """Copy measured counters to unprofiled launches of the *same kernel at the same place in
     another step*.
 
     Each step's launch sequence (launch order) is aligned with the sequence of every step that has
-    measured launches (``difflib.SequenceMatcher`` on the identity of :func:`_identity`: full name,
-    grid, block, launching op and shapes); a launch aligned with a measured one inherits its
+    measured launches (:func:`kviewer.analysis.merge.aligned_pairs` on the identity of
+    :func:`_identity`: full name, grid, block, launching op and shapes); a launch aligned with a measured one inherits its
     counters (``counters = "inherited"``, ``counters_from`` its id). Two GEMMs that share a kernel
     and a grid but sit at different places in the step therefore never exchange counters, also in
     an Nsight Systems export without shapes. An inheritance whose modelled FLOPs or bytes
     (``model_flops``/``model_bytes``, filled by :func:`with_model` first) differ from the source's
     by more than ``limit`` is refused and listed. A timeline without steps inherits nothing.
+    ``steps``: the trace's step of each kernel and step names (:func:`_steps_of`) when the caller
+    has them (the timeline the counters were merged onto has the same kernels and steps).
     """
     k = trace.kernels
     status = k["counters"].astype(str).to_numpy()
@@ -373,7 +377,7 @@ def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT) -> tuple[Trace,
     out = Inherited()
     if not measured.any() or measured.all():
         return trace, out
-    step_of, step_names = _steps_of(trace)
+    step_of, step_names = _steps_of(trace) if steps is None else steps
     if not step_names:
         out.has_steps = False
         return trace, out
@@ -406,21 +410,19 @@ def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT) -> tuple[Trace,
             if s == d:
                 continue
             sseq = seqs[s]
-            sm = difflib.SequenceMatcher(None, code[sseq].tolist(), code[dseq].tolist(), autojunk=False)
-            for a, b, size in sm.get_matching_blocks():
-                for t in range(size):
-                    i, j = int(sseq[a + t]), int(dseq[b + t])
-                    if not measured[i] or taken[j] or status[j]:
-                        continue
-                    what = "FLOPs" if _differs(mf[j], mf[i], limit) else "bytes" if _differs(mb[j], mb[i], limit) else ""
-                    if what:
-                        vals = (mf[j], mf[i]) if what == "FLOPs" else (mb[j], mb[i])
-                        out.refused.append(Refused(j, i, str(names[j]), what, float(vals[0]), float(vals[1])))
-                        continue
-                    taken[j] = True
-                    dst.append(j)
-                    src.append(i)
-                    counts[(d, s)] = counts.get((d, s), 0) + 1
+            for a, b in aligned_pairs(code[sseq], code[dseq]):
+                i, j = int(sseq[a]), int(dseq[b])
+                if not measured[i] or taken[j] or status[j]:
+                    continue
+                what = "FLOPs" if _differs(mf[j], mf[i], limit) else "bytes" if _differs(mb[j], mb[i], limit) else ""
+                if what:
+                    vals = (mf[j], mf[i]) if what == "FLOPs" else (mb[j], mb[i])
+                    out.refused.append(Refused(j, i, str(names[j]), what, float(vals[0]), float(vals[1])))
+                    continue
+                taken[j] = True
+                dst.append(j)
+                src.append(i)
+                counts[(d, s)] = counts.get((d, s), 0) + 1
     name_of = {**dict(enumerate(step_names)), OUTSIDE: "outside the steps"}
     out.by_step = [Inheritance(name_of[d], name_of[s], n) for (d, s), n in sorted(counts.items())]
     out.launches = len(dst)

@@ -56,7 +56,6 @@ A and B by position. :attr:`CompareResult.align_offset_ns` is the shift that put
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 from dataclasses import dataclass, field
@@ -68,7 +67,7 @@ import pandas as pd
 from kviewer.analysis import kinds as _kinds
 from kviewer.analysis import matching
 from kviewer.analysis.matching import MatchOptions
-from kviewer.analysis.merge import launch_order
+from kviewer.analysis.merge import aligned_pairs, launch_order
 from kviewer.analysis.steps import busy_ns, find_steps, kernel_steps
 from kviewer.core import Trace
 from kviewer.core.names import short_name
@@ -358,11 +357,9 @@ def _order_links(a: Trace, b: Trace, ga: pd.DataFrame, gb: pd.DataFrame, group_o
         seqs = [(oa, ob)]
     votes: dict[tuple[int, int], int] = {}
     for xa, xb in seqs:
-        sm = difflib.SequenceMatcher(None, ca[xa].tolist(), cb[xb].tolist(), autojunk=False)
-        for i, j, size in sm.get_matching_blocks():
-            for t in range(size):
-                key = (int(group_of_a[xa[i + t]]), int(group_of_b[xb[j + t]]))
-                votes[key] = votes.get(key, 0) + 1
+        for i, j in aligned_pairs(ca[xa], cb[xb]):
+            key = (int(group_of_a[xa[i]]), int(group_of_b[xb[j]]))
+            votes[key] = votes.get(key, 0) + 1
     best_a: dict[int, tuple[int, int]] = {}
     best_b: dict[int, tuple[int, int]] = {}
     for (ia, ib), v in votes.items():
@@ -434,7 +431,7 @@ def _row_var(groups: pd.DataFrame, side: str) -> np.ndarray:
 
 def _kernel_total(t: Trace) -> int:
     """All kernel time of a trace (a summary-only file: the total of its summary rows)."""
-    if t.meta.summary_only and not len(t.kernels):
+    if t.stats_only:
         return int(t.kernel_stats["total_ns"].to_numpy(dtype=np.int64).sum())
     return int(t.kernels["dur"].to_numpy(dtype=np.int64).sum())
 
@@ -768,14 +765,11 @@ def _busy(t: Trace) -> int:
 
 
 def _totals(a: Trace, b: Trace, total_a: int, total_b: int, matched_a: int, matched_b: int, steps_a: pd.DataFrame, steps_b: pd.DataFrame) -> pd.DataFrame:
-    def summary_only(t: Trace) -> bool:
-        return t.meta.summary_only and not len(t.kernels)
-
     def count(t: Trace) -> float:
-        return float(t.kernel_stats["count"].sum()) if summary_only(t) else float(len(t.kernels))
+        return float(t.kernel_stats["count"].sum()) if t.stats_only else float(len(t.kernels))
 
     def timed(t: Trace, f: Callable[[Trace], int]) -> float:
-        return math.nan if summary_only(t) else float(f(t))  # a summary file has no times: unknown
+        return math.nan if t.stats_only else float(f(t))  # a summary file has no times: unknown
 
     rows: list[tuple[str, str, float, float]] = [
         ("kernel time", "ns", total_a, total_b),

@@ -85,7 +85,7 @@ def step_bounds(graph: DepGraph, rep: Replay, windows: list[StepWindow]) -> list
     prev: int | None = None
     for win in windows:
         lo, hi = win.window(graph, rep)
-        if prev is not None and win.thread >= -1:
+        if prev is not None:
             lo = min(prev, hi)
         out.append((lo, hi))
         prev = hi
@@ -227,32 +227,25 @@ def _marker_rows(c: pd.DataFrame, found: pd.DataFrame) -> np.ndarray:
     return rows[np.flatnonzero(first)][np.maximum(idx, 0)]
 
 
-_LISTS: dict[tuple[int, int, int], dict[str, list[int]]] = {}
-
-
-def _lists(graph: DepGraph, rep: Replay, g_launch: np.ndarray | None) -> dict[str, list[int]]:
-    """The arrays a walk reads, as Python lists, made once per (graph, replay) (the last one kept)."""
-    key = (id(graph), id(rep), id(g_launch))
-    got = _LISTS.get(key)
-    if got is None:
-        _LISTS.clear()
-        got = {
-            "launch": (g_launch if g_launch is not None else graph.g_launch).tolist(),
-            "gs": rep.g_start.tolist(), "ge": rep.g_end.tolist(), "gb": rep.g_bind.tolist(),
-            "hs": rep.h_start.tolist(), "he": rep.h_end.tolist(), "hb": rep.h_bind.tolist(),
-            "g_prev": graph.g_prev.tolist(), "g_cross": graph.g_cross.tolist(), "g_cls": graph.g_class.tolist(),
-            "h_prev": graph.h_prev.tolist(), "h_wait": graph.h_wait.tolist(), "h_cls": graph.h_class.tolist(),
-        }
-        _LISTS[key] = got
-    return got
+def walk_lists(graph: DepGraph, rep: Replay, g_launch: np.ndarray | None = None) -> dict[str, list[int]]:
+    """The arrays a walk reads, as Python lists: build them once per (graph, replay, launch
+    edges) and pass them to every :func:`walk` of that replay."""
+    return {
+        "launch": (g_launch if g_launch is not None else graph.g_launch).tolist(),
+        "gs": rep.g_start.tolist(), "ge": rep.g_end.tolist(), "gb": rep.g_bind.tolist(),
+        "hs": rep.h_start.tolist(), "he": rep.h_end.tolist(), "hb": rep.h_bind.tolist(),
+        "g_prev": graph.g_prev.tolist(), "g_cross": graph.g_cross.tolist(), "g_cls": graph.g_class.tolist(),
+        "h_prev": graph.h_prev.tolist(), "h_wait": graph.h_wait.tolist(), "h_cls": graph.h_class.tolist(),
+    }
 
 
 def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
-         g_launch: np.ndarray | None = None) -> dict[str, np.ndarray]:
+         g_launch: np.ndarray | None = None, lists: dict[str, list[int]] | None = None) -> dict[str, np.ndarray]:
     """The critical path of one step in a replay over ``bounds`` (:func:`step_bounds`): its
-    segments (columns start, end, cls, lane, node), latest first."""
+    segments (columns start, end, cls, lane, node), latest first. ``lists``: the replay's
+    :func:`walk_lists` (built here when not given; build them once when walking many steps)."""
     lo, hi = bounds
-    lists = _lists(graph, rep, g_launch)
+    lists = lists if lists is not None else walk_lists(graph, rep, g_launch)
     launch, gs, ge, gb, hs, he, hb = lists["launch"], lists["gs"], lists["ge"], lists["gb"], lists["hs"], lists["he"], lists["hb"]
     g_prev, g_cross, g_cls = lists["g_prev"], lists["g_cross"], lists["g_cls"]
     h_prev, h_wait, h_cls = lists["h_prev"], lists["h_wait"], lists["h_cls"]
@@ -279,7 +272,7 @@ def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
         if ge[last] >= hi:
             state, node = "g", last
     if state == "none" and win.thread >= 0:
-        j = _host_at(graph, rep, win.thread, hi)
+        j = graph.host_node_at(win.thread, hi, rep.h_start)
         if j >= 0:
             if he[j] <= hi:
                 add(he[j], hi, C_CPU, LANE_GAP, j)
@@ -335,13 +328,6 @@ def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
         add(lo, t, C_IDLE, LANE_NONE, -1)
     return {"start": np.asarray(seg_s, np.int64), "end": np.asarray(seg_e, np.int64), "cls": np.asarray(seg_c, np.int8),
             "lane": np.asarray(seg_l, np.int8), "node": np.asarray(seg_n, np.int64)}
-
-
-def _host_at(graph: DepGraph, rep: Replay, thread: int, t: int) -> int:
-    lo = int(np.searchsorted(graph.h_thread, thread, "left"))
-    hi = int(np.searchsorted(graph.h_thread, thread, "right"))
-    i = lo + int(np.searchsorted(rep.h_start[lo:hi], t, "right")) - 1
-    return i if lo <= i < hi else -1
 
 
 def _name_segments(graph: DepGraph, lane: np.ndarray, node: np.ndarray, cls: np.ndarray, op_names: np.ndarray | None = None) -> np.ndarray:
@@ -452,6 +438,7 @@ def critical_paths(trace: Trace, step: str | None = None, graph: DepGraph | None
     rep = replay(graph)
     paths = []
     ops = HostOps(trace, graph, {w.name for w in windows})
+    lists = walk_lists(graph, rep)
     for win, (lo, hi) in zip(windows, step_bounds(graph, rep, windows)):
-        paths.append(summarise(win.name, lo, hi, walk(graph, rep, win, (lo, hi)), graph, ops=ops))
+        paths.append(summarise(win.name, lo, hi, walk(graph, rep, win, (lo, hi), lists=lists), graph, ops=ops))
     return CritPathResult(paths, graph, windows, source, rep)

@@ -126,11 +126,14 @@ class DepGraph:
     def g_dur(self) -> np.ndarray:
         return self.g_end - self.g_start
 
-    def host_node_at(self, thread: int, t: int) -> int:
-        """The last host node of ``thread`` that starts at or before ``t`` (-1 when none)."""
+    def host_node_at(self, thread: int, t: int, starts: np.ndarray | None = None) -> int:
+        """The last host node of ``thread`` that starts at or before ``t`` (-1 when none);
+        ``starts``: the host nodes' start times to read instead of the measured ones (a replay's
+        ``h_start``)."""
         lo = int(np.searchsorted(self.h_thread, thread, "left"))
         hi = int(np.searchsorted(self.h_thread, thread, "right"))
-        i = lo + int(np.searchsorted(self.h_start[lo:hi], t, "right")) - 1
+        starts = self.h_start if starts is None else starts
+        i = lo + int(np.searchsorted(starts[lo:hi], t, "right")) - 1
         return i if lo <= i < hi else -1
 
     def thread_index(self, pid: int, tid: int) -> int:
@@ -485,27 +488,32 @@ def _event_order(graph: DepGraph) -> tuple[list[int], list[int]]:
     return kinds[order].tolist(), idx[order].tolist()
 
 
-def measured_replay(graph: DepGraph) -> Replay:
-    """The measured run as a :class:`Replay` (bindings from the graph's own latencies)."""
-    return replay(graph)
+def map_host_times(graph: DepGraph, rep: Replay, thread: int, t: np.ndarray) -> np.ndarray:
+    """Where host times ``t`` of ``thread`` (step marker edges, host ranges) land in a replay.
+
+    Inside a call: the same offset from its start (clipped to its replayed end); in the gap after
+    a call: the same offset from its end, clipped to the replayed gap before the thread's next
+    call. Times before the thread's first call, and every time of a thread without calls (or
+    ``thread`` -1), keep their value.
+    """
+    t = np.asarray(t, dtype=np.int64)
+    lo = int(np.searchsorted(graph.h_thread, thread, "left"))
+    hi = int(np.searchsorted(graph.h_thread, thread, "right"))
+    if thread < 0 or hi <= lo:
+        return t
+    hs, he = graph.h_start[lo:hi], graph.h_end[lo:hi]
+    rs, re_ = rep.h_start[lo:hi], rep.h_end[lo:hi]
+    j = np.searchsorted(hs, t, "right") - 1
+    jc = np.clip(j, 0, hi - lo - 1)
+    inside = (j >= 0) & (t < he[jc])
+    next_start = np.append(rs[1:], np.iinfo(np.int64).max // 4)
+    gap_room = np.maximum(next_start - re_, 0)
+    after = np.where(inside, np.minimum(rs[jc] + (t - hs[jc]), re_[jc]), re_[jc] + np.minimum(t - he[jc], gap_room[jc]))
+    return np.where(j >= 0, after, t).astype(np.int64)
 
 
 def map_host_time(graph: DepGraph, rep: Replay, thread: int, t: int) -> int:
-    """Where host time ``t`` of ``thread`` (a step marker's edge) lands in a replay.
-
-    Inside a call: the same offset from its start (clipped to its replayed end); in the gap after
-    a call: the same offset from its end, clipped to the replayed gap. A thread without calls
-    before ``t`` keeps its time.
-    """
+    """:func:`map_host_times` of one time."""
     if thread < 0:
         return t
-    j = graph.host_node_at(thread, t)
-    if j < 0:
-        return t
-    if t < graph.h_end[j]:
-        return int(min(rep.h_start[j] + (t - graph.h_start[j]), rep.h_end[j]))
-    off = t - int(graph.h_end[j])
-    nxt = j + 1
-    if nxt < graph.n_host and graph.h_prev[nxt] == j:
-        off = min(off, max(int(rep.h_start[nxt] - rep.h_end[j]), 0))
-    return int(rep.h_end[j]) + off
+    return int(map_host_times(graph, rep, thread, np.asarray([t], dtype=np.int64))[0])

@@ -134,17 +134,26 @@ def dram_peak_gbps(trace: Trace) -> dict[int, float]:
     return out
 
 
-def role_means(trace: Trace, t0: int, t1: int, peaks: dict[int, float] | None = None) -> dict[str, float]:
+def role_series(trace: Trace) -> list[tuple[Series, str]]:
+    """The trace's series that have a role (:data:`ROLES`), with it: made once for many windows."""
+    out = []
+    for x in series(trace):
+        role = x.role
+        if role is not None:
+            out.append((x, role))
+    return out
+
+
+def role_means(trace: Trace, t0: int, t1: int, peaks: dict[int, float] | None = None,
+               roles: list[tuple[Series, str]] | None = None) -> dict[str, float]:
     """Over ``[t0, t1)``, averaged over the GPUs that sampled it: ``sm_active_pct``,
-    ``tensor_active_pct`` and ``dram_bw_gbps`` (read + write % of peak x the peak); NaN when unknown."""
+    ``tensor_active_pct`` and ``dram_bw_gbps`` (read + write % of peak x the peak); NaN when unknown.
+    ``roles``: :func:`role_series` of the trace when the caller averages many windows."""
     peaks = dram_peak_gbps(trace) if peaks is None else peaks
     by_role: dict[str, list[float]] = {}
     dram: dict[int, float] = {}
     dram_parts: dict[int, int] = {}
-    for x in series(trace):
-        role = x.role
-        if role is None:
-            continue
+    for x, role in (role_series(trace) if roles is None else roles):
         w = _window(x, t0, t1)
         if not len(w):
             continue
@@ -181,7 +190,8 @@ def step_metrics(trace: Trace, steps: pd.DataFrame) -> pd.DataFrame:
     """Per step row: ``window_start``, ``window_end`` and :data:`STEP_METRIC_COLUMNS`."""
     t0, t1 = step_windows(steps)
     peaks = dram_peak_gbps(trace)
-    rows = [role_means(trace, int(a), int(b), peaks) for a, b in zip(t0.tolist(), t1.tolist())]
+    roles = role_series(trace)
+    rows = [role_means(trace, int(a), int(b), peaks, roles) for a, b in zip(t0.tolist(), t1.tolist())]
     out = pd.DataFrame(rows, columns=STEP_METRIC_COLUMNS) if rows else pd.DataFrame({c: pd.Series(dtype=np.float64) for c in STEP_METRIC_COLUMNS})
     out.insert(0, "window_end", t1)
     out.insert(0, "window_start", t0)
@@ -252,33 +262,55 @@ class TensorCheck:
                 f"than {DISAGREE * 100:.0f} % (a FLOP model or a peak is off, or the kernels' tensor work is not what it seems)")
 
 
-def tensor_check(trace: Trace, sol: pd.DataFrame, t0: int, t1: int, mfu_pct: float | None = None) -> TensorCheck:
-    """:class:`TensorCheck` of ``[t0, t1)`` (trace time); ``sol`` is the SOL table (kernel id order)."""
+@dataclass(frozen=True)
+class _TensorInputs:
+    """What :func:`tensor_check` reads, made once for many windows: the Tensor Active series and
+    the SOL table's kernels (start, end, device, on the tensor pipe, ``t_compute_ns``)."""
+
+    active: list[Series]
+    start: np.ndarray
+    end: np.ndarray
+    device: np.ndarray
+    tensor: np.ndarray
+    t_compute: np.ndarray
+
+
+def _tensor_inputs(trace: Trace, sol: pd.DataFrame) -> _TensorInputs:
+    active = [x for x in series(trace) if x.role == "tensor_active"]
+    k = trace.kernels
+    ids = sol["id"].to_numpy(dtype=np.int64)
+    return _TensorInputs(
+        active,
+        k["start"].to_numpy(dtype=np.int64)[ids],
+        k["end"].to_numpy(dtype=np.int64)[ids],
+        k["device"].to_numpy()[ids],
+        sol["pipe"].astype(str).to_numpy() == "tensor",
+        sol["t_compute_ns"].to_numpy(dtype=np.float64),
+    )
+
+
+def tensor_check(trace: Trace, sol: pd.DataFrame, t0: int, t1: int, mfu_pct: float | None = None,
+                 inputs: _TensorInputs | None = None) -> TensorCheck:
+    """:class:`TensorCheck` of ``[t0, t1)`` (trace time); ``sol`` is the SOL table (kernel id order).
+    ``inputs``: what :func:`tensor_checks` prepared once for all its windows."""
+    got = inputs if inputs is not None else _tensor_inputs(trace, sol)
     sampled_by_dev: dict[int, float] = {}
-    for x in series(trace):
-        if x.role == "tensor_active":
-            w = _window(x, t0, t1)
-            if len(w):
-                sampled_by_dev[x.device] = float(w.mean())
+    for x in got.active:
+        w = _window(x, t0, t1)
+        if len(w):
+            sampled_by_dev[x.device] = float(w.mean())
     sampled = float(np.mean(list(sampled_by_dev.values()))) if sampled_by_dev else math.nan
     if mfu_pct is not None and math.isfinite(mfu_pct):
         return TensorCheck(t0, t1, float(mfu_pct), sampled, "mfu")
     span = float(t1 - t0)
     modelled = math.nan
     if len(sol) and span > 0 and sampled_by_dev:
-        k = trace.kernels
-        ks = k["start"].to_numpy(dtype=np.int64)
-        ke = k["end"].to_numpy(dtype=np.int64)
-        dev = k["device"].to_numpy()
-        ids = sol["id"].to_numpy(dtype=np.int64)
-        tensor = sol["pipe"].astype(str).to_numpy() == "tensor"
-        tc = sol["t_compute_ns"].to_numpy(dtype=np.float64)
-        s, e = ks[ids], ke[ids]
+        s, e, dev, tensor, tc = got.start, got.end, got.device, got.tensor, got.t_compute
         inside = tensor & (s < t1) & (e > t0)
         if inside.any() and np.isfinite(tc[inside]).all():
             overlap = (np.minimum(e, t1) - np.maximum(s, t0)).astype(np.float64)
             frac = np.where(e > s, overlap / np.maximum(e - s, 1), 1.0)
-            per_dev = [float((tc * frac)[inside & (dev[ids] == d)].sum()) / span * 100.0 for d in sampled_by_dev]
+            per_dev = [float((tc * frac)[inside & (dev == d)].sum()) / span * 100.0 for d in sampled_by_dev]
             modelled = float(np.mean(per_dev))
         elif not inside.any():
             modelled = 0.0
@@ -290,7 +322,8 @@ def tensor_checks(trace: Trace, steps: pd.DataFrame, sol: pd.DataFrame, mfu_pct:
     the MFU analysis' per-step figure (the hook for :mod:`kviewer.analysis.mfu`), used instead of
     the SOL estimate where given and finite."""
     t0, t1 = step_windows(steps)
+    inputs = _tensor_inputs(trace, sol)
     return [
-        tensor_check(trace, sol, int(a), int(b), None if mfu_pct is None else float(mfu_pct[i]))
+        tensor_check(trace, sol, int(a), int(b), None if mfu_pct is None else float(mfu_pct[i]), inputs)
         for i, (a, b) in enumerate(zip(t0.tolist(), t1.tolist()))
     ]

@@ -119,8 +119,12 @@ def _drop_scope_params(s: str) -> str:
     return out
 
 
-def _identifier(name: str) -> str:
-    """The name without return type and arguments, with demangler differences evened out."""
+def identifier(name: str) -> str:
+    """The name without return type and arguments, with demangler differences evened out: CUPTI
+    (``8``, ``3ul``, ``false``, ``{lambda()#2}``, ``(anonymous namespace)``), Nsight Systems and
+    Nsight Compute (``(int)8``, ``(unsigned long)3``, ``(bool)0``, ``[lambda() (instance 2)]``,
+    ``<unnamed>``) give one string; template arguments stay, so two instantiations of a template
+    differ (:func:`kviewer.analysis.merge.kernel_keys` with ``exact``)."""
     s = strip_kd(" ".join(name.split()))
     s = s.replace("<unnamed>", "(anonymous namespace)")
     s = drop_args(s)
@@ -173,7 +177,7 @@ def normalise_kernel_name(name: str, strip_templates: bool = False) -> str:
     >>> normalise_kernel_name("Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1 (.kd)")
     'Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1'
     """
-    s = _unqualified(_identifier(name))
+    s = _unqualified(identifier(name))
     if strip_templates:
         s = drop_templates(s)
     # the suffix belongs to the last identifier, outside any template argument list
@@ -374,7 +378,7 @@ def kernel_groups(
     opts = options or MatchOptions()
     k = trace.kernels
     n = len(k)
-    if n == 0 and trace.meta.summary_only and len(trace.kernel_stats):
+    if trace.stats_only and len(trace.kernel_stats):
         return _stats_file_groups(trace, opts), np.zeros(0, dtype=np.int64)
     if n == 0:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in GROUP_COLUMNS}).astype(

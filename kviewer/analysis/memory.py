@@ -198,13 +198,15 @@ def ops_of(trace: Trace, memory_rows: np.ndarray) -> list[str]:
     return out
 
 
-def memory_series(trace: Trace, device: int, column: str = "total_allocated") -> tuple[np.ndarray, np.ndarray]:
-    """(times, values) of one device's allocated (or reserved) total, a step after each event;
-    empty when the profiler reports no totals."""
+def memory_series(trace: Trace, device: int, column: str = "total_allocated", rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(times, values) of one device's (of one ``rank``'s, when given) allocated (or reserved)
+    total, a step after each event; empty when the profiler reports no totals."""
     m = trace.memory
     if not len(m):
         return np.zeros(0, dtype=np.int64), np.zeros(0)
     sel = (m["device"].to_numpy() == device) & (m[column].to_numpy() >= 0)
+    if rank is not None:
+        sel &= m["rank"].to_numpy() == rank
     return m["start"].to_numpy()[sel], m[column].to_numpy()[sel].astype(np.float64)
 
 

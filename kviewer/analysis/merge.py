@@ -9,8 +9,8 @@ columns (and the metrics rows) onto the timeline's kernels.
 Matching
 --------
 A kernel's *key* is (signature, grid, block), the grid and block as totals (blocks, threads); the
-signature (:func:`signature`) is the full name with its template arguments in one spelling, so two
-instantiations of a template never pair. Where the two files spell names too differently for
+signature (:func:`kviewer.analysis.matching.identifier`) is the full name with its template
+arguments in one spelling, so two instantiations of a template never pair. Where the two files spell names too differently for
 that, the key falls back to the base name. The base name is the kernel's identifier without
 namespaces, template arguments, argument list and return type
 (``void at::native::vectorized_elementwise_kernel<8, ...>(int, ...)`` ->
@@ -48,8 +48,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from kviewer.analysis.matching import identifier
 from kviewer.core import schema
-from kviewer.core.names import drop_args, short_name, strip_kd
+from kviewer.core.names import short_name
 from kviewer.core.trace import Trace
 
 def _measured_block() -> tuple[str, ...]:
@@ -83,34 +84,6 @@ def base_name(name: str) -> str:
     return s[cut:] or s
 
 
-_BOOL = ((re.compile(r"\(bool\)0"), "false"), (re.compile(r"\(bool\)1"), "true"))
-_CAST = re.compile(r"\((?:(?:unsigned|signed|long|short|int|char|bool|size_t)\s*)+\)(?=-?\d)")
-_SUFFIX = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b", re.IGNORECASE)
-_LAMBDA = (re.compile(r"\{lambda\([^)]*\)#(\d+)\}"), re.compile(r"\[lambda\([^)]*\) \(instance (\d+)\)\]"))
-_ANON = re.compile(r"(?:\(anonymous namespace\)|<unnamed>|\{anonymous\})::")
-
-
-def signature(name: str) -> str:
-    """The kernel's full name with its template arguments, without the argument list and return
-    type, in one spelling whatever demangled it: CUPTI (``8``, ``3ul``, ``false``, ``{lambda()#2}``,
-    ``(anonymous namespace)``) and Nsight Compute (``(int)8``, ``(unsigned long)3``, ``(bool)0``,
-    ``[lambda() (instance 2)]``, ``<unnamed>``) give the same string, while two instantiations
-    of one template (``vectorized_elementwise_kernel<8, CUDAFunctor_add<…>>`` and ``<8, MulFunctor<…>>``) stay apart.
-    """
-    s = strip_kd(str(name).strip())
-    for rx, rep in _BOOL:
-        s = rx.sub(rep, s)
-    s = _CAST.sub("", s)
-    s = _SUFFIX.sub(r"\1", s)
-    for rx in _LAMBDA:
-        s = rx.sub(r"lambda#\1", s)
-    s = _ANON.sub("", s)
-    s = drop_args(s).strip()
-    if s.startswith("void "):
-        s = s[5:]
-    return "".join(s.split())
-
-
 def _total(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
     """Blocks (threads) in a grid (block); -1 when unknown."""
     return np.where(x >= 0, np.maximum(x, 1) * np.maximum(y, 1) * np.maximum(z, 1), -1)
@@ -118,13 +91,14 @@ def _total(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
 
 def kernel_keys(kernels: pd.DataFrame, exact: bool = False) -> list[tuple[str, int, int]]:
     """(base name, blocks in the grid, threads in a block) for every row of a kernels table; with
-    ``exact`` the name is the full :func:`signature` (template arguments kept) instead.
+    ``exact`` the name is the full :func:`kviewer.analysis.matching.identifier` (template arguments
+    kept, in one spelling whatever demangled it) instead.
 
     Totals rather than x/y/z: a rocprof kernel trace reports a 1024x1024 grid where its counter
     collection of the same dispatch reports 1048576 work-items in one dimension.
     """
     names = kernels["name"].astype(str).to_numpy()
-    name_of = signature if exact else base_name
+    name_of = identifier if exact else base_name
     bases_of = {n: name_of(n) for n in set(names.tolist())}
     bases = [bases_of[n] for n in names]
     g = _total(*(kernels[c].to_numpy(dtype=np.int64) for c in ("grid_x", "grid_y", "grid_z")))
@@ -219,6 +193,16 @@ def _walk(
     return pairs, skipped
 
 
+def aligned_pairs(a_codes: Sequence[int] | np.ndarray, b_codes: Sequence[int] | np.ndarray) -> list[tuple[int, int]]:
+    """[(index in a, index in b)] of the elements the two code sequences share when aligned
+    (``difflib.SequenceMatcher``: longest common blocks first, no junk heuristic), in block order.
+    The codes are ints (keys encoded once: hashing ints is what makes long sequences fast)."""
+    a = a_codes.tolist() if isinstance(a_codes, np.ndarray) else list(a_codes)
+    b = b_codes.tolist() if isinstance(b_codes, np.ndarray) else list(b_codes)
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return [(i + t, j + t) for i, j, size in sm.get_matching_blocks() for t in range(size)]
+
+
 #: how far past the report's length the aligned timeline segment reaches (gaps in the window)
 ALIGN_SLACK = 64
 
@@ -237,8 +221,7 @@ def align_window(tkeys: Sequence[tuple], nkeys: Sequence[tuple], start: int) -> 
     codes: dict[tuple, int] = {}
     a = [codes.setdefault(k, len(codes)) for k in nkeys]
     b = [codes.setdefault(k, len(codes)) for k in seg]
-    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    return [(i + t, lo + j + t) for i, j, size in sm.get_matching_blocks() for t in range(size)]
+    return [(i, lo + j) for i, j in aligned_pairs(a, b)]
 
 
 def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> MatchReport:
@@ -455,4 +438,4 @@ def describe(report: MatchReport) -> list[str]:
     return lines
 
 
-__all__ = ["MEASURED", "MatchReport", "copy_values", "known", "base_name", "describe", "signature", "align_window", "kernel_keys", "launch_order", "match_kernels", "merge_ncu"]
+__all__ = ["MEASURED", "MatchReport", "copy_values", "known", "base_name", "describe", "align_window", "aligned_pairs", "kernel_keys", "launch_order", "match_kernels", "merge_ncu"]

@@ -49,7 +49,7 @@ from kviewer.analysis.ranks import rank_subtrace, ranks_of
 from kviewer.analysis.sol import SolResult, sol_result
 from kviewer.analysis.steps import busy_ns, find_steps, kernel_steps
 from kviewer.core import Trace
-from kviewer.core.schema import MFU, MFU_JOB
+from kviewer.core.schema import MFU, MFU_JOB, empty
 
 #: the columns of the per-step table (declared in :data:`kviewer.core.schema.MFU`)
 MFU_COLUMNS = MFU.names
@@ -99,17 +99,22 @@ def kernel_flops(trace: Trace, sol: SolResult) -> KernelFlops:
     kind = t["kind"].astype(str).to_numpy()
     counted = [c for c in ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor") if c in k]
     if n and counted and k[counted].notna().to_numpy().any():
-        # counters on some kernels: the op model of those kernels is needed beside them
-        m = model_kernels(trace)
+        # counters on some kernels: the op model of those kernels is needed beside them (the
+        # one the SOL table was made from when the result kept it)
+        m = sol.model if sol.model is not None else model_kernels(trace)
         helper = m["helper"].to_numpy(bool)
         mflops = m["model_flops"].to_numpy(np.float64)
         op_id = m["op_id"].to_numpy(np.int64)
     else:
         # no counters: the SOL table's FLOPs are the op model's, kernel for kernel (the model is
-        # not run a second time; the op join alone gives the helpers)
-        cls = classify(trace)
-        helper = cls["helper"].to_numpy(bool)
-        op_id = cls["op_row"].to_numpy(np.int64)
+        # not run a second time; its op join, or the classification alone, gives the helpers)
+        if sol.model is not None:
+            helper = sol.model["helper"].to_numpy(bool)
+            op_id = sol.model["op_id"].to_numpy(np.int64)
+        else:
+            cls = classify(trace)
+            helper = cls["helper"].to_numpy(bool)
+            op_id = cls["op_row"].to_numpy(np.int64)
         mflops = np.where(src == "modelled", hw, np.nan)
     # the share of an attention backward's FLOPs that recomputes the forward (once per op)
     recompute = np.zeros(n)
@@ -219,8 +224,9 @@ def mfu(trace: Trace, sol: SolResult | None = None, device: str | None = None) -
     if found:  # the FLOPs and speed of light only for a trace with steps
         sol = sol if sol is not None else sol_result(trace, device)
         kf = kernel_flops(trace, sol)
-        rows = [_step_row(rank, srow, idx, sol.table, kf, sol) for rank, srow, idx in found]
-    steps = pd.DataFrame(rows, columns=MFU_COLUMNS) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in MFU_COLUMNS})
+        cols = _SolColumns.of(sol.table)
+        rows = [_step_row(rank, srow, idx, cols, kf, sol) for rank, srow, idx in found]
+    steps = pd.DataFrame(rows, columns=MFU_COLUMNS) if rows else empty(MFU)
     for col in MFU.columns:
         if col.dtype == "float64" and col.name in steps:
             steps[col.name] = steps[col.name].astype(np.float64)
@@ -228,32 +234,57 @@ def mfu(trace: Trace, sol: SolResult | None = None, device: str | None = None) -
     return MfuResult(steps, job, _totals(steps, job))
 
 
-def _step_row(rank: int, s: Any, idx: np.ndarray, t: pd.DataFrame, kf: KernelFlops, sol: SolResult) -> dict[str, Any]:
-    dur = t["dur"].to_numpy(np.float64)[idx]
-    start = t["start"].to_numpy(np.int64)[idx]
-    end = start + t["dur"].to_numpy(np.int64)[idx]
-    dev = t["device"].to_numpy(np.int64)[idx]
+@dataclass(frozen=True)
+class _SolColumns:
+    """The SOL table's columns a step row reads, converted once for all the steps."""
+
+    dur: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    device: np.ndarray
+    prec_pipe: np.ndarray
+    """code of each kernel's (precision, pipe) in ``pairs``"""
+    pairs: list[tuple[str, str]]
+    t_sol: np.ndarray
+    bound: np.ndarray
+
+    @staticmethod
+    def of(t: pd.DataFrame) -> _SolColumns:
+        start = t["start"].to_numpy(np.int64)
+        prec = t["precision"].astype(str).to_numpy()
+        pipe = t["pipe"].astype(str).to_numpy()
+        pu, pc = np.unique(prec, return_inverse=True)
+        qu, qc = np.unique(pipe, return_inverse=True)
+        pairs = [(str(p), str(q)) for p in pu.tolist() for q in qu.tolist()]
+        return _SolColumns(t["dur"].to_numpy(np.float64), start, start + t["dur"].to_numpy(np.int64),
+                           t["device"].to_numpy(np.int64), (pc * len(qu) + qc).astype(np.int64), pairs,
+                           t["t_sol_ns"].to_numpy(np.float64), t["bound"].astype(str).to_numpy())
+
+
+def _step_row(rank: int, s: Any, idx: np.ndarray, t: _SolColumns, kf: KernelFlops, sol: SolResult) -> dict[str, Any]:
+    dur = t.dur[idx]
+    start = t.start[idx]
+    end = t.end[idx]
+    dev = t.device[idx]
     host = int(s.dur)
     span = int(s.gpu_span) if int(s.kernel_count) > 0 else 0
     step_ns, basis = (host, "host range") if host >= span else (span, "GPU span")
     model = kf.model[idx]
     hw = kf.hardware[idx]
     unknown = np.isnan(model)
-    prec = t["precision"].astype(str).to_numpy()[idx]
-    pipe = t["pipe"].astype(str).to_numpy()[idx]
-    # the (precision, pipe) holding most of the model FLOPs sets the peak
+    # the (precision, pipe) holding most of the model FLOPs sets the peak (a tie: the first seen)
     precision, pp, peak, field_, gpu = "", "", math.nan, "", ""
-    weights: dict[tuple[str, str], float] = {}
-    for p, q, f in zip(prec, pipe, model):
-        if f == f and f > 0:
-            weights[(p, q)] = weights.get((p, q), 0.0) + float(f)
+    pos = model > 0
+    pairs, first, inv = np.unique(t.prec_pipe[idx][pos], return_index=True, return_inverse=True)
+    weights = np.bincount(inv, weights=model[pos], minlength=len(pairs))
     spec = None
     if len(dev):
         devs, counts = np.unique(dev, return_counts=True)
         spec = sol.specs.get(int(devs[np.argmax(counts)]))
     spec = spec or sol.spec
-    if weights and spec is not None:
-        precision, pp = max(weights, key=lambda key: weights[key])
+    if len(pairs) and spec is not None:
+        best = np.flatnonzero(weights == weights.max())
+        precision, pp = t.pairs[int(pairs[best[np.argmin(first[best])]])]
         try:
             peak, field_ = spec.peak_flops(precision or "fp32", pp or "tensor")
         except ValueError:
@@ -269,10 +300,10 @@ def _step_row(rank: int, s: Any, idx: np.ndarray, t: pd.DataFrame, kf: KernelFlo
     hw_flops = float(np.nansum(hw)) if hw_known.any() else math.nan
     if (~hw_known).any() and hw_flops == 0:
         hw_flops = math.nan
-    tsol = t["t_sol_ns"].to_numpy(np.float64)[idx]
+    tsol = t.t_sol[idx]
     sol_known = ~np.isnan(tsol)
     sol_ns = float(tsol[sol_known].sum()) if sol_known.any() else math.nan
-    bound = t["bound"].astype(str).to_numpy()[idx]
+    bound = t.bound[idx]
     comp = bound == "compute"
     mem = bound == "memory"
     util = mfu_for_step_time(model_flops, peak, step_ns)
@@ -324,7 +355,7 @@ def job_table(steps: pd.DataFrame) -> pd.DataFrame:
     unknown_ns, peak_flops and sol_ns of :data:`MFU_COLUMNS` (``kviewer fleet`` gathers them from
     each rank's file)."""
     if not len(steps):
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in MFU_JOB_COLUMNS})
+        return empty(MFU_JOB)
     out = []
     for step, g in steps.groupby("step", sort=True):
         step_ns = int(g["step_ns"].astype(np.int64).max())
@@ -429,12 +460,13 @@ def mfu_or_unknown(trace: Trace, device: str | None = None, sol: SolResult | Non
     try:
         return mfu(trace, sol, device)
     except AnalysisError as exc:
-        return MfuResult(_empty(MFU_COLUMNS), _empty(MFU_JOB_COLUMNS), {"error": str(exc)})
+        return unknown_mfu(str(exc))
 
 
-def _empty(cols: list[str]) -> pd.DataFrame:
-    """An empty table of these columns."""
-    return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+def unknown_mfu(why: str) -> MfuResult:
+    """No MFU: the empty tables (:data:`kviewer.core.schema.MFU`, ``MFU_JOB``) and
+    ``totals["error"]`` saying why."""
+    return MfuResult(empty(MFU), empty(MFU_JOB), {"error": why})
 
 
 #: the columns ``summary --steps`` adds to its per-step table

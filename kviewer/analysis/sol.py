@@ -81,6 +81,9 @@ class SolResult:
     table: pd.DataFrame
     specs: dict[int, DeviceSpec] = field(default_factory=dict)
     device: str | None = None
+    model: pd.DataFrame | None = field(default=None, repr=False)
+    """:func:`kviewer.analysis.model.model_kernels` of the trace, the op model the table was
+    made from (None when the table came from elsewhere, e.g. the analysis cache)"""
 
     @property
     def spec(self) -> DeviceSpec | None:
@@ -114,15 +117,17 @@ def sol_result(
     AnalysisError
         when the GPU cannot be recognised and no ``device`` is given.
     """
-    table = speed_of_light(trace, device, devices)
+    model = model_kernels(trace)
+    table = speed_of_light(trace, device, devices, model=model)
     specs = devices_for_trace(trace, device, devices) if len(trace.kernels) else {}
-    return SolResult(table, specs, device)
+    return SolResult(table, specs, device, model)
 
 
 def speed_of_light(
     trace: Trace,
     device: str | None = None,
     devices: Mapping[str, DeviceSpec] | None = None,
+    model: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per kernel with its speed of light (columns ``SOL_COLUMNS``, see the module doc).
 
@@ -134,6 +139,8 @@ def speed_of_light(
         Override the recognised GPU (an id, name or reported spelling; the CLI's ``--device``).
     devices
         The device table to use (default: the packaged devices.toml).
+    model
+        :func:`kviewer.analysis.model.model_kernels` of ``trace`` when the caller has it.
 
     Raises
     ------
@@ -143,7 +150,7 @@ def speed_of_light(
     k = trace.kernels
     n = len(k)
     specs = devices_for_trace(trace, device, devices) if n else {}
-    m = model_kernels(trace)
+    m = model if model is not None else model_kernels(trace)
     names = k["name"].astype(str).to_numpy()
     dur = k["dur"].to_numpy(np.float64)
 

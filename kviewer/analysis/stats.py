@@ -102,7 +102,7 @@ def kernel_summary(trace: Trace, by: str = "name") -> pd.DataFrame:
     durations to group: its ``kernel_stats`` rows are the summary, the file's own numbers, with
     unknown (NaN) where the file says nothing.
     """
-    if trace.meta.summary_only:
+    if trace.stats_only:
         return stats_file_summary(trace, by)
     k = trace.kernels
     col = k[by]
@@ -220,7 +220,7 @@ def _is_amd(trace: Trace) -> bool:
 
 
 def _kern_sum(trace: Trace) -> pd.DataFrame:
-    if not len(trace.kernels) and not (trace.meta.summary_only and len(trace.kernel_stats)):
+    if not len(trace.kernels) and not (trace.stats_only and len(trace.kernel_stats)):
         raise _lacks(trace, "cuda_gpu_kern_sum", "no GPU kernels")
     return _as_nsys_summary(kernel_summary(trace), "Instances", "Name")
 

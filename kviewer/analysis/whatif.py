@@ -26,15 +26,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from kviewer.analysis.critpath import CritPathResult, StepPath, StepWindow, check_graph, step_bounds, step_windows, summarise, walk
-from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, replay
+from kviewer.analysis.critpath import (
+    CritPathResult, StepPath, StepWindow, check_graph, step_bounds, step_windows, summarise, walk, walk_lists,
+)
+from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, map_host_times, replay
 from kviewer.analysis.kinds import KINDS
 from kviewer.core import Trace
 from kviewer.errors import AnalysisError
+
+if TYPE_CHECKING:
+    from kviewer.analysis.sol import SolResult
 
 #: the cost of one CUDA graph launch when the trace has none to measure (a cudaGraphLaunch of a
 #: few hundred kernels takes 5-20 us on the host; an assumption, stated in the change's text)
@@ -170,7 +176,8 @@ class WhatIfModel:
 
     def paths(self, projection: Projection) -> list[StepPath]:
         """The critical path of every step of a projection (the projected timeline's breakdown)."""
-        return [summarise(w.name, lo, hi, walk(self.graph, projection.replayed, w, (lo, hi), projection.launch), self.graph)
+        lists = walk_lists(self.graph, projection.replayed, projection.launch)
+        return [summarise(w.name, lo, hi, walk(self.graph, projection.replayed, w, (lo, hi), lists=lists), self.graph)
                 for w, (lo, hi) in zip(self.windows, projection.bounds)]
 
     # -------------------------------------------------------------------------------------
@@ -390,22 +397,28 @@ class WhatIfModel:
 
 
 def whatif_model(trace: Trace, step: str | None = None, device: str | None = None, graph: DepGraph | None = None,
-                 paths: CritPathResult | None = None) -> WhatIfModel:
+                 paths: CritPathResult | None = None, sol: SolResult | pd.DataFrame | None = None,
+                 fusion: pd.DataFrame | None = None) -> WhatIfModel:
     """The graph, steps and measured replay of ``trace``, ready to project change sets.
+
+    ``sol`` (a :class:`~kviewer.analysis.sol.SolResult` or its table) and ``fusion`` (the
+    fusion candidates) when the caller already has them for ``device``: else they are computed
+    when a change needs them.
 
     Raises
     ------
     AnalysisError
         when the trace has no kernels or no launches linked to them (see :func:`check_graph`).
     """
+    table = sol if sol is None or isinstance(sol, pd.DataFrame) else sol.table
     if paths is not None and paths.measured is not None:  # the critical paths' graph, steps and replay
         graph, windows, measured = paths.graph, paths.windows, paths.measured
-        return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device)
+        return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device, table, fusion)
     graph = graph if graph is not None else build_graph(trace)
     check_graph(trace, graph)
     windows, _ = step_windows(trace, graph, step)
     measured = replay(graph)
-    return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device)
+    return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device, table, fusion)
 
 
 def project(trace: Trace, changes: Changes, step: str | None = None, device: str | None = None) -> Projection:
@@ -475,8 +488,8 @@ def projected_trace(model: WhatIfModel, projection: Projection) -> Trace:
         for th, (p, d) in enumerate(g.threads):
             rows = np.flatnonzero((pid == p) & (tid == d))
             if len(rows):
-                s[rows] = _map_times(g, rep, th, s[rows])
-                e[rows] = np.maximum(_map_times(g, rep, th, e[rows]), s[rows])
+                s[rows] = map_host_times(g, rep, th, s[rows])
+                e[rows] = np.maximum(map_host_times(g, rep, th, e[rows]), s[rows])
         c["start"], c["end"], c["dur"] = s, e, e - s
     out.cpu_slices = c
     # the tables keep their sort invariant (by start, id = position); flows follow the new ids
@@ -500,20 +513,3 @@ def projected_trace(model: WhatIfModel, projection: Projection) -> Trace:
             f.loc[m, "dst"] = new_id[name][dst[m]]
     out.flows = f
     return out
-
-
-def _map_times(g: DepGraph, rep: Replay, thread: int, t: np.ndarray) -> np.ndarray:
-    """:func:`kviewer.analysis.depgraph.map_host_time` for many times of one thread."""
-    lo = int(np.searchsorted(g.h_thread, thread, "left"))
-    hi = int(np.searchsorted(g.h_thread, thread, "right"))
-    if hi <= lo:
-        return t
-    hs, he = g.h_start[lo:hi], g.h_end[lo:hi]
-    rs, re_ = rep.h_start[lo:hi], rep.h_end[lo:hi]
-    j = np.searchsorted(hs, t, "right") - 1
-    jc = np.clip(j, 0, hi - lo - 1)
-    inside = (j >= 0) & (t < he[jc])
-    next_start = np.append(rs[1:], np.iinfo(np.int64).max // 4)
-    gap_room = np.maximum(next_start - re_, 0)
-    after = np.where(inside, np.minimum(rs[jc] + (t - hs[jc]), re_[jc]), re_[jc] + np.minimum(t - he[jc], gap_room[jc]))
-    return np.where(j >= 0, after, t).astype(np.int64)

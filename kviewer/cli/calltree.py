@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 
 def cmd_calltree(args: argparse.Namespace) -> int:
     from kviewer.analysis.calltree import CALLTREE_READS, call_tree, folded, tree_json
-    from kviewer.cli.common import EXIT_OK, load_for
+    from kviewer.cli.common import EXIT_OK, dump_json, load_for
     from kviewer.core.text import display_text
 
     tree = call_tree(load_for(args, args.file, tables=CALLTREE_READS))
     if not len(tree):
         print("kviewer: no python frames in this trace (PyTorch profiler: with_stack=True)", file=sys.stderr)
     if args.format == "json":
-        json.dump(tree_json(tree, args.max_depth), sys.stdout, indent=1, ensure_ascii=False)
-        sys.stdout.write("\n")
+        dump_json(tree_json(tree, args.max_depth))
     else:
         for stack, self_ns in folded(tree, per_thread=not args.merge_threads):
             # one line per stack: a newline in a frame name would break the format

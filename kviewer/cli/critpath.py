@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -26,7 +25,7 @@ def cmd_critpath(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from kviewer.analysis.critpath import CLASSES, critical_paths
-    from kviewer.cli.common import EXIT_OK, format_ns, load_for, wants_raw_csv, write_frame
+    from kviewer.cli.common import EXIT_OK, dump_json, format_ns, load_for, wants_raw_csv, write_frame
     from kviewer.errors import AnalysisError
 
     if args.top < 0:
@@ -46,8 +45,7 @@ def cmd_critpath(args: argparse.Namespace) -> int:
         doc: dict[str, Any] = result.as_dict()
         for s in doc["steps"]:
             s["top"] = s["top"][: args.top]
-        json.dump(doc, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        dump_json(doc)
         return EXIT_OK
     rows = [{"step": s.name, "measured_ns": s.measured_ns, "critical_path_ns": s.critical_path_ns, **s.breakdown} for s in result.steps]
     df = pd.DataFrame(rows, columns=["step", "measured_ns", "critical_path_ns", *CLASSES])

@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 
 def cmd_graphs(args: argparse.Namespace) -> int:
     from kviewer.analysis.graphs import GRAPHS_READS, graph_summary, graphs_frame
-    from kviewer.cli.common import EXIT_OK, load_for
+    from kviewer.cli.common import EXIT_OK, dump_json, load_for, wants_raw_csv
     from kviewer.cli.memory import write_table
 
     result = graph_summary(load_for(args, args.file, tables=GRAPHS_READS))
     if args.format == "json":
-        json.dump(result.to_json(), sys.stdout, indent=1, ensure_ascii=False)
-        sys.stdout.write("\n")
+        dump_json(result.to_json())
     else:
-        write_table(graphs_frame(result), args.format)
+        write_table(graphs_frame(result), args.format, wants_raw_csv(args))
         if args.format == "table" and not result.graphs:
             print("no CUDA/HIP graph launches in this trace", file=sys.stderr)
     return EXIT_OK

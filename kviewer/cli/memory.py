@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 
-def write_table(df: Any, fmt: str) -> None:
-    """``write_frame``, with unknown cells (None) printed "—" in the human table (empty in CSV, null in JSON)."""
+def write_table(df: Any, fmt: str, raw_csv: bool = False) -> None:
+    """``write_frame``, with unknown cells (None) printed "—" in the human table (empty in CSV, null in JSON);
+    ``raw_csv``: ``--raw-csv`` (CSV cells exactly as in the trace)."""
     from kviewer.cli.common import human_table, write_frame
 
     if fmt != "table":
-        write_frame(df, fmt)
+        write_frame(df, fmt, raw_csv=raw_csv)
         return
     import pandas as pd
 
@@ -32,14 +32,13 @@ def write_table(df: Any, fmt: str) -> None:
 
 def cmd_memory(args: argparse.Namespace) -> int:
     from kviewer.analysis.memory import MEMORY_READS, memory_frame, memory_summary
-    from kviewer.cli.common import EXIT_OK, load_for
+    from kviewer.cli.common import EXIT_OK, dump_json, load_for, wants_raw_csv
 
     result = memory_summary(load_for(args, args.file, tables=MEMORY_READS), include_host=args.host)
     if args.format == "json":
-        json.dump(result.to_json(), sys.stdout, indent=1, ensure_ascii=False)
-        sys.stdout.write("\n")
+        dump_json(result.to_json())
     else:
-        write_table(memory_frame(result), args.format)
+        write_table(memory_frame(result), args.format, wants_raw_csv(args))
         if args.format == "table" and not result.devices:
             print("no memory events in this trace (PyTorch: profile_memory=True; Nsight Systems: --cuda-memory-usage=true)",
                   file=sys.stderr)

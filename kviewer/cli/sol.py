@@ -25,7 +25,7 @@ def trace_with_kernels(args: argparse.Namespace) -> "Trace":
     """FILE loaded (with ``--ncu`` attached); a user error when it has no kernels."""
     trace = attach_report(load_for(args, args.file), args)
     if not len(trace.kernels):
-        if trace.meta.summary_only:  # a per-name summary: no launch shapes or ops to model FLOPs/bytes from
+        if trace.stats_only:  # a per-name summary: no launch shapes or ops to model FLOPs/bytes from
             raise UserError(f"{args.file}: a kernel summary without kernels (no shapes, no counters); {trace.meta.timeline_needs}")
         raise UserError(f"{args.file}: the trace has no kernels")
     return trace

@@ -86,20 +86,23 @@ def summary_steps(trace: "Trace", fmt: str, raw_csv: bool = False, device: str |
     if not len(steps):
         raise UserError(f"{trace.meta.path}: no steps found (no ProfilerStep#N or step_N ranges)")
     spread, per_rank, slow = step_spread(trace, steps), rank_step_stats(trace, steps), straggler(trace, steps)
+    from kviewer.analysis.sol import SolResult, sol_result
+    from kviewer.errors import AnalysisError
+
+    sol: SolResult | None = None
+    try:  # once, for the sampled metrics' tensor check and the MFU
+        sol = sol_result(trace, device) if len(trace.kernels) else None
+    except AnalysisError:  # the MFU says why (mfu_or_unknown)
+        sol = None
     if len(trace.gpu_samples):  # sampled GPU metrics (nsys --gpu-metrics-devices): their means per step
         from kviewer.analysis.gpu_metrics import steps_with_metrics
-        from kviewer.analysis.sol import sol_result
         from kviewer.analysis.steps import find_steps
-        from kviewer.errors import AnalysisError
 
-        try:  # the step's SOL tensor-pipe time against the sampled Tensor Active
-            sol = sol_result(trace).table if len(trace.kernels) else None
-        except AnalysisError:
-            sol = None
-        spread = steps_with_metrics(trace, find_steps(trace, detect=False), spread, sol)
+        # the step's SOL tensor-pipe time against the sampled Tensor Active
+        spread = steps_with_metrics(trace, find_steps(trace, detect=False), spread, sol.table if sol is not None else None)
     from kviewer.analysis.mfu import mfu_or_unknown, with_mfu_columns  # MFU per step (issue 31)
 
-    mfu = mfu_or_unknown(trace, device)
+    mfu = mfu_or_unknown(trace, device, sol)
     spread = with_mfu_columns(spread, mfu)
     if fmt == "json":
         doc = steps_document(spread, per_rank, slow)

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
 from kviewer.errors import UserError
@@ -54,19 +52,26 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from kviewer.analysis.whatif import whatif_model
-    from kviewer.cli.common import EXIT_OK, format_ns, load_for, wants_raw_csv, write_frame
+    from kviewer.cli.common import EXIT_OK, dump_json, format_ns, load_for, wants_raw_csv, write_frame
     from kviewer.errors import AnalysisError
+
+    from kviewer.analysis.sol import SolResult, sol_result
 
     try:
         changes = changes_from_args(args)
         trace = load_for(args, args.file)
-        proj = whatif_model(trace, step=args.step, device=args.device).project(changes)
+        sol: SolResult | None = None
+        try:  # once, for --sol / --fuse and the MFU
+            sol = sol_result(trace, args.device) if len(trace.kernels) else None
+        except AnalysisError:  # a change that needs it says why; the MFU is unknown
+            sol = None
+        proj = whatif_model(trace, step=args.step, device=args.device, sol=sol).project(changes)
     except AnalysisError as exc:
         raise UserError(str(exc)) from exc
     from kviewer.analysis.mfu import mfu_or_unknown, projected_mfu
 
     # MFU beside the projected step time: the step's model FLOPs at the projected time (#31)
-    pm = projected_mfu(mfu_or_unknown(trace, args.device), proj)
+    pm = projected_mfu(mfu_or_unknown(trace, args.device, sol), proj)
     def known(values: Any) -> list[float | None]:
         return [None if v != v else float(v) for v in values.to_numpy(dtype=float)]
 
@@ -76,8 +81,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         doc: dict[str, Any] = proj.as_dict()
         for st in doc.get("steps", []):
             st["mfu"], st["projected_mfu"] = mfu_now.get(str(st["name"])), mfu_then.get(str(st["name"]))
-        json.dump(doc, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        dump_json(doc)
         return EXIT_OK
     df = pd.DataFrame([{"step": s.name, "measured_ns": s.measured_ns, "projected_ns": s.projected_ns,
                         "delta_pct": (s.projected_ns - s.measured_ns) / s.measured_ns * 100.0 if s.measured_ns > 0 else float("nan"),

@@ -99,6 +99,12 @@ class Trace:
         df: pd.DataFrame = getattr(self, name)
         return df
 
+    @property
+    def stats_only(self) -> bool:
+        """The kernels are known only from a per-name summary file (``meta.summary_only``, no
+        kernel rows): ``kernel_stats`` holds the file's own numbers, there are no times."""
+        return self.meta.summary_only and not len(self.kernels)
+
     def sizes(self) -> dict[str, int]:
         """Row count of every table."""
         return {name: len(self.table(name)) for name in schema.TABLES}

@@ -175,16 +175,14 @@ def cached_mfu(tracks: Any) -> Any:
 def compute_mfu(tracks: Any) -> tuple[Any, Any]:
     """(the speed of light used, its MFU result): pure, for a worker thread; hand the pair to
     :func:`store_mfu` on the GUI thread."""
-    from kviewer.analysis.mfu import mfu_or_unknown
-
-    from kviewer.analysis.mfu import MFU_COLUMNS, MFU_JOB_COLUMNS, MfuResult, _empty
+    from kviewer.analysis.mfu import mfu_or_unknown, unknown_mfu
 
     info = tracks.sol_info
     sol = info.result if info is not None else None
     device = info.device if info is not None else None
     if info is not None and sol is None and not info.no_kernels:
         # no speed of light (the GPU is not recognised): no peaks, and nothing to compute again
-        return info, MfuResult(_empty(MFU_COLUMNS), _empty(MFU_JOB_COLUMNS), {"error": info.why or "the GPU is not known"})
+        return info, unknown_mfu(info.why or "the GPU is not known")
     return info, mfu_or_unknown(tracks.trace, device, sol)
 
 

@@ -57,6 +57,7 @@ def graph_lane_label(n: int, trace: Trace) -> str:
 
 def memory_counters(trace: Trace) -> dict[tuple[int, int], list[tuple[str, StepCounter, float, str, int]]]:
     """(rank, device) -> [(label, counter, scale, tooltip, peak time)] for allocated and reserved memory."""
+    from kviewer.analysis.memory import memory_series
     from kviewer.session.format import format_bytes
 
     m = trace.memory
@@ -66,18 +67,16 @@ def memory_counters(trace: Trace) -> dict[tuple[int, int], list[tuple[str, StepC
     span = trace.span_ns()
     last = span[1] if span else int(m["start"].max())
     dev, rank = m["device"].to_numpy(), m["rank"].to_numpy()
-    start = m["start"].to_numpy()
     for r, d in sorted(set(zip(rank.tolist(), dev.tolist()))):
         if d < 0:
             continue
         for column, what in (("total_allocated", "allocated"), ("total_reserved", "reserved")):
-            values = m[column].to_numpy()
-            sel = (rank == r) & (dev == d) & (values >= 0)
-            if not sel.any():
+            t, v = memory_series(trace, int(d), column, rank=int(r))
+            if not len(t):
                 continue
-            counter = step_counter(start[sel], values[sel].astype(np.float64), max(last, int(start[sel].max())) + 1)
+            counter = step_counter(t, v, max(last, int(t.max())) + 1)
             peak = counter.peak
-            at = int(start[sel][int(np.argmax(values[sel]))])
+            at = int(t[int(np.argmax(v))])
             label = f"memory {what} (peak {format_bytes(peak)})"
             tip = f"device memory {what} after each allocator event; peak {format_bytes(peak)} at {at:,} ns (trace time)"
             out.setdefault((int(r), int(d)), []).append((label, counter, max(peak, 1.0), tip, at))

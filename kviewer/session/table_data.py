@@ -317,7 +317,7 @@ def grouped_data(traces: Sequence[TraceTracks]) -> TableData:
     frames = []
     for t in traces:
         k = t.trace.kernels
-        if t.trace.meta.summary_only and len(t.trace.kernel_stats):
+        if t.trace.stats_only and len(t.trace.kernel_stats):
             # a profiler's own per-name summary (rocprof --stats): its rows, its numbers; what the
             # file does not say stays unknown; there are no instances to select
             stats = _stats_file_rows(t.trace.kernel_stats)

@@ -9,7 +9,8 @@ import pytest
 
 from kviewer.analysis.attach import attach_counters, describe, inherit_counters, is_counter_report, is_timeline, model_gaps
 from kviewer.core import NcuCapture, Trace, TraceMeta, make_table
-from kviewer.analysis.merge import filter_mask, kernel_keys, match_kernels, merge_ncu, signature
+from kviewer.analysis.matching import identifier
+from kviewer.analysis.merge import filter_mask, kernel_keys, match_kernels, merge_ncu
 
 
 def _trace(names: list[str], fmt: str, grid: list[int] | None = None, **capture_options) -> Trace:  # type: ignore[no-untyped-def]
@@ -338,12 +339,12 @@ def test_signature_is_one_spelling_for_both_demanglers() -> None:
     the shared samples) give one signature; two instantiations of a template stay apart."""
     cupti = "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float, false>(int, float, c10::BFloat16 const*)"
     ncu = "void at::native::<unnamed>::vectorized_layer_norm_kernel<c10::BFloat16, float, (bool)0>(int, T2, const T1 *)"
-    assert signature(cupti) == signature(ncu)
+    assert identifier(cupti) == identifier(ncu)
     add = "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int)"
     add_n = "void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char *, (unsigned long)3>>(int, T2, T3)"
     mul = "void at::native::vectorized_elementwise_kernel<8, at::native::MulFunctor<c10::BFloat16>, std::array<char*, 3ul> >(int)"
-    assert signature(add) == signature(add_n) != signature(mul)
-    assert signature("void f<lambda>::g<{lambda()#2}>(int)") == signature("void f<lambda>::g<[lambda() (instance 2)]>(int, T1)")
+    assert identifier(add) == identifier(add_n) != identifier(mul)
+    assert identifier("void f<lambda>::g<{lambda()#2}>(int)") == identifier("void f<lambda>::g<[lambda() (instance 2)]>(int, T1)")
 
 
 @pytest.mark.samples
