@@ -276,6 +276,7 @@ class MainWindow(QMainWindow):
         view.addAction(self.range_dock.toggleViewAction())
         view.addAction(self.idle_dock.toggleViewAction())
         view.addAction(self.diagnostics_dock.toggleViewAction())
+        view.addAction(self.whatif_dock.toggleViewAction())
         view.addAction(self.memory_dock.toggleViewAction())
         view.addAction(self.flame_dock.toggleViewAction())
 
