@@ -8,25 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from kviewer.session.format import UNKNOWN, format_count, format_duration
+from kviewer.session.format import UNKNOWN, format_count, format_duration, format_ratio, format_util, known, number
 
-
-def _known(v: Any) -> bool:
-    return v is not None and v == v
-
-
-def _f(v: Any) -> float:
-    return float(v) if _known(v) else float("nan")
-
-
-def format_util(value: Any) -> str:
-    """A utilisation (a fraction) as a percentage: ``0.4123`` -> ``41.2%``."""
-    return f"{float(value) * 100:.1f}%" if _known(value) else UNKNOWN
-
-
-def format_ratio(value: Any) -> str:
-    """A ratio (step SOL): ``0.5234`` -> ``0.52``."""
-    return f"{float(value):.2f}" if _known(value) else UNKNOWN
+def _positive(v: Any) -> bool:
+    n = number(v)
+    return n is not None and n > 0
 
 
 def _si(value: float, unit: str) -> str:
@@ -41,27 +27,27 @@ def mfu_line(row: Mapping[str, Any] | None) -> str:
         return "MFU " + UNKNOWN
     mfu = format_util(row.get("mfu"))
     unknown = row.get("unknown_ns")
-    if _known(unknown) and _f(unknown) > 0 and mfu != UNKNOWN:
+    if _positive(unknown) and mfu != UNKNOWN:
         mfu = "≥ " + mfu
     hfu = format_util(row.get("hfu"))
-    if _known(unknown) and _f(unknown) > 0 and hfu != UNKNOWN:
+    if _positive(unknown) and hfu != UNKNOWN:
         hfu = "≥ " + hfu
     parts = [f"MFU {mfu}", f"HFU {hfu}", f"step SOL {format_ratio(row.get('sol_step'))}"]
-    flops = row.get("model_flops")
-    if _known(flops):
-        what = f"{_si(_f(flops), 'FLOP')} in {format_duration(row.get('step_ns'))}"
+    flops = number(row.get("model_flops"))
+    if flops is not None:
+        what = f"{_si(flops, 'FLOP')} in {format_duration(row.get('step_ns'))}"
         basis = row.get("time_basis")
         if basis and basis != "host range":
             what += f" ({basis})"
-        peak = row.get("peak_flops")
-        if _known(peak):
+        peak = number(row.get("peak_flops"))
+        if peak is not None:
             prec = str(row.get("precision") or "").upper()
-            ranks = row.get("ranks")
-            n = int(_f(ranks)) if _known(ranks) and _f(ranks) > 1 else 1
-            what += f" at the {prec} peak {_si(_f(peak) / n, 'FLOP/s')}" + (f" × {n} GPUs" if n > 1 else "")
+            ranks = number(row.get("ranks"))
+            n = int(ranks) if ranks is not None and ranks > 1 else 1
+            what += f" at the {prec} peak {_si(peak / n, 'FLOP/s')}" + (f" × {n} GPUs" if n > 1 else "")
         parts.append(what)
-    if _known(unknown) and _f(unknown) > 0:
-        parts.append(f"FLOPs unknown for {format_duration(_f(unknown))} of kernels")
+    if _positive(unknown):
+        parts.append(f"FLOPs unknown for {format_duration(unknown)} of kernels")
     if row.get("note"):
         parts.append(str(row["note"]))
     return " · ".join(parts)
@@ -80,7 +66,7 @@ def split_line(row: Mapping[str, Any] | None) -> str:
 
 #: the columns of :func:`mfu_cells`: (header, column, formatter)
 CELLS = (
-    ("rank", "rank", lambda v: str(int(v)) if _known(v) else UNKNOWN),
+    ("rank", "rank", lambda v: str(int(v)) if known(v) else UNKNOWN),
     ("step", "step", lambda v: str(int(v))),
     ("step time", "step_ns", format_duration),
     ("basis", "time_basis", str),
@@ -102,9 +88,8 @@ def mfu_cells(steps: Any) -> tuple[list[str], list[list[str]]]:
     headers = [h for h, _, _ in CELLS]
     rows = []
     for rec in steps.to_dict(orient="records"):
-        row = [f(rec.get(col)) if _known(rec.get(col)) or col in ("time_basis", "peak_field") else UNKNOWN for _, col, f in CELLS]
-        unknown = rec.get("unknown_ns")
-        if _known(unknown) and _f(unknown) > 0:
+        row = [f(rec.get(col)) if known(rec.get(col)) or col in ("time_basis", "peak_field") else UNKNOWN for _, col, f in CELLS]
+        if _positive(rec.get("unknown_ns")):
             # FLOPs missing for part of the step: the utilisations are lower bounds
             row = [("≥ " + c) if h in ("MFU", "HFU") and c != UNKNOWN else c for (h, _, _), c in zip(CELLS, row)]
         rows.append(row)
@@ -155,7 +140,7 @@ def compare_mfu_text(df: Any) -> str:
         d = r["delta_pts"]
         rows.append([str(r["position"]), str(r["step_a"]) if r["step_a"] >= 0 else UNKNOWN, str(r["step_b"]) if r["step_b"] >= 0 else UNKNOWN,
                      format_duration(r["step_ns_a"]), format_duration(r["step_ns_b"]), format_util(r["mfu_a"]), format_util(r["mfu_b"]),
-                     f"{d:+.1f}" if _known(d) else UNKNOWN, format_ratio(r["sol_step_a"]), format_ratio(r["sol_step_b"])])
+                     f"{d:+.1f}" if known(d) else UNKNOWN, format_ratio(r["sol_step_a"]), format_ratio(r["sol_step_b"])])
     return "MFU per step (the i-th step of A beside the i-th of B; delta = B - A in percentage points)\n" + _aligned(headers, rows)
 
 

@@ -13,6 +13,7 @@ its path that cost most.
 
 from __future__ import annotations
 
+import html
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from PySide6.QtGui import QColor, QPainter
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from kviewer.session.format import format_duration
+from kviewer.session.format import format_duration, format_percent
 from kviewer.ui.background import BackgroundRunner
 
 if TYPE_CHECKING:
@@ -192,12 +193,8 @@ class StepBreakdown(QWidget):
         total = max(s.critical_path_ns, 1)
         parts = "".join(
             f"<tr><td><span style='color:{CLASS_COLOURS[i].name()}'>■</span> {c}</td><td align=right>{format_duration(s.breakdown[c])}</td>"
-            f"<td align=right>{s.breakdown[c] / total * 100:.1f}%</td></tr>" for i, c in enumerate(CLASSES))
-        top = "".join(f"<tr><td>{_esc(str(t['name']))[:80]}</td><td>{t['kind']}</td><td align=right>{format_duration(float(t['ns']))}</td>"
-                      f"<td align=right>{float(t['pct']):.1f}%</td></tr>" for t in s.top[:8])
-        self.label.setText(f"<b>{_esc(s.name)}</b>: critical path {format_duration(s.critical_path_ns)} "
+            f"<td align=right>{format_percent(s.breakdown[c] / total * 100)}</td></tr>" for i, c in enumerate(CLASSES))
+        top = "".join(f"<tr><td>{html.escape(str(t['name'])[:80])}</td><td>{t['kind']}</td><td align=right>{format_duration(float(t['ns']))}</td>"
+                      f"<td align=right>{format_percent(t['pct'])}</td></tr>" for t in s.top[:8])
+        self.label.setText(f"<b>{html.escape(s.name)}</b>: critical path {format_duration(s.critical_path_ns)} "
                            f"(step {format_duration(s.measured_ns)})<table>{parts}</table><br><b>On the path</b><table>{top}</table>")
-
-
-def _esc(s: str) -> str:
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
-from kviewer.session.format import format_duration
+from kviewer.session.format import format_duration, format_signed_pct
 from kviewer.ui.background import BackgroundRunner
 from kviewer.ui.critpath_overlay import CriticalPathOverlay, critical_paths_of
 from kviewer.ui.viewstate import ViewState
@@ -159,11 +159,8 @@ class WhatIfPanel(QWidget):
         self.fusion.blockSignals(True)
         self.fusion.clear()
         if base.fusion is not None:
-            import math
-
             for r in base.fusion.itertuples(index=False):
-                saving = format_duration(r.savings_ns) if math.isfinite(r.savings_ns) else "—"
-                item = QListWidgetItem(f"#{r.rank} {r.chain} · saves {saving} · {r.remedy}")
+                item = QListWidgetItem(f"#{r.rank} {r.chain} · saves {format_duration(r.savings_ns)} · {r.remedy}")
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
                 item.setCheckState(Qt.CheckState.Unchecked)
                 item.setData(Qt.ItemDataRole.UserRole, int(r.rank))
@@ -215,7 +212,7 @@ class WhatIfPanel(QWidget):
         self.view.resizeColumnsToContents()
         m, p = projection.median_measured_ns, projection.median_projected_ns
         notes = "<br>".join(f"{n['change']}: {n['what']}" for n in projection.notes)
-        pct = f" ({(p - m) / m * 100:+.1f}%)" if m > 0 else ""
+        pct = f" ({format_signed_pct((p - m) / m * 100)})" if m > 0 else ""
         self.result.setText(f"median step: measured <b>{format_duration(m)}</b> → projected <b>{format_duration(p)}</b>{pct}"
                             + (f"<br><small>{notes}</small>" if notes else ""))
 
