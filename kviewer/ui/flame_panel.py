@@ -30,13 +30,9 @@ class IcicleView(QWidget):
         self.setMouseTracking(True)
 
     def _frames(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        p = self.panel
-        if p.tree is None or p.thread_rows is None:
-            return None
-        rows = p.thread_rows
-        start = (p.tree.start[rows] - p.offset).astype(np.float64)
-        end = start + p.tree.inclusive_ns[rows]
-        return rows, start, end, p.tree.depth[rows]
+        """(call-tree positions, start, end, depth) of the shown thread's frames, in display ns:
+        computed once per thread (:meth:`FlamePanel._thread_changed`), not per paint or mouse move."""
+        return self.panel.frames
 
     def _x(self, t: np.ndarray) -> np.ndarray:
         t0, t1 = self.panel.state.range
@@ -102,6 +98,8 @@ class FlamePanel(QWidget):
         self.runner = runner
         self.tree: Any = None
         self.thread_rows: np.ndarray | None = None
+        self.frames: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        """(call-tree positions, start, end, depth) of the shown thread's frames (display ns)"""
         self.offset = 0
         self.key = -1
         self.threads = QComboBox()
@@ -158,10 +156,13 @@ class FlamePanel(QWidget):
         data = self.threads.currentData()
         if self.tree is None or data is None:
             self.thread_rows = None
+            self.frames = None
         else:
             pid, tid = data
-            self.thread_rows = np.flatnonzero((self.tree.pid == pid) & (self.tree.tid == tid))
-            depth = int(self.tree.depth[self.thread_rows].max(initial=0)) + 1
+            rows = self.thread_rows = np.flatnonzero((self.tree.pid == pid) & (self.tree.tid == tid))
+            start = (self.tree.start[rows] - self.offset).astype(np.float64)
+            self.frames = (rows, start, start + self.tree.inclusive_ns[rows], self.tree.depth[rows])
+            depth = int(self.tree.depth[rows].max(initial=0)) + 1
             self.icicle.setMinimumHeight(depth * ROW_H)
         self.icicle.update()
 
@@ -185,3 +186,4 @@ class FlamePanel(QWidget):
             t1 = max(t1, float(ks["end"].to_numpy()[kernels].max() - self.offset))
         pad = (t1 - t0) * 0.05
         self.state.set_range(t0 - pad, t1 + pad)
+
