@@ -15,10 +15,13 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
+from kviewer.session.colors import SHADES, stable_shade
 from kviewer.ui.background import BackgroundRunner
 from kviewer.ui.viewstate import Selection, ViewState
 
 ROW_H = 16
+#: one warm colour per stable shade of a frame's name (the same in every run, unlike hash())
+_SHADE_COLOURS = [QColor.fromHsv(20 + s * 40 // SHADES, 110 + (s * 5 % SHADES) * 60 // SHADES, 235) for s in range(SHADES)]
 
 
 class IcicleView(QWidget):
@@ -52,11 +55,11 @@ class IcicleView(QWidget):
         x1 = np.clip(self._x(end[vis]), -1, self.width() + 1)
         wide = (x1 - x0) >= 0.5
         names = self.panel.tree.names
+        shades = self.panel.shades
         fm = painter.fontMetrics()
         for r, a, b, d in zip(rows[vis][wide].tolist(), x0[wide].tolist(), x1[wide].tolist(), depth[vis][wide].tolist()):
             rect = QRectF(a, d * ROW_H, max(b - a, 1.0), ROW_H - 1)
-            h = hash(names[r]) & 0xFFFF
-            painter.fillRect(rect, QColor.fromHsv(20 + h % 40, 110 + h % 60, 235))
+            painter.fillRect(rect, _SHADE_COLOURS[int(shades[r])])
             if rect.width() > 30:
                 painter.setPen(QColor(30, 30, 30))
                 painter.drawText(rect.adjusted(2, 0, -2, 0), int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft),
@@ -100,6 +103,8 @@ class FlamePanel(QWidget):
         self.thread_rows: np.ndarray | None = None
         self.frames: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         """(call-tree positions, start, end, depth) of the shown thread's frames (display ns)"""
+        self.shades: np.ndarray = np.zeros(0, dtype=np.int64)
+        """the stable shade of every frame's name (indexed by call-tree position)"""
         self.offset = 0
         self.key = -1
         self.threads = QComboBox()
@@ -130,16 +135,15 @@ class FlamePanel(QWidget):
             self.runner.cancel("calltree")
             self._show(None, 0, -1)
             return
-        from kviewer.analysis.calltree import call_tree
-
         trace = tracks.trace
         offset, key = tracks.offset_ns, tracks.key
         self.status.setText("computing…")
-        self.runner.run("calltree", lambda: call_tree(trace), lambda tree: self._show(tree, offset, key),
+        self.runner.run("calltree", lambda: _tree_and_shades(trace), lambda got: self._show(got[0], offset, key, got[1]),
                         lambda m: self.status.setText(m.splitlines()[0]))
 
-    def _show(self, tree: Any, offset: int, key: int) -> None:
+    def _show(self, tree: Any, offset: int, key: int, shades: np.ndarray | None = None) -> None:
         self.tree, self.offset, self.key = tree, offset, key
+        self.shades = shades if shades is not None else np.zeros(0, dtype=np.int64)
         self.threads.blockSignals(True)
         self.threads.clear()
         if tree is not None and len(tree):
@@ -187,3 +191,16 @@ class FlamePanel(QWidget):
         pad = (t1 - t0) * 0.05
         self.state.set_range(t0 - pad, t1 + pad)
 
+
+def _tree_and_shades(trace: Any) -> tuple[Any, np.ndarray]:
+    """The call tree of ``trace`` and the colour shade of each frame (on a worker)."""
+    from kviewer.analysis.calltree import call_tree
+
+    tree = call_tree(trace)
+    return tree, _shades(tree.names)
+
+
+def _shades(names: list[str]) -> np.ndarray:
+    """:func:`~kviewer.session.colors.stable_shade` of each name (each distinct name hashed once)."""
+    memo: dict[str, int] = {}
+    return np.fromiter((memo[n] if n in memo else memo.setdefault(n, stable_shade(n)) for n in names), dtype=np.int64, count=len(names))
