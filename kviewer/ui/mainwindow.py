@@ -355,7 +355,7 @@ class MainWindow(QMainWindow):
         self.diagnostics_button = DiagnosticsButton()
         self.diagnostics_button.clicked.connect(self.show_diagnostics)
         self.diagnostics.countChanged.connect(self.diagnostics_button.set_count)
-        self.diagnostics_button.set_count(self.diagnostics.tree.topLevelItemCount())
+        self.diagnostics_button.set_count(self.diagnostics.count)
         self.statusBar().addPermanentWidget(self.diagnostics_button)
         self._update_status()
 
