@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QVBox
 
 from kviewer.session.colors import SHADES, stable_shade
 from kviewer.ui.background import BackgroundRunner
+from kviewer.ui.dock_gate import DockGate
 from kviewer.ui.viewstate import Selection, ViewState
 
 ROW_H = 16
@@ -125,16 +126,26 @@ class FlamePanel(QWidget):
         lay.addLayout(head)
         lay.addWidget(self.scroller, 1)
         self.threads.currentIndexChanged.connect(self._thread_changed)
+        self.gate = DockGate(self.refresh)
+        """computes only while the dock is on screen (the window tells it the dock)"""
+        self.shown: tuple[int, int, int] | None = None
+        """(trace key, id of its trace, display offset) filled for"""
         state.currentTraceChanged.connect(lambda _t: self.refresh())
         state.tracesChanged.connect(self.refresh)
         state.rangeChanged.connect(lambda *_: self.icicle.update())
 
     def refresh(self) -> None:
+        """Fill for the current trace, when on screen and it changed since the last fill."""
         tracks = self.state.current
         if tracks is None:
+            self.shown = None
             self.runner.cancel("calltree")
             self._show(None, 0, -1)
             return
+        want = (tracks.key, id(tracks.trace), tracks.offset_ns)
+        if want == self.shown or not self.gate.on_screen():
+            return
+        self.shown = want
         trace = tracks.trace
         offset, key = tracks.offset_ns, tracks.key
         self.status.setText("computing…")

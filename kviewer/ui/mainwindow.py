@@ -144,6 +144,7 @@ class MainWindow(QMainWindow):
 
         self.whatif_panel = WhatIfPanel(self.state, self.runner, self.timeline, compare=self.compare.start)
         self.whatif_dock = self._dock("What-if", "whatifDock", self.whatif_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.whatif_panel.gate.watch(self.whatif_dock)  # the analysis docks compute only on screen
         from kviewer.ui.flame_panel import FlamePanel
         from kviewer.ui.memory_panel import MemoryPanel
 
@@ -151,6 +152,8 @@ class MainWindow(QMainWindow):
         self.memory_dock = self._dock("Memory", "memoryDock", self.memory_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.flame_panel = FlamePanel(self.state, self.runner)
         self.flame_dock = self._dock("Call Tree", "callTreeDock", self.flame_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.memory_panel.gate.watch(self.memory_dock)
+        self.flame_panel.gate.watch(self.flame_dock)
         # a range dragged on the time axis brings its summary forward
         self.state.timeSelectionChanged.connect(self._show_range_dock)
         self.counters = CounterAttach(self, self.state, self.runner, self.analysis, self.show_message,

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from kviewer.session.format import format_duration, format_signed_pct
 from kviewer.ui.background import BackgroundRunner
+from kviewer.ui.dock_gate import DockGate
 from kviewer.ui.critpath_overlay import CriticalPathOverlay, critical_paths_of
 from kviewer.ui.viewstate import ViewState
 
@@ -131,24 +132,37 @@ class WhatIfPanel(QWidget):
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(scroll)
         self._lay = right
+        self.gate = DockGate(self.refresh)
+        """computes only while the dock is on screen (the window tells it the dock)"""
+        self.shown: tuple[int, int] | None = None
+        """(trace key, id of its trace) the base was built for"""
         state.currentTraceChanged.connect(lambda _t: self.refresh())
         state.tracesChanged.connect(self.refresh)
 
     # -----------------------------------------------------------------------------------------
     def refresh(self) -> None:
+        """Build the base of the current trace, when on screen and the trace changed since the
+        last build."""
         tracks = self.state.current
-        if tracks is self._tracks:
+        want = None if tracks is None else (tracks.key, id(tracks.trace))
+        if want == self.shown:
             return
-        self._tracks = tracks
-        self.base = None
-        self.projection = None
-        self.overlay.clear()
-        self.timeline.repaint_overlay()
-        self.fusion.clear()
+        if tracks is not self._tracks or want is None or self.shown is None or want[:2] != self.shown[:2]:
+            # another trace (or another trace object): the path and numbers shown are not its own
+            self._tracks = tracks
+            self.shown = None
+            self.base = None
+            self.projection = None
+            self.overlay.clear()
+            self.timeline.repaint_overlay()
+            self.fusion.clear()
+            self.result.setText("")
         if tracks is None:
             self.runner.cancel("whatif-base")
-            self.result.setText("")
             return
+        if not self.gate.on_screen():
+            return
+        self.shown = want
         self.result.setText("building the dependency graph…")
         self.runner.run("whatif-base", lambda: _base(tracks), lambda b: self._base_ready(tracks, b), self._failed)
 

@@ -16,6 +16,7 @@ from kviewer.session.tracks import TraceTracks
 def _open(window: Any, path: Path) -> TraceTracks:
     from kviewer.io import load
 
+    window.whatif_dock.raise_()  # the dock computes while on screen
     tracks = TraceTracks.build(load(path))
     window.state.add_trace(tracks)
     return tracks
