@@ -108,7 +108,7 @@ def _open_fleets(window: Any, files: list[str]) -> list[str]:
         def failed(message: str, f: str = f) -> None:
             dialogs.show_error(window, "Could not open the fleet output", f"{f}: {message}")
 
-        runner.run(f"fleet:{f}", lambda f=f: open_fleet(f), done, failed)  # type: ignore[misc]
+        runner.run(f"fleet:{f}", lambda f=f: open_fleet(f), done, failed)
     return rest
 
 
