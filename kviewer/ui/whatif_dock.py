@@ -42,7 +42,8 @@ def _base(tracks: Any) -> _Base:
     from kviewer.errors import AnalysisError
 
     paths = critical_paths_of(tracks)
-    model = whatif_model(tracks.trace, paths=paths)
+    info = tracks.sol_info  # a GPU chosen in the Roofline dock (counters attached are in tracks.trace)
+    model = whatif_model(tracks.trace, device=info.device if info is not None else None, paths=paths)
     try:
         fusion, error = model.fusion_table(), ""
     except AnalysisError as exc:
@@ -134,17 +135,17 @@ class WhatIfPanel(QWidget):
         self._lay = right
         self.gate = DockGate(self.refresh)
         """computes only while the dock is on screen (the window tells it the dock)"""
-        self.shown: tuple[int, int] | None = None
-        """(trace key, id of its trace) the base was built for"""
+        self.shown: tuple[int, int, int] | None = None
+        """(trace key, id of its trace, id of its speed of light) the base was built for"""
         state.currentTraceChanged.connect(lambda _t: self.refresh())
         state.tracesChanged.connect(self.refresh)
 
     # -----------------------------------------------------------------------------------------
     def refresh(self) -> None:
-        """Build the base of the current trace, when on screen and the trace changed since the
-        last build."""
+        """Build the base of the current trace, when on screen and the trace or its speed of
+        light (a GPU chosen, counters attached) changed since the last build."""
         tracks = self.state.current
-        want = None if tracks is None else (tracks.key, id(tracks.trace))
+        want = None if tracks is None else (tracks.key, id(tracks.trace), id(tracks.sol_info))
         if want == self.shown:
             return
         if tracks is not self._tracks or want is None or self.shown is None or want[:2] != self.shown[:2]:

@@ -45,3 +45,22 @@ def test_hidden_docks_compute_nothing_and_a_shown_one_computes_once(qtbot: Any, 
     qtbot.waitUntil(lambda: window.flame_panel.thread_rows is not None, timeout=30_000)
     qtbot.wait(200)
     assert calls == {"memory": 1, "calltree": 1}
+
+
+def test_what_if_rebuilds_when_the_speed_of_light_changes(qtbot: Any, window: Any, sample_traces: Path) -> None:
+    """A GPU chosen (or counters attached) gives the trace a new speed of light: the What-if dock
+    builds its base again (it stayed on the old one when only the trace object was compared)."""
+    from kviewer.session.analyses import compute_sol
+
+    window.whatif_dock.raise_()
+    window.open_files([str(sample_traces / "mlp_sync.pt.trace.json.gz")])
+    wait_idle(qtbot, window)
+    tracks = window.state.current
+    panel = window.whatif_panel
+    qtbot.waitUntil(lambda: tracks.sol_info is not None and panel.projection is not None
+                    and panel.shown == (tracks.key, id(tracks.trace), id(tracks.sol_info)), timeout=30_000)
+    first = panel.base
+    window.analysis.apply_sol(tracks.key, compute_sol(tracks.trace, "h100_sxm"))
+    qtbot.waitUntil(lambda: panel.base is not None and panel.base is not first, timeout=30_000)
+    assert panel.shown == (tracks.key, id(tracks.trace), id(tracks.sol_info))
+    assert panel.base.model.device == "h100_sxm"
