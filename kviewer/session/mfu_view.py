@@ -145,54 +145,48 @@ def compare_mfu_text(df: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# the window: one MFU result per open trace and speed of light, computed off the GUI thread
+# the window: one MFU result per open trace and speed of light, computed off the GUI thread and
+# kept in the trace's MFU slot (kviewer.session.open_trace.MFU; kviewer.ui.mfu_requests asks)
 
 
-def cached_mfu(tracks: Any) -> Any:
-    """The :class:`~kviewer.analysis.mfu.MfuResult` of an open trace for its current speed of
-    light, None when not computed yet (or computed for another GPU choice)."""
-    hit = getattr(tracks, "_mfu_cache", None)
-    if hit is None or hit[0] is not tracks.sol_info:
-        return None
-    return hit[1]
-
-
-def compute_mfu(tracks: Any) -> tuple[Any, Any]:
-    """(the speed of light used, its MFU result): pure, for a worker thread; hand the pair to
-    :func:`store_mfu` on the GUI thread."""
+def compute_mfu(trace: Any, info: Any) -> Any:
+    """The :class:`~kviewer.analysis.mfu.MfuResult` of an open trace for its speed of light
+    ``info`` (a :class:`~kviewer.session.analyses.SolInfo`, None when not known): pure, for a
+    worker thread."""
     from kviewer.analysis.mfu import mfu_or_unknown
 
-    from kviewer.analysis.mfu import MFU_COLUMNS, MFU_JOB_COLUMNS, MfuResult, _empty
-
-    info = tracks.sol_info
     sol = info.result if info is not None else None
     device = info.device if info is not None else None
     if info is not None and sol is None and not info.no_kernels:
         # no speed of light (the GPU is not recognised): no peaks, and nothing to compute again
-        return info, MfuResult(_empty(MFU_COLUMNS), _empty(MFU_JOB_COLUMNS), {"error": info.why or "the GPU is not known"})
-    return info, mfu_or_unknown(tracks.trace, device, sol)
+        return failed_mfu(info.why or "the GPU is not known")
+    return mfu_or_unknown(trace, device, sol)
 
 
-def marker_tooltip_lines(tracks: Any, name: str, rank: int) -> list[str]:
-    """The timeline tooltip's MFU line of a step marker, when its MFU is known (computed once the
-    trace's speed of light is: :meth:`kviewer.ui.mfu_requests.MfuRequests.warm`)."""
+def failed_mfu(why: str) -> Any:
+    """An MFU result that says why it is unknown (its totals' ``error``)."""
+    from kviewer.analysis.mfu import MFU_COLUMNS, MFU_JOB_COLUMNS, MfuResult, _empty
+
+    return MfuResult(_empty(MFU_COLUMNS), _empty(MFU_JOB_COLUMNS), {"error": why})
+
+
+def marker_tooltip_lines(result: Any, name: str, rank: int) -> list[str]:
+    """The timeline tooltip's MFU line of a step marker, when its trace's MFU ``result`` is known
+    (computed once the trace's speed of light is: :meth:`kviewer.ui.mfu_requests.MfuRequests.warm`;
+    None before)."""
     from kviewer.analysis.mfu import step_of_marker
     from kviewer.analysis.steps import is_step_marker_name
 
-    if not is_step_marker_name(name):
+    if result is None or not is_step_marker_name(name):
         return []
-    res = cached_mfu(tracks)
-    row = step_of_marker(res, name, rank) if res is not None else None
+    row = step_of_marker(result, name, rank)
     return [mfu_line(row)] if row is not None else []
 
 
-def store_mfu(tracks: Any, computed: tuple[Any, Any]) -> None:
-    tracks._mfu_cache = computed
-
-
-def marker_mfu_html(tracks: Any, name: str, rank: int) -> str | None:
-    """The Details lines of a selected step marker: its MFU line and the split of its time; ""
-    while not computed; None when the slice is no step marker."""
+def marker_mfu_html(result: Any, name: str, rank: int) -> str | None:
+    """The Details lines of a selected step marker from its trace's MFU ``result``: its MFU line
+    and the split of its time; "" while not computed (``result`` None); None when the slice is no
+    step marker."""
     import html
 
     from kviewer.analysis.mfu import step_of_marker
@@ -200,12 +194,11 @@ def marker_mfu_html(tracks: Any, name: str, rank: int) -> str | None:
 
     if not is_step_marker_name(name):
         return None
-    res = cached_mfu(tracks)
-    if res is None:
+    if result is None:
         return ""
-    if res.totals.get("error"):
-        return f"<p style='color:#777'>MFU unknown: {html.escape(str(res.totals['error']).splitlines()[0])}</p>"
-    row = step_of_marker(res, name, rank)
+    if result.totals.get("error"):
+        return f"<p style='color:#777'>MFU unknown: {html.escape(str(result.totals['error']).splitlines()[0])}</p>"
+    row = step_of_marker(result, name, rank)
     if row is None:
         return None
     return (f"<p><b>{html.escape(mfu_line(row))}</b><br>"

@@ -14,6 +14,7 @@ its path that cost most.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from kviewer.session.format import format_duration, format_percent
+from kviewer.ui.analysis_requests import AnalysisRequests
 from kviewer.ui.background import BackgroundRunner
 
 if TYPE_CHECKING:
@@ -40,19 +42,21 @@ CLASS_COLOURS = (
 )
 BAND_PX = 4.0
 
-_CACHE: dict[int, tuple[Any, Any]] = {}
 
 
-def critical_paths_of(tracks: TraceTracks) -> CritPathResult:
-    """The critical paths of a trace, computed once per trace (call off the GUI thread)."""
+def _critpath_job(tracks: TraceTracks) -> Callable[[], CritPathResult]:
     from kviewer.analysis.critpath import critical_paths
 
-    got = _CACHE.get(tracks.key)
-    if got is not None and got[0] is tracks.trace:
-        return got[1]
-    res = critical_paths(tracks.trace)
-    _CACHE[tracks.key] = (tracks.trace, res)
-    return res
+    trace = tracks.trace
+    return lambda: critical_paths(trace)
+
+
+def critpath_requests(runner: BackgroundRunner, state: Any) -> AnalysisRequests:
+    """Requests for the critical paths of open traces, kept in each trace's
+    :data:`~kviewer.session.open_trace.CRITPATH` slot (computed once per trace, on the runner)."""
+    from kviewer.session.open_trace import CRITPATH
+
+    return AnalysisRequests(runner, state, CRITPATH, _critpath_job)
 
 
 class CriticalPathOverlay:
@@ -150,9 +154,12 @@ class CriticalPathOverlay:
 class StepBreakdown(QWidget):
     """The Range dock's critical-path tab (see the module doc)."""
 
-    def __init__(self, runner: BackgroundRunner, parent: QWidget | None = None) -> None:
+    def __init__(self, runner: BackgroundRunner, state: Any, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.runner = runner
+        self.paths = critpath_requests(runner, state)
+        self._want: tuple[TraceTracks, int, int] | None = None
+        """the last refresh's arguments (shown again when the paths arrive)"""
         self.step: Any = None
         """the :class:`~kviewer.analysis.critpath.StepPath` shown (None when the range is no step)"""
         self.label = QLabel("Select a step (the What-if dock lists them) to see its critical path.")
@@ -169,13 +176,23 @@ class StepBreakdown(QWidget):
 
     def refresh(self, tracks: TraceTracks | None, t0: int, t1: int) -> None:
         """Show the breakdown of the step whose window is [t0, t1] (trace ns), if any."""
+        from kviewer.session.open_trace import Failed
+
         self.step = None
+        self._want = None if tracks is None else (tracks, t0, t1)
         if tracks is None:
-            self.runner.cancel("range-critpath")
             return
-        self.label.setText("critical path: computing…")
-        self.runner.run("range-critpath", lambda: critical_paths_of(tracks), lambda r: self._show(r, t0, t1),
-                        lambda msg: self.label.setText(f"critical path: {msg.splitlines()[0]}"))
+        got = self.paths.request(tracks, self._again)
+        if got is None:
+            self.label.setText("critical path: computing…")
+        elif isinstance(got, Failed):
+            self.label.setText(f"critical path: {got.problem}")
+        else:
+            self._show(got.result, t0, t1)
+
+    def _again(self) -> None:
+        if self._want is not None:
+            self.refresh(*self._want)
 
     def _show(self, result: CritPathResult, t0: int, t1: int) -> None:
         from kviewer.analysis.critpath import CLASSES

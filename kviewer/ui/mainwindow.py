@@ -129,7 +129,7 @@ class MainWindow(QMainWindow):
         self.range_panel = RangePanel(self.state, self.runner)
         from kviewer.ui.mfu_requests import MfuRequests  # MFU per step in Details and Range
 
-        self.details.mfu_requests = self.range_panel.mfu_requests = mfu_requests = MfuRequests(self.runner)
+        self.details.mfu_requests = self.range_panel.mfu_requests = mfu_requests = MfuRequests(self.runner, self.state)
         self.state.tracesChanged.connect(lambda: mfu_requests.warm(self.state))
         self.range_dock = self._dock("Range", "rangeDock", self.range_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         from kviewer.ui.idle_panel import IdlePanel

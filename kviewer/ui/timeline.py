@@ -1052,8 +1052,10 @@ class TimelineView(QWidget):
         if found is None:
             QToolTip.hideText()
             return
+        from kviewer.session.open_trace import MFU
+
         tracks, lane, pos = found
-        text = tooltip_text(tracks, *lane.entry(pos))
+        text = tooltip_text(tracks, *lane.entry(pos), mfu=self.state.document.ready(tracks.key, MFU))
         QToolTip.showText(self.canvas.mapToGlobal(self.canvas.mapFromScene(scene_pos)), text, self.canvas)
 
     def _on_mouse_clicked(self, ev: Any) -> None:
@@ -1082,8 +1084,9 @@ class TimelineView(QWidget):
         return img
 
 
-def tooltip_text(tracks: TraceTracks, table: str, row: int) -> str:
-    """Hover text: name, duration, launch shape, stream; bound and SOL when known."""
+def tooltip_text(tracks: TraceTracks, table: str, row: int, mfu: Any = None) -> str:
+    """Hover text: name, duration, launch shape, stream; bound and SOL when known; a step
+    marker's MFU from ``mfu``, the trace's :class:`~kviewer.analysis.mfu.MfuResult` when known."""
     df = tracks.trace.table(table)
     r = df.iloc[row]
     lines = [f"<b>{_esc(str(r['short_name'] if table == 'kernels' else r['name']))}</b>"]
@@ -1115,7 +1118,7 @@ def tooltip_text(tracks: TraceTracks, table: str, row: int) -> str:
         lines.append(f"{r['category']} · tid {r['tid']}")
         from kviewer.session.mfu_view import marker_tooltip_lines  # a step marker's MFU
 
-        lines.extend(_esc(x) for x in marker_tooltip_lines(tracks, str(r["name"]), int(r["rank"])))
+        lines.extend(_esc(x) for x in marker_tooltip_lines(mfu, str(r["name"]), int(r["rank"])))
     sync = tracks.sync.get(table)
     if sync is not None and row < len(sync) and sync[row]:
         lines.append("<span style='color:#b3261e'>synchronisation: the host waits for the GPU</span>")

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 from kviewer.session.format import format_duration, format_signed_pct
 from kviewer.ui.background import BackgroundRunner
 from kviewer.ui.dock_gate import DockGate
-from kviewer.ui.critpath_overlay import CriticalPathOverlay, critical_paths_of
+from kviewer.ui.critpath_overlay import CriticalPathOverlay, critpath_requests
 from kviewer.ui.viewstate import ViewState
 
 #: kinds offered a speed-of-light target
@@ -37,13 +37,12 @@ class _Base:
     fusion_error: str
 
 
-def _base(tracks: Any) -> _Base:
+def _base(trace: Any, device: str | None, paths: Any) -> _Base:
+    """The model of ``trace`` from its critical paths (on a worker)."""
     from kviewer.analysis.whatif import whatif_model
     from kviewer.errors import AnalysisError
 
-    paths = critical_paths_of(tracks)
-    info = tracks.sol_info  # a GPU chosen in the Roofline dock (counters attached are in tracks.trace)
-    model = whatif_model(tracks.trace, device=info.device if info is not None else None, paths=paths)
+    model = whatif_model(trace, device=device, paths=paths)
     try:
         fusion, error = model.fusion_table(), ""
     except AnalysisError as exc:
@@ -66,6 +65,10 @@ class WhatIfPanel(QWidget):
         self.projection: Any = None
         """the :class:`~kviewer.analysis.whatif.Projection` shown (None before one)"""
         self._tracks: Any = None
+        self.paths = critpath_requests(runner, state)
+        """the trace's critical paths, kept by its owner (asked for here, shared with the Range dock)"""
+        self._base_for: tuple[int, int, int] | None = None
+        """the shown key a base was asked for"""
         self.show_path = QCheckBox("Show the critical path")
         self.show_path.setToolTip("Draw each step's critical path along the lanes it crosses, coloured by what it spends time on")
         self.show_path.setObjectName("whatifShowPath")
@@ -151,7 +154,7 @@ class WhatIfPanel(QWidget):
         if tracks is not self._tracks or want is None or self.shown is None or want[:2] != self.shown[:2]:
             # another trace (or another trace object): the path and numbers shown are not its own
             self._tracks = tracks
-            self.shown = None
+            self.shown = self._base_for = None
             self.base = None
             self.projection = None
             self.overlay.clear()
@@ -165,7 +168,26 @@ class WhatIfPanel(QWidget):
             return
         self.shown = want
         self.result.setText("building the dependency graph…")
-        self.runner.run("whatif-base", lambda: _base(tracks), lambda b: self._base_ready(tracks, b), self._failed)
+        self._build()
+
+    def _build(self) -> None:
+        """Ask for the base once the trace's critical paths are known (called again when they are)."""
+        from kviewer.session.open_trace import Failed
+
+        tracks, shown = self.state.current, self.shown
+        if tracks is None or shown is None or tracks is not self._tracks or self._base_for == shown:
+            return
+        got = self.paths.request(tracks, self._build)
+        if got is None:
+            return  # the critical paths are being computed: called again
+        if isinstance(got, Failed):
+            self._failed(got.problem)
+            return
+        self._base_for = shown
+        trace, paths = tracks.trace, got.result
+        info = tracks.sol_info  # a GPU chosen in the Roofline dock (counters attached are in tracks.trace)
+        device = info.device if info is not None else None
+        self.runner.run("whatif-base", lambda: _base(trace, device, paths), lambda b: self._base_ready(tracks, b), self._failed)
 
     def _base_ready(self, tracks: Any, base: _Base) -> None:
         if tracks is not self.state.current:
