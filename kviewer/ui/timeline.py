@@ -83,6 +83,8 @@ class Frame:
     """lines drawn over the counter rows (a memory row's peak)"""
     idle: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
     """idle gaps on stream lanes longer than the threshold, shaded"""
+    critpath: list[tuple[QColor, np.ndarray]] = field(default_factory=list)
+    """(colour, rects) of the critical path's bands (ui/critpath_overlay.py), when one is shown"""
     """(counter kind, rects) of the counter rows: one column per pixel"""
     bars: int = 0
 
@@ -282,10 +284,13 @@ class TracksItem(pg.GraphicsObject):
     # frame -----------------------------------------------------------------------------------
     def frame(self, x0: float, x1: float, top: float, width: float, height: float) -> Frame:
         tl = self.timeline
-        key = (x0, x1, top, width, height, tl.layout_version, tl.colour_version)
+        cp = tl.critical_path
+        key = (x0, x1, top, width, height, tl.layout_version, tl.colour_version, None if cp is None else (id(cp), cp.version))
         if self._frame is not None and self._frame.key == key:
             return self._frame
         fr = Frame(key)
+        if cp is not None:
+            fr.critpath = cp.band_rects(x0, x1, top, width)
         idle_parts: list[np.ndarray] = []
         parts_rect: list[np.ndarray] = []
         parts_col: list[np.ndarray] = []
@@ -500,8 +505,11 @@ class TracksItem(pg.GraphicsObject):
             for rect, text, is_dark in fr.labels:
                 p.setPen(dark if is_dark else light)
                 p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
-        if tl.critical_path is not None:  # ui/critpath_overlay.py
-            tl.critical_path.paint(p, x0, x1, top, width)
+        if fr.critpath:  # ui/critpath_overlay.py
+            p.setPen(Qt.PenStyle.NoPen)
+            for band, rects in fr.critpath:
+                p.setBrush(band)
+                _draw_rects(p, rects, 0, len(rects))
         if notes:
             # a trace with nothing to lay out in time (a summary-only file) says why, across the lanes
             p.setFont(self.font)

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 from kviewer.session.format import format_duration, format_signed_pct
 from kviewer.ui.background import BackgroundRunner
 from kviewer.ui.dock_gate import DockGate
-from kviewer.ui.critpath_overlay import CriticalPathOverlay, critpath_requests
+from kviewer.ui.critpath_overlay import CriticalPathOverlay, critpath_requests, path_bands
 from kviewer.ui.viewstate import ViewState
 
 #: kinds offered a speed-of-light target
@@ -35,10 +35,12 @@ class _Base:
     paths: Any
     fusion: Any
     fusion_error: str
+    bands: Any
+    """the paths laid on the trace's lanes (:func:`~kviewer.ui.critpath_overlay.path_bands`)"""
 
 
-def _base(trace: Any, device: str | None, paths: Any) -> _Base:
-    """The model of ``trace`` from its critical paths (on a worker)."""
+def _base(trace: Any, device: str | None, paths: Any, lane_of: dict[str, Any]) -> _Base:
+    """The model of ``trace`` from its critical paths, and the paths on its lanes (on a worker)."""
     from kviewer.analysis.whatif import whatif_model
     from kviewer.errors import AnalysisError
 
@@ -47,7 +49,7 @@ def _base(trace: Any, device: str | None, paths: Any) -> _Base:
         fusion, error = model.fusion_table(), ""
     except AnalysisError as exc:
         fusion, error = None, str(exc)
-    return _Base(model, paths, fusion, error)
+    return _Base(model, paths, fusion, error, path_bands(paths, lane_of))
 
 
 class WhatIfPanel(QWidget):
@@ -187,7 +189,8 @@ class WhatIfPanel(QWidget):
         trace, paths = tracks.trace, got.result
         info = tracks.sol_info  # a GPU chosen in the Roofline dock (counters attached are in tracks.trace)
         device = info.device if info is not None else None
-        self.runner.run("whatif-base", lambda: _base(trace, device, paths), lambda b: self._base_ready(tracks, b), self._failed)
+        lane_of = dict(tracks.lane_of)
+        self.runner.run("whatif-base", lambda: _base(trace, device, paths, lane_of), lambda b: self._base_ready(tracks, b), self._failed)
 
     def _base_ready(self, tracks: Any, base: _Base) -> None:
         if tracks is not self.state.current:
@@ -305,7 +308,7 @@ class WhatIfPanel(QWidget):
 
     def _path_toggled(self, on: bool) -> None:
         if on and self.base is not None and self._tracks is not None:
-            self.overlay.set_path(self._tracks, self.base.paths)
+            self.overlay.set_path(self._tracks.key, self.base.bands)
             self.timeline.critical_path = self.overlay
         else:
             self.timeline.critical_path = None
