@@ -9,12 +9,15 @@ The app calls these on a worker thread, never on the GUI thread.
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from kviewer.errors import CorruptTrace, KViewerError
+
+if TYPE_CHECKING:  # both imported where a database is read (on a worker): the app's start-up
+    import sqlite3  # asks is_fleet_candidate without them
+
+    import pandas as pd
 
 DB = "fleet.sqlite"
 RECOGNISED = "kviewer fleet output"
@@ -22,7 +25,16 @@ RECOGNISED = "kviewer fleet output"
 READ_TIMEOUT_S = 30.0
 
 
+def is_fleet_candidate(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is named like a ``kviewer fleet`` output: the database itself or a folder
+    holding one. Only names are looked at (cheap, nothing read: :func:`fleet_db` decides)."""
+    p = os.fspath(path)
+    return os.path.basename(os.path.normpath(p)) == DB or os.path.isfile(os.path.join(p, DB))
+
+
 def _open(db: Path) -> sqlite3.Connection:
+    import sqlite3
+
     from kviewer.io.source import connect_readonly, tables_only
 
     conn = connect_readonly(db, RECOGNISED)  # strict: views and triggers never act
@@ -39,6 +51,10 @@ def _open(db: Path) -> sqlite3.Connection:
 
 def _query(conn: sqlite3.Connection, db: Path, sql: str) -> pd.DataFrame:
     """``sql`` as a frame, within :data:`READ_TIMEOUT_S` and the memory budget; a typed error."""
+    import sqlite3
+
+    import pandas as pd
+
     from kviewer.io.sqlite_safety import QueryWatch
 
     watch = QueryWatch(conn, READ_TIMEOUT_S)
@@ -86,6 +102,8 @@ def read_ranks(db: Path) -> pd.DataFrame:
         conn.close()
     if not {"run", "rank", "excess_pct"} <= set(ranks.columns):
         raise CorruptTrace(db, "fleet_ranks lacks the run, rank and excess_pct columns", RECOGNISED)
+    import pandas as pd
+
     key = pd.to_numeric(ranks["excess_pct"], errors="coerce").astype("float64").fillna(float("-inf"))
     return ranks.assign(_k=key).sort_values(["run", "_k", "rank"], ascending=[True, False, True], kind="stable").drop(columns="_k").reset_index(drop=True)
 

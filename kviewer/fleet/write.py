@@ -16,7 +16,7 @@ import pandas as pd
 from kviewer.fleet.analyze import FleetResult
 from kviewer.report import Facts, Paragraph, Picture, Report, Section, Svg, Table, fmt_pct, html_escape, write_report
 from kviewer.session.format import UNKNOWN, format_count_int, format_duration, format_signed_duration, number
-from kviewer.session.mfu_view import format_ratio, format_util
+from kviewer.session.format import format_ratio, format_util
 
 #: index columns of the SQLite tables
 KEYS = {"runs": ["run"], "files": ["run", "rank"], "ranks": ["run", "rank"], "steps": ["run", "step"], "rank_steps": ["run", "rank", "step"],

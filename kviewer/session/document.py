@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kviewer.session.events import Event
-from kviewer.session.open_trace import FUSION, PENDING, SOL, AnalysisState, Failed, OpenTrace, Ready
+from kviewer.session.open_trace import CRITPATH, FROM_SOL, FUSION, MFU, PENDING, SOL, AnalysisState, Failed, OpenTrace, Ready
 
 if TYPE_CHECKING:
     from kviewer.analysis.compare import CompareResult
@@ -154,10 +154,19 @@ class Document:
         opened = self.open.get(key)
         return opened.ready(FUSION) if opened is not None else None
 
-    def drop_analysis(self, key: int) -> None:
-        """Forget the analyses computed from the trace's speed of light (fusion)."""
+    def ready(self, key: int, name: str) -> Any:
+        """The result of analysis ``name`` of trace ``key`` when it is ready, else None (the MFU
+        per step: :data:`MFU`; the critical paths: :data:`CRITPATH`)."""
         opened = self.open.get(key)
-        if opened is not None and opened.analyses.pop(FUSION, None) is not None:
+        return opened.ready(name) if opened is not None else None
+
+    def drop_analysis(self, key: int) -> None:
+        """Forget the analyses computed from the trace's speed of light (fusion, MFU)."""
+        opened = self.open.get(key)
+        if opened is None:
+            return
+        dropped = [name for name in FROM_SOL if opened.analyses.pop(name, None) is not None]
+        if dropped:
             self.analysis_changed.emit(key)
 
     # attached reports --------------------------------------------------------------------------
@@ -181,4 +190,4 @@ class Document:
         return opened.base if opened is not None else None
 
 
-__all__ = ["SOL", "FUSION", "ComparePair", "Document"]
+__all__ = ["SOL", "FUSION", "MFU", "CRITPATH", "ComparePair", "Document"]

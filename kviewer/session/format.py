@@ -22,9 +22,11 @@ __all__ = [
     "format_pct",
     "format_percent",
     "format_plain",
+    "format_ratio",
     "format_signed_duration",
     "format_signed_pct",
     "format_time",
+    "format_util",
     "format_value",
     "display_text",
     "xml_text",
@@ -119,6 +121,18 @@ def format_signed_pct(value: object) -> str:
     """A relative change: ``12.345`` -> ``+12.3%``."""
     v = number(value)
     return UNKNOWN if v is None else f"{float(v):+.1f}%"
+
+
+def format_util(value: object) -> str:
+    """A utilisation (a fraction) as a percentage: ``0.4123`` -> ``41.2%``."""
+    v = number(value)
+    return UNKNOWN if v is None else f"{float(v) * 100:.1f}%"
+
+
+def format_ratio(value: object) -> str:
+    """A ratio (step SOL): ``0.5234`` -> ``0.52``."""
+    v = number(value)
+    return UNKNOWN if v is None else f"{float(v):.2f}"
 
 
 def format_int(value: object) -> str:

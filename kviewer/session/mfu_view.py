@@ -8,25 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from kviewer.session.format import UNKNOWN, format_count, format_duration
+from kviewer.session.format import UNKNOWN, format_count, format_duration, format_ratio, format_util, known, number
 
-
-def _known(v: Any) -> bool:
-    return v is not None and v == v
-
-
-def _f(v: Any) -> float:
-    return float(v) if _known(v) else float("nan")
-
-
-def format_util(value: Any) -> str:
-    """A utilisation (a fraction) as a percentage: ``0.4123`` -> ``41.2%``."""
-    return f"{float(value) * 100:.1f}%" if _known(value) else UNKNOWN
-
-
-def format_ratio(value: Any) -> str:
-    """A ratio (step SOL): ``0.5234`` -> ``0.52``."""
-    return f"{float(value):.2f}" if _known(value) else UNKNOWN
+def _positive(v: Any) -> bool:
+    n = number(v)
+    return n is not None and n > 0
 
 
 def _si(value: float, unit: str) -> str:
@@ -41,27 +27,27 @@ def mfu_line(row: Mapping[str, Any] | None) -> str:
         return "MFU " + UNKNOWN
     mfu = format_util(row.get("mfu"))
     unknown = row.get("unknown_ns")
-    if _known(unknown) and _f(unknown) > 0 and mfu != UNKNOWN:
+    if _positive(unknown) and mfu != UNKNOWN:
         mfu = "≥ " + mfu
     hfu = format_util(row.get("hfu"))
-    if _known(unknown) and _f(unknown) > 0 and hfu != UNKNOWN:
+    if _positive(unknown) and hfu != UNKNOWN:
         hfu = "≥ " + hfu
     parts = [f"MFU {mfu}", f"HFU {hfu}", f"step SOL {format_ratio(row.get('sol_step'))}"]
-    flops = row.get("model_flops")
-    if _known(flops):
-        what = f"{_si(_f(flops), 'FLOP')} in {format_duration(row.get('step_ns'))}"
+    flops = number(row.get("model_flops"))
+    if flops is not None:
+        what = f"{_si(flops, 'FLOP')} in {format_duration(row.get('step_ns'))}"
         basis = row.get("time_basis")
         if basis and basis != "host range":
             what += f" ({basis})"
-        peak = row.get("peak_flops")
-        if _known(peak):
+        peak = number(row.get("peak_flops"))
+        if peak is not None:
             prec = str(row.get("precision") or "").upper()
-            ranks = row.get("ranks")
-            n = int(_f(ranks)) if _known(ranks) and _f(ranks) > 1 else 1
-            what += f" at the {prec} peak {_si(_f(peak) / n, 'FLOP/s')}" + (f" × {n} GPUs" if n > 1 else "")
+            ranks = number(row.get("ranks"))
+            n = int(ranks) if ranks is not None and ranks > 1 else 1
+            what += f" at the {prec} peak {_si(peak / n, 'FLOP/s')}" + (f" × {n} GPUs" if n > 1 else "")
         parts.append(what)
-    if _known(unknown) and _f(unknown) > 0:
-        parts.append(f"FLOPs unknown for {format_duration(_f(unknown))} of kernels")
+    if _positive(unknown):
+        parts.append(f"FLOPs unknown for {format_duration(unknown)} of kernels")
     if row.get("note"):
         parts.append(str(row["note"]))
     return " · ".join(parts)
@@ -80,7 +66,7 @@ def split_line(row: Mapping[str, Any] | None) -> str:
 
 #: the columns of :func:`mfu_cells`: (header, column, formatter)
 CELLS = (
-    ("rank", "rank", lambda v: str(int(v)) if _known(v) else UNKNOWN),
+    ("rank", "rank", lambda v: str(int(v)) if known(v) else UNKNOWN),
     ("step", "step", lambda v: str(int(v))),
     ("step time", "step_ns", format_duration),
     ("basis", "time_basis", str),
@@ -102,9 +88,8 @@ def mfu_cells(steps: Any) -> tuple[list[str], list[list[str]]]:
     headers = [h for h, _, _ in CELLS]
     rows = []
     for rec in steps.to_dict(orient="records"):
-        row = [f(rec.get(col)) if _known(rec.get(col)) or col in ("time_basis", "peak_field") else UNKNOWN for _, col, f in CELLS]
-        unknown = rec.get("unknown_ns")
-        if _known(unknown) and _f(unknown) > 0:
+        row = [f(rec.get(col)) if known(rec.get(col)) or col in ("time_basis", "peak_field") else UNKNOWN for _, col, f in CELLS]
+        if _positive(rec.get("unknown_ns")):
             # FLOPs missing for part of the step: the utilisations are lower bounds
             row = [("≥ " + c) if h in ("MFU", "HFU") and c != UNKNOWN else c for (h, _, _), c in zip(CELLS, row)]
         rows.append(row)
@@ -155,57 +140,46 @@ def compare_mfu_text(df: Any) -> str:
         d = r["delta_pts"]
         rows.append([str(r["position"]), str(r["step_a"]) if r["step_a"] >= 0 else UNKNOWN, str(r["step_b"]) if r["step_b"] >= 0 else UNKNOWN,
                      format_duration(r["step_ns_a"]), format_duration(r["step_ns_b"]), format_util(r["mfu_a"]), format_util(r["mfu_b"]),
-                     f"{d:+.1f}" if _known(d) else UNKNOWN, format_ratio(r["sol_step_a"]), format_ratio(r["sol_step_b"])])
+                     f"{d:+.1f}" if known(d) else UNKNOWN, format_ratio(r["sol_step_a"]), format_ratio(r["sol_step_b"])])
     return "MFU per step (the i-th step of A beside the i-th of B; delta = B - A in percentage points)\n" + _aligned(headers, rows)
 
 
 # ---------------------------------------------------------------------------------------------
-# the window: one MFU result per open trace and speed of light, computed off the GUI thread
+# the window: one MFU result per open trace and speed of light, computed off the GUI thread and
+# kept in the trace's MFU slot (kviewer.session.open_trace.MFU; kviewer.ui.mfu_requests asks)
 
 
-def cached_mfu(tracks: Any) -> Any:
-    """The :class:`~kviewer.analysis.mfu.MfuResult` of an open trace for its current speed of
-    light, None when not computed yet (or computed for another GPU choice)."""
-    hit = getattr(tracks, "_mfu_cache", None)
-    if hit is None or hit[0] is not tracks.sol_info:
-        return None
-    return hit[1]
-
-
-def compute_mfu(tracks: Any) -> tuple[Any, Any]:
-    """(the speed of light used, its MFU result): pure, for a worker thread; hand the pair to
-    :func:`store_mfu` on the GUI thread."""
+def compute_mfu(trace: Any, info: Any) -> Any:
+    """The :class:`~kviewer.analysis.mfu.MfuResult` of an open trace for its speed of light
+    ``info`` (a :class:`~kviewer.session.analyses.SolInfo`, None when not known): pure, for a
+    worker thread."""
     from kviewer.analysis.mfu import mfu_or_unknown, unknown_mfu
 
-    info = tracks.sol_info
     sol = info.result if info is not None else None
     device = info.device if info is not None else None
     if info is not None and sol is None and not info.no_kernels:
         # no speed of light (the GPU is not recognised): no peaks, and nothing to compute again
-        return info, unknown_mfu(info.why or "the GPU is not known")
-    return info, mfu_or_unknown(tracks.trace, device, sol)
+        return unknown_mfu(info.why or "the GPU is not known")
+    return mfu_or_unknown(trace, device, sol)
 
 
-def marker_tooltip_lines(tracks: Any, name: str, rank: int) -> list[str]:
-    """The timeline tooltip's MFU line of a step marker, when its MFU is known (computed once the
-    trace's speed of light is: :meth:`kviewer.ui.mfu_requests.MfuRequests.warm`)."""
+def marker_tooltip_lines(result: Any, name: str, rank: int) -> list[str]:
+    """The timeline tooltip's MFU line of a step marker, when its trace's MFU ``result`` is known
+    (computed once the trace's speed of light is: :meth:`kviewer.ui.mfu_requests.MfuRequests.warm`;
+    None before)."""
     from kviewer.analysis.mfu import step_of_marker
     from kviewer.analysis.steps import is_step_marker_name
 
-    if not is_step_marker_name(name):
+    if result is None or not is_step_marker_name(name):
         return []
-    res = cached_mfu(tracks)
-    row = step_of_marker(res, name, rank) if res is not None else None
+    row = step_of_marker(result, name, rank)
     return [mfu_line(row)] if row is not None else []
 
 
-def store_mfu(tracks: Any, computed: tuple[Any, Any]) -> None:
-    tracks._mfu_cache = computed
-
-
-def marker_mfu_html(tracks: Any, name: str, rank: int) -> str | None:
-    """The Details lines of a selected step marker: its MFU line and the split of its time; ""
-    while not computed; None when the slice is no step marker."""
+def marker_mfu_html(result: Any, name: str, rank: int) -> str | None:
+    """The Details lines of a selected step marker from its trace's MFU ``result``: its MFU line
+    and the split of its time; "" while not computed (``result`` None); None when the slice is no
+    step marker."""
     import html
 
     from kviewer.analysis.mfu import step_of_marker
@@ -213,12 +187,11 @@ def marker_mfu_html(tracks: Any, name: str, rank: int) -> str | None:
 
     if not is_step_marker_name(name):
         return None
-    res = cached_mfu(tracks)
-    if res is None:
+    if result is None:
         return ""
-    if res.totals.get("error"):
-        return f"<p style='color:#777'>MFU unknown: {html.escape(str(res.totals['error']).splitlines()[0])}</p>"
-    row = step_of_marker(res, name, rank)
+    if result.totals.get("error"):
+        return f"<p style='color:#777'>MFU unknown: {html.escape(str(result.totals['error']).splitlines()[0])}</p>"
+    row = step_of_marker(result, name, rank)
     if row is None:
         return None
     return (f"<p><b>{html.escape(mfu_line(row))}</b><br>"

@@ -31,8 +31,11 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: the analyses an open trace keeps
-SOL, FUSION = "sol", "fusion"
+#: the analyses an open trace keeps: its speed of light, the fusion candidates and the MFU per
+#: step computed from it, and the critical paths of its steps (of the trace alone)
+SOL, FUSION, MFU, CRITPATH = "sol", "fusion", "mfu", "critpath"
+#: the analyses computed from the speed of light: dropped when it changes
+FROM_SOL = (FUSION, MFU)
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,8 @@ class OpenTrace:
         return self.tracks.source
 
     def analysis(self, name: str) -> AnalysisState | None:
-        """The state of analysis ``name`` (:data:`SOL`, :data:`FUSION`); None: not asked for."""
+        """The state of analysis ``name`` (:data:`SOL`, :data:`FUSION`, :data:`MFU`,
+        :data:`CRITPATH`); None: not asked for."""
         return self.analyses.get(name)
 
     def ready(self, name: str) -> Any:
@@ -158,7 +162,10 @@ class OpenTrace:
         else:
             self.tracks.sol_info = info
         self.analyses[SOL] = sol_state(info, self.trace.meta.path)
-        self.analyses.pop(FUSION, None)  # computed from the old speed of light
+        for name in FROM_SOL:  # computed from the old speed of light
+            self.analyses.pop(name, None)
+        if trace is not None:  # another trace (counters merged): its critical paths are its own
+            self.analyses.pop(CRITPATH, None)
 
     def _attach(self, report: Trace, result: Any) -> None:
         self.report = report

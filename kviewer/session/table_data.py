@@ -403,6 +403,20 @@ def sort_order(rows: np.ndarray, col: Col, descending: bool) -> np.ndarray:
     return rows[np.argsort(k, kind="stable")]
 
 
+def text_table(rows: Sequence[Sequence[str]], columns: Sequence[Col]) -> TableData:
+    """A table of text rows (no pandas): column ``j`` of every row fills template ``columns[j]``
+    as codes into its sorted categories; "" is no text (as in :func:`frame_table`)."""
+    n = len(rows)
+    out: list[Col] = []
+    for j, tpl in enumerate(columns):
+        texts = [str(r[j]) for r in rows]
+        cats = sorted({t for t in texts if t})
+        where = {c: i for i, c in enumerate(cats)}
+        codes = np.fromiter((where.get(t, -1) for t in texts), dtype=np.int64, count=n)
+        out.append(replace(tpl, values=codes, categories=cats))
+    return TableData(out, np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64))
+
+
 def frame_table(frame: Any, columns: Sequence[Col]) -> TableData:
     """A table over the columns of a pandas DataFrame: each template of ``columns`` (a :class:`Col`
     declared without values) takes the frame's column of its key; keys the frame lacks are left

@@ -260,11 +260,13 @@ class AnalysisDocks(QObject):
         state.selectionChanged.connect(lambda _s: self.sync_roofline_selection())
         state.highlightChanged.connect(self.sync_roofline_selection)
         self.roofline_panel.deviceChosen.connect(self.choose_device)
-        # a dock in a tab group that is not the current tab still says isVisible(); its
-        # visibilityChanged signal follows the tabs too, so it decides what gets filled
-        self.shown_docks: set[str] = set()
+        # filled only while on screen (a dock in a hidden tab says isVisible() too)
+        from kviewer.ui.dock_gate import DockGate
+
+        self.gates: dict[str, DockGate] = {}
         for dock in (self.roofline_dock, self.fusion_dock):
-            dock.visibilityChanged.connect(lambda visible, d=dock: self._on_visibility(d, visible))
+            self.gates[dock.objectName()] = gate = DockGate(self.refresh)
+            gate.watch(dock)
 
     def arrange_default(self) -> None:
         """The first-run layout: Roofline below Details, Fusion candidates in a tab beside it.
@@ -283,16 +285,9 @@ class AnalysisDocks(QObject):
         self.window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
         return dock
 
-    def _on_visibility(self, dock: QDockWidget, visible: bool) -> None:
-        if visible:
-            self.shown_docks.add(dock.objectName())
-            self.refresh()
-        else:
-            self.shown_docks.discard(dock.objectName())
-
     def on_screen(self, dock: QDockWidget) -> bool:
         """Whether the dock is shown (and, in a tab group, its tab is the current one)."""
-        return dock.isVisible() and dock.objectName() in self.shown_docks
+        return self.gates[dock.objectName()].on_screen()
 
     # filling -----------------------------------------------------------------------------------
     def refresh(self) -> None:

@@ -79,18 +79,18 @@ def _open_fleets(window: Any, files: list[str]) -> list[str]:
     hold views that never end) is opened and read on a worker thread (:func:`kviewer.fleet.read.
     open_fleet`, bounded in time and memory). A candidate that is no fleet output after all is
     opened as a trace; one that cannot be read says why in an error dialog."""
-    if not any(os.path.basename(os.path.normpath(f)) == "fleet.sqlite" or os.path.isfile(os.path.join(f, "fleet.sqlite")) for f in files):
+    from kviewer.fleet.read import is_fleet_candidate
+
+    if not any(is_fleet_candidate(f) for f in files):
         return files
     from kviewer.fleet.read import open_fleet
     from kviewer.ui import dialogs
-    from kviewer.ui.background import BackgroundRunner
 
     rest = []
-    runner = getattr(window, "fleet_runner", None) or BackgroundRunner("fleet")
-    window.fleet_runner = runner
+    runner = window.runner  # the window's: its shutdown drops a read still in flight
     window.fleet_windows = getattr(window, "fleet_windows", [])
     for f in files:
-        if not (os.path.basename(os.path.normpath(f)) == "fleet.sqlite" or os.path.isfile(os.path.join(f, "fleet.sqlite"))):
+        if not is_fleet_candidate(f):
             rest.append(f)
             continue
 
@@ -108,7 +108,7 @@ def _open_fleets(window: Any, files: list[str]) -> list[str]:
         def failed(message: str, f: str = f) -> None:
             dialogs.show_error(window, "Could not open the fleet output", f"{f}: {message}")
 
-        runner.run(f"fleet:{f}", lambda f=f: open_fleet(f), done, failed)  # type: ignore[misc]
+        runner.run(f"fleet:{f}", lambda f=f: open_fleet(f), done, failed)
     return rest
 
 

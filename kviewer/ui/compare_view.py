@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 from kviewer.analysis.compare import STATUSES, CompareResult, compare
 from kviewer.core import Trace
 from kviewer.session import tables
-from kviewer.session.format import format_signed_duration
+from kviewer.session.format import format_signed_duration, format_signed_pct
 from kviewer.session.tables import FUSION_VIEW_COLUMNS, GROUP_VIEW_COLUMNS, OP_VIEW_COLUMNS, STEP_VIEW_COLUMNS
 from kviewer.ui.table_model import TableModel, TableView
 
@@ -233,7 +233,7 @@ class CompareView(QWidget):
         if r.headline_basis == "median step":
             # per step: files of 3 and 10 steps compare; the per-file total beside
             tp = r.total_slower_pct
-            total = f"{tp:+.1f}%" if math.isfinite(tp) else "all new"
+            total = format_signed_pct(tp) if math.isfinite(tp) else "all new"
             said = (f"B's median step is {amount}; total kernel time {total} "
                     f"({format_signed_duration(float(r.delta_ns))}, {len(r.steps_a)} vs {len(r.steps_b)} steps)")
         else:

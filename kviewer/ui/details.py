@@ -68,15 +68,18 @@ class DetailsPanel(QTextBrowser):
         """A step marker's MFU, HFU, step SOL and the split of its time."""
         from kviewer.session.mfu_view import marker_mfu_html
 
+        from kviewer.session.open_trace import MFU
+
         rank = int(r["rank"]) if "rank" in r else -1
-        text = marker_mfu_html(tracks, str(r["name"]), rank)
+        text = marker_mfu_html(self.state.document.ready(tracks.key, MFU), str(r["name"]), rank)
         if text is None:
             return []
         if text == "" and self.mfu_requests is not None:
             sel = self.state.selection
-            if self.mfu_requests.get(tracks, lambda: self.show_selection(self.state.selection) if self.state.selection == sel else None) is None:
+            res = self.mfu_requests.get(tracks, lambda: self.show_selection(self.state.selection) if self.state.selection == sel else None)
+            if res is None:
                 return ["<p style='color:#777'>MFU: computing…</p>"]
-            text = marker_mfu_html(tracks, str(r["name"]), rank) or ""
+            text = marker_mfu_html(res, str(r["name"]), rank) or ""
         return [text] if text else []
 
     def _links(self, tracks: Any, sel: Selection) -> list[str]:

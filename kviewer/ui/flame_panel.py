@@ -15,10 +15,14 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
+from kviewer.session.colors import SHADES, stable_shade
 from kviewer.ui.background import BackgroundRunner
+from kviewer.ui.dock_gate import DockGate
 from kviewer.ui.viewstate import Selection, ViewState
 
 ROW_H = 16
+#: one warm colour per stable shade of a frame's name (the same in every run, unlike hash())
+_SHADE_COLOURS = [QColor.fromHsv(20 + s * 40 // SHADES, 110 + (s * 5 % SHADES) * 60 // SHADES, 235) for s in range(SHADES)]
 
 
 class IcicleView(QWidget):
@@ -30,13 +34,9 @@ class IcicleView(QWidget):
         self.setMouseTracking(True)
 
     def _frames(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        p = self.panel
-        if p.tree is None or p.thread_rows is None:
-            return None
-        rows = p.thread_rows
-        start = (p.tree.start[rows] - p.offset).astype(np.float64)
-        end = start + p.tree.inclusive_ns[rows]
-        return rows, start, end, p.tree.depth[rows]
+        """(call-tree positions, start, end, depth) of the shown thread's frames, in display ns:
+        computed once per thread (:meth:`FlamePanel._thread_changed`), not per paint or mouse move."""
+        return self.panel.frames
 
     def _x(self, t: np.ndarray) -> np.ndarray:
         t0, t1 = self.panel.state.range
@@ -56,11 +56,11 @@ class IcicleView(QWidget):
         x1 = np.clip(self._x(end[vis]), -1, self.width() + 1)
         wide = (x1 - x0) >= 0.5
         names = self.panel.tree.names
+        shades = self.panel.shades
         fm = painter.fontMetrics()
         for r, a, b, d in zip(rows[vis][wide].tolist(), x0[wide].tolist(), x1[wide].tolist(), depth[vis][wide].tolist()):
             rect = QRectF(a, d * ROW_H, max(b - a, 1.0), ROW_H - 1)
-            h = hash(names[r]) & 0xFFFF
-            painter.fillRect(rect, QColor.fromHsv(20 + h % 40, 110 + h % 60, 235))
+            painter.fillRect(rect, _SHADE_COLOURS[int(shades[r])])
             if rect.width() > 30:
                 painter.setPen(QColor(30, 30, 30))
                 painter.drawText(rect.adjusted(2, 0, -2, 0), int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft),
@@ -102,6 +102,10 @@ class FlamePanel(QWidget):
         self.runner = runner
         self.tree: Any = None
         self.thread_rows: np.ndarray | None = None
+        self.frames: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        """(call-tree positions, start, end, depth) of the shown thread's frames (display ns)"""
+        self.shades: np.ndarray = np.zeros(0, dtype=np.int64)
+        """the stable shade of every frame's name (indexed by call-tree position)"""
         self.offset = 0
         self.key = -1
         self.threads = QComboBox()
@@ -122,26 +126,35 @@ class FlamePanel(QWidget):
         lay.addLayout(head)
         lay.addWidget(self.scroller, 1)
         self.threads.currentIndexChanged.connect(self._thread_changed)
+        self.gate = DockGate(self.refresh)
+        """computes only while the dock is on screen (the window tells it the dock)"""
+        self.shown: tuple[int, int, int] | None = None
+        """(trace key, id of its trace, display offset) filled for"""
         state.currentTraceChanged.connect(lambda _t: self.refresh())
         state.tracesChanged.connect(self.refresh)
         state.rangeChanged.connect(lambda *_: self.icicle.update())
 
     def refresh(self) -> None:
+        """Fill for the current trace, when on screen and it changed since the last fill."""
         tracks = self.state.current
         if tracks is None:
+            self.shown = None
             self.runner.cancel("calltree")
             self._show(None, 0, -1)
             return
-        from kviewer.analysis.calltree import call_tree
-
+        want = (tracks.key, id(tracks.trace), tracks.offset_ns)
+        if want == self.shown or not self.gate.on_screen():
+            return
+        self.shown = want
         trace = tracks.trace
         offset, key = tracks.offset_ns, tracks.key
         self.status.setText("computing…")
-        self.runner.run("calltree", lambda: call_tree(trace), lambda tree: self._show(tree, offset, key),
+        self.runner.run("calltree", lambda: _tree_and_shades(trace), lambda got: self._show(got[0], offset, key, got[1]),
                         lambda m: self.status.setText(m.splitlines()[0]))
 
-    def _show(self, tree: Any, offset: int, key: int) -> None:
+    def _show(self, tree: Any, offset: int, key: int, shades: np.ndarray | None = None) -> None:
         self.tree, self.offset, self.key = tree, offset, key
+        self.shades = shades if shades is not None else np.zeros(0, dtype=np.int64)
         self.threads.blockSignals(True)
         self.threads.clear()
         if tree is not None and len(tree):
@@ -158,10 +171,13 @@ class FlamePanel(QWidget):
         data = self.threads.currentData()
         if self.tree is None or data is None:
             self.thread_rows = None
+            self.frames = None
         else:
             pid, tid = data
-            self.thread_rows = np.flatnonzero((self.tree.pid == pid) & (self.tree.tid == tid))
-            depth = int(self.tree.depth[self.thread_rows].max(initial=0)) + 1
+            rows = self.thread_rows = np.flatnonzero((self.tree.pid == pid) & (self.tree.tid == tid))
+            start = (self.tree.start[rows] - self.offset).astype(np.float64)
+            self.frames = (rows, start, start + self.tree.inclusive_ns[rows], self.tree.depth[rows])
+            depth = int(self.tree.depth[rows].max(initial=0)) + 1
             self.icicle.setMinimumHeight(depth * ROW_H)
         self.icicle.update()
 
@@ -185,3 +201,17 @@ class FlamePanel(QWidget):
             t1 = max(t1, float(ks["end"].to_numpy()[kernels].max() - self.offset))
         pad = (t1 - t0) * 0.05
         self.state.set_range(t0 - pad, t1 + pad)
+
+
+def _tree_and_shades(trace: Any) -> tuple[Any, np.ndarray]:
+    """The call tree of ``trace`` and the colour shade of each frame (on a worker)."""
+    from kviewer.analysis.calltree import call_tree
+
+    tree = call_tree(trace)
+    return tree, _shades(tree.names)
+
+
+def _shades(names: list[str]) -> np.ndarray:
+    """:func:`~kviewer.session.colors.stable_shade` of each name (each distinct name hashed once)."""
+    memo: dict[str, int] = {}
+    return np.fromiter((memo[n] if n in memo else memo.setdefault(n, stable_shade(n)) for n in names), dtype=np.int64, count=len(names))

@@ -129,7 +129,7 @@ class MainWindow(QMainWindow):
         self.range_panel = RangePanel(self.state, self.runner)
         from kviewer.ui.mfu_requests import MfuRequests  # MFU per step in Details and Range
 
-        self.details.mfu_requests = self.range_panel.mfu_requests = mfu_requests = MfuRequests(self.runner)
+        self.details.mfu_requests = self.range_panel.mfu_requests = mfu_requests = MfuRequests(self.runner, self.state)
         self.state.tracesChanged.connect(lambda: mfu_requests.warm(self.state))
         self.range_dock = self._dock("Range", "rangeDock", self.range_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         from kviewer.ui.idle_panel import IdlePanel
@@ -144,6 +144,7 @@ class MainWindow(QMainWindow):
 
         self.whatif_panel = WhatIfPanel(self.state, self.runner, self.timeline, compare=self.compare.start)
         self.whatif_dock = self._dock("What-if", "whatifDock", self.whatif_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.whatif_panel.gate.watch(self.whatif_dock)  # the analysis docks compute only on screen
         from kviewer.ui.flame_panel import FlamePanel
         from kviewer.ui.memory_panel import MemoryPanel
 
@@ -151,6 +152,8 @@ class MainWindow(QMainWindow):
         self.memory_dock = self._dock("Memory", "memoryDock", self.memory_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.flame_panel = FlamePanel(self.state, self.runner)
         self.flame_dock = self._dock("Call Tree", "callTreeDock", self.flame_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.memory_panel.gate.watch(self.memory_dock)
+        self.flame_panel.gate.watch(self.flame_dock)
         # a range dragged on the time axis brings its summary forward
         self.state.timeSelectionChanged.connect(self._show_range_dock)
         self.counters = CounterAttach(self, self.state, self.runner, self.analysis, self.show_message,
@@ -276,6 +279,7 @@ class MainWindow(QMainWindow):
         view.addAction(self.range_dock.toggleViewAction())
         view.addAction(self.idle_dock.toggleViewAction())
         view.addAction(self.diagnostics_dock.toggleViewAction())
+        view.addAction(self.whatif_dock.toggleViewAction())
         view.addAction(self.memory_dock.toggleViewAction())
         view.addAction(self.flame_dock.toggleViewAction())
 
@@ -354,7 +358,7 @@ class MainWindow(QMainWindow):
         self.diagnostics_button = DiagnosticsButton()
         self.diagnostics_button.clicked.connect(self.show_diagnostics)
         self.diagnostics.countChanged.connect(self.diagnostics_button.set_count)
-        self.diagnostics_button.set_count(self.diagnostics.tree.topLevelItemCount())
+        self.diagnostics_button.set_count(self.diagnostics.count)
         self.statusBar().addPermanentWidget(self.diagnostics_button)
         self._update_status()
 

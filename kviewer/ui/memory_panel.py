@@ -13,6 +13,7 @@ from typing import Any
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from kviewer.ui.background import BackgroundRunner
+from kviewer.ui.dock_gate import DockGate
 from kviewer.ui.viewstate import ViewState
 
 
@@ -33,11 +34,23 @@ class MemoryPanel(QWidget):
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(self.status)
         self._lay = lay
+        self.gate = DockGate(self.refresh)
+        """computes only while the dock is on screen (the window tells it the dock)"""
+        self.shown: tuple[int, int, int] | None = None
+        """(trace key, id of its trace, display offset) filled for"""
         state.currentTraceChanged.connect(lambda _t: self.refresh())
         state.tracesChanged.connect(self.refresh)
 
     def refresh(self) -> None:
+        """Fill for the current trace, when on screen and it changed since the last fill."""
         tracks = self.state.current
+        if tracks is not None:
+            want = (tracks.key, id(tracks.trace), tracks.offset_ns)
+            if want == self.shown or not self.gate.on_screen():
+                return
+            self.shown = want
+        else:
+            self.shown = None
         if tracks is None or not len(tracks.trace.memory):
             self.runner.cancel("memory")
             self.result = None

@@ -1,42 +1,41 @@
-"""MFU per step of the open traces, computed once per trace and speed of light off the GUI thread
-(:func:`kviewer.session.mfu_view.compute_mfu`), for the Details and Range docks."""
+"""MFU per step of the open traces, for the Details and Range docks and the step markers' tooltips:
+computed off the GUI thread (:func:`kviewer.session.mfu_view.compute_mfu`) once per trace and
+speed of light, and kept in the trace's :data:`~kviewer.session.open_trace.MFU` slot (dropped with
+the speed of light it was computed from; a failure is kept, not asked again)."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from kviewer.session.mfu_view import cached_mfu, compute_mfu, store_mfu
+from kviewer.session.open_trace import MFU, Failed
+from kviewer.ui.analysis_requests import AnalysisRequests, same_sol
 
 
-class MfuRequests:
-    def __init__(self, runner: Any) -> None:
-        self.runner = runner
-        self._waiting: dict[int, list[Callable[[], None]]] = {}
+def _job(tracks: Any) -> Callable[[], Any]:
+    from kviewer.session.mfu_view import compute_mfu
+
+    trace, info = tracks.trace, tracks.sol_info
+    return lambda: compute_mfu(trace, info)
+
+
+class MfuRequests(AnalysisRequests):
+    def __init__(self, runner: Any, state: Any) -> None:
+        super().__init__(runner, state, MFU, _job, same_sol)
 
     def get(self, tracks: Any, then: Callable[[], None]) -> Any:
         """The trace's :class:`~kviewer.analysis.mfu.MfuResult`, or None while it is computed;
-        ``then()`` is called on the GUI thread when it is ready."""
-        res = cached_mfu(tracks)
-        if res is not None:
-            return res
-        key = int(tracks.key)
-        waiting = self._waiting.setdefault(key, [])
-        waiting.append(then)
-        if len(waiting) == 1:
-            def done(computed: Any) -> None:
-                store_mfu(tracks, computed)
-                for cb in self._waiting.pop(key, []):
-                    cb()
+        ``then()`` is called on the GUI thread when it is ready. A failed computation is a result
+        whose totals say the error (shown as "MFU unknown: ...")."""
+        from kviewer.analysis.mfu import unknown_mfu
 
-            def failed(_message: str) -> None:
-                self._waiting.pop(key, None)
-
-            self.runner.run(f"mfu:{key}", lambda: compute_mfu(tracks), done, failed)
-        return None
+        got = self.request(tracks, then)
+        if isinstance(got, Failed):
+            return unknown_mfu(got.problem)
+        return got.result if got is not None else None
 
     def warm(self, state: Any) -> None:
         """Compute the MFU of every open trace once its speed of light is known, so that the
         timeline's tooltips of step markers can show it (``state.tracesChanged``)."""
         for tracks in state.traces:
-            if tracks.sol_info is not None and cached_mfu(tracks) is None and int(tracks.key) not in self._waiting:
-                self.get(tracks, lambda: None)
+            if tracks.sol_info is not None and state.document.analysis(tracks.key, MFU) is None:
+                self.request(tracks, lambda: None)

@@ -100,7 +100,7 @@ class RangePanel(QWidget):
         lay.addWidget(self.tabs, 1)
         from kviewer.ui.critpath_overlay import StepBreakdown
 
-        self.critpath = StepBreakdown(runner)  # the breakdown when the range is a step
+        self.critpath = StepBreakdown(runner, state)  # the breakdown when the range is a step
         state.timeSelectionChanged.connect(lambda _r: self.refresh())
         state.currentTraceChanged.connect(lambda _t: self.refresh())
         state.timeSelectionChanged.connect(lambda _r: self.refresh_mfu())

@@ -83,6 +83,8 @@ class Frame:
     """lines drawn over the counter rows (a memory row's peak)"""
     idle: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
     """idle gaps on stream lanes longer than the threshold, shaded"""
+    critpath: list[tuple[QColor, np.ndarray]] = field(default_factory=list)
+    """(colour, rects) of the critical path's bands (ui/critpath_overlay.py), when one is shown"""
     """(counter kind, rects) of the counter rows: one column per pixel"""
     bars: int = 0
 
@@ -282,10 +284,13 @@ class TracksItem(pg.GraphicsObject):
     # frame -----------------------------------------------------------------------------------
     def frame(self, x0: float, x1: float, top: float, width: float, height: float) -> Frame:
         tl = self.timeline
-        key = (x0, x1, top, width, height, tl.layout_version, tl.colour_version)
+        cp = tl.critical_path
+        key = (x0, x1, top, width, height, tl.layout_version, tl.colour_version, None if cp is None else (id(cp), cp.version))
         if self._frame is not None and self._frame.key == key:
             return self._frame
         fr = Frame(key)
+        if cp is not None:
+            fr.critpath = cp.band_rects(x0, x1, top, width)
         idle_parts: list[np.ndarray] = []
         parts_rect: list[np.ndarray] = []
         parts_col: list[np.ndarray] = []
@@ -500,8 +505,11 @@ class TracksItem(pg.GraphicsObject):
             for rect, text, is_dark in fr.labels:
                 p.setPen(dark if is_dark else light)
                 p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
-        if tl.critical_path is not None:  # ui/critpath_overlay.py
-            tl.critical_path.paint(p, x0, x1, top, width)
+        if fr.critpath:  # ui/critpath_overlay.py
+            p.setPen(Qt.PenStyle.NoPen)
+            for band, rects in fr.critpath:
+                p.setBrush(band)
+                _draw_rects(p, rects, 0, len(rects))
         if notes:
             # a trace with nothing to lay out in time (a summary-only file) says why, across the lanes
             p.setFont(self.font)
@@ -1052,8 +1060,10 @@ class TimelineView(QWidget):
         if found is None:
             QToolTip.hideText()
             return
+        from kviewer.session.open_trace import MFU
+
         tracks, lane, pos = found
-        text = tooltip_text(tracks, *lane.entry(pos))
+        text = tooltip_text(tracks, *lane.entry(pos), mfu=self.state.document.ready(tracks.key, MFU))
         QToolTip.showText(self.canvas.mapToGlobal(self.canvas.mapFromScene(scene_pos)), text, self.canvas)
 
     def _on_mouse_clicked(self, ev: Any) -> None:
@@ -1082,8 +1092,9 @@ class TimelineView(QWidget):
         return img
 
 
-def tooltip_text(tracks: TraceTracks, table: str, row: int) -> str:
-    """Hover text: name, duration, launch shape, stream; bound and SOL when known."""
+def tooltip_text(tracks: TraceTracks, table: str, row: int, mfu: Any = None) -> str:
+    """Hover text: name, duration, launch shape, stream; bound and SOL when known; a step
+    marker's MFU from ``mfu``, the trace's :class:`~kviewer.analysis.mfu.MfuResult` when known."""
     df = tracks.trace.table(table)
     r = df.iloc[row]
     lines = [f"<b>{_esc(str(r['short_name'] if table == 'kernels' else r['name']))}</b>"]
@@ -1115,7 +1126,7 @@ def tooltip_text(tracks: TraceTracks, table: str, row: int) -> str:
         lines.append(f"{r['category']} · tid {r['tid']}")
         from kviewer.session.mfu_view import marker_tooltip_lines  # a step marker's MFU
 
-        lines.extend(_esc(x) for x in marker_tooltip_lines(tracks, str(r["name"]), int(r["rank"])))
+        lines.extend(_esc(x) for x in marker_tooltip_lines(mfu, str(r["name"]), int(r["rank"])))
     sync = tracks.sync.get(table)
     if sync is not None and row < len(sync) and sync[row]:
         lines.append("<span style='color:#b3261e'>synchronisation: the host waits for the GPU</span>")

@@ -19,9 +19,10 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
-from kviewer.session.format import format_duration
+from kviewer.session.format import format_duration, format_signed_pct
 from kviewer.ui.background import BackgroundRunner
-from kviewer.ui.critpath_overlay import CriticalPathOverlay, critical_paths_of
+from kviewer.ui.dock_gate import DockGate
+from kviewer.ui.critpath_overlay import CriticalPathOverlay, critpath_requests, path_bands
 from kviewer.ui.viewstate import ViewState
 
 #: kinds offered a speed-of-light target
@@ -34,19 +35,23 @@ class _Base:
     paths: Any
     fusion: Any
     fusion_error: str
+    bands: Any
+    """the paths laid on the trace's lanes (:func:`~kviewer.ui.critpath_overlay.path_bands`)"""
 
 
-def _base(tracks: Any) -> _Base:
+def _base(trace: Any, device: str | None, paths: Any, lane_of: dict[str, Any], sol: Any = None, fusion: Any = None) -> _Base:
+    """The model of ``trace`` from its critical paths, and the paths on its lanes (on a worker);
+    ``sol`` and ``fusion``: the trace's speed of light and fusion candidates when the window has
+    them (the Roofline and Fusion docks' own, for the GPU chosen there), else computed."""
     from kviewer.analysis.whatif import whatif_model
     from kviewer.errors import AnalysisError
 
-    paths = critical_paths_of(tracks)
-    model = whatif_model(tracks.trace, paths=paths)
+    model = whatif_model(trace, device=device, paths=paths, sol=sol, fusion=fusion)
     try:
         fusion, error = model.fusion_table(), ""
     except AnalysisError as exc:
         fusion, error = None, str(exc)
-    return _Base(model, paths, fusion, error)
+    return _Base(model, paths, fusion, error, path_bands(paths, lane_of))
 
 
 class WhatIfPanel(QWidget):
@@ -64,6 +69,10 @@ class WhatIfPanel(QWidget):
         self.projection: Any = None
         """the :class:`~kviewer.analysis.whatif.Projection` shown (None before one)"""
         self._tracks: Any = None
+        self.paths = critpath_requests(runner, state)
+        """the trace's critical paths, kept by its owner (asked for here, shared with the Range dock)"""
+        self._base_for: tuple[int, int, int] | None = None
+        """the shown key a base was asked for"""
         self.show_path = QCheckBox("Show the critical path")
         self.show_path.setToolTip("Draw each step's critical path along the lanes it crosses, coloured by what it spends time on")
         self.show_path.setObjectName("whatifShowPath")
@@ -131,26 +140,63 @@ class WhatIfPanel(QWidget):
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(scroll)
         self._lay = right
+        self.gate = DockGate(self.refresh)
+        """computes only while the dock is on screen (the window tells it the dock)"""
+        self.shown: tuple[int, int, int] | None = None
+        """(trace key, id of its trace, id of its speed of light) the base was built for"""
         state.currentTraceChanged.connect(lambda _t: self.refresh())
         state.tracesChanged.connect(self.refresh)
 
     # -----------------------------------------------------------------------------------------
     def refresh(self) -> None:
+        """Build the base of the current trace, when on screen and the trace or its speed of
+        light (a GPU chosen, counters attached) changed since the last build."""
         tracks = self.state.current
-        if tracks is self._tracks:
+        want = None if tracks is None else (tracks.key, id(tracks.trace), id(tracks.sol_info))
+        if want == self.shown:
             return
-        self._tracks = tracks
-        self.base = None
-        self.projection = None
-        self.overlay.clear()
-        self.timeline.repaint_overlay()
-        self.fusion.clear()
+        if tracks is not self._tracks or want is None or self.shown is None or want[:2] != self.shown[:2]:
+            # another trace (or another trace object): the path and numbers shown are not its own
+            self._tracks = tracks
+            self.shown = self._base_for = None
+            self.base = None
+            self.projection = None
+            self.overlay.clear()
+            self.timeline.repaint_overlay()
+            self.fusion.clear()
+            self.result.setText("")
         if tracks is None:
             self.runner.cancel("whatif-base")
-            self.result.setText("")
             return
+        if not self.gate.on_screen():
+            return
+        self.shown = want
         self.result.setText("building the dependency graph…")
-        self.runner.run("whatif-base", lambda: _base(tracks), lambda b: self._base_ready(tracks, b), self._failed)
+        self._build()
+
+    def _build(self) -> None:
+        """Ask for the base once the trace's critical paths are known (called again when they are)."""
+        from kviewer.session.open_trace import Failed
+
+        tracks, shown = self.state.current, self.shown
+        if tracks is None or shown is None or tracks is not self._tracks or self._base_for == shown:
+            return
+        got = self.paths.request(tracks, self._build)
+        if got is None:
+            return  # the critical paths are being computed: called again
+        if isinstance(got, Failed):
+            self._failed(got.problem)
+            return
+        self._base_for = shown
+        trace, paths = tracks.trace, got.result
+        info = tracks.sol_info  # a GPU chosen in the Roofline dock (counters attached are in tracks.trace)
+        device = info.device if info is not None else None
+        sol = info.result if info is not None else None
+        ready = self.state.document.fusion(tracks.key)  # dropped when the SOL changes: always this SOL's
+        fusion = ready.candidates if ready is not None else None
+        lane_of = dict(tracks.lane_of)
+        self.runner.run("whatif-base", lambda: _base(trace, device, paths, lane_of, sol, fusion),
+                        lambda b: self._base_ready(tracks, b), self._failed)
 
     def _base_ready(self, tracks: Any, base: _Base) -> None:
         if tracks is not self.state.current:
@@ -159,11 +205,8 @@ class WhatIfPanel(QWidget):
         self.fusion.blockSignals(True)
         self.fusion.clear()
         if base.fusion is not None:
-            import math
-
             for r in base.fusion.itertuples(index=False):
-                saving = format_duration(r.savings_ns) if math.isfinite(r.savings_ns) else "—"
-                item = QListWidgetItem(f"#{r.rank} {r.chain} · saves {saving} · {r.remedy}")
+                item = QListWidgetItem(f"#{r.rank} {r.chain} · saves {format_duration(r.savings_ns)} · {r.remedy}")
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
                 item.setCheckState(Qt.CheckState.Unchecked)
                 item.setData(Qt.ItemDataRole.UserRole, int(r.rank))
@@ -215,7 +258,7 @@ class WhatIfPanel(QWidget):
         self.view.resizeColumnsToContents()
         m, p = projection.median_measured_ns, projection.median_projected_ns
         notes = "<br>".join(f"{n['change']}: {n['what']}" for n in projection.notes)
-        pct = f" ({(p - m) / m * 100:+.1f}%)" if m > 0 else ""
+        pct = f" ({format_signed_pct((p - m) / m * 100)})" if m > 0 else ""
         self.result.setText(f"median step: measured <b>{format_duration(m)}</b> → projected <b>{format_duration(p)}</b>{pct}"
                             + (f"<br><small>{notes}</small>" if notes else ""))
 
@@ -271,7 +314,7 @@ class WhatIfPanel(QWidget):
 
     def _path_toggled(self, on: bool) -> None:
         if on and self.base is not None and self._tracks is not None:
-            self.overlay.set_path(self._tracks, self.base.paths)
+            self.overlay.set_path(self._tracks.key, self.base.bands)
             self.timeline.critical_path = self.overlay
         else:
             self.timeline.critical_path = None

@@ -97,3 +97,27 @@ def test_analyses_are_pending_failed_or_ready(pair: tuple[object, object]) -> No
     bad = run_analysis(lambda: 1 // 0, path="p.json")
     assert isinstance(bad, Failed) and bad.error.path == "p.json" and "ZeroDivisionError" in bad.problem
     assert seen and set(seen) == {a.key}
+
+
+def test_mfu_goes_with_the_speed_of_light_and_critical_paths_with_the_trace(pair: tuple[object, object]) -> None:
+    """The MFU per step is computed from the speed of light: a new one drops it (as fusion). The
+    critical paths are the trace's own: a GPU chosen keeps them, counters merged (another trace)
+    drop them; closing the trace forgets both."""
+    from kviewer.session.open_trace import CRITPATH, MFU
+
+    doc, a, _b, _events = _open_two(pair)
+    info = compute_sol(pair[0])  # type: ignore[arg-type]
+    doc.set_sol(a.key, info)
+    for name, value in ((MFU, "mfu"), (CRITPATH, "paths")):
+        doc.begin(a.key, name)
+        doc.settle(a.key, name, Ready(value))
+    assert doc.ready(a.key, MFU) == "mfu" and doc.ready(a.key, CRITPATH) == "paths"
+    doc.set_sol(a.key, compute_sol(pair[0], "h100_sxm"))  # type: ignore[arg-type]
+    assert doc.analysis(a.key, MFU) is None and doc.ready(a.key, CRITPATH) == "paths"
+    doc.set_sol(a.key, info, pair[0])  # type: ignore[arg-type]  # as an attached report does
+    assert doc.analysis(a.key, CRITPATH) is None
+    doc.begin(a.key, MFU)
+    doc.settle(a.key, MFU, Failed(AnalysisError("no steps", path="x")))
+    assert isinstance(doc.analysis(a.key, MFU), Failed)  # kept: not asked again
+    doc.remove(a.key)
+    assert doc.ready(a.key, MFU) is None and doc.analysis(a.key, MFU) is None

@@ -31,10 +31,12 @@ def test_step_marker_details_and_range_show_its_mfu(qtbot: Any, window: Any, sam
     qtbot.waitUntil(lambda: line in window.details.toPlainText(), timeout=30000)
     assert "idle/launch" in window.details.toPlainText()
     # the step lane's tooltip carries the same line
+    from kviewer.session.open_trace import MFU
     from kviewer.ui.timeline import tooltip_text
 
-    assert line in tooltip_text(tracks, "cpu_slices", row)
-    assert "MFU" not in tooltip_text(tracks, "cpu_slices", int(np.flatnonzero(names == "aten::mm")[0]))
+    computed = window.state.document.ready(tracks.key, MFU)  # what the timeline passes
+    assert line in tooltip_text(tracks, "cpu_slices", row, mfu=computed)
+    assert "MFU" not in tooltip_text(tracks, "cpu_slices", int(np.flatnonzero(names == "aten::mm")[0]), mfu=computed)
     qtbot.waitUntil(lambda: line in window.range_panel.mfu_label.text(), timeout=30000)
     # a slice that is no step marker shows no MFU
     other = int(np.flatnonzero(names == "aten::mm")[0])
@@ -55,7 +57,7 @@ def test_mfu_is_computed_once_the_speed_of_light_is_known(qtbot: Any, window: An
     """Nothing selected: once the window has the trace's speed of light, the MFU follows in the
     background and the step markers' tooltips show it."""
     from kviewer.io import load
-    from kviewer.session.mfu_view import cached_mfu
+    from kviewer.session.open_trace import MFU
     from kviewer.ui.timeline import tooltip_text
 
     from tests.ui.conftest import drop_files, wait_idle
@@ -64,7 +66,35 @@ def test_mfu_is_computed_once_the_speed_of_light_is_known(qtbot: Any, window: An
     assert drop_files(window, [sample_traces / "gpt_infer.pt.trace.json.gz"])
     wait_idle(qtbot, window)
     tracks = window.state.traces[0]
-    qtbot.waitUntil(lambda: tracks.sol_info is not None and cached_mfu(tracks) is not None, timeout=60000)
+    qtbot.waitUntil(lambda: tracks.sol_info is not None and window.state.document.ready(tracks.key, MFU) is not None, timeout=60000)
     expected = mfu(trace).steps.iloc[0].to_dict()
     row = int(np.flatnonzero(trace.cpu_slices["name"].astype(str).to_numpy() == expected["name"])[0])
-    assert mfu_line(expected) in tooltip_text(tracks, "cpu_slices", row)
+    assert mfu_line(expected) in tooltip_text(tracks, "cpu_slices", row, mfu=window.state.document.ready(tracks.key, MFU))
+
+
+def test_a_failed_mfu_is_kept_and_said_not_asked_again(qtbot: Any, window: Any, sample_traces: Path, monkeypatch: Any) -> None:
+    """The MFU lives in the trace's slot: a computation that fails is Failed there, Details says
+    why, and later traces-changed events (which warm the MFU) do not start it again."""
+    import kviewer.session.mfu_view as mfu_view
+    from kviewer.io import load
+    from kviewer.session.open_trace import MFU, Failed
+
+    calls: list[int] = []
+
+    def broken(trace: Any, info: Any) -> Any:
+        calls.append(1)
+        raise ValueError("no FLOPs today")
+
+    monkeypatch.setattr(mfu_view, "compute_mfu", broken)
+    trace = load(sample_traces / "gpt_train.pt.trace.json.gz")
+    tracks = TraceTracks.build(trace)
+    window.state.add_trace(tracks)
+    names = trace.cpu_slices["name"].astype(str).to_numpy()
+    window.state.set_selection(Selection(tracks.key, "cpu_slices", int(np.flatnonzero(names == "ProfilerStep#3")[0])))
+    qtbot.waitUntil(lambda: "no FLOPs today" in window.details.toPlainText(), timeout=30000)
+    assert isinstance(window.state.document.analysis(tracks.key, MFU), Failed)
+    for _ in range(3):
+        window.state.document.changed()
+        window.details.show_selection(window.state.selection)
+    qtbot.wait(200)
+    assert calls == [1]

@@ -47,9 +47,10 @@ def test_open_beside_is_asked_then_remembered(qtbot: Any, window: Any, errors: A
     assert ask.calls == 1 and len(window.state.traces) == 2 and not window.compare.active
     assert str(window._settings().value(SETTING)) == "beside"
     # the truncated file's warning is in the Diagnostics dock, and the status bar leads there
-    rows = [window.diagnostics.tree.topLevelItem(i) for i in range(window.diagnostics.tree.topLevelItemCount())]
-    assert [(r.text(1), r.text(2)) for r in rows] == [("warning", "truncated")]
-    assert "cut_eager" in rows[0].text(0)
+    model = window.diagnostics.model
+    rows = [[model.index(i, c).data() for c in range(model.columnCount())] for i in range(model.rowCount())]
+    assert [(r[1], r[2]) for r in rows] == [("warning", "truncated")]
+    assert "cut_eager" in rows[0][0]
     assert window.diagnostics_button.isVisible() and "1 warning" in window.diagnostics_button.text()
     window.diagnostics_button.click()
     assert window.diagnostics_dock.isVisible()

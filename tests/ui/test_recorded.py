@@ -93,6 +93,7 @@ def test_memory_dock_lists_the_peak(window, qtbot) -> None:  # noqa: ANN001
     from tests.ui.conftest import wait_idle
 
     path = ST / "gpt_train_memory.pt.trace.json.gz"
+    window.memory_dock.raise_()  # the dock computes while on screen
     window.open_files([str(path)])
     wait_idle(qtbot, window)
     panel = window.memory_panel
@@ -111,6 +112,7 @@ def test_call_tree_dock_click_selects_frame_and_kernels(window, qtbot) -> None: 
     from tests.ui.conftest import wait_idle
 
     path = ST / "gpt_train_memory.pt.trace.json.gz"
+    window.flame_dock.raise_()  # the dock computes while on screen
     window.open_files([str(path)])
     wait_idle(qtbot, window)
     panel = window.flame_panel

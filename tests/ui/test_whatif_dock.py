@@ -16,6 +16,7 @@ from kviewer.session.tracks import TraceTracks
 def _open(window: Any, path: Path) -> TraceTracks:
     from kviewer.io import load
 
+    window.whatif_dock.raise_()  # the dock computes while on screen
     tracks = TraceTracks.build(load(path))
     window.state.add_trace(tracks)
     return tracks
@@ -92,3 +93,26 @@ def test_projected_timeline_beside_the_measured_one(qtbot: Any, window: Any, sam
     assert window.compare.a_key == tracks.key and window.compare.b_key == proj.key
     # the projected trace keeps every kernel, at its replayed time
     assert len(proj.trace.kernels) == len(tracks.trace.kernels)
+
+
+def test_the_path_bands_are_built_with_the_frame_not_on_every_paint(qtbot: Any, window: Any, sample_traces: Path,
+                                                                    monkeypatch: Any) -> None:
+    tracks = _open(window, sample_traces / "mlp_sync.pt.trace.json.gz")
+    panel = window.whatif_panel
+    qtbot.waitUntil(lambda: panel.base is not None, timeout=20_000)
+    calls: list[int] = []
+    real = panel.overlay.band_rects
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(panel.overlay, "band_rects", counted)
+    panel.show_path.setChecked(True)
+    window.timeline.grab()
+    window.timeline.grab()  # a repaint of the same view: the frame (with its bands) is reused
+    assert len(calls) == 1 and window.timeline.item._frame.critpath
+    panel.show_path.setChecked(False)  # cleared: the frame is built again, without bands
+    window.timeline.grab()
+    assert len(calls) == 1 and not window.timeline.item._frame.critpath
+    assert tracks.key == panel.overlay.key
