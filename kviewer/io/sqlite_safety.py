@@ -13,7 +13,8 @@ Two authorizers, one per kind of connection:
   (``fts3_tokenizer`` hands out a pointer, ``load_extension``) are refused. A view may call only
   the built-ins kviewer's own views use.
 
-:class:`QueryWatch` bounds one running query: a deadline, the memory budget
+:class:`QueryWatch` bounds one running query (:func:`run_query` runs one under it, for ``kviewer
+sql``, the Query dock and the fleet reader): a deadline, the memory budget
 (``KVIEWER_MAX_MEMORY``: SQLite's own heap through ``PRAGMA hard_heap_limit`` and the process's
 resident memory, sampled by the progress handler and between fetched rows) and a cancel flag.
 """
@@ -23,7 +24,10 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: the longest string or blob a user query may produce (SQLITE_LIMIT_LENGTH)
 MAX_QUERY_VALUE = 256 * 1024**2
@@ -231,3 +235,35 @@ class QueryWatch:
                 f"(raise {ENV}, e.g. {ENV}=16G, if the machine has room)"
             )
         return "the query was cancelled"
+
+
+class QueryStopped(Exception):
+    """:func:`run_query` was stopped by its watch (the deadline, the memory budget or a cancel);
+    the text says why, in words (:meth:`QueryWatch.message`)."""
+
+
+def run_query(conn: sqlite3.Connection, sql: str, timeout_s: float | None = None, cancel: Callable[[], bool] | None = None) -> pd.DataFrame:
+    """Run one statement on ``conn`` under a :class:`QueryWatch` (``timeout_s``, the memory budget,
+    ``cancel()``); every row as a frame.
+
+    Raises :class:`QueryStopped` when the watch stopped it (or memory ran out), and SQLite's own
+    errors (``sqlite3.Error``, ``sqlite3.Warning``) otherwise: each caller says them its way."""
+    import pandas as pd
+
+    watch = QueryWatch(conn, timeout_s, cancel=cancel)
+    try:
+        with watch:
+            cur = conn.execute(sql)
+            cols = [d[0] for d in cur.description] if cur.description else []
+            rows = watch.fetch(cur)
+            cur.close()
+            if watch.over():
+                raise sqlite3.OperationalError("interrupted")
+            return pd.DataFrame.from_records(rows, columns=cols)
+    except MemoryError:  # SQLite's heap limit (SQLITE_NOMEM) or Python's own
+        watch.reason = "memory"
+        raise QueryStopped(watch.message()) from None
+    except sqlite3.Error as exc:
+        if watch.reason is not None:
+            raise QueryStopped(watch.message()) from exc
+        raise
