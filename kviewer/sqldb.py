@@ -414,14 +414,14 @@ def open_export(path: str) -> sqlite3.Connection | None:
     return None
 
 
-def open_readonly(path: str, policy: str = "query") -> sqlite3.Connection:
-    """An export (or ``fleet.sqlite``) opened read-only through the one hardened open
-    (:func:`kviewer.io.source.connect_readonly`): ``policy="query"`` for user SQL (views allowed,
-    every write, ATTACH and PRAGMA write refused), ``"strict"`` for kviewer's own reads (tables only).
-    Raises :class:`~kviewer.errors.LoadError` when it cannot be opened."""
+def open_readonly(path: str) -> sqlite3.Connection:
+    """An export opened read-only through the one hardened open
+    (:func:`kviewer.io.source.connect_readonly`) under the ``query`` policy, for user SQL (views
+    allowed, every write, ATTACH and PRAGMA write refused). Raises
+    :class:`~kviewer.errors.LoadError` when it cannot be opened."""
     from kviewer.io.source import connect_readonly
 
-    return connect_readonly(path, "kviewer database", policy=policy)
+    return connect_readonly(path, "kviewer database", policy="query")
 
 
 def query(conn: sqlite3.Connection, sql: str, timeout_s: float | None = None, cancel: Callable[[], bool] | None = None) -> pd.DataFrame:

@@ -26,11 +26,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kviewer.io.source import ALLOWED_FUNCTIONS, MAX_SQL_VALUE
+
 if TYPE_CHECKING:
     import pandas as pd
 
-#: the longest string or blob a user query may produce (SQLITE_LIMIT_LENGTH)
-MAX_QUERY_VALUE = 256 * 1024**2
+#: the longest string or blob a user query may produce (SQLITE_LIMIT_LENGTH): as for kviewer's own
+MAX_QUERY_VALUE = MAX_SQL_VALUE
 
 _WRITE_NAMES = (
     "SQLITE_INSERT", "SQLITE_UPDATE", "SQLITE_DELETE", "SQLITE_CREATE_INDEX", "SQLITE_CREATE_TABLE",
@@ -56,11 +58,10 @@ READABLE_SETTINGS = frozenset(
 )  # fmt: skip
 #: functions no user query may call: fts3_tokenizer hands out (and takes) a pointer into the process
 REFUSED_FUNCTIONS = frozenset({"fts3_tokenizer", "load_extension", "readfile", "writefile", "edit", "fts5"})
-#: what a view may call (kviewer's own views use these; a hostile view may not reach randomblob)
-VIEW_FUNCTIONS = frozenset(
-    {"coalesce", "ifnull", "count", "max", "min", "sum", "total", "avg", "typeof", "length", "abs", "nullif",
-     "round", "lower", "upper", "substr", "instr", "cast", "like", "glob", "iif", "group_concat", "sqrt",
-     "row_number", "rank", "dense_rank", "lag", "lead", "first_value", "last_value", "ntile", "percent_rank",
+#: what a view may call: the functions kviewer's own queries call, and those its own views use
+#: besides (a hostile view may not reach randomblob)
+VIEW_FUNCTIONS = ALLOWED_FUNCTIONS | frozenset(
+    {"sqrt", "row_number", "rank", "dense_rank", "lag", "lead", "first_value", "last_value", "ntile", "percent_rank",
      "cume_dist", "nth_value", "trim", "ltrim", "rtrim", "replace", "printf", "format", "date", "time",
      "datetime", "julianday", "strftime", "floor", "ceil", "ceiling", "log", "log10", "exp", "pow", "power"}
 )  # fmt: skip
