@@ -1257,11 +1257,15 @@ def _memory(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
             f"where r.correlationId in (select correlationId from {t} where correlationId > 0)"
         ).fetchall()
         by_corr = {int(cid): (strip_api_version(str(name)), int(g) if g is not None else -1) for cid, name, g in calls if cid is not None}
-        for i, cid in enumerate(c["correlation"].tolist()):
-            hit = by_corr.get(cid) if cid > 0 else None
-            if hit is not None:
-                source[i] = hit[0]
-                tid[i] = int(_tid(np.array([hit[1]]))[0]) if hit[1] >= 0 else -1
+        if by_corr:
+            keys = np.array(sorted(by_corr), dtype=np.int64)
+            names = np.array([by_corr[int(k)][0] for k in keys], dtype=object)
+            gtid = np.array([by_corr[int(k)][1] for k in keys], dtype=np.int64)
+            corr = c["correlation"]
+            pos = np.minimum(np.searchsorted(keys, corr), len(keys) - 1)
+            hit = (corr > 0) & (keys[pos] == corr)
+            source[hit] = names[pos[hit]]
+            tid[hit] = np.where(gtid[pos[hit]] >= 0, _tid(gtid[pos[hit]]), -1)
     return make_table("memory", n, {
         "start": c["start"], "device": device, "device_type": pd.Categorical(kind_name), "pid": pid, "tid": tid,
         "addr": c["addr"], "bytes": signed, "total_allocated": total, "source": pd.Categorical(source),
