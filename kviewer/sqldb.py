@@ -414,14 +414,14 @@ def open_export(path: str) -> sqlite3.Connection | None:
     return None
 
 
-def open_readonly(path: str, policy: str = "query") -> sqlite3.Connection:
-    """An export (or ``fleet.sqlite``) opened read-only through the one hardened open
-    (:func:`kviewer.io.source.connect_readonly`): ``policy="query"`` for user SQL (views allowed,
-    every write, ATTACH and PRAGMA write refused), ``"strict"`` for kviewer's own reads (tables only).
-    Raises :class:`~kviewer.errors.LoadError` when it cannot be opened."""
+def open_readonly(path: str) -> sqlite3.Connection:
+    """An export opened read-only through the one hardened open
+    (:func:`kviewer.io.source.connect_readonly`) under the ``query`` policy, for user SQL (views
+    allowed, every write, ATTACH and PRAGMA write refused). Raises
+    :class:`~kviewer.errors.LoadError` when it cannot be opened."""
     from kviewer.io.source import connect_readonly
 
-    return connect_readonly(path, "kviewer database", policy=policy)
+    return connect_readonly(path, "kviewer database", policy="query")
 
 
 def query(conn: sqlite3.Connection, sql: str, timeout_s: float | None = None, cancel: Callable[[], bool] | None = None) -> pd.DataFrame:
@@ -430,32 +430,20 @@ def query(conn: sqlite3.Connection, sql: str, timeout_s: float | None = None, ca
     The statement runs under the ``query`` policy (:mod:`kviewer.io.sqlite_safety`: read-only,
     no ATTACH, no PRAGMA writes) and within ``timeout_s``, the memory budget
     (``KVIEWER_MAX_MEMORY``) and ``cancel()``."""
-    from kviewer.io.sqlite_safety import QueryWatch, harden_query_connection
+    from kviewer.io.sqlite_safety import QueryStopped, harden_query_connection, run_query
 
     refusals = harden_query_connection(conn)
-    watch = QueryWatch(conn, timeout_s, cancel=cancel)
     try:
-        with watch:
-            cur = conn.execute(sql)
-            cols = [d[0] for d in cur.description] if cur.description else []
-            rows = watch.fetch(cur)
-            cur.close()
-            if watch.over():
-                raise sqlite3.OperationalError("interrupted")
-            df = pd.DataFrame.from_records(rows, columns=cols)
+        return run_query(conn, sql, timeout_s, cancel)
     except sqlite3.Warning as exc:  # e.g. more than one statement
         raise QueryError(f"SQL error: {exc}") from exc
-    except MemoryError as exc:  # SQLite's heap limit (SQLITE_NOMEM) or Python's own
-        watch.reason = "memory"
-        raise QueryError(watch.message()) from None
+    except QueryStopped as exc:  # the deadline, the memory budget, a cancel
+        raise QueryError(str(exc)) from exc.__cause__
     except sqlite3.Error as exc:
-        if watch.reason is not None:
-            raise QueryError(watch.message()) from exc
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if refusals.actions:
             text = "not allowed: queries are read-only (no writes, ATTACH, VACUUM INTO, PRAGMA settings or fts3_tokenizer)"
         raise QueryError(f"SQL error: {text}") from exc
-    return df
 
 
 __all__ = ["PK_STRIDE", "SCHEMA_VERSION", "VIEWS", "QueryError", "add_trace", "build", "export", "in_memory", "open_export", "open_readonly", "query"]

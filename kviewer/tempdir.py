@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import secrets
 import shutil
 import signal
 import stat
@@ -33,8 +34,20 @@ def private_tmpdir() -> Path:
     with _private_lock:
         if _private_dir is None or not _private_dir.is_dir():
             _sweep_stale()
-            _private_dir = Path(tempfile.mkdtemp(prefix=f"{_PRIVATE_PREFIX}{os.getpid()}-"))
-            os.chmod(_private_dir, 0o700)
+            base = Path(tempfile.gettempdir())
+            for _ in range(100):
+                # the name is recorded before the folder is made: a signal handled at any point
+                # (install_signal_cleanup) finds it recorded, so nothing is left behind
+                _private_dir = base / f"{_PRIVATE_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+                try:
+                    os.mkdir(_private_dir, 0o700)
+                except FileExistsError:
+                    _private_dir = None
+                    continue
+                break
+            else:  # pragma: no cover - 100 names of this process taken
+                raise FileExistsError(f"no free name for a private folder in {base}")
+            os.chmod(_private_dir, 0o700)  # whatever the umask
             atexit.register(remove_private_tmpdir)
         return _private_dir
 
@@ -74,14 +87,6 @@ def remove_private_tmpdir() -> None:
     folder, _private_dir = _private_dir, None
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
-    # a signal handled between mkdtemp() returning and the folder being recorded (the root cause of
-    # a folder left by SIGTERM during a load) leaves it unrecorded: this process's folders go by name
-    try:
-        own = Path(tempfile.gettempdir()).glob(f"{_PRIVATE_PREFIX}{os.getpid()}-*")
-        for stray in list(own):
-            shutil.rmtree(stray, ignore_errors=True)
-    except OSError:
-        pass
     for extra in list(_extra_dirs):
         shutil.rmtree(extra, ignore_errors=True)
         _extra_dirs.discard(extra)
@@ -136,39 +141,82 @@ def _alive(pid: int) -> bool:
 
 
 class signals_deferred:
-    """``with signals_deferred(): ...``: SIGINT, SIGTERM and SIGHUP that arrive inside wait until
-    its end (then act as usual), so a few statements that make a file and register it for removal
-    (:func:`track_temp_file`) run as one. Blocking the signals (``pthread_sigmask``) is not enough:
-    another thread can take the signal and Python still runs the handler in the main thread.
-    Main thread only; elsewhere it does nothing."""
+    """``with signals_deferred() as held: ...; held.check(); ...``: SIGINT, SIGTERM and SIGHUP
+    (or ``names``) that arrive inside wait, so a few statements that make a file and register it
+    for removal (:func:`track_temp_file`) run as one, and Ctrl+C never lands inside a Qt callback
+    (where PySide swallows it) or a C++ destructor (a crash). Blocking the signals
+    (``pthread_sigmask``) is not enough: another thread can take the signal and Python still runs
+    the handler in the main thread.
+
+    :meth:`check` raises ``KeyboardInterrupt`` in the caller's own flow, between steps, when a
+    SIGINT came. At the end the handlers are put back and, with ``deliver``, the signals that came
+    act as usual; without it (:func:`deferred_interrupt`) an interrupt :meth:`check` did not see is
+    dropped (the work it would have stopped is done). An ignored signal stays ignored; a nested
+    one leaves the signal to the outer one (and :meth:`check` sees the outer one's). Main thread
+    only; elsewhere it does nothing and :meth:`check` never raises."""
 
     NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
 
-    def __init__(self) -> None:
+    def __init__(self, names: tuple[str, ...] = NAMES, deliver: bool = True) -> None:
+        self.names = names
+        self.deliver = deliver
         self.previous: dict[int, Any] = {}
         self.pending: list[int] = []
+        self._outer: list[signals_deferred] = []
 
     def _record(self, num: int, frame: Any) -> None:
         self.pending.append(num)
 
     def __enter__(self) -> "signals_deferred":
-        if threading.current_thread() is threading.main_thread():
-            for name in self.NAMES:
-                num = getattr(signal, name, None)
-                if num is None:
-                    continue
-                try:
-                    self.previous[num] = signal.signal(num, self._record)
-                except (OSError, ValueError):
-                    continue
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for name in self.names:
+            num = getattr(signal, name, None)
+            if num is None:
+                continue
+            try:
+                current = signal.getsignal(num)
+            except (OSError, ValueError):
+                continue
+            if current is signal.SIG_IGN:
+                continue  # ignored stays ignored
+            outer = getattr(current, "__self__", None)
+            if isinstance(outer, signals_deferred):  # nested: the outer one holds it
+                if outer not in self._outer:
+                    self._outer.append(outer)
+                continue
+            if not self.deliver and current is not signal.default_int_handler:
+                continue  # someone else's handler acts at once: an interrupt never delivered must not be theirs
+            try:
+                self.previous[num] = signal.signal(num, self._record)
+            except (OSError, ValueError):
+                continue
         return self
+
+    def check(self) -> None:
+        """Raise ``KeyboardInterrupt`` when Ctrl+C (SIGINT) came since the start."""
+        for outer in self._outer:
+            outer.check()
+        if signal.SIGINT in self.pending:
+            self.pending = [n for n in self.pending if n != signal.SIGINT]  # acted on: not delivered again
+            raise KeyboardInterrupt
 
     def __exit__(self, *exc: object) -> None:
         for num, handler in self.previous.items():
             signal.signal(num, handler if handler is not None else signal.SIG_DFL)
         self.previous.clear()
-        for num in dict.fromkeys(self.pending):
-            os.kill(os.getpid(), num)  # acts now, with the handler put back
+        pending, self.pending = self.pending, []
+        if self.deliver:
+            for num in dict.fromkeys(pending):
+                os.kill(os.getpid(), num)  # acts now, with the handler put back
+
+
+def deferred_interrupt() -> signals_deferred:
+    """Ctrl+C while Qt draws: ``with deferred_interrupt() as stop: ...; stop.check(); ...``. SIGINT
+    only sets a flag; :meth:`signals_deferred.check` raises the ``KeyboardInterrupt`` between steps,
+    where it unwinds cleanly (the command line then exits 130 with "interrupted"). Only Python's
+    own SIGINT handler is replaced, and an interrupt no check saw is dropped at the end."""
+    return signals_deferred(("SIGINT",), deliver=False)
 
 
 def install_signal_cleanup() -> None:

@@ -65,9 +65,9 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
     traces = attach_pair([load_for(args, f) for f in args.file], args)
     if args.view == "compare" and len(traces) != 2:
         raise UserError("--view compare needs two reports to compare; a timeline and a counter report are one trace (the report attached)")
-    from kviewer.ui.interrupt import DeferredInterrupt
+    from kviewer.tempdir import deferred_interrupt
 
-    with DeferredInterrupt() as stop:  # Ctrl+C must not land inside PySide's import or a Qt callback
+    with deferred_interrupt() as stop:  # Ctrl+C must not land inside PySide's import or a Qt callback
         try:
             from kviewer.ui import headless
             from kviewer.ui.export import ExportError

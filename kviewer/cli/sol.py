@@ -38,10 +38,11 @@ def cmd_sol(args: argparse.Namespace) -> int:
     from kviewer.session import analysis_cache
     from kviewer.session.analyses import SolInfo
 
-    # the window's analysis cache answers for the file as loaded on its own GPU (taken before the load)
+    # the window's analysis cache answers for the file as loaded on its own GPU (its identity, taken
+    # by the load before it read the file; None with the cache off)
     own = args.device is None and not getattr(args, "ncu", None) and not args.no_cache
-    source = analysis_cache.identity(args.file) if own else None
     trace = trace_with_kernels(args)
+    source = trace.meta.source_id if own else None
     cached = analysis_cache.get(source, trace)
     if cached is not None and cached.result is not None:
         result = cached.result

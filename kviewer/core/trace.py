@@ -72,6 +72,10 @@ class TraceMeta:
     there is no timeline and no per-kernel table; ``timeline_needs`` says what file would give one."""
     timeline_needs: str = ""
     """For a summary-only trace, the one line the timeline shows instead of lanes."""
+    source_id: Any = field(default=None, compare=False, repr=False)
+    """The identity of the file as it was loaded (a :class:`kviewer.io.cache.SourceId`: stat and
+    content digest, taken once by :func:`kviewer.io.load` with the cache on), for the analysis
+    cache; None when the cache was off. Not stored in the cache's metadata."""
 
     def warning_texts(self) -> list[str]:
         """The warnings' messages, in order (what the CLI, its JSON and the report print)."""

@@ -2,7 +2,8 @@
 
 A ``fleet.sqlite`` someone sent is untrusted: it is opened through the one hardened open
 (:func:`kviewer.io.source.connect_readonly`, ``strict``: tables only, nothing a view or trigger
-does runs), and every read is bounded in time and by the memory budget (:class:`QueryWatch`).
+does runs), and every read is bounded in time and by the memory budget
+(:func:`kviewer.io.sqlite_safety.run_query`).
 The app calls these on a worker thread, never on the GUI thread.
 """
 
@@ -28,8 +29,7 @@ READ_TIMEOUT_S = 30.0
 def is_fleet_candidate(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is named like a ``kviewer fleet`` output: the database itself or a folder
     holding one. Only names are looked at (cheap, nothing read: :func:`fleet_db` decides)."""
-    p = os.fspath(path)
-    return os.path.basename(os.path.normpath(p)) == DB or os.path.isfile(os.path.join(p, DB))
+    return _candidate(path) is not None
 
 
 def _open(db: Path) -> sqlite3.Connection:
@@ -50,46 +50,61 @@ def _open(db: Path) -> sqlite3.Connection:
 
 
 def _query(conn: sqlite3.Connection, db: Path, sql: str) -> pd.DataFrame:
-    """``sql`` as a frame, within :data:`READ_TIMEOUT_S` and the memory budget; a typed error."""
+    """``sql`` as a frame, within :data:`READ_TIMEOUT_S` and the memory budget
+    (:func:`kviewer.io.sqlite_safety.run_query`); a typed error."""
     import sqlite3
 
+    from kviewer.io.sqlite_safety import QueryStopped, run_query
+
+    try:
+        return run_query(conn, sql, READ_TIMEOUT_S)
+    except QueryStopped as exc:
+        raise CorruptTrace(db, str(exc), RECOGNISED) from exc.__cause__
+    except sqlite3.Error as exc:
+        raise CorruptTrace(db, f"cannot be read ({exc})", RECOGNISED) from exc
+
+
+def _candidate(path: str | os.PathLike[str]) -> Path | None:
+    """The ``fleet.sqlite`` ``path`` names (the folder or the database itself), by name alone."""
+    p = Path(path)
+    db = p / DB if p.is_dir() else p
+    if db.name != DB or not db.is_file():
+        return None
+    return db
+
+
+def _is_fleet(conn: sqlite3.Connection, db: Path) -> bool:
+    try:
+        kind = _query(conn, db, "SELECT kind FROM kviewer_schema LIMIT 1")
+    except KViewerError:
+        return False
+    return bool(len(kind) and kind.iat[0, 0] == "fleet")
+
+
+def _ranks(conn: sqlite3.Connection, db: Path) -> pd.DataFrame:
     import pandas as pd
 
-    from kviewer.io.sqlite_safety import QueryWatch
-
-    watch = QueryWatch(conn, READ_TIMEOUT_S)
-    try:
-        with watch:
-            cur = conn.execute(sql)
-            cols = [d[0] for d in cur.description] if cur.description else []
-            rows = watch.fetch(cur)
-        return pd.DataFrame.from_records(rows, columns=cols)
-    except MemoryError:
-        watch.reason = "memory"
-        raise CorruptTrace(db, watch.message(), RECOGNISED) from None
-    except sqlite3.Error as exc:
-        why = watch.message() if watch.reason is not None else f"cannot be read ({exc})"
-        raise CorruptTrace(db, why, RECOGNISED) from exc
+    ranks = _query(conn, db, "SELECT * FROM fleet_ranks")
+    if not {"run", "rank", "excess_pct"} <= set(ranks.columns):
+        raise CorruptTrace(db, "fleet_ranks lacks the run, rank and excess_pct columns", RECOGNISED)
+    key = pd.to_numeric(ranks["excess_pct"], errors="coerce").astype("float64").fillna(float("-inf"))
+    return ranks.assign(_k=key).sort_values(["run", "_k", "rank"], ascending=[True, False, True], kind="stable").drop(columns="_k").reset_index(drop=True)
 
 
 def fleet_db(path: str | os.PathLike[str]) -> Path | None:
     """The ``fleet.sqlite`` of a ``kviewer fleet`` output (the folder or the database itself), or
     None. Only names are looked at until a candidate is found (cheap for every file the app opens)."""
-    p = Path(path)
-    db = p / DB if p.is_dir() else p
-    if db.name != DB or not db.is_file():
+    db = _candidate(path)
+    if db is None:
         return None
     try:
         conn = _open(db)
     except KViewerError:
         return None
     try:
-        kind = _query(conn, db, "SELECT kind FROM kviewer_schema LIMIT 1")
-    except KViewerError:
-        return None
+        return db if _is_fleet(conn, db) else None
     finally:
         conn.close()
-    return db if len(kind) and kind.iat[0, 0] == "fleet" else None
 
 
 def read_ranks(db: Path) -> pd.DataFrame:
@@ -97,21 +112,24 @@ def read_ranks(db: Path) -> pd.DataFrame:
     :class:`~kviewer.errors.LoadError` for a file that is not one or too big to read."""
     conn = _open(db)
     try:
-        ranks = _query(conn, db, "SELECT * FROM fleet_ranks")
+        return _ranks(conn, db)
     finally:
         conn.close()
-    if not {"run", "rank", "excess_pct"} <= set(ranks.columns):
-        raise CorruptTrace(db, "fleet_ranks lacks the run, rank and excess_pct columns", RECOGNISED)
-    import pandas as pd
-
-    key = pd.to_numeric(ranks["excess_pct"], errors="coerce").astype("float64").fillna(float("-inf"))
-    return ranks.assign(_k=key).sort_values(["run", "_k", "rank"], ascending=[True, False, True], kind="stable").drop(columns="_k").reset_index(drop=True)
 
 
 def open_fleet(path: str | os.PathLike[str]) -> tuple[Path, pd.DataFrame] | None:
     """Worker side of opening a fleet output in the app: (its database, its ranks), or None when
-    ``path`` is not one."""
-    db = fleet_db(path)
+    ``path`` is not one. The database is opened (and its tables checked) once."""
+    db = _candidate(path)
     if db is None:
         return None
-    return db, read_ranks(db)
+    try:
+        conn = _open(db)
+    except KViewerError:
+        return None
+    try:
+        if not _is_fleet(conn, db):
+            return None
+        return db, _ranks(conn, db)
+    finally:
+        conn.close()

@@ -224,13 +224,19 @@ def _summarize(path: Path, out: FileSummary) -> None:
     span = 0
     idle = 0.0
     if len(st):
+        # each step clips only the activities that can reach into it: by start order, those from
+        # the first whose furthest end so far passes the step's start to the last starting before its end
+        by_start = np.argsort(all_s, kind="stable")
+        ss, se, sd = all_s[by_start], all_e[by_start], all_d[by_start]
+        reach = np.maximum.accumulate(se) if len(se) else se
         for s0, s1 in zip(st["start"].to_numpy(dtype=np.int64), st["end"].to_numpy(dtype=np.int64)):
-            cut_s, cut_e = np.clip(all_s, s0, s1), np.clip(all_e, s0, s1)
+            lo, hi = int(np.searchsorted(reach, s0, side="right")), int(np.searchsorted(ss, s1, side="left"))
+            cut_s, cut_e, cut_d = np.clip(ss[lo:hi], s0, s1), np.clip(se[lo:hi], s0, s1), sd[lo:hi]
             live = cut_e > cut_s
-            for d in np.unique(all_d[live]):
-                sel = live & (all_d == d)
+            for d in np.unique(cut_d[live]):
+                sel = live & (cut_d == d)
                 window = int(cut_e[sel].max() - cut_s[sel].min())
-                idle += float(window - busy_ns(cut_s[sel], cut_e[sel], all_d[sel]))
+                idle += float(window - busy_ns(cut_s[sel], cut_e[sel], cut_d[sel]))
     for d in np.unique(all_d):
         sel = all_d == d
         span += int(all_e[sel].max() - all_s[sel].min())

@@ -601,53 +601,71 @@ def _kernels_only(wanted: Wanted | None) -> Collection[str] | None:
 
 
 def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelToken, wanted: Wanted | None = None) -> Trace:
+    """The tables of an export; under ``wanted`` (table -> columns) only what those tables need:
+    the memory events, GPU metrics and graph activities are read only when asked for, and the
+    timeline tables (kernels, memory operations, API calls, NVTX) only when one of them is."""
     gpus = _Gpus.read(db)
     progress(0.35, "kernels")
     cancel.check()
+
+    def wants(table: str) -> bool:
+        return wanted is None or table in wanted
+
     only = _kernels_only(wanted)
-    recorded = _recorded_only(db, meta, gpus, wanted)
-    if recorded is not None:
-        return recorded
+    graphs = _graph_launches_only(db, meta, gpus, wanted)
+    if graphs is not None:
+        return graphs
     if wanted is not None and only is not None:
         kernels = _kernels(db, gpus, only) if "kernels" in wanted else make_table("kernels", 0)
         return Trace(meta=meta, kernels=kernels, devices=gpus.devices)
-    kernels = _kernels(db, gpus)
-    progress(0.5, "memory operations")
-    cancel.check()
-    gpu_ops = _gpu_ops(db, gpus)
-    progress(0.6, "CUDA API calls")
-    cancel.check()
-    parts = [_api_calls(db, RUNTIME_TABLE, None)]
-    cancel.check()
-    progress(0.7, "NVTX ranges")
-    parts.append(_nvtx(db, meta))
-    cancel.check()
-    parts.append(_api_calls(db, "OSRT_API", "osrt"))
-    cancel.check()
-    progress(0.85, "nesting")
-    cpu_slices = _cpu_slices(parts)
-    flows = _flows(cpu_slices, kernels, gpu_ops)
-    _fill_launch_tid(kernels, cpu_slices, flows)
-    memory = _memory(db, gpus)
-    if meta.extra.get("command") is None:
-        command = _process_name(db, kernels)
-        if command:
-            meta.extra["command"] = command
-    progress(0.9, "GPU metrics")
-    from kviewer.io.nsys_gpu_metrics import read_samples
+    timeline = any(wants(t) for t in ("kernels", "gpu_ops", "cpu_slices", "flows", "graph_launches"))
+    trace = Trace(meta=meta, devices=gpus.devices)
+    if timeline:
+        kernels = _kernels(db, gpus)
+        progress(0.5, "memory operations")
+        cancel.check()
+        gpu_ops = _gpu_ops(db, gpus)
+        progress(0.6, "CUDA API calls")
+        cancel.check()
+        parts = [_api_calls(db, RUNTIME_TABLE, None)]
+        cancel.check()
+        progress(0.7, "NVTX ranges")
+        parts.append(_nvtx(db, meta))
+        cancel.check()
+        parts.append(_api_calls(db, "OSRT_API", "osrt"))
+        cancel.check()
+        progress(0.85, "nesting")
+        cpu_slices = _cpu_slices(parts)
+        flows = _flows(cpu_slices, kernels, gpu_ops)
+        _fill_launch_tid(kernels, cpu_slices, flows)
+        trace.kernels, trace.gpu_ops, trace.cpu_slices, trace.flows = kernels, gpu_ops, cpu_slices, flows
+        if meta.extra.get("command") is None:
+            command = _process_name(db, kernels)
+            if command:
+                meta.extra["command"] = command
+    if wants("memory"):
+        cancel.check()
+        trace.memory = _memory(db, gpus)
+    if wants("gpu_samples"):
+        progress(0.9, "GPU metrics")
+        cancel.check()
+        from kviewer.io.nsys_gpu_metrics import read_samples_counted
 
-    samples = read_samples(db.con, db.tables, gpus.by_gpu_id, db.check)
-    if len(samples):
-        from kviewer.io.nsys_gpu_metrics import describe
+        samples, rows = read_samples_counted(db.con, db.tables, gpus.by_gpu_id, db.check)
+        if len(samples):
+            from kviewer.io.nsys_gpu_metrics import describe
 
-        meta.extra["gpu metrics"] = describe(samples)
-        lost = db.count("GPU_METRICS") - len(samples)
-        if lost > 0:
-            meta.warnings.append(Diagnostic.warning(
-                "damaged", meta.path, f"{lost:,} GPU metrics samples could not be read (a NULL, text or out-of-range value): left out"))
-    trace = Trace(meta=meta, kernels=kernels, gpu_ops=gpu_ops, cpu_slices=cpu_slices, flows=flows, devices=gpus.devices,
-                  memory=memory, gpu_samples=samples)
-    return link_graphs(trace, _graph_activities(db, gpus))
+            meta.extra["gpu metrics"] = describe(samples)
+            lost = rows - len(samples)
+            if lost > 0:
+                meta.warnings.append(Diagnostic.warning(
+                    "damaged", meta.path, f"{lost:,} GPU metrics samples could not be read (a NULL, text or out-of-range value): left out"))
+        trace.gpu_samples = samples
+    if not timeline:
+        return trace
+    # the graph-level activities add launches (and so move the kernels' graph_launch ids)
+    graph_ids = wants("graph_launches") or "graph_launch" in (wanted or {}).get("kernels", ())
+    return link_graphs(trace, _graph_activities(db, gpus) if graph_ids else None)
 
 
 def _pid(global_id: np.ndarray) -> np.ndarray:
@@ -1139,14 +1157,12 @@ def _graph_activities(db: _Db, gpus: "_Gpus") -> pd.DataFrame | None:
     return pd.DataFrame(c)
 
 
-def _recorded_only(db: _Db, meta: TraceMeta, gpus: "_Gpus", wanted: Wanted | None) -> Trace | None:
-    """What ``kviewer memory`` and ``kviewer graphs`` read, without the rest of the export: the
-    memory events alone, or the kernels with only the graph launch calls (not every API call)."""
+def _graph_launches_only(db: _Db, meta: TraceMeta, gpus: "_Gpus", wanted: Wanted | None) -> Trace | None:
+    """What ``kviewer graphs`` reads, without the rest of the export: the kernels with only the
+    graph launch calls (not every API call)."""
     if wanted is None:
         return None
     keys = set(wanted)
-    if keys <= {"memory", "devices"}:
-        return Trace(meta=meta, devices=gpus.devices, memory=_memory(db, gpus))
     if "graph_launches" in keys and keys <= {"graph_launches", "kernels", "devices"}:
         # the kernel columns the graphs need (as kviewer summary reads only names and durations)
         kernels = _kernels(db, gpus, ("name", "short_name", "correlation", "device", "stream", "graph_node", "graph_id", "pid"))
@@ -1241,11 +1257,15 @@ def _memory(db: _Db, gpus: "_Gpus") -> pd.DataFrame:
             f"where r.correlationId in (select correlationId from {t} where correlationId > 0)"
         ).fetchall()
         by_corr = {int(cid): (strip_api_version(str(name)), int(g) if g is not None else -1) for cid, name, g in calls if cid is not None}
-        for i, cid in enumerate(c["correlation"].tolist()):
-            hit = by_corr.get(cid) if cid > 0 else None
-            if hit is not None:
-                source[i] = hit[0]
-                tid[i] = int(_tid(np.array([hit[1]]))[0]) if hit[1] >= 0 else -1
+        if by_corr:
+            keys = np.array(sorted(by_corr), dtype=np.int64)
+            names = np.array([by_corr[int(k)][0] for k in keys], dtype=object)
+            gtid = np.array([by_corr[int(k)][1] for k in keys], dtype=np.int64)
+            corr = c["correlation"]
+            pos = np.minimum(np.searchsorted(keys, corr), len(keys) - 1)
+            hit = (corr > 0) & (keys[pos] == corr)
+            source[hit] = names[pos[hit]]
+            tid[hit] = np.where(gtid[pos[hit]] >= 0, _tid(gtid[pos[hit]]), -1)
     return make_table("memory", n, {
         "start": c["start"], "device": device, "device_type": pd.Categorical(kind_name), "pid": pid, "tid": tid,
         "addr": c["addr"], "bytes": signed, "total_allocated": total, "source": pd.Categorical(source),

@@ -102,9 +102,10 @@ def read_groups(con: sqlite3.Connection, tables: set[str], gpu_index: Mapping[in
     return groups
 
 
-def _chunk(con: sqlite3.Connection, lo: int, hi: int, values: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """(timestamp, typeId, metricId, value) of the rows with rowid in ``[lo, hi]`` (timestamp and
-    value empty unless ``values``), None when the range holds no row.
+def _chunk(con: sqlite3.Connection, lo: int, hi: int, values: bool) -> tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None:
+    """The rows in the range and the (timestamp, typeId, metricId, value) of those with rowid in
+    ``[lo, hi]`` that could be read (timestamp and value empty unless ``values``), None when the
+    range holds no row.
 
     SQLite prints each column of the chunk as one text (``group_concat``, in C) and numpy parses
     it (in C). A chunk of one typeId (one GPU: the usual case) does not print its 15-digit typeIds.
@@ -130,10 +131,10 @@ def _chunk(con: sqlite3.Connection, lo: int, hi: int, values: bool) -> tuple[np.
     else:
         parsed = [np.zeros(0, dtype=np.int64), ty, _parse(row[4], k, np.int64), np.zeros(0)]
     if any(p is None for p in parsed):
-        return _rows(con, lo, hi)
+        return k, _rows(con, lo, hi)
     ts, ty2, mi, va = parsed
     assert ts is not None and ty2 is not None and mi is not None and va is not None
-    return ts, ty2, mi, va
+    return k, (ts, ty2, mi, va)
 
 
 def _parse(text: object, k: int, dtype: type) -> np.ndarray | None:
@@ -156,20 +157,33 @@ def read_samples(
     check: Callable[[], None] = lambda: None,
 ) -> pd.DataFrame:
     """The ``gpu_samples`` table of an export (empty when it has no GPU metrics)."""
+    return read_samples_counted(con, tables, gpu_index, check)[0]
+
+
+def read_samples_counted(
+    con: sqlite3.Connection,
+    tables: set[str],
+    gpu_index: Mapping[int, int],
+    check: Callable[[], None] = lambda: None,
+) -> tuple[pd.DataFrame, int]:
+    """:func:`read_samples` and the number of rows the table held as it was read (the rows not
+    in the samples could not be read: a NULL, text or out-of-range value)."""
     if not available(con, tables):
-        return schema.empty("gpu_samples")
+        return schema.empty("gpu_samples"), 0
     lo, hi = con.execute(f"select min(rowid), max(rowid) from {SAMPLES_TABLE}").fetchone()
     if lo is None:
-        return schema.empty("gpu_samples")
+        return schema.empty("gpu_samples"), 0
     # pass 1: rows per (typeId, metricId), to size the final columns (a GROUP BY over the whole
     # table sorts it: 23 s for 12M rows, against ~2 s for these chunks)
     counts: dict[tuple[int, int], int] = {}
+    rows = 0
     for start in range(int(lo), int(hi) + 1, CHUNK):
         check()
         part = _chunk(con, start, start + CHUNK - 1, values=False)
         if part is None:
             continue
-        _, ty, mi, _ = part
+        k, (_, ty, mi, _) = part
+        rows += k
         one_type = bool(len(ty)) and bool((ty == ty[0]).all())
         for tid in ([int(ty[0])] if one_type else np.unique(ty).tolist()):
             ids, cnt = np.unique(mi if one_type else mi[ty == tid], return_counts=True)
@@ -178,7 +192,7 @@ def read_samples(
     groups = read_groups(con, tables, gpu_index, counts)
     n = sum(g.count for g in groups)
     if not n:
-        return schema.empty("gpu_samples")
+        return schema.empty("gpu_samples"), rows
     names = sorted({g.name for g in groups})
     code_of_name = {name: i for i, name in enumerate(names)}
     t = np.empty(n, dtype=np.int64)
@@ -206,7 +220,7 @@ def read_samples(
         chunk = _chunk(con, start, start + CHUNK - 1, values=True)
         if chunk is None:
             continue
-        ts, ty, mi, va = chunk
+        ts, ty, mi, va = chunk[1]
         k = len(ts)
         tpos = np.clip(np.searchsorted(types, ty), 0, len(types) - 1)
         key = np.where(types[tpos] == ty, tpos * (1 << 24) + mi, -1)
@@ -247,7 +261,7 @@ def read_samples(
         if g.name.rstrip().endswith("[MHz]") and b > a and float(np.nanmax(value[a:b])) > 1e5:
             value[a:b] /= 1e6
     metric = pd.Categorical.from_codes(codes, categories=pd.Index(names))
-    return schema.make_table("gpu_samples", len(t), {"device": device, "metric": metric, "t": t, "value": value})
+    return schema.make_table("gpu_samples", len(t), {"device": device, "metric": metric, "t": t, "value": value}), rows
 
 
 def _rows(con: sqlite3.Connection, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -192,6 +192,10 @@ def load(
     summary of a big Nsight Systems export never pays for its API calls). With the cache the
     whole trace is loaded and stored, as without ``tables``.
 
+    With the cache on, the file's identity (:func:`kviewer.io.cache.source_id`: its stat and a
+    digest of its content) is taken once, before the load, and kept on the trace as
+    ``trace.meta.source_id`` for the analysis cache; None with the cache off.
+
     Raises
     ------
     LoadError
@@ -202,20 +206,23 @@ def load(
     p = Path(path)
     prog: Progress = progress or (lambda fraction, message: None)
     store = None
+    sid = None  # the file's identity (stat and content digest), taken once for the whole load
     if use_cache is None or use_cache:
         from kviewer.io import cache
 
         if use_cache or not cache.cache_disabled():
-            store = cache.default_cache()
-            hit = store.get(p)
-            if hit is not None:
-                hit.meta.warnings.extend(store.take_warnings())
-                prog(1.0, "loaded from the cache")
-                return hit
             try:
-                before = cache.source_id(p)
+                sid = cache.source_id(p)
             except OSError:
-                store = None  # detect() below names the problem
+                sid = None  # detect() below names the problem
+            if sid is not None:
+                store = cache.default_cache()
+                hit = store.get(p, sid)
+                if hit is not None:
+                    hit.meta.warnings.extend(store.take_warnings())
+                    hit.meta.source_id = sid
+                    prog(1.0, "loaded from the cache")
+                    return hit
     beat = _Heartbeat(prog)
     beat(0.0, "detecting the format")
     spec = detect(p)
@@ -249,8 +256,9 @@ def load(
         if token.cancelled:
             raise LoadCancelled("load cancelled") from exc
         raise LoadError(p, f"could not be read: {type(exc).__name__}: {exc}", spec.label) from exc
-    if store is not None:
-        store.put(p, trace, before, time.perf_counter() - t0)
+    if store is not None and sid is not None:
+        store.put(p, trace, sid, time.perf_counter() - t0)
         trace.meta.warnings.extend(store.take_warnings())
+        trace.meta.source_id = sid
     prog(1.0, "done")
     return trace

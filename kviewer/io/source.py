@@ -481,7 +481,7 @@ SIDECARS = ("-wal", "-journal", "-shm")
 #: the SQL functions kviewer's own queries call. A query that would call anything else (through
 #: a generated column or a view in a hostile file: randomblob, zeroblob, a recursive CTE's
 #: arithmetic, ...) is refused by the authorizer
-_ALLOWED_FUNCTIONS = frozenset(
+ALLOWED_FUNCTIONS = frozenset(
     {"coalesce", "ifnull", "count", "max", "min", "sum", "total", "avg", "typeof", "length", "abs", "nullif", "round",
      "lower", "upper", "substr", "instr", "cast", "like", "glob", "iif", "group_concat"}
 )  # fmt: skip
@@ -493,11 +493,11 @@ def _authorize(action: int, arg1: str | None, arg2: str | None, db_name: str | N
     """SQLite authorizer of input databases: only kviewer's own statements on tables run.
 
     ``source`` names the view or trigger an access comes from: none may act. Functions outside
-    :data:`_ALLOWED_FUNCTIONS` are refused wherever they come from.
+    :data:`ALLOWED_FUNCTIONS` are refused wherever they come from.
     """
     if source is not None:
         return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() not in _ALLOWED_FUNCTIONS:
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() not in ALLOWED_FUNCTIONS:
         return sqlite3.SQLITE_DENY
     if action in _DENIED_ACTIONS:
         return sqlite3.SQLITE_DENY

@@ -13,7 +13,8 @@ Two authorizers, one per kind of connection:
   (``fts3_tokenizer`` hands out a pointer, ``load_extension``) are refused. A view may call only
   the built-ins kviewer's own views use.
 
-:class:`QueryWatch` bounds one running query: a deadline, the memory budget
+:class:`QueryWatch` bounds one running query (:func:`run_query` runs one under it, for ``kviewer
+sql``, the Query dock and the fleet reader): a deadline, the memory budget
 (``KVIEWER_MAX_MEMORY``: SQLite's own heap through ``PRAGMA hard_heap_limit`` and the process's
 resident memory, sampled by the progress handler and between fetched rows) and a cancel flag.
 """
@@ -23,10 +24,15 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-#: the longest string or blob a user query may produce (SQLITE_LIMIT_LENGTH)
-MAX_QUERY_VALUE = 256 * 1024**2
+from kviewer.io.source import ALLOWED_FUNCTIONS, MAX_SQL_VALUE
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: the longest string or blob a user query may produce (SQLITE_LIMIT_LENGTH): as for kviewer's own
+MAX_QUERY_VALUE = MAX_SQL_VALUE
 
 _WRITE_NAMES = (
     "SQLITE_INSERT", "SQLITE_UPDATE", "SQLITE_DELETE", "SQLITE_CREATE_INDEX", "SQLITE_CREATE_TABLE",
@@ -52,11 +58,10 @@ READABLE_SETTINGS = frozenset(
 )  # fmt: skip
 #: functions no user query may call: fts3_tokenizer hands out (and takes) a pointer into the process
 REFUSED_FUNCTIONS = frozenset({"fts3_tokenizer", "load_extension", "readfile", "writefile", "edit", "fts5"})
-#: what a view may call (kviewer's own views use these; a hostile view may not reach randomblob)
-VIEW_FUNCTIONS = frozenset(
-    {"coalesce", "ifnull", "count", "max", "min", "sum", "total", "avg", "typeof", "length", "abs", "nullif",
-     "round", "lower", "upper", "substr", "instr", "cast", "like", "glob", "iif", "group_concat", "sqrt",
-     "row_number", "rank", "dense_rank", "lag", "lead", "first_value", "last_value", "ntile", "percent_rank",
+#: what a view may call: the functions kviewer's own queries call, and those its own views use
+#: besides (a hostile view may not reach randomblob)
+VIEW_FUNCTIONS = ALLOWED_FUNCTIONS | frozenset(
+    {"sqrt", "row_number", "rank", "dense_rank", "lag", "lead", "first_value", "last_value", "ntile", "percent_rank",
      "cume_dist", "nth_value", "trim", "ltrim", "rtrim", "replace", "printf", "format", "date", "time",
      "datetime", "julianday", "strftime", "floor", "ceil", "ceiling", "log", "log10", "exp", "pow", "power"}
 )  # fmt: skip
@@ -231,3 +236,35 @@ class QueryWatch:
                 f"(raise {ENV}, e.g. {ENV}=16G, if the machine has room)"
             )
         return "the query was cancelled"
+
+
+class QueryStopped(Exception):
+    """:func:`run_query` was stopped by its watch (the deadline, the memory budget or a cancel);
+    the text says why, in words (:meth:`QueryWatch.message`)."""
+
+
+def run_query(conn: sqlite3.Connection, sql: str, timeout_s: float | None = None, cancel: Callable[[], bool] | None = None) -> pd.DataFrame:
+    """Run one statement on ``conn`` under a :class:`QueryWatch` (``timeout_s``, the memory budget,
+    ``cancel()``); every row as a frame.
+
+    Raises :class:`QueryStopped` when the watch stopped it (or memory ran out), and SQLite's own
+    errors (``sqlite3.Error``, ``sqlite3.Warning``) otherwise: each caller says them its way."""
+    import pandas as pd
+
+    watch = QueryWatch(conn, timeout_s, cancel=cancel)
+    try:
+        with watch:
+            cur = conn.execute(sql)
+            cols = [d[0] for d in cur.description] if cur.description else []
+            rows = watch.fetch(cur)
+            cur.close()
+            if watch.over():
+                raise sqlite3.OperationalError("interrupted")
+            return pd.DataFrame.from_records(rows, columns=cols)
+    except MemoryError:  # SQLite's heap limit (SQLITE_NOMEM) or Python's own
+        watch.reason = "memory"
+        raise QueryStopped(watch.message()) from None
+    except sqlite3.Error as exc:
+        if watch.reason is not None:
+            raise QueryStopped(watch.message()) from exc
+        raise

@@ -10,7 +10,8 @@ eviction over traces and analyses together). One row per trace and analysis: the
 peaks were used, and the fusion candidates (their kernel ids as JSON).
 
 An entry is keyed by the file's identity (path, size, mtime, inode change time and a digest of
-its content: :func:`kviewer.io.cache.source_id`, with the parser's fingerprint) and a fingerprint
+its content: :func:`kviewer.io.cache.source_id`, taken once by the load as ``trace.meta.source_id``,
+with the parser's fingerprint) and a fingerprint
 of the analysis (its sources, the device table, the SOL schema), so rewriting the file (even with
 its old size and times), editing a model or a peak rate all miss. Only the speed of light on the
 trace's own GPU of a complete load is stored. ``KVIEWER_NO_CACHE`` bypasses it; like the trace
@@ -59,7 +60,9 @@ def analysis_fingerprint() -> str:
 
 
 def identity(path: str) -> SourceId | None:
-    """What identifies the file now (stat only); None when the cache is off or the file is gone."""
+    """What identifies the file now (its stat and a digest of its content:
+    :func:`kviewer.io.cache.source_id`); None when the cache is off or the file is gone. A loaded
+    trace already carries the identity taken by its load (``trace.meta.source_id``)."""
     from kviewer.io.cache import cache_disabled, source_id
 
     if not path or cache_disabled():
@@ -68,6 +71,13 @@ def identity(path: str) -> SourceId | None:
         return source_id(path)
     except OSError:
         return None
+
+
+def _unchanged(sid: SourceId) -> bool:
+    """The cache is on and the file stats as it did when ``sid`` was taken (no new digest)."""
+    from kviewer.io.cache import cache_disabled
+
+    return not cache_disabled() and sid.unchanged()
 
 
 def _key(sid: SourceId, table: str) -> str:
@@ -109,8 +119,7 @@ def put(sid: SourceId | None, trace: Trace, info: SolInfo) -> bool:
     if sid is None or result is None or info.device is not None or not load_was_complete(trace):
         return False
     try:
-        now = identity(trace.meta.path)
-        if now != sid:
+        if not _unchanged(sid):
             return False  # the file changed during the load: the entry could describe other bytes
         specs, data = _encode(info)
         return _write(sid, "sol", specs, data)
@@ -187,7 +196,7 @@ def put_fusion(sid: SourceId | None, trace: Trace, result: FusionResult) -> bool
     if sid is None or not load_was_complete(trace):
         return False
     try:
-        if identity(trace.meta.path) != sid:
+        if not _unchanged(sid):
             return False
         data = _encode_fusion(result)
         return _write(sid, "fusion", repr(float(result.kernel_ns)), data)

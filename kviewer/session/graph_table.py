@@ -17,7 +17,16 @@ if TYPE_CHECKING:
 NOT_IN_GRAPH = "(not in a graph)"
 
 
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
 def graph_grouped_data(traces: Sequence[TraceTracks]) -> TableData:
+    """One row per graph that ran kernels, with what ``kviewer graphs`` says of it
+    (:func:`kviewer.analysis.graphs.graph_summary`: launches, median kernels per launch, median GPU
+    span and launch call), and one row of the kernels outside graphs."""
+    from kviewer.analysis.graphs import graph_summary
+
     labels: list[str] = []
     keys: list[int] = []
     members: list[np.ndarray] = []
@@ -32,22 +41,19 @@ def graph_grouped_data(traces: Sequence[TraceTracks]) -> TableData:
         k = t.trace.kernels
         if not len(k):
             continue
-        g = t.trace.graph_launches
+        summary = {info.graph_id: info for info in graph_summary(t.trace).graphs}
         gid = k["graph_id"].to_numpy()
         gl = k["graph_launch"].to_numpy()
         dur = k["dur"].to_numpy()
         in_graph = gl >= 0
         for graph in np.unique(gid[in_graph]).tolist():
             ids = np.flatnonzero(in_graph & (gid == graph))
-            sel = g["graph_id"].to_numpy() == graph if len(g) else np.zeros(0, dtype=bool)
-            n_l = int(sel.sum())
+            info = summary.get(int(graph))
             labels.append(f"graph {graph}")
-            launches.append(n_l)
-            per_launch.append(len(ids) / n_l if n_l else float("nan"))
-            span_med.append(float(np.median(g["dur"].to_numpy()[sel])) if n_l else float("nan"))
-            cpu = g["launch_ns"].to_numpy()[sel]
-            cpu = cpu[cpu >= 0]
-            cpu_med.append(float(np.median(cpu)) if len(cpu) else float("nan"))
+            launches.append(info.launches if info is not None else 0)
+            per_launch.append(_nan(info.kernels_per_launch) if info is not None else float("nan"))
+            span_med.append(_nan(info.gpu_ns_per_launch_median) if info is not None else float("nan"))
+            cpu_med.append(_nan(info.cpu_launch_ns_median) if info is not None else float("nan"))
             members.append(ids)
             count.append(len(ids))
             total.append(float(dur[ids].sum()))
@@ -73,7 +79,7 @@ def graph_grouped_data(traces: Sequence[TraceTracks]) -> TableData:
     cols.append(Col("graph", "graph", "text", np.array([where[c] for c in labels], dtype=np.int64), cats))
     cols.append(Col("launches", "launches", "int", np.array(launches, dtype=np.int64), missing_int=True))
     cols.append(Col("count", "kernels", "int", np.array(count, dtype=np.int64)))
-    cols.append(Col("per_launch", "kernels / launch", "number", np.array(per_launch, dtype=np.float64)))
+    cols.append(Col("per_launch", "kernels / launch (median)", "number", np.array(per_launch, dtype=np.float64)))
     cols.append(Col("total", "kernel time", "time", np.array(total, dtype=np.float64)))
     cols.append(Col("span_med", "GPU span / launch (median)", "time", np.array(span_med, dtype=np.float64)))
     cols.append(Col("cpu_med", "launch call (median)", "time", np.array(cpu_med, dtype=np.float64)))

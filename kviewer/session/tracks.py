@@ -150,7 +150,7 @@ class TraceTracks:
     sync: dict[str, np.ndarray] = field(default_factory=dict)
     """per table, a bool mask of where the host waits for the device (drawn in the sync colour)"""
     source: Any = None
-    """the file's identity when it was loaded (:func:`kviewer.session.analysis_cache.identity`), for
+    """the file's identity when it was loaded (``trace.meta.source_id``, taken by the load), for
     the analysis cache; None when unknown"""
 
     # -----------------------------------------------------------------------------------------

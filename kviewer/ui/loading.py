@@ -46,10 +46,11 @@ def load_file(path: str, token: CancelToken, progress: Callable[[float, str], No
         progress(max(0.0, min(1.0, fraction)) * 0.9, f"{name}: {message}" if message else name)
 
     token.check()
-    # the file's identity before the load: an analysis of a file that changes meanwhile is not cached
-    source = analysis_cache.identity(path)
     trace = load(path, progress=report, cancel=token)
     token.check()
+    # the file's identity taken by the load, before it read the file (None with the cache off): an
+    # analysis of a file that changes meanwhile is not cached
+    source = trace.meta.source_id
     progress(0.95, f"{name}: building the timeline")
     # paint first: the speed of light comes with the trace from the analysis cache, or the window
     # computes it after showing the trace (AnalysisDocks.analyse)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
@@ -64,7 +64,10 @@ _meta_decoder = msgspec.json.Decoder(TraceMeta)
 
 
 def encode_meta(meta: TraceMeta) -> bytes:
-    """JSON for a TraceMeta; :class:`NotCacheable` when it would not read back equal."""
+    """JSON for a TraceMeta (without its ``source_id``, which a hit takes from the file as it is
+    then); :class:`NotCacheable` when it would not read back equal."""
+    if meta.source_id is not None:
+        meta = replace(meta, source_id=None)
     try:
         data = _meta_encoder.encode(meta)
         back = _meta_decoder.decode(data)

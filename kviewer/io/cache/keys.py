@@ -11,6 +11,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -137,7 +138,11 @@ def content_digest(path: str | os.PathLike[str], size: int, whole_max: int | Non
 @dataclass(frozen=True)
 class SourceId:
     """What identifies the bytes a trace was parsed from: path, size, modification and inode
-    change times, inode, and a digest of the content (:func:`content_digest`)."""
+    change times, inode, and a digest of the content (:func:`content_digest`).
+
+    Taken once per load (:func:`kviewer.io.registry.load`, kept on the trace as
+    ``TraceMeta.source_id``); whether the file changed since is asked of its stat alone
+    (:meth:`unchanged`), never by hashing it again."""
 
     path: str
     """resolved absolute path"""
@@ -153,25 +158,72 @@ class SourceId:
         text = json.dumps([fp or fingerprint(), self.path, self.size, self.mtime_ns, self.ctime_ns, self.inode, self.digest, self.members])
         return hashlib.sha256(text.encode()).hexdigest()
 
+    def stat_fields(self) -> StatId:
+        """The cheap part of the identity: what :func:`source_stat` reads back for the same file."""
+        if not self.digest:  # a folder (a file always has a digest, an empty one too)
+            return (self.path, tuple(m[:5] for m in self.members))
+        return (self.path, self.size, self.mtime_ns, self.ctime_ns, self.inode)
+
+    def unchanged(self, path: str | os.PathLike[str] | None = None) -> bool:
+        """True when ``path`` (default: this identity's own path) stats as it did when this
+        identity was taken (size, modification and inode change times, inode; for a folder, of
+        every file in it): any write moves the inode change time, which no tool can set back."""
+        try:
+            return source_stat(self.path if path is None else path) == self.stat_fields()
+        except OSError:
+            return False
+
+
+#: :meth:`SourceId.stat_fields` / :func:`source_stat`: (path, size, mtime_ns, ctime_ns, inode) of
+#: a file, (path, ((name, size, mtime_ns, ctime_ns, inode), ...)) of a folder
+StatId = tuple[Any, ...]
+
+
+def _resolve(path: str | os.PathLike[str]) -> Path:
+    try:
+        return Path(path).resolve()
+    except RuntimeError as exc:  # a symlink loop (pathlib raises RuntimeError for it on 3.11)
+        raise OSError(f"{path}: a symbolic link that loops") from exc
+
+
+def _member_files(folder: Path) -> list[tuple[os.DirEntry[str], os.stat_result]]:
+    """The files of a folder that make up its identity, by name, with their stat."""
+    out = []
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        try:
+            if not entry.is_file():
+                continue
+            est = entry.stat()
+        except OSError:  # a symlink loop or a vanished file: not part of the folder's trace
+            continue
+        if not os.access(entry.path, os.R_OK):  # its digest cannot be taken: not part of it either
+            continue
+        out.append((entry, est))
+    return out
+
+
+def source_stat(path: str | os.PathLike[str]) -> StatId:
+    """Stat a file (or every file of a folder) without reading it: :meth:`SourceId.stat_fields`
+    as the file is now. Raises OSError when it is not there."""
+    p = _resolve(path)
+    st = p.stat()
+    if p.is_dir():
+        return (str(p), tuple((e.name, est.st_size, est.st_mtime_ns, est.st_ctime_ns, est.st_ino) for e, est in _member_files(p)))
+    return (str(p), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
 
 def source_id(path: str | os.PathLike[str]) -> SourceId:
     """Stat a file (or every file of a folder) and fingerprint its content; raises OSError when
     it is not there or cannot be read."""
-    try:
-        p = Path(path).resolve()
-    except RuntimeError as exc:  # a symlink loop (pathlib raises RuntimeError for it on 3.11)
-        raise OSError(f"{path}: a symbolic link that loops") from exc
+    p = _resolve(path)
     st = p.stat()
     if p.is_dir():
         members = []
-        for entry in sorted(os.scandir(p), key=lambda e: e.name):
+        for entry, est in _member_files(p):
             try:
-                if not entry.is_file():
-                    continue
-                est = entry.stat()
                 # members: 16 blocks each (1 MiB), so a folder of many ranks stays quick
                 digest = content_digest(entry.path, est.st_size, whole_max=16 * SAMPLE_BLOCK, samples=16)
-            except OSError:  # a symlink loop or a vanished file: not part of the folder's trace
+            except OSError:  # unreadable after all: not part of the folder's trace
                 continue
             members.append((entry.name, est.st_size, est.st_mtime_ns, est.st_ctime_ns, est.st_ino, digest))
         return SourceId(str(p), sum(m[1] for m in members), max((m[2] for m in members), default=st.st_mtime_ns), tuple(members))

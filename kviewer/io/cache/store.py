@@ -252,12 +252,14 @@ class TraceCache:
             out, self.warnings = self.warnings, []
         return out
 
-    def get(self, path: str | os.PathLike[str]) -> Trace | None:
-        """The cached trace for this file as it is now, or None."""
-        try:
-            sid = source_id(path)
-        except OSError:
-            return None
+    def get(self, path: str | os.PathLike[str], sid: SourceId | None = None) -> Trace | None:
+        """The cached trace for this file as it is now (``sid``: its :func:`source_id`, taken
+        here when not given), or None."""
+        if sid is None:
+            try:
+                sid = source_id(path)
+            except OSError:
+                return None
         key = sid.key()
 
         def fetch(db: Any) -> Trace | None:
@@ -300,7 +302,8 @@ class TraceCache:
         return result
 
     def put(self, path: str | os.PathLike[str], trace: Trace, before: SourceId, load_seconds: float = 0.0) -> bool:
-        """Store a trace loaded from ``path``; ``before`` is :func:`source_id` taken before the load.
+        """Store a trace loaded from ``path``; ``before`` is :func:`source_id` taken before the load
+        (whether the file changed since is asked of its stat: :meth:`SourceId.unchanged`).
 
         Returns False (and stores nothing) when the load was partial, the file changed while it
         was read, the trace cannot be stored faithfully, it alone exceeds the bound, or storing
@@ -312,11 +315,7 @@ class TraceCache:
         if not load_was_complete(trace):
             log.info("trace cache: not storing %s: the load was partial", path)
             return False
-        try:
-            after = source_id(path)
-        except OSError:
-            return False
-        if after != before:
+        if not before.unchanged(path):
             log.info("trace cache: not storing %s: it changed while it was read", path)
             return False
         try:
