@@ -35,7 +35,6 @@ from kviewer.cli.signals import CtrlCCancels
 from kviewer.errors import UserError
 
 __all__ = [
-    "COMMAND_MODULES",
     "EXIT_OK",
     "EXIT_SLOWER",
     "EXIT_USER_ERROR",
@@ -54,29 +53,13 @@ __all__ = [
     "write_report",
 ]
 
-#: the subcommands of the first release, in the order ``kviewer --help`` lists them
-BUILTIN_MODULES: tuple[str, ...] = (
+#: every subcommand, in the order ``kviewer --help`` lists them: each lives in a module of its own,
+#: ``kviewer/cli/NAME.py``, a thin shell over the library with ``register(sub)`` adding its parser
+#: (``set_defaults(func=...)``). A new subcommand is a new module named here.
+SUBCOMMANDS: tuple[str, ...] = (
     "info", "summary", "stats", "kernels", "sol", "fusion", "compare", "screenshot", "report", "export", "sql", "fleet",
+    "critpath", "whatif", "graphs", "memory", "calltree",
 )
-
-#: subcommands that live in a module of their own, ``kviewer/cli/NAME.py``, each a thin shell over
-#: the library with ``register(sub)`` adding its parser (``set_defaults(func=...)``). A new
-#: subcommand goes here, not into this file.
-COMMAND_MODULES: tuple[str, ...] = ("critpath", "whatif", "graphs", "memory", "calltree")
-
-SUBCOMMANDS = BUILTIN_MODULES + COMMAND_MODULES
-
-#: the old name of :class:`kviewer.cli.signals.CtrlCCancels` (scripts and tests use it)
-_ctrl_c_cancels = CtrlCCancels
-
-
-def __getattr__(name: str) -> object:
-    # ``kviewer.cli.write_report`` (nsys-stats rows) lives with its command; imported on use
-    if name == "write_report":
-        from kviewer.cli.stats import write_report
-
-        return write_report
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -112,14 +95,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return install_desktop()
         if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version") for a in argv[:1]):
-            args = build_parser().parse_args(argv)
+            parser = build_parser()
+            args = parser.parse_args(argv)
             from kviewer.io.memory import check_budget_setting
 
             problem = check_budget_setting()
             if problem:
                 raise UserError(problem)
             if not getattr(args, "func", None):
-                build_parser().print_help()
+                parser.print_help()
                 return EXIT_OK
             return int(args.func(args))
         return run_gui(argv)

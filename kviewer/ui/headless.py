@@ -223,10 +223,10 @@ def screenshot(
     """Build a view offscreen and save its picture (PNG or SVG by the suffix of ``out``)."""
     from kviewer.ui.export import picture_format, save_picture
 
-    from kviewer.ui.interrupt import DeferredInterrupt
+    from kviewer.tempdir import deferred_interrupt
 
     picture_format(out)  # a bad suffix fails before any work
-    with DeferredInterrupt() as stop:  # Ctrl+C: no picture, exit 130 (never swallowed by a Qt callback)
+    with deferred_interrupt() as stop:  # Ctrl+C: no picture, exit 130 (never swallowed by a Qt callback)
         widget = build_view(view, traces, size, time_range, device)
         try:
             stop.check()

@@ -388,32 +388,32 @@ def test_sql_summary_views_agree_with_the_reports(sample_traces: Path) -> None:
 def test_csv_guards_formula_names_unless_raw() -> None:
     import numpy as np
 
-    from kviewer import cli
+    from kviewer.cli.stats import write_report
     from kviewer.core import Trace, TraceMeta, schema
 
     kernels = schema.make_table("kernels", 2, {"name": ["=HYPERLINK(1)", "gemm"], "start": np.array([0, 10]), "end": np.array([5, 30])})
     trace = Trace(meta=TraceMeta(path="x.json", source_format="torch"), kernels=kernels)
     report = REPORTS["cuda_gpu_kern_sum"]
     buf = io.StringIO()
-    cli.write_report(run_report(trace, "cuda_gpu_kern_sum"), report, "csv", buf)
+    write_report(run_report(trace, "cuda_gpu_kern_sum"), report, "csv", buf)
     rows = _csv(buf.getvalue())
     assert list(rows["Name"]) == ["gemm", "'=HYPERLINK(1)"] and list(rows["Total Time (ns)"]) == ["20", "5"]
     buf = io.StringIO()
-    cli.write_report(run_report(trace, "cuda_gpu_kern_sum"), report, "csv", buf, raw_csv=True)
+    write_report(run_report(trace, "cuda_gpu_kern_sum"), report, "csv", buf, raw_csv=True)
     assert list(_csv(buf.getvalue())["Name"]) == ["gemm", "=HYPERLINK(1)"]
 
 
 def test_gpu_trace_csv_keeps_every_digit_of_epoch_nanoseconds() -> None:
     import numpy as np
 
-    from kviewer import cli
+    from kviewer.cli.stats import write_report
     from kviewer.core import Trace, TraceMeta, schema
 
     start = np.array([1_700_000_000_123_456_789, 1_700_000_000_123_456_901])  # beyond float64's 2^53
     kernels = schema.make_table("kernels", 2, {"name": ["a", "b"], "start": start, "end": start + 7})
     trace = Trace(meta=TraceMeta(path="x.json", source_format="torch"), kernels=kernels)
     buf = io.StringIO()
-    cli.write_report(run_report(trace, "cuda_gpu_trace"), REPORTS["cuda_gpu_trace"], "csv", buf)
+    write_report(run_report(trace, "cuda_gpu_trace"), REPORTS["cuda_gpu_trace"], "csv", buf)
     rows = _csv(buf.getvalue())
     assert list(rows["Start (ns)"]) == [str(s) for s in start] and list(rows["Duration (ns)"]) == ["7", "7"]
     assert list(rows["CorrId"]) == ["", ""]  # unknown: empty, never -1 or 0
