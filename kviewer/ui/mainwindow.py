@@ -191,7 +191,10 @@ class MainWindow(QMainWindow):
             self.details_dock.raise_()
             self.resizeDocks([self.details_dock, self.analysis.roofline_dock], [240, 560], Qt.Orientation.Vertical)
         if not self.compare.active:
+            was_on_top = not self.compare.dock.isHidden()  # saved while comparing: its tab was the current one
             self.compare.dock.hide()  # a restored layout must not show an empty Compare dock
+            if was_on_top:
+                self.compare.beside.raise_()  # the tab it sits beside (the kernels), not whichever neighbour Qt picks
         self._update_actions()
         owners = (self.loader.owner, self.runner.owner)
 

@@ -149,3 +149,28 @@ def test_a_layout_saved_for_other_docks_gives_the_default_arrangement(qtbot: Any
     again = MainWindow()
     qtbot.addWidget(again)
     assert again.dockWidgetArea(again.query_dock) == Qt.DockWidgetArea.LeftDockWidgetArea
+
+
+def test_a_layout_saved_while_comparing_reopens_on_the_kernels_tab(qtbot: Any, window: Any, sample_traces: Path) -> None:
+    """The Compare dock was the current tab when the layout was saved; reopened without a
+    comparison, the bottom area shows the kernel table, not whichever neighbour Qt picks."""
+    from PySide6.QtWidgets import QTabBar
+
+    from kviewer.ui.mainwindow import MainWindow
+
+    window.resize(1200, 800)
+    assert drop_files(window, [sample_traces / "block4_eager.pt.trace.json.gz", sample_traces / "block4_compiled.pt.trace.json.gz"])
+    wait_idle(qtbot, window)
+    qtbot.waitUntil(lambda: window.compare.active, timeout=30_000)
+    window.close()  # saves the layout with the Compare tab on top
+
+    again = MainWindow()
+    qtbot.addWidget(again)
+    again.show()
+    qtbot.waitExposed(again)
+
+    def current_tabs() -> set[str]:
+        return {bar.tabText(bar.currentIndex()) for bar in again.findChildren(QTabBar) if bar.isVisible() and bar.count()}
+
+    assert "Compare" not in current_tabs()
+    assert "Kernels" in current_tabs()
