@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
 from kviewer.errors import CorruptTrace, LoadError, MissingDependency
+from kviewer.io.sqlite_safety import harden_query_connection, harden_strict_connection
 from kviewer.tempdir import (  # noqa: F401 - re-exported: the loaders' one place for temporary files
     private_tmpdir,
     remove_quietly,
@@ -478,56 +479,6 @@ def _wal_mode(path: Path) -> bool:
 #: files SQLite opens beside a database on its own
 SIDECARS = ("-wal", "-journal", "-shm")
 
-#: the SQL functions kviewer's own queries call. A query that would call anything else (through
-#: a generated column or a view in a hostile file: randomblob, zeroblob, a recursive CTE's
-#: arithmetic, ...) is refused by the authorizer
-ALLOWED_FUNCTIONS = frozenset(
-    {"coalesce", "ifnull", "count", "max", "min", "sum", "total", "avg", "typeof", "length", "abs", "nullif", "round",
-     "lower", "upper", "substr", "instr", "cast", "like", "glob", "iif", "group_concat"}
-)  # fmt: skip
-#: the longest string or blob a query may produce (a real name is far shorter; SQLITE_LIMIT_LENGTH)
-MAX_SQL_VALUE = 256 * 1024**2
-
-
-def _authorize(action: int, arg1: str | None, arg2: str | None, db_name: str | None, source: str | None) -> int:
-    """SQLite authorizer of input databases: only kviewer's own statements on tables run.
-
-    ``source`` names the view or trigger an access comes from: none may act. Functions outside
-    :data:`ALLOWED_FUNCTIONS` are refused wherever they come from.
-    """
-    if source is not None:
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() not in ALLOWED_FUNCTIONS:
-        return sqlite3.SQLITE_DENY
-    if action in _DENIED_ACTIONS:
-        return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK
-
-
-_DENIED_ACTIONS = frozenset(
-    getattr(sqlite3, name)
-    for name in ("SQLITE_ATTACH", "SQLITE_DETACH", "SQLITE_INSERT", "SQLITE_UPDATE", "SQLITE_DELETE", "SQLITE_CREATE_TABLE",
-                 "SQLITE_CREATE_TEMP_TABLE", "SQLITE_CREATE_VIEW", "SQLITE_CREATE_TRIGGER", "SQLITE_CREATE_TEMP_VIEW",
-                 "SQLITE_CREATE_TEMP_TRIGGER", "SQLITE_CREATE_VTABLE", "SQLITE_DROP_TABLE", "SQLITE_ALTER_TABLE")
-    if hasattr(sqlite3, name)
-)  # fmt: skip
-
-
-def _harden(con: sqlite3.Connection) -> None:
-    """SQLite's defensive settings on a connection to an untrusted file.
-
-    Python 3.12+ exposes ``sqlite3_db_config``: DEFENSIVE on, TRUSTED_SCHEMA, triggers and views
-    off. On 3.11 (no ``setconfig``) ``PRAGMA trusted_schema=OFF`` stands in, and the authorizer
-    (:func:`_authorize`), which both versions install, refuses every access made by a view or a
-    trigger and every function kviewer's queries do not call. Extension loading stays off, the
-    connection is query-only, and strings and blobs are capped at :data:`MAX_SQL_VALUE`.
-    """
-    from kviewer.io.sqlite_safety import defensive_settings
-
-    defensive_settings(con, views=False, max_value=MAX_SQL_VALUE)
-    con.set_authorizer(_authorize)
-
-
 def _unsafe_sidecars(p: Path) -> list[str]:
     """Sidecar files beside ``p`` that are not plain regular files (symlinks, FIFOs, devices, folders)."""
     bad = []
@@ -567,7 +518,7 @@ def connect_readonly(
     interrupt: Callable[[], bool] | None = None,
     policy: str = "strict",
 ) -> sqlite3.Connection:
-    """Open a SQLite file read-only (``file:…?mode=ro``) with SQLite's defensive settings (:func:`_harden`).
+    """Open a SQLite file read-only (``file:…?mode=ro``) with SQLite's defensive settings (:func:`kviewer.io.sqlite_safety.harden_strict_connection`).
 
     ``immutable=1`` is not used in general: it would skip locking, and a trace being written could
     be misread. A WAL-mode database is the exception: even read-only, SQLite creates ``-wal`` and
@@ -584,7 +535,7 @@ def connect_readonly(
     milliseconds even inside one long query.
 
     ``policy`` says who runs SQL on it: ``"strict"`` (kviewer's own queries: tables only, nothing a
-    view or trigger does runs; :func:`_authorize`) or ``"query"`` (user SQL on a database kviewer
+    view or trigger does runs; :func:`kviewer.io.sqlite_safety.strict_authorizer`) or ``"query"`` (user SQL on a database kviewer
     wrote, views allowed: :func:`kviewer.io.sqlite_safety.query_authorizer`). Either way the
     connection is read-only, with SQLite's defensive settings. This is the one open for every
     SQLite file kviewer reads.
@@ -618,10 +569,8 @@ def connect_readonly(
         con.copy_dir, copy_dir = copy_dir, None  # the connection owns the copy now
         con.warnings = warnings
         try:
-            _harden(con)
+            harden_strict_connection(con)
             if policy == "query":
-                from kviewer.io.sqlite_safety import harden_query_connection
-
                 harden_query_connection(con)
             if interrupt is not None:
                 con.set_progress_handler(lambda: 1 if interrupt() else 0, 20_000)

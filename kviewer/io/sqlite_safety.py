@@ -2,7 +2,7 @@
 
 Two authorizers, one per kind of connection:
 
-* :func:`kviewer.io.source._authorize` (the ``strict`` policy): a file kviewer's own code reads
+* :func:`strict_authorizer` (the ``strict`` policy): a file kviewer's own code reads
   (nsys and rocprof exports, ``fleet.sqlite``): tables only; nothing a view or a trigger does runs,
   and only the functions kviewer's queries call.
 * :func:`query_authorizer` (the ``query`` policy): every connection user SQL runs on (``kviewer
@@ -26,10 +26,57 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kviewer.io.source import ALLOWED_FUNCTIONS, MAX_SQL_VALUE
 
 if TYPE_CHECKING:
     import pandas as pd
+
+#: the SQL functions kviewer's own queries call. A query that would call anything else (through
+#: a generated column or a view in a hostile file: randomblob, zeroblob, a recursive CTE's
+#: arithmetic, ...) is refused by the authorizer
+ALLOWED_FUNCTIONS = frozenset(
+    {"coalesce", "ifnull", "count", "max", "min", "sum", "total", "avg", "typeof", "length", "abs", "nullif", "round",
+     "lower", "upper", "substr", "instr", "cast", "like", "glob", "iif", "group_concat"}
+)  # fmt: skip
+#: the longest string or blob a query may produce (a real name is far shorter; SQLITE_LIMIT_LENGTH)
+MAX_SQL_VALUE = 256 * 1024**2
+
+
+def strict_authorizer(action: int, arg1: str | None, arg2: str | None, db_name: str | None, source: str | None) -> int:
+    """SQLite authorizer of input databases: only kviewer's own statements on tables run.
+
+    ``source`` names the view or trigger an access comes from: none may act. Functions outside
+    :data:`ALLOWED_FUNCTIONS` are refused wherever they come from.
+    """
+    if source is not None:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() not in ALLOWED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    if action in _DENIED_ACTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+_DENIED_ACTIONS = frozenset(
+    getattr(sqlite3, name)
+    for name in ("SQLITE_ATTACH", "SQLITE_DETACH", "SQLITE_INSERT", "SQLITE_UPDATE", "SQLITE_DELETE", "SQLITE_CREATE_TABLE",
+                 "SQLITE_CREATE_TEMP_TABLE", "SQLITE_CREATE_VIEW", "SQLITE_CREATE_TRIGGER", "SQLITE_CREATE_TEMP_VIEW",
+                 "SQLITE_CREATE_TEMP_TRIGGER", "SQLITE_CREATE_VTABLE", "SQLITE_DROP_TABLE", "SQLITE_ALTER_TABLE")
+    if hasattr(sqlite3, name)
+)  # fmt: skip
+
+
+def harden_strict_connection(con: sqlite3.Connection) -> None:
+    """SQLite's defensive settings on a connection to an untrusted file.
+
+    Python 3.12+ exposes ``sqlite3_db_config``: DEFENSIVE on, TRUSTED_SCHEMA, triggers and views
+    off. On 3.11 (no ``setconfig``) ``PRAGMA trusted_schema=OFF`` stands in, and the authorizer
+    (:func:`strict_authorizer`), which both versions install, refuses every access made by a view or a
+    trigger and every function kviewer's queries do not call. Extension loading stays off, the
+    connection is query-only, and strings and blobs are capped at :data:`MAX_SQL_VALUE`.
+    """
+    defensive_settings(con, views=False, max_value=MAX_SQL_VALUE)
+    con.set_authorizer(strict_authorizer)
+
 
 #: the longest string or blob a user query may produce (SQLITE_LIMIT_LENGTH): as for kviewer's own
 MAX_QUERY_VALUE = MAX_SQL_VALUE
