@@ -1,8 +1,16 @@
-"""Python call trees from ``python_function`` events (PyTorch profiler ``with_stack=True``).
+"""Call trees per thread: python frames (``python_function`` events, PyTorch profiler
+``with_stack=True``) or sampled call stacks (Nsight Systems CPU sampling with backtraces).
 
 Per thread, the python frames nest by time (a frame's children start and end inside it); each
 frame is one event, so its inclusive time is the event's duration and its self time is that minus
-its children's. :func:`call_tree` returns the frames with their parent; :func:`folded` writes the
+its children's.
+
+Sampled stacks (:func:`sampled_call_tree`) become frames the same way a profiler's "time order"
+view draws them: consecutive samples of a thread that share a frame (the same stack up to it) are
+one frame, from its first sample to one sampling interval after its last. The interval is the
+thread's own median gap between samples (a thread is sampled at a fixed rate while it runs); a gap
+longer than 1.5 intervals (the thread was off the CPU) ends every open frame. So a frame's inclusive
+time is its samples times the interval, and each frame knows its sample count. :func:`call_tree` returns the frames with their parent; :func:`folded` writes the
 "folded stacks" text that flamegraph.pl, speedscope and inferno read (one line per distinct stack,
 ``thread;outer;...;inner <self ns>``).
 """
@@ -13,11 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from kviewer.core import Trace
 
 #: what :func:`call_tree` reads of a trace
-CALLTREE_READS = {"cpu_slices": ("name", "category", "start", "end", "dur", "pid", "tid")}
+CALLTREE_READS = {"cpu_slices": ("name", "category", "start", "end", "dur", "pid", "tid"),
+                  "cpu_samples": ("start", "pid", "tid", "stack")}  # fmt: skip
 
 
 @dataclass
@@ -37,6 +47,12 @@ class CallTree:
     pid: np.ndarray
     tid: np.ndarray
     start: np.ndarray
+    samples: np.ndarray | None = None
+    """per frame, the CPU samples it spans (sampled trees); None for frames that are events"""
+
+    @property
+    def sampled(self) -> bool:
+        return self.samples is not None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -60,7 +76,96 @@ class CallTree:
         return kids
 
 
-def call_tree(trace: Trace) -> CallTree:
+def call_tree(trace: Trace, source: str = "auto") -> CallTree:
+    """The trace's call tree: ``source`` "events" (python frames), "samples" (sampled stacks) or
+    "auto" (python frames when the trace has them, else its CPU samples)."""
+    if source == "samples":
+        return sampled_call_tree(trace)
+    tree = _event_call_tree(trace)
+    if source == "auto" and not len(tree) and len(trace.cpu_samples):
+        return sampled_call_tree(trace)
+    return tree
+
+
+def sampled_call_tree(trace: Trace) -> CallTree:
+    """Frames from the CPU samples' call stacks (see the module): per thread in time order."""
+    from kviewer.core.schema import STACK_SEP
+
+    s = trace.cpu_samples
+    ids: list[int] = []
+    parent: list[int] = []
+    depth: list[int] = []
+    names: list[str] = []
+    pids: list[int] = []
+    tids: list[int] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    counts: list[int] = []
+    if len(s):
+        stack_col = s["stack"]
+        if isinstance(stack_col.dtype, pd.CategoricalDtype):
+            cats = [str(c).split(STACK_SEP) if str(c) else [] for c in stack_col.cat.categories]
+            codes = stack_col.cat.codes.to_numpy()
+        else:
+            uniq, codes = np.unique(stack_col.astype(str).to_numpy(), return_inverse=True)
+            cats = [str(c).split(STACK_SEP) if str(c) else [] for c in uniq]
+        t = s["start"].to_numpy()
+        pid, tid = s["pid"].to_numpy(), s["tid"].to_numpy()
+        order = np.lexsort((t, tid, pid))
+        t, pid, tid, codes = t[order], pid[order], tid[order], codes[order]
+        cuts = np.flatnonzero((np.diff(pid) != 0) | (np.diff(tid) != 0)) + 1
+        for lo, hi in zip(np.concatenate([[0], cuts]).tolist(), np.concatenate([cuts, [len(t)]]).tolist()):
+            tt = t[lo:hi]
+            gaps = np.diff(tt)
+            gaps = gaps[gaps > 0]
+            if not len(gaps):
+                continue  # one sample: no interval to give it a duration (unknown, not 0)
+            period = int(np.median(gaps))
+            p_, d_ = int(pid[lo]), int(tid[lo])
+            open_: list[int] = []  # positions of the open frames, outermost first
+            prev_t = None
+            for k in range(lo, hi):
+                now = int(t[k])
+                frames = cats[codes[k]] if codes[k] >= 0 else []
+                if prev_t is not None and now - prev_t > period * 3 // 2:
+                    for j in open_:
+                        ends[j] = prev_t + period
+                    open_ = []
+                keep = 0
+                while keep < len(open_) and keep < len(frames) and names[open_[keep]] == frames[keep]:
+                    keep += 1
+                for j in open_[keep:]:
+                    ends[j] = (prev_t if prev_t is not None else now) + period
+                del open_[keep:]
+                for j in open_:
+                    counts[j] += 1
+                for d in range(keep, len(frames)):
+                    ids.append(-1)
+                    parent.append(open_[-1] if open_ else -1)
+                    depth.append(d)
+                    names.append(frames[d])
+                    pids.append(p_)
+                    tids.append(d_)
+                    starts.append(now)
+                    ends.append(now + period)
+                    counts.append(1)
+                    open_.append(len(names) - 1)
+                prev_t = now
+            for j in open_:
+                ends[j] = int(prev_t) + period if prev_t is not None else ends[j]
+    n = len(names)
+    par = np.asarray(parent, dtype=np.int64)
+    start_a = np.asarray(starts, dtype=np.int64)
+    inclusive = np.asarray(ends, dtype=np.int64) - start_a if n else np.zeros(0, dtype=np.int64)
+    child_sum = np.zeros(n, dtype=np.int64)
+    has = par >= 0
+    np.add.at(child_sum, par[has], inclusive[has])
+    return CallTree(np.asarray(ids, dtype=np.int64), par, np.asarray(depth, dtype=np.int64), inclusive,
+                    np.maximum(inclusive - child_sum, 0), names, np.asarray(pids, dtype=np.int64),
+                    np.asarray(tids, dtype=np.int64), start_a, np.asarray(counts, dtype=np.int64))
+
+
+def _event_call_tree(trace: Trace) -> CallTree:
     c = trace.cpu_slices
     rows = np.flatnonzero(c["category"].astype(str).to_numpy() == "python") if len(c) else np.zeros(0, dtype=np.int64)
     start = c["start"].to_numpy()[rows] if len(rows) else np.zeros(0, dtype=np.int64)
@@ -120,6 +225,8 @@ def tree_json(tree: CallTree, limit_depth: int | None = None) -> dict[str, Any]:
     def node(i: int, d: int) -> dict[str, Any]:
         out: dict[str, Any] = {"name": tree.names[i], "id": int(tree.ids[i]), "start_ns": int(tree.start[i]),
                                "inclusive_ns": int(tree.inclusive_ns[i]), "self_ns": int(tree.self_ns[i])}
+        if tree.samples is not None:
+            out["samples"] = int(tree.samples[i])
         if limit_depth is None or d < limit_depth:
             out["children"] = [node(j, d + 1) for j in kids[i]]
         return out
@@ -133,19 +240,29 @@ def tree_json(tree: CallTree, limit_depth: int | None = None) -> dict[str, Any]:
             threads.setdefault(tree.thread_label(i), []).append(node(i, 0))
     finally:
         sys.setrecursionlimit(old)
-    return {"threads": [{"thread": t, "frames": f} for t, f in threads.items()]}
+    return {"source": "samples" if tree.sampled else "events",
+            "threads": [{"thread": t, "frames": f} for t, f in threads.items()]}
 
 
 def launched_kernels(trace: Trace, slice_id: int) -> np.ndarray:
     """Kernel ids launched inside a frame: kernels whose launch call (flows) starts within the
     frame's time on the frame's thread."""
+    c = trace.cpu_slices
+    if not (0 <= slice_id < len(c)):
+        return np.zeros(0, dtype=np.int64)
+    s0, e0 = int(c["start"].to_numpy()[slice_id]), int(c["end"].to_numpy()[slice_id])
+    tid, pid = int(c["tid"].to_numpy()[slice_id]), int(c["pid"].to_numpy()[slice_id])
+    return launched_between(trace, pid, tid, s0, e0)
+
+
+def launched_between(trace: Trace, pid: int, tid: int, s0: int, e0: int) -> np.ndarray:
+    """Kernel ids whose launch call (flows) starts on thread (pid, tid) between s0 and e0 (a
+    sampled frame has no event of its own: its thread and time say what it launched)."""
     c, f = trace.cpu_slices, trace.flows
-    if not len(f) or not (0 <= slice_id < len(c)):
+    if not len(f) or not len(c):
         return np.zeros(0, dtype=np.int64)
     fk = f[f["dst_table"] == "kernels"]
     src = fk["src"].to_numpy()
-    s0, e0 = int(c["start"].to_numpy()[slice_id]), int(c["end"].to_numpy()[slice_id])
-    tid, pid = int(c["tid"].to_numpy()[slice_id]), int(c["pid"].to_numpy()[slice_id])
     cs = c["start"].to_numpy()[src]
     hit = (cs >= s0) & (cs <= e0) & (c["tid"].to_numpy()[src] == tid) & (c["pid"].to_numpy()[src] == pid)
     return np.unique(fk["dst"].to_numpy()[hit])

@@ -1,4 +1,5 @@
-"""``kviewer calltree FILE``: python call trees (with_stack=True) as folded stacks or JSON."""
+"""``kviewer calltree FILE``: call trees (python frames of with_stack=True, or nsys CPU samples'
+stacks) as folded stacks or JSON."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ def cmd_calltree(args: argparse.Namespace) -> int:
     from kviewer.cli.common import EXIT_OK, dump_json, load_for
     from kviewer.core.text import display_text
 
-    tree = call_tree(load_for(args, args.file, tables=CALLTREE_READS))
+    tree = call_tree(load_for(args, args.file, tables=CALLTREE_READS), source=args.source)
     if not len(tree):
-        print("kviewer: no python frames in this trace (PyTorch profiler: with_stack=True)", file=sys.stderr)
+        print("kviewer: no python frames (PyTorch profiler: with_stack=True) and no CPU samples with stacks "
+              "(nsys profile --sample=cpu --backtrace=dwarf) in this trace", file=sys.stderr)
     if args.format == "json":
         dump_json(tree_json(tree, args.max_depth))
     else:
@@ -25,10 +27,15 @@ def cmd_calltree(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    text = ("python call tree per thread from python_function events (PyTorch with_stack=True): folded stacks "
-            "(flamegraph.pl, speedscope, inferno; values are self time in ns) or JSON (inclusive = the event's duration)")
+    text = ("call tree per thread from python_function events (PyTorch with_stack=True) or from CPU samples' stacks "
+            "(nsys --sample=cpu --backtrace=...): folded stacks (flamegraph.pl, speedscope, inferno; values are self "
+            "time in ns) or JSON (inclusive = the event's duration; for samples, the samples times the thread's "
+            "sampling interval, with the sample count)")
     from kviewer.cli.common import add_command
 
     sp = add_command(sub, "calltree", text, cmd_calltree, ("folded", "json"))
     sp.add_argument("--merge-threads", action="store_true", help="folded: one flame graph for all threads (no thread frame)")
     sp.add_argument("--max-depth", type=int, default=None, metavar="N", help="json: frames deeper than N without children")
+    sp.add_argument("--source", choices=("auto", "events", "samples"), default="auto",
+                    help="python frames (events), CPU samples' stacks (samples), or the frames when there are any, "
+                         "else the samples (auto, the default)")

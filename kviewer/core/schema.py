@@ -305,8 +305,28 @@ GPU_SAMPLES = Table(
     sort_by=None,
 )
 
+#: separates the frames of a sampled stack (a character no symbol name holds; ``;`` can, in C++)
+STACK_SEP = "\x1f"
+
+CPU_SAMPLES = Table(
+    "cpu_samples",
+    "CPU samples with their call stacks (Nsight Systems ``--sample=cpu --backtrace=...``: "
+    "COMPOSITE_EVENTS and SAMPLING_CALLCHAINS), one row per sample, sorted by time. A thread is "
+    "sampled while it runs, at the sampling rate; an unresolved frame is named by its module "
+    "(``[libc.so.6]``), as perf does.",
+    (
+        Column("start", INT, "sample time, ns relative to the trace origin"),
+        Column("rank", I32, "distributed rank", -1),
+        Column("pid", INT, "process id"),
+        Column("tid", INT, "thread id"),
+        Column("state", CAT, "thread state as the profiler names it (Running, ...)"),
+        Column("stack", CAT, "the call stack, outermost frame first, frames separated by STACK_SEP"),
+    ),
+)
+
 TABLES: dict[str, Table] = {
-    t.name: t for t in (KERNELS, GPU_OPS, CPU_SLICES, FLOWS, DEVICES, METRICS, GRAPH_LAUNCHES, MEMORY, KERNEL_STATS, GPU_SAMPLES)
+    t.name: t
+    for t in (KERNELS, GPU_OPS, CPU_SLICES, FLOWS, DEVICES, METRICS, GRAPH_LAUNCHES, MEMORY, KERNEL_STATS, GPU_SAMPLES, CPU_SAMPLES)
 }
 
 # ---------------------------------------------------------------------------------------------

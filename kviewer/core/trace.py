@@ -96,6 +96,7 @@ class Trace:
     memory: pd.DataFrame = field(default_factory=lambda: schema.empty("memory"))
     kernel_stats: pd.DataFrame = field(default_factory=lambda: schema.empty("kernel_stats"))
     gpu_samples: pd.DataFrame = field(default_factory=lambda: schema.empty("gpu_samples"))
+    cpu_samples: pd.DataFrame = field(default_factory=lambda: schema.empty("cpu_samples"))
 
     def table(self, name: str) -> pd.DataFrame:
         if name not in schema.TABLES:

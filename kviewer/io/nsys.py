@@ -36,6 +36,7 @@ from pandas.api.types import union_categoricals
 from kviewer.core import Diagnostic, Trace, TraceMeta, make_table
 from kviewer.core.intervals import nesting_depth
 from kviewer.core.names import strip_api_version
+from kviewer.core.schema import STACK_SEP
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
 from kviewer.io.graphs import GRAPH_LAUNCH, link_graphs
 from kviewer.io.registry import CancelToken, LoaderSpec, Wanted
@@ -661,11 +662,68 @@ def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelTok
                 meta.warnings.append(Diagnostic.warning(
                     "damaged", meta.path, f"{lost:,} GPU metrics samples could not be read (a NULL, text or out-of-range value): left out"))
         trace.gpu_samples = samples
+    if wants("cpu_samples"):
+        cancel.check()
+        trace.cpu_samples = _cpu_samples(db)
     if not timeline:
         return trace
     # the graph-level activities add launches (and so move the kernels' graph_launch ids)
     graph_ids = wants("graph_launches") or "graph_launch" in (wanted or {}).get("kernels", ())
     return link_graphs(trace, _graph_activities(db, gpus) if graph_ids else None)
+
+
+SAMPLES_TABLE, CALLCHAINS_TABLE = "COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS"
+
+
+def _cpu_samples(db: _Db) -> pd.DataFrame:
+    """CPU samples and their call stacks (``nsys profile --sample=cpu --backtrace=...``).
+
+    SAMPLING_CALLCHAINS holds one row per frame of a sample (``stackDepth`` 0 is the innermost);
+    each sample's frames become one stack text, outermost first. An unresolved frame (its symbol is
+    an address) is named by its module's file name in brackets, so the samples of one library add up.
+    """
+    if SAMPLES_TABLE not in db.tables or not {"id", "start"} <= db.columns(SAMPLES_TABLE):
+        return make_table("cpu_samples", 0)
+    ev = db.ints(SAMPLES_TABLE, "e", [("id", "e.id"), ("start", "e.start"), ("gtid", db.col(SAMPLES_TABLE, "e", "globalTid")),
+                                      ("state", db.col(SAMPLES_TABLE, "e", "threadState", "0"))])  # fmt: skip
+    n = len(ev["id"])
+    if not n:
+        return make_table("cpu_samples", 0)
+    stacks = np.full(n, "", dtype=object)
+    cc = CALLCHAINS_TABLE
+    if cc in db.tables and {"id", "symbol", "stackDepth"} <= db.columns(cc):
+        ch = db.ints(cc, "c", [("id", "c.id"), ("depth", "c.stackDepth"), ("symbol", db.string_id(cc, "c", "symbol")),
+                               ("module", db.string_id(cc, "c", "module")), ("unresolved", db.col(cc, "c", "unresolved", "0"))])  # fmt: skip
+        if len(ch["id"]):
+            sym = np.asarray(db.strings_at(db.string_positions(ch["symbol"])).astype(object))
+            mod = np.asarray(db.strings_at(db.string_positions(ch["module"])).astype(object))
+            unresolved = ch["unresolved"] != 0
+            if unresolved.any():
+                base = np.array([f"[{str(m).rsplit('/', 1)[-1] or '?'}]" for m in mod[unresolved]], dtype=object)
+                sym[unresolved] = base
+            # outermost first: by sample, then deepest stackDepth first
+            order = np.lexsort((-ch["depth"], ch["id"]))
+            ids, frames = ch["id"][order], sym[order]
+            cuts = np.flatnonzero(np.diff(ids)) + 1
+            heads = np.concatenate([[0], cuts]) if len(ids) else np.zeros(0, dtype=np.int64)
+            texts = [STACK_SEP.join(map(str, part)) for part in np.split(frames, cuts)]
+            pos = np.searchsorted(ev["id"], ids[heads]) if len(heads) else heads
+            sorted_ids = np.all(np.diff(ev["id"]) >= 0)
+            if sorted_ids:
+                ok = (pos < n) & (ev["id"][np.minimum(pos, n - 1)] == ids[heads])
+                for p_, t_, good in zip(pos.tolist(), texts, ok.tolist()):
+                    if good:
+                        stacks[p_] = t_
+            else:
+                at = {int(i): t_ for i, t_ in zip(ids[heads].tolist(), texts)}
+                stacks = np.array([at.get(int(i), "") for i in ev["id"].tolist()], dtype=object)
+    labels = _enum_labels(db, "ENUM_SAMPLING_THREAD_STATE")
+    state = np.array([labels.get(int(v), "Unknown") for v in ev["state"].tolist()], dtype=object)
+    order = np.argsort(ev["start"], kind="stable")
+    return make_table("cpu_samples", n, {
+        "start": ev["start"][order], "pid": _pid(ev["gtid"])[order], "tid": _tid(ev["gtid"])[order],
+        "state": state[order], "stack": stacks[order],
+    })  # fmt: skip
 
 
 def _pid(global_id: np.ndarray) -> np.ndarray:

@@ -589,6 +589,16 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
         mem = mem.sort_values("start", kind="stable").reset_index(drop=True)
         mem["id"] = np.arange(len(mem), dtype=np.int64)
     merged["memory"] = mem
+    # CPU samples on the merged clock and rank
+    sample_frames = []
+    for i, t in enumerate(traces):
+        cs = t.cpu_samples.copy()
+        if len(cs):
+            cs["start"] = cs["start"].to_numpy() + shifts[i]
+            cs["rank"] = np.full(len(cs), ranks[i], dtype=np.int32)
+        sample_frames.append(cs)
+    samples = _concat(sample_frames, "cpu_samples")
+    merged["cpu_samples"] = samples.sort_values("start", kind="stable").reset_index(drop=True) if len(samples) else samples
 
     first = traces[0].meta
     for t, r, p in zip(traces, ranks, paths):

@@ -161,9 +161,11 @@ class FlamePanel(QWidget):
             pairs = sorted(set(zip(tree.pid.tolist(), tree.tid.tolist())))
             for pid, tid in pairs:
                 self.threads.addItem(f"pid {pid} · tid {tid}", (pid, tid))
-            self.status.setText(f"{len(tree):,} python frames")
+            what = "frames from CPU samples (sampled stacks)" if tree.sampled else "python frames"
+            self.status.setText(f"{len(tree):,} {what}")
         else:
-            self.status.setText("no python frames (PyTorch profiler: with_stack=True)" if tree is not None else "")
+            self.status.setText("no python frames (PyTorch profiler: with_stack=True) and no CPU samples with stacks "
+                                "(nsys --sample=cpu --backtrace=...)" if tree is not None else "")
         self.threads.blockSignals(False)
         self._thread_changed()
 
@@ -183,7 +185,7 @@ class FlamePanel(QWidget):
 
     def choose(self, i: int) -> None:
         """Select frame ``i`` (a call-tree position): its range, its row, the kernels it launched."""
-        from kviewer.analysis.calltree import launched_kernels
+        from kviewer.analysis.calltree import launched_between, launched_kernels
 
         tracks = self.state.trace(self.key)
         if tracks is None or self.tree is None:
@@ -191,8 +193,13 @@ class FlamePanel(QWidget):
         t0 = float(self.tree.start[i] - self.offset)
         t1 = t0 + float(self.tree.inclusive_ns[i])
         self.state.set_time_selection((t0, t1))
-        self.state.set_selection(Selection(self.key, "cpu_slices", int(self.tree.ids[i])))
-        kernels = launched_kernels(tracks.trace, int(self.tree.ids[i]))
+        slice_id = int(self.tree.ids[i])
+        if slice_id >= 0:  # an event frame; a sampled frame has no row of its own
+            self.state.set_selection(Selection(self.key, "cpu_slices", slice_id))
+            kernels = launched_kernels(tracks.trace, slice_id)
+        else:
+            s0 = int(self.tree.start[i])
+            kernels = launched_between(tracks.trace, int(self.tree.pid[i]), int(self.tree.tid[i]), s0, s0 + int(self.tree.inclusive_ns[i]))
         if len(kernels):
             ks = tracks.trace.kernels
             mask = np.zeros(len(ks), dtype=bool)  # the highlight is a mask over the trace's kernels
