@@ -198,25 +198,38 @@ def step_metrics(trace: Trace, steps: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def steps_with_metrics(trace: Trace, steps: pd.DataFrame, per_step: pd.DataFrame, sol: pd.DataFrame | None = None) -> pd.DataFrame:
+def steps_with_metrics(trace: Trace, steps: pd.DataFrame, per_step: pd.DataFrame, sol: pd.DataFrame | None = None,
+                       mfu: pd.DataFrame | None = None) -> pd.DataFrame:
     """``per_step`` (one row per ``step``) with :data:`STEP_METRIC_COLUMNS` and the window they
     were averaged over joined on; over several ranks, the mean of the ranks' windows' values and
     the earliest start / latest end. With ``sol`` (the SOL table), also the step's
-    :class:`TensorCheck`: ``modelled_tensor_pct`` and ``tensor_disagrees`` (empty when unknown)."""
+    :class:`TensorCheck`: ``modelled_tensor_pct`` and ``tensor_disagrees`` (empty when unknown).
+    With ``mfu`` (the MFU analysis' job table: ``step``, ``mfu`` as a fraction), the same check of
+    the step's MFU against the sampled Tensor Active: ``mfu_tensor_disagrees``."""
     m = step_metrics(trace, steps)
     m.insert(0, "step", steps["step"].to_numpy())
+    flags = []
     extra = []
     if sol is not None:
         checks = tensor_checks(trace, steps, sol)
         m["modelled_tensor_pct"] = [c.modelled_pct for c in checks]
         m["tensor_disagrees"] = [np.nan if c.disagrees is None else float(c.disagrees) for c in checks]
-        extra = ["modelled_tensor_pct", "tensor_disagrees"]
+        extra += ["modelled_tensor_pct", "tensor_disagrees"]
+        flags.append("tensor_disagrees")
+    if mfu is not None and len(mfu):
+        by_step = dict(zip(mfu["step"].tolist(), mfu["mfu"].astype(np.float64).tolist()))
+        pct = np.array([by_step.get(s, math.nan) * 100.0 for s in steps["step"].tolist()], dtype=np.float64)
+        # a step without an MFU stays unknown (NaN: tensor_check then gives no verdict)
+        checks = [c if math.isfinite(p) else None for c, p in zip(tensor_checks(trace, steps, None, pct), pct)]
+        m["mfu_tensor_disagrees"] = [np.nan if c is None or c.disagrees is None else float(c.disagrees) for c in checks]
+        extra.append("mfu_tensor_disagrees")
+        flags.append("mfu_tensor_disagrees")
     g = m.groupby("step", sort=True)
     agg = pd.DataFrame({"window_start": g["window_start"].min(), "window_end": g["window_end"].max(),
                         **{c: g[c].mean() for c in STEP_METRIC_COLUMNS + extra}}).reset_index()
-    if sol is not None:
+    for col in flags:
         # over ranks: disagrees when any rank's window does
-        agg["tensor_disagrees"] = agg["tensor_disagrees"].map(lambda v: np.nan if v != v else bool(v > 0)).astype(object)
+        agg[col] = agg[col].map(lambda v: np.nan if v != v else bool(v > 0)).astype(object)
     return per_step.merge(agg, on="step", how="left")
 
 
@@ -275,8 +288,11 @@ class _TensorInputs:
     t_compute: np.ndarray
 
 
-def _tensor_inputs(trace: Trace, sol: pd.DataFrame) -> _TensorInputs:
+def _tensor_inputs(trace: Trace, sol: pd.DataFrame | None) -> _TensorInputs:
     active = [x for x in series(trace) if x.role == "tensor_active"]
+    if sol is None:  # an MFU check: the sampled series alone
+        none = np.zeros(0, dtype=np.int64)
+        return _TensorInputs(active, none, none, none, np.zeros(0, dtype=bool), np.zeros(0, dtype=np.float64))
     k = trace.kernels
     ids = sol["id"].to_numpy(dtype=np.int64)
     return _TensorInputs(
@@ -289,10 +305,11 @@ def _tensor_inputs(trace: Trace, sol: pd.DataFrame) -> _TensorInputs:
     )
 
 
-def tensor_check(trace: Trace, sol: pd.DataFrame, t0: int, t1: int, mfu_pct: float | None = None,
+def tensor_check(trace: Trace, sol: pd.DataFrame | None, t0: int, t1: int, mfu_pct: float | None = None,
                  inputs: _TensorInputs | None = None) -> TensorCheck:
-    """:class:`TensorCheck` of ``[t0, t1)`` (trace time); ``sol`` is the SOL table (kernel id order).
-    ``inputs``: what :func:`tensor_checks` prepared once for all its windows."""
+    """:class:`TensorCheck` of ``[t0, t1)`` (trace time); ``sol`` is the SOL table (kernel id order;
+    None with ``mfu_pct``, which then stands for the modelled figure). ``inputs``: what
+    :func:`tensor_checks` prepared once for all its windows."""
     got = inputs if inputs is not None else _tensor_inputs(trace, sol)
     sampled_by_dev: dict[int, float] = {}
     for x in got.active:
@@ -304,7 +321,7 @@ def tensor_check(trace: Trace, sol: pd.DataFrame, t0: int, t1: int, mfu_pct: flo
         return TensorCheck(t0, t1, float(mfu_pct), sampled, "mfu")
     span = float(t1 - t0)
     modelled = math.nan
-    if len(sol) and span > 0 and sampled_by_dev:
+    if sol is not None and len(sol) and span > 0 and sampled_by_dev:
         s, e, dev, tensor, tc = got.start, got.end, got.device, got.tensor, got.t_compute
         inside = tensor & (s < t1) & (e > t0)
         if inside.any() and np.isfinite(tc[inside]).all():
@@ -317,7 +334,7 @@ def tensor_check(trace: Trace, sol: pd.DataFrame, t0: int, t1: int, mfu_pct: flo
     return TensorCheck(t0, t1, modelled, sampled, "sol")
 
 
-def tensor_checks(trace: Trace, steps: pd.DataFrame, sol: pd.DataFrame, mfu_pct: np.ndarray | None = None) -> list[TensorCheck]:
+def tensor_checks(trace: Trace, steps: pd.DataFrame, sol: pd.DataFrame | None, mfu_pct: np.ndarray | None = None) -> list[TensorCheck]:
     """One :class:`TensorCheck` per step, over its window (:func:`step_windows`). ``mfu_pct``:
     the MFU analysis' per-step figure (the hook for :mod:`kviewer.analysis.mfu`), used instead of
     the SOL estimate where given and finite."""

@@ -94,15 +94,16 @@ def summary_steps(trace: "Trace", fmt: str, raw_csv: bool = False, device: str |
         sol = sol_result(trace, device) if len(trace.kernels) else None
     except AnalysisError:  # the MFU says why (mfu_or_unknown)
         sol = None
+    from kviewer.analysis.mfu import mfu_or_unknown, with_mfu_columns  # MFU per step (issue 31)
+
+    mfu = mfu_or_unknown(trace, device, sol)
     if len(trace.gpu_samples):  # sampled GPU metrics (nsys --gpu-metrics-devices): their means per step
         from kviewer.analysis.gpu_metrics import steps_with_metrics
         from kviewer.analysis.steps import find_steps
 
-        # the step's SOL tensor-pipe time against the sampled Tensor Active
-        spread = steps_with_metrics(trace, find_steps(trace, detect=False), spread, sol.table if sol is not None else None)
-    from kviewer.analysis.mfu import mfu_or_unknown, with_mfu_columns  # MFU per step (issue 31)
-
-    mfu = mfu_or_unknown(trace, device, sol)
+        # the step's SOL tensor-pipe time and its MFU, each against the sampled Tensor Active
+        spread = steps_with_metrics(trace, find_steps(trace, detect=False), spread, sol.table if sol is not None else None,
+                                    mfu=mfu.job)
     spread = with_mfu_columns(spread, mfu)
     if fmt == "json":
         doc = steps_document(spread, per_rank, slow)

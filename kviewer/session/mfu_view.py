@@ -198,10 +198,12 @@ def marker_mfu_html(result: Any, name: str, rank: int) -> str | None:
             f"<span style='color:#555'>{html.escape(split_line(row))}</span></p>")
 
 
-def range_mfu_text(result: Any, marker: tuple[str, int] | None, rng: tuple[float, float] | None, offset_ns: int) -> str:
+def range_mfu_text(result: Any, marker: tuple[str, int] | None, rng: tuple[float, float] | None, offset_ns: int,
+                   trace: Any = None) -> str:
     """The Range dock's MFU line: the selected step marker's (``marker`` = its name and rank), else
     the whole steps inside the time range (``rng`` in display ns, ``offset_ns`` from the trace's
-    origin). "" when neither holds a step."""
+    origin). "" when neither holds a step. With ``trace`` (when it has sampled GPU metrics), the
+    line also says when that MFU and the sampled Tensor Active disagree (:func:`mfu_tensor_sentence`)."""
     from kviewer.analysis.mfu import step_of_marker, steps_in_range
 
     if result.totals.get("error"):
@@ -209,11 +211,36 @@ def range_mfu_text(result: Any, marker: tuple[str, int] | None, rng: tuple[float
     if marker is not None:
         row = step_of_marker(result, marker[0], marker[1])
         if row is not None:
-            return f"step {row['step']} ({marker[0]}): {mfu_line(row)} · {split_line(row)}"
+            return (f"step {row['step']} ({marker[0]}): {mfu_line(row)} · {split_line(row)}"
+                    + mfu_tensor_sentence(trace, row.get("mfu"), row.get("start"), row.get("end")))
     if rng is not None:
-        tot = steps_in_range(result, int(round(rng[0])) + offset_ns, int(round(rng[1])) + offset_ns)
+        t0, t1 = int(round(rng[0])) + offset_ns, int(round(rng[1])) + offset_ns
+        tot = steps_in_range(result, t0, t1)
         if tot is not None:
             steps = tot["step_list"]
             which = f"step {steps[0]}" if len(steps) == 1 else f"{len(steps)} whole steps ({steps[0]}–{steps[-1]})"
-            return f"{which} in the range: {mfu_line(tot)}"
+            st = result.steps
+            inside = st[(st["start"].to_numpy() >= t0) & (st["end"].to_numpy() <= t1)]
+            return (f"{which} in the range: {mfu_line(tot)}"
+                    + mfu_tensor_sentence(trace, tot.get("mfu"), inside["start"].min(), inside["end"].max()))
     return ""
+
+
+def mfu_tensor_sentence(trace: Any, mfu: Any, start: Any, end: Any) -> str:
+    """" — " and what :class:`~kviewer.analysis.gpu_metrics.TensorCheck` says when the MFU (a
+    fraction) of the steps over ``[start, end]`` (trace time) and the sampled Tensor Active there
+    disagree by more than its threshold; "" when they agree, or either is unknown."""
+    import math
+
+    if trace is None or not len(trace.gpu_samples) or mfu is None or start is None or end is None:
+        return ""
+    try:
+        pct, t0, t1 = float(mfu) * 100.0, int(start), int(end)
+    except (TypeError, ValueError):
+        return ""
+    if not math.isfinite(pct) or t1 <= t0:
+        return ""
+    from kviewer.analysis.gpu_metrics import tensor_check
+
+    said = tensor_check(trace, None, t0, t1, mfu_pct=pct).sentence()
+    return f" — {said}" if said else ""

@@ -124,7 +124,7 @@ class RangePanel(QWidget):
             self.mfu_label.hide()
             return
         res = self.mfu_requests.get(tracks, self.refresh_mfu)
-        text = "MFU: computing…" if res is None else range_mfu_text(res, marker, rng, tracks.offset_ns)
+        text = "MFU: computing…" if res is None else range_mfu_text(res, marker, rng, tracks.offset_ns, tracks.trace)
         self.mfu_label.setText(text)
         self.mfu_label.setVisible(bool(text))
 

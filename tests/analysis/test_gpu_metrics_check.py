@@ -105,3 +105,32 @@ def test_per_pixel_extremes_equal_brute_force() -> None:
     # past the last sample nothing is held
     lo, hi = c.per_pixel_minmax(float(t[-1]) + 10_000, float(t[-1]) + 20_000, 10)
     assert np.isnan(hi).all()
+
+
+def test_summary_steps_and_range_dock_check_the_mfu(real: tuple) -> None:
+    """The MFU analysis' per-step figure goes through the same check: ``summary --steps`` gets
+    ``mfu_tensor_disagrees`` per step, the Range dock's MFU line says when they disagree. The real
+    export has no FLOPs (its MFU is unknown), so the MFU table is given here: one step agreeing
+    with the sampled Tensor Active, one twice it, one unknown."""
+    import pandas as pd
+
+    from kviewer.analysis.gpu_metrics import steps_with_metrics
+    from kviewer.session.mfu_view import mfu_tensor_sentence
+
+    trace, db = real
+    steps = find_steps(trace, detect=False)
+    t0, t1 = step_windows(steps)
+    sampled = np.array([sql_tensor(db, int(a), int(b)) for a, b in zip(t0, t1)])
+    names = steps["step"].tolist()
+    job = pd.DataFrame({"step": names, "mfu": [sampled[0] / 100, 2 * sampled[1] / 100, math.nan, 0.9 * sampled[3] / 100]})
+    per_step = pd.DataFrame({"step": names})
+    out = steps_with_metrics(trace, steps, per_step, None, mfu=job)
+    flags = out["mfu_tensor_disagrees"].tolist()
+    assert flags[0] is False and flags[1] is True and flags[3] is False
+    assert flags[2] is None or flags[2] != flags[2]  # unknown stays unknown
+    # without an MFU table the column is not there (the SOL check alone)
+    assert "mfu_tensor_disagrees" not in steps_with_metrics(trace, steps, per_step, None).columns
+    # the Range dock's sentence for the step whose MFU is twice the sampled activity, none for the others
+    assert "Tensor Active" in mfu_tensor_sentence(trace, job["mfu"][1], int(t0[1]), int(t1[1]))
+    assert mfu_tensor_sentence(trace, job["mfu"][0], int(t0[0]), int(t1[0])) == ""
+    assert mfu_tensor_sentence(trace, math.nan, int(t0[2]), int(t1[2])) == ""
