@@ -219,9 +219,9 @@ def steps_with_metrics(trace: Trace, steps: pd.DataFrame, per_step: pd.DataFrame
     if mfu is not None and len(mfu):
         by_step = dict(zip(mfu["step"].tolist(), mfu["mfu"].astype(np.float64).tolist()))
         pct = np.array([by_step.get(s, math.nan) * 100.0 for s in steps["step"].tolist()], dtype=np.float64)
-        # a step without an MFU stays unknown (NaN: tensor_check then gives no verdict)
-        checks = [c if math.isfinite(p) else None for c, p in zip(tensor_checks(trace, steps, None, pct), pct)]
-        m["mfu_tensor_disagrees"] = [np.nan if c is None or c.disagrees is None else float(c.disagrees) for c in checks]
+        # a step without an MFU stays unknown (NaN: tensor_check then has no modelled figure, no verdict)
+        mfu_checks = tensor_checks(trace, steps, None, pct)
+        m["mfu_tensor_disagrees"] = [np.nan if c.disagrees is None else float(c.disagrees) for c in mfu_checks]
         extra.append("mfu_tensor_disagrees")
         flags.append("mfu_tensor_disagrees")
     g = m.groupby("step", sort=True)
