@@ -100,3 +100,37 @@ def test_no_problem_where_a_window_can_open(env: dict[str, str], platform: str) 
 
 def test_every_xcb_library_has_a_package() -> None:
     assert all(lib.startswith("lib") and ".so." in lib and pkg for lib, pkg in XCB_LIBRARIES.items())
+
+
+def test_top_level_usage_shows_the_desktop_form() -> None:
+    usage = _run("--help").stdout.split("\n\n")[0]
+    assert "kviewer [FILE ...]" in usage and "kviewer COMMAND" in usage
+    # the subcommands' usage lines are still built from "kviewer", not from the custom usage
+    assert _run("summary", "--help").stdout.startswith("usage: kviewer summary [-h]")
+
+
+def test_no_display_advice_is_a_real_second_line(sample_traces: Path) -> None:
+    proc = _run(str(sample_traces / "h200_llm_block_eager.pt.trace.json.gz"), env=_headless_env())
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 2, proc.stderr
+    assert "\\x0a" not in proc.stderr
+    assert lines[0].startswith("kviewer: error: no display found") and "xvfb-run" in lines[1]
+
+
+def test_a_mistyped_command_is_named_not_taken_for_a_file(tmp_path: Path, sample_traces: Path) -> None:
+    trace = str(sample_traces / "h200_llm_block_eager.pt.trace.json.gz")
+    proc = _run("summry", trace)
+    assert proc.returncode == 2 and not proc.stdout
+    assert proc.stderr.strip() == "kviewer: error: unknown command 'summry' (did you mean summary?)"
+    word = _run("frobnicate")
+    assert word.returncode == 2 and "neither a command nor a file" in word.stderr and "summary" in word.stderr
+    missing = _run(str(tmp_path / "gone.json"))
+    assert missing.returncode == 2 and "no such file or directory" in missing.stderr
+
+
+def test_a_file_named_like_a_word_still_opens_in_the_app(tmp_path: Path, sample_traces: Path) -> None:
+    (tmp_path / "summry").write_bytes((sample_traces / "h200_llm_block_eager.pt.trace.json.gz").read_bytes())
+    proc = subprocess.run([sys.executable, "-m", "kviewer", "summry"], capture_output=True, text=True, timeout=120,
+                          env={**_headless_env(), "PYTHONPATH": os.pathsep.join(sys.path)}, cwd=tmp_path)
+    # the desktop app's way (here: no display), not the unknown-command error
+    assert proc.returncode == 2 and "no display found" in proc.stderr and "unknown command" not in proc.stderr
