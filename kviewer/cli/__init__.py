@@ -19,7 +19,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from kviewer.cli.common import (
     EXIT_OK,
@@ -33,6 +33,7 @@ from kviewer.cli.common import (
     say,
     write_frame,
 )
+from kviewer.cli.helptext import HelpFormatter, epilog
 from kviewer.cli.signals import CtrlCCancels
 from kviewer.errors import UserError
 
@@ -71,6 +72,11 @@ USAGE = """kviewer [FILE ...]            open the desktop app with these files
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # examples and environment tables in epilogs keep their lines (cli.helptext)
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UserError(f"{self.prog}: {message}")
 
@@ -83,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         # the two forms: argparse would show only the subcommands, and the desktop app is the first
         usage=USAGE,
         description="One window for GPU profiler traces. Without a subcommand, opens the desktop app.",
+        epilog=epilog(""),
     )
     p.add_argument("--version", action="version", version=f"kviewer {__version__}")
     p.add_argument("--install-desktop", action="store_true",
@@ -92,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", prog="kviewer")
     for name in SUBCOMMANDS:
         importlib.import_module(f"kviewer.cli.{name}").register(sub)
+    for name, sp in sub.choices.items():  # every page ends with examples and its environment
+        sp.epilog = f"{sp.epilog}\n\n{epilog(name)}" if sp.epilog else epilog(name)
     return p
 
 

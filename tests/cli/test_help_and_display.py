@@ -134,3 +134,60 @@ def test_a_file_named_like_a_word_still_opens_in_the_app(tmp_path: Path, sample_
                           env={**_headless_env(), "PYTHONPATH": os.pathsep.join(sys.path)}, cwd=tmp_path)
     # the desktop app's way (here: no display), not the unknown-command error
     assert proc.returncode == 2 and "no display found" in proc.stderr and "unknown command" not in proc.stderr
+
+
+def _help(command: str) -> str:
+    parser = build_parser()
+    if not command:
+        return parser.format_help()
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return actions[0].choices[command].format_help()
+
+
+def _section(text: str, title: str) -> list[str]:
+    """The lines of a help page's ``title:`` section (up to the next blank line)."""
+    lines = text.splitlines()
+    start = lines.index(f"{title}:") + 1
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return lines[start:end]
+
+
+@pytest.mark.parametrize("command", ["", *SUBCOMMANDS])
+def test_every_help_page_has_examples_that_parse(command: str) -> None:
+    import shlex
+
+    examples = [line.strip() for line in _section(_help(command), "examples") if line.startswith("    kviewer")]
+    assert examples, f"kviewer {command} --help has no example"
+    parser = build_parser()
+    for line in examples:
+        argv = shlex.split(line.split(" > ")[0])[1:]  # no shell redirection, no "kviewer"
+        if command:
+            assert argv[0] == command, line
+        if argv and argv[0] in SUBCOMMANDS:
+            args = parser.parse_args(argv)  # a user error (SystemExit or UserError) fails the test
+            assert args.command == argv[0]
+
+
+@pytest.mark.parametrize("command", ["", *SUBCOMMANDS])
+def test_every_help_page_names_the_environment_variables_that_change_it(command: str) -> None:
+    from kviewer.cli.helptext import APPLIES, ENV_BY_NAME
+
+    named = [line.split()[0] for line in _section(_help(command), "environment") if line.startswith("  KVIEWER_")]
+    assert named, f"kviewer {command} --help names no environment variable"
+    assert set(named) <= set(ENV_BY_NAME)
+    if command:
+        assert named == list(APPLIES[command])
+
+
+def test_the_environment_table_is_what_the_code_reads() -> None:
+    """Each variable in the table is read where it says, and every KVIEWER_* the package names is in it."""
+    import re
+
+    from kviewer.cli.helptext import APPLIES, ENVIRONMENT, EXAMPLES
+
+    root = Path(__file__).resolve().parents[2]
+    for var in ENVIRONMENT:
+        assert var.name in (root / var.read_by).read_text(encoding="utf-8"), (var.name, var.read_by)
+    in_code = {m for p in (root / "kviewer").rglob("*.py") for m in re.findall(r"KVIEWER_[A-Z_]+[A-Z]", p.read_text(encoding="utf-8"))}
+    assert in_code <= {v.name for v in ENVIRONMENT}, sorted(in_code - {v.name for v in ENVIRONMENT})
+    assert set(APPLIES) == set(SUBCOMMANDS) and set(EXAMPLES) == {"", *SUBCOMMANDS}
