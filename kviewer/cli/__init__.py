@@ -33,6 +33,8 @@ from kviewer.cli.common import (
     say,
     write_frame,
 )
+from kviewer.cli.completion import SHELLS
+from kviewer.cli.completion import script as completion_script
 from kviewer.cli.helptext import HelpFormatter, epilog
 from kviewer.cli.signals import CtrlCCancels
 from kviewer.errors import UserError
@@ -68,7 +70,7 @@ SUBCOMMANDS: tuple[str, ...] = (
 #: the top-level usage: both forms, the desktop app first
 USAGE = """kviewer [FILE ...]            open the desktop app with these files
        kviewer COMMAND [ARGS ...]    work on traces without a display (kviewer COMMAND --help)
-       kviewer [-h] [--version] [--install-desktop]"""
+       kviewer [-h] [--version] [--install-desktop] [--completion {bash,zsh,fish}]"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--install-desktop", action="store_true",
                    help="add kviewer to this user's desktop menu with its icon and file kinds (.ncu-rep, .nsys-rep, "
                         "*.pt.trace.json[.gz], fleet.sqlite) under $XDG_DATA_HOME, then exit")
+    p.add_argument("--completion", choices=SHELLS, metavar="{" + ",".join(SHELLS) + "}",
+                   help="print a completion script for this shell, made from these options, then exit "
+                        "(e.g. kviewer --completion bash > ~/.local/share/bash-completion/completions/kviewer)")
     # prog given: argparse would otherwise build the subcommands' usage from the custom one above
     sub = p.add_subparsers(dest="command", metavar="COMMAND", prog="kviewer")
     for name in SUBCOMMANDS:
@@ -114,9 +119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from kviewer.desktop import main as install_desktop
 
             return install_desktop()
-        if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version") for a in argv[:1]):
+        if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version", "--completion") for a in argv[:1]):
             parser = build_parser()
             args = parser.parse_args(argv)
+            if getattr(args, "completion", None):
+                sys.stdout.write(completion_script(args.completion, parser))
+                return EXIT_OK
             from kviewer.io.memory import check_budget_setting
 
             problem = check_budget_setting()

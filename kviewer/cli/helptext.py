@@ -42,6 +42,7 @@ ENVIRONMENT: tuple[EnvVar, ...] = (
     EnvVar("KVIEWER_SCREENSHOT", "desktop app: open the files, save the window as this picture (.png/.svg) and quit",
            "kviewer/ui/app.py"),
     EnvVar("KVIEWER_SAMPLES", "tests and benchmarks only: the folder of shared sample traces", "tests/conftest.py"),
+    EnvVar("KVIEWER_STRESS_CYCLES", "tests only: cycles of the window's stress test (default 200)", "tests/ui/test_stress.py"),
 )
 
 ENV_BY_NAME = {v.name: v for v in ENVIRONMENT}

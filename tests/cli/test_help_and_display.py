@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -191,3 +192,55 @@ def test_the_environment_table_is_what_the_code_reads() -> None:
     in_code = {m for p in (root / "kviewer").rglob("*.py") for m in re.findall(r"KVIEWER_[A-Z_]+[A-Z]", p.read_text(encoding="utf-8"))}
     assert in_code <= {v.name for v in ENVIRONMENT}, sorted(in_code - {v.name for v in ENVIRONMENT})
     assert set(APPLIES) == set(SUBCOMMANDS) and set(EXAMPLES) == {"", *SUBCOMMANDS}
+
+
+def _completion(shell: str) -> str:
+    proc = _run("--completion", shell)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    return proc.stdout
+
+
+def _complete(script: Path, *words: str) -> list[str]:
+    """What bash offers after ``words`` (the last one being completed), through the script's function."""
+    quoted = " ".join("'" + w.replace("'", "'\\''") + "'" for w in words)
+    cmd = f"source {script}; COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; _kviewer; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30, cwd=script.parent)
+    assert proc.returncode == 0, proc.stderr
+    return [w for w in proc.stdout.splitlines() if w]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_completion_is_valid_and_knows_every_command_and_option(tmp_path: Path) -> None:
+    script = tmp_path / "kviewer.bash"
+    script.write_text(_completion("bash"), encoding="utf-8")
+    check = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0, check.stderr
+    text = script.read_text(encoding="utf-8")
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name in SUBCOMMANDS:
+        assert f"        {name})" in text  # a case of its own
+        for action in sub.choices[name]._actions:
+            for flag in action.option_strings:
+                assert flag in text, (name, flag)
+    (tmp_path / "run.pt.trace.json.gz").write_bytes(b"")
+    assert _complete(script, "kviewer", "sum") == ["summary"]
+    assert "--format" in _complete(script, "kviewer", "summary", "--fo")
+    assert _complete(script, "kviewer", "summary", "--format", "") == ["table", "csv", "json"]
+    assert _complete(script, "kviewer", "sol", "run.pt.trace.json.gz", "--device", "") == []  # a name: nothing to offer
+    assert _complete(script, "kviewer", "report", "run.pt.trace.json.gz", "-o", "ru") == ["run.pt.trace.json.gz"]
+    assert _complete(script, "kviewer", "summary", "ru") == ["run.pt.trace.json.gz"]  # FILE: files
+    assert set(_complete(script, "kviewer", "")) >= set(SUBCOMMANDS) | {"run.pt.trace.json.gz"}  # kviewer [FILE ...] too
+
+
+def test_zsh_and_fish_completion_name_every_command() -> None:
+    zsh, fish = _completion("zsh"), _completion("fish")
+    assert "bashcompinit" in zsh and "complete -o filenames" in zsh
+    for name in SUBCOMMANDS:
+        assert f"-a {name} " in fish and f"__fish_seen_subcommand_from {name}'" in fish
+    for shell, text in (("zsh", zsh), ("fish", fish)):
+        exe = shutil.which(shell)
+        if exe:  # checked where the shell is installed
+            assert subprocess.run([exe, "-n"], input=text, text=True, capture_output=True, timeout=30).returncode == 0
+    bad = _run("--completion", "tcsh")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
