@@ -86,7 +86,15 @@ class AnalysisError(KViewerError):
 
 
 class UserError(KViewerError):
-    """A problem the user can fix (bad option, bad file): one line, exit 2 from the CLI."""
+    """A problem the user can fix (bad option, bad file): one line, exit 2 from the CLI.
+
+    ``hint``: what to do instead, when there is more to say than the problem; the CLI prints it on
+    a second line of its own (each line made safe for the terminal on its own).
+    """
+
+    def __init__(self, message: str = "", hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
 
 
 class CacheProblem(KViewerError):

@@ -10,6 +10,12 @@ Every piece of text that comes from a trace (kernel names hold ``<``, ``>`` and 
 can hold markup) stays raw in the :class:`Report` and is escaped once, when rendered: HTML through
 :func:`html.escape`, Markdown by :func:`md_escape`. The HTML also carries a Content-Security-Policy
 that allows no script at all, so a name that slipped through could still not run.
+
+A report is shared, so by default it names each file by its name alone: a local path tells every
+reader the author's folders and user name. The file fact, the compare labels, a Kineto trace's
+``traceName`` (the path it was written to) show the name; any other text that quotes a trace's
+path (a warning, a diagnostic) has the path cut to the name and the home folder written ``~``.
+``show_paths=True`` (``kviewer report --show-paths``) keeps every path as it is.
 """
 
 from __future__ import annotations
@@ -158,7 +164,9 @@ def _label(trace: Trace) -> str:
     return os.path.basename(trace.meta.path.rstrip("/")) or trace.meta.source_format
 
 
-def build_report(traces: Sequence[Trace], device: str | None = None, top: int = DEFAULT_TOP, pictures: bool = True) -> Report:
+def build_report(
+    traces: Sequence[Trace], device: str | None = None, top: int = DEFAULT_TOP, pictures: bool = True, show_paths: bool = False
+) -> Report:
     """The review document of one trace, or of two (B compared with A).
 
     Parameters
@@ -171,6 +179,8 @@ def build_report(traces: Sequence[Trace], device: str | None = None, top: int = 
         Rows of each ranked table.
     pictures
         Ask for the timeline and roofline pictures.
+    show_paths
+        Show each file's full path; by default its name alone (see the module's docstring).
     """
     if not 1 <= len(traces) <= 2:
         raise ValueError(f"a report covers one trace or two compared, got {len(traces)}")
@@ -178,8 +188,9 @@ def build_report(traces: Sequence[Trace], device: str | None = None, top: int = 
     labels = [_label(t) for t in traces]
     two = len(traces) == 2
     if two and labels[0] == labels[1]:
-        labels = [f"A: {labels[0]}", f"B: {labels[1]}"]
-    title = f"kviewer report: {labels[0]}" + (f" vs {labels[1]}" if two else "")
+        title = f"kviewer report: A: {labels[0]} vs B: {labels[1]}"  # the same name: the tags tell them apart
+    else:
+        title = f"kviewer report: {labels[0]}" + (f" vs {labels[1]}" if two else "")
     from kviewer import __version__
 
     report = Report(
@@ -201,7 +212,7 @@ def build_report(traces: Sequence[Trace], device: str | None = None, top: int = 
     for i, t in enumerate(traces):
         facts.blocks.append(Paragraph(f"{tags[i] + ': ' if two else ''}{labels[i]}"))
         facts.blocks.extend(_mfu_headline(mfus[i]))
-        facts.blocks.append(Facts(_trace_facts(t, sols[i])))
+        facts.blocks.append(Facts(_trace_facts(t, sols[i], show_paths)))
         if len(mfus[i].steps):
             facts.blocks.append(_mfu_table(mfus[i]))
     report.sections.append(facts)
@@ -236,8 +247,51 @@ def build_report(traces: Sequence[Trace], device: str | None = None, top: int = 
     if two:
         from kviewer.analysis.compare import compare
 
-        report.sections.append(_compare_section(compare(traces[0], traces[1]), top))
+        shown = [t.meta.path for t in traces] if show_paths else labels
+        report.sections.append(_compare_section(compare(traces[0], traces[1]), top, shown))
+    if not show_paths:
+        _hide_paths(report)
     return report
+
+
+def _hide_paths(report: Report) -> None:
+    """Every text of ``report`` with the traces' paths cut to their names and the home folder
+    written ``~`` (a warning or a diagnostic may quote a path)."""
+    cuts: dict[str, str] = {}
+    for t in report.traces:
+        path = t.meta.path.rstrip("/")
+        if not path:
+            continue
+        for full in {path, os.path.abspath(path), os.path.realpath(path)}:
+            cuts[full] = _label(t)
+            folder = os.path.dirname(full)
+            if folder and folder != os.sep:
+                cuts[folder + os.sep] = ""
+    home = os.path.expanduser("~")
+    if home and home != os.sep:
+        cuts[home] = "~"
+    if not cuts:
+        return
+    # longest first, so a path goes before its folder and the folder before the home folder
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(cuts, key=len, reverse=True)))
+
+    def cut(text: str) -> str:
+        return pattern.sub(lambda m: cuts[m.group(0)], text) if text else text
+
+    report.title = cut(report.title)
+    for sec in report.sections:
+        sec.title = cut(sec.title)
+        for b in sec.blocks:
+            if isinstance(b, Paragraph):
+                b.text = cut(b.text)
+            elif isinstance(b, Facts):
+                b.items = [(cut(k), cut(v)) for k, v in b.items]
+            elif isinstance(b, Table):
+                b.columns = [cut(c) for c in b.columns]
+                b.rows = [[cut(v) for v in row] for row in b.rows]
+                b.caption = cut(b.caption)
+            elif isinstance(b, (Picture, Svg)):
+                b.caption = cut(b.caption)
 
 
 def _mfu_headline(m: Any) -> list[Paragraph]:
@@ -260,13 +314,22 @@ def _mfu_table(m: Any) -> Table:
                          "step SOL = sum of the kernels' speed-of-light times / step time")
 
 
-def _trace_facts(t: Trace, sol: SolInfo) -> list[tuple[str, str]]:
+#: ``meta.extra`` entries that hold a path on the machine that recorded the trace (Kineto's
+#: ``traceName``: where the profiler wrote the file)
+PATH_EXTRAS = frozenset({"trace_name"})
+
+
+def _trace_facts(t: Trace, sol: SolInfo, show_paths: bool = False) -> list[tuple[str, str]]:
     m = t.meta
-    items: list[tuple[str, str]] = [("file", m.path), ("format", m.format_label or m.source_format)]
+    items: list[tuple[str, str]] = [("file", m.path if show_paths else _label(t)), ("format", m.format_label or m.source_format)]
     tool = " ".join(x for x in (m.tool, m.tool_version) if x)
     items.append(("tool", tool or "unknown"))
     for key, value in m.extra.items():
-        items.append((str(key).replace("_", " "), str(value)))
+        text = str(value)
+        if key in PATH_EXTRAS and not show_paths:
+            # the recording machine's path (either separator: it may have been Windows)
+            text = re.split(r"[/\\]", text.rstrip("/\\"))[-1] or text
+        items.append((str(key).replace("_", " "), text))
     if m.origin_ns is not None:
         items.append(("recorded", time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(m.origin_ns / 1e9))))
     span = t.span_ns()
@@ -489,9 +552,12 @@ def _whatif_section(t: Trace, sol: SolResult | None, fus: FusionResult | None, w
     return sec
 
 
-def _compare_section(r: CompareResult, top: int) -> Section:
+def _compare_section(r: CompareResult, top: int, shown: Sequence[str] | None = None) -> Section:
+    """``shown``: how A and B are named (their names, or paths with ``--show-paths``); by
+    default the comparison's own labels."""
     sec = Section("Comparison: B against A")
-    sec.blocks.append(Facts([("A", r.label_a), ("B", r.label_b)]))
+    name_a, name_b = shown if shown is not None else (r.label_a, r.label_b)
+    sec.blocks.append(Facts([("A", name_a), ("B", name_b)]))
     slower = r.slower_pct
     verdict = "slower" if r.delta_ns > 0 else "faster" if r.delta_ns < 0 else "as fast"
     total_pct = r.total_slower_pct

@@ -7,7 +7,6 @@ module global or an environment variable set at run time.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -201,16 +200,12 @@ def add_ncu_options(sp: argparse.ArgumentParser) -> None:
 # output
 
 
-def json_default(value: Any) -> Any:
-    import numpy as np
-
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return None if math.isnan(value) else float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+def frame_records(df: "pd.DataFrame") -> list[dict[Any, Any]]:
+    """A table as a list of objects (``--format json``): Python values column by column (numpy's
+    ``tolist``), unknown values left as NaN/None for :mod:`kviewer.core.jsonout` to write as null."""
+    names = list(df.columns)
+    columns = [df.iloc[:, i].tolist() for i in range(df.shape[1])]
+    return [dict(zip(names, row)) for row in zip(*columns)]
 
 
 def has_cr(df: "pd.DataFrame") -> bool:
@@ -249,13 +244,7 @@ def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int
         quoting: Literal[0, 1, 2, 3] = csv.QUOTE_NONNUMERIC if has_cr(df) else csv.QUOTE_MINIMAL
         df.to_csv(out, index=False, lineterminator="\n", quoting=quoting)
     elif fmt == "json":
-        records = df.to_dict(orient="records")
-        for rec in records:
-            for key, value in rec.items():
-                if isinstance(value, float) and math.isnan(value):
-                    rec[key] = None
-        json.dump(records, out, default=json_default, indent=1, ensure_ascii=False)
-        out.write("\n")
+        dump_json(frame_records(df), out)
     else:
         out.write(human_table(df, float_digits) + "\n")
 
@@ -294,10 +283,11 @@ def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80, n
 
 
 def dump_json(doc: Any, out: Any = None) -> None:
-    """One JSON document (numpy numbers as numbers, NaN as null), then a newline."""
-    out = out or sys.stdout
-    json.dump(doc, out, indent=1, default=json_default, ensure_ascii=False)
-    out.write("\n")
+    """One JSON document (numpy numbers as numbers, NaN and infinities as null), then a newline:
+    the one encoder, :mod:`kviewer.core.jsonout`."""
+    from kviewer.core import jsonout
+
+    jsonout.write(doc, out or sys.stdout, indent=1)
 
 
 # ---------------------------------------------------------------------------------------------

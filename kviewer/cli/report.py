@@ -23,6 +23,9 @@ def register(sub: Any) -> None:
     rp.add_argument("--top", type=int, default=20, help="rows of each ranked table (default: %(default)s)")
     rp.add_argument("--device", metavar="NAME", help="the GPU (id, name or reported spelling) when the trace does not say")
     rp.add_argument("--no-pictures", action="store_true", help="tables only (no timeline or roofline pictures, no Qt needed)")
+    rp.add_argument("--show-paths", action="store_true",
+                    help="show each file's full path; by default a report names a file by its name alone, since a "
+                    "shared report would otherwise show your folders and user name")
     add_load_options(rp)
     add_ncu_options(rp)
     rp.set_defaults(func=cmd_report)
@@ -41,7 +44,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise UserError(f"--top: expected a positive number of rows, got {args.top}")
     traces = attach_pair([load_for(args, f) for f in args.file], args)
-    report = build_report(traces, device=args.device, top=args.top, pictures=not args.no_pictures)
+    report = build_report(traces, device=args.device, top=args.top, pictures=not args.no_pictures, show_paths=args.show_paths)
     images: dict[str, bytes] = {}
     if not args.no_pictures:
         try:

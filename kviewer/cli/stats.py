@@ -68,10 +68,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
         if len(names) > 1:  # as nsys prints several reports
             sys.stdout.write(f"{chr(10) if i else ''} ** {REPORTS[name].title} ({name}):\n\n")
         write_report(df, REPORTS[name], args.format, sys.stdout, wants_raw_csv(args))
-    for problem in unavailable[:-1]:
-        print(say(f"kviewer: error: {problem}"), file=sys.stderr)
-    if unavailable:
-        raise UserError(str(unavailable[-1]))
+    if len(unavailable) == len(names) == 1:
+        raise UserError(str(unavailable[0]))  # the one report asked for: an error, one line
+    for problem in unavailable:
+        # as nsys stats: a report the file cannot give is skipped with one line, the others are written
+        print(say(f"SKIPPED: {problem}"), file=sys.stderr)
+    if len(unavailable) == len(names):
+        raise UserError(f"{trace.meta.path}: none of the {len(names)} reports could be made from it")
     return EXIT_OK
 
 

@@ -3,7 +3,6 @@ drawn as SVG from the numbers (no Qt, no matplotlib)."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kviewer.core import jsonout
 from kviewer.fleet.analyze import FleetResult
 from kviewer.report import Facts, Paragraph, Picture, Report, Section, Svg, Table, fmt_pct, html_escape, write_report
 from kviewer.session.format import UNKNOWN, format_count_int, format_duration, format_signed_duration, number
@@ -41,21 +41,11 @@ def write_tables(result: FleetResult, out: Path) -> list[Path]:
         written.append(p)
     doc: dict[str, Any] = {"baseline": result.baseline, "warnings": result.warnings}
     for name, df in result.tables().items():
-        doc[name] = [{k: _json_value(v) for k, v in rec.items()} for rec in _plain(df).to_dict(orient="records")]
+        doc[name] = _plain(df).to_dict(orient="records")  # numpy values, NaN and inf: jsonout writes them
     p = out / "fleet.json"
-    p.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    p.write_text(jsonout.to_text(doc, indent=1) + "\n", encoding="utf-8")
     written.append(p)
     return written
-
-
-def _json_value(v: object) -> object:
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        return None if not math.isfinite(float(v)) else float(v)
-    if isinstance(v, np.bool_):
-        return bool(v)
-    return v
 
 
 def write_sqlite(result: FleetResult, path: Path) -> Path:

@@ -27,6 +27,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kviewer.core import jsonout
+
 if TYPE_CHECKING:
     from kviewer.analysis.fusion import FusionResult
     from kviewer.core import Trace
@@ -134,7 +136,7 @@ def _encode(info: SolInfo) -> tuple[str, bytes]:
     from kviewer.io.cache import encode_frame
 
     assert info.result is not None
-    specs = json.dumps({str(dev): spec.id for dev, spec in info.result.specs.items()})
+    specs = jsonout.to_text({str(dev): spec.id for dev, spec in info.result.specs.items()})
     blobs = encode_frame("sol", info.result.table)
     return specs, msgspec.msgpack.encode(blobs)
 
@@ -212,7 +214,7 @@ def _encode_fusion(result: FusionResult) -> bytes:
 
     df = result.candidates
     # kernel ids: one tuple per instance, as JSON text (the codec stores flat columns)
-    flat = df.assign(kernel_ids=[json.dumps([list(map(int, inst)) for inst in ids]) for ids in df["kernel_ids"]])
+    flat = df.assign(kernel_ids=[jsonout.to_text([list(map(int, inst)) for inst in ids]) for ids in df["kernel_ids"]])
     return msgspec.msgpack.encode(encode_frame("fusion", flat))
 
 

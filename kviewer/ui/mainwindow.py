@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from kviewer.core import jsonout
 from kviewer.ui import resources
 from kviewer.ui.analysis_docks import AnalysisDocks
 from kviewer.ui.background import BackgroundRunner
@@ -582,7 +583,7 @@ class MainWindow(QMainWindow):
         s.setValue("window/state", self.saveState())
         s.setValue("window/docks", LAYOUT_DOCKS)
         saved = self.timeline.lanes_layout.saved(self.state.traces)
-        s.setValue("timeline/lanes", json.dumps(saved.to_json()))  # the row layout, by label path
+        s.setValue("timeline/lanes", jsonout.to_text(saved.to_json()))  # the row layout, by label path
         s.sync()
 
     def _restore_lanes(self, text: Any) -> None:

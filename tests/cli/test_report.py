@@ -108,7 +108,7 @@ def parse(html_text: str) -> TextAndTags:
 
 
 def test_html_escapes_every_piece_of_trace_text() -> None:
-    report = build_report([hostile_trace()], pictures=False)
+    report = build_report([hostile_trace()], pictures=False, show_paths=True)  # the path's markup too
     doc = render_html(report, {})
     assert "<script" not in doc.lower()
     assert "<img" not in doc and "<b>" not in doc and "<i>" not in doc
@@ -364,3 +364,35 @@ def test_chromium_screenshot_shows_tables_and_pictures(sample_traces: Path, tmp_
     assert near(memory) > 50 and near(compute) > 50
     # and the table borders and header background of the facts/top tables
     assert seen[(0xEE, 0xF1, 0xF4)] > 200
+
+
+def test_a_shared_report_names_files_not_local_paths(sample_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 27: a report is shared; an absolute path tells every reader the author's folders and
+    user name. Two files of the same name in two private folders, and a warning quoting one path."""
+    from kviewer.core import Diagnostic
+
+    folders = [tmp_path / "alice-private" / "run a", tmp_path / "alice-private" / "run b"]
+    paths = []
+    for folder in folders:
+        folder.mkdir(parents=True)
+        paths.append(folder / EAGER)
+        shutil.copy(sample_traces / EAGER, paths[-1])
+    a, b = (_load(p) for p in paths)
+    a.meta.warnings.append(Diagnostic.warning("truncated", paths[0], f"{paths[0]}: cut after 10 events"))
+    report = build_report([a, b], pictures=False)
+    for doc, name in ((render_html(report, {}), EAGER), (render_markdown(report, {}), md_escape(EAGER))):
+        assert "alice-private" not in doc and str(tmp_path) not in doc
+        assert "run a" not in doc and "compile_pair" not in doc  # nor the folder the profiler wrote to (traceName)
+        assert name in doc and "cut after 10 events" in doc
+    assert report.title == f"kviewer report: A: {EAGER} vs B: {EAGER}"
+    facts = next(s for s in report.sections if s.title == "Traces")
+    heads = [b.text for b in facts.blocks if isinstance(b, Paragraph) and b.text.endswith(EAGER)]
+    assert heads == [f"A: {EAGER}", f"B: {EAGER}"]  # not "A: A: ..."
+    # who wants them gets them
+    shown = render_html(build_report([a, b], pictures=False, show_paths=True), {})
+    assert str(paths[0]) in shown and str(paths[1]) in shown
+    out = tmp_path / "r.html"
+    assert main(["report", str(paths[0]), "-o", str(out), "-q", "--no-pictures", "--show-paths"]) == EXIT_OK
+    assert str(paths[0]) in out.read_text(encoding="utf-8")
+    assert main(["report", str(paths[0]), "-o", str(out), "-q", "--no-pictures"]) == EXIT_OK
+    assert "alice-private" not in out.read_text(encoding="utf-8")

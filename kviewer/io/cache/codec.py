@@ -3,7 +3,6 @@ used to ship traces between processes)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -12,7 +11,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from kviewer.core import Trace, TraceMeta, schema
+from kviewer.core import Trace, TraceMeta, jsonout, schema
 from kviewer.errors import CacheProblem
 
 #: zstd level: level 1 compresses trace columns 3-10x at several hundred MB/s
@@ -56,7 +55,7 @@ class EncodedTrace:
 
     @property
     def nbytes(self) -> int:
-        return len(self.meta) + sum(len(c.data) + len(json.dumps(c.info)) for c in self.columns)
+        return len(self.meta) + sum(len(c.data) + len(jsonout.encode(c.info)) for c in self.columns)
 
 
 _meta_encoder = msgspec.json.Encoder()

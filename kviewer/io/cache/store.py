@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kviewer.core import Diagnostic, Trace, schema
+from kviewer.core import Diagnostic, Trace, jsonout, schema
 from kviewer.errors import CacheProblem
 from kviewer.io.cache import keys
 from kviewer.io.cache.codec import CacheDamaged, ColumnBlob, NotCacheable, decode_frame, decode_meta, encode_meta, iter_encoded
@@ -340,7 +340,7 @@ class TraceCache:
             self._delete(db, key, commit=False)
             nbytes = len(meta)
             for b in iter_encoded(trace, self.compress):
-                info = json.dumps(b.info, ensure_ascii=False) if b.info else ""
+                info = jsonout.to_text(b.info) if b.info else ""
                 nbytes += len(b.data) + len(info)
                 if nbytes > self.max_bytes:
                     raise _Abandon(f"more than the bound of {self.max_bytes} bytes")
