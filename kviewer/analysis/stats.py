@@ -400,7 +400,7 @@ def _gpu_metrics(trace: Trace) -> pd.DataFrame:
     deviation, linear quartiles."""
     s = trace.gpu_samples
     if not len(s):
-        raise _lacks(trace, "gpu_metrics", "GPU metrics samples (record with nsys profile --gpu-metrics-devices=all)")
+        raise _lacks(trace, "gpu_metrics", "no GPU metrics samples (record with nsys profile --gpu-metrics-devices=all)")
     s = s[s["t"].to_numpy() >= 0]
     g = s.groupby(["device", "metric"], observed=True, sort=True)["value"]
     q = g.quantile(np.array([0.25, 0.5, 0.75])).unstack()
