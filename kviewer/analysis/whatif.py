@@ -177,7 +177,8 @@ class WhatIfModel:
     def paths(self, projection: Projection) -> list[StepPath]:
         """The critical path of every step of a projection (the projected timeline's breakdown)."""
         lists = walk_lists(self.graph, projection.replayed, projection.launch)
-        return [summarise(w.name, lo, hi, walk(self.graph, projection.replayed, w, (lo, hi), lists=lists), self.graph)
+        return [summarise(w.name, lo, hi, walk(self.graph, projection.replayed, w, (lo, hi), lists=lists), self.graph,
+                          rep=projection.replayed)
                 for w, (lo, hi) in zip(self.windows, projection.bounds)]
 
     # -------------------------------------------------------------------------------------

@@ -41,6 +41,8 @@ def cmd_critpath(args: argparse.Namespace) -> int:
         print(f"warning: {sum(missing.values())} launch call(s) have no GPU work in the trace ({what}): their GPU time is "
               "missing from the paths (an nsys export made with --cuda-graph-trace=graph records a graph as one range; "
               "use --cuda-graph-trace=node)", file=sys.stderr)
+    for note in result.graph.notes:  # collectives of several ranks that could not be matched: no edge drawn
+        print(f"warning: {note.message}", file=sys.stderr)
     if args.format == "json":
         doc: dict[str, Any] = result.as_dict()
         for s in doc["steps"]:
@@ -61,6 +63,9 @@ def cmd_critpath(args: argparse.Namespace) -> int:
     write_frame(view, "table")
     print(f"steps from: {result.step_source}")
     for s in result.steps:
+        if s.comm_wait:
+            waits = ", ".join(f"rank {r} {format_ns(ns)}" for r, ns in sorted(s.comm_wait.items()))
+            print(f"\n{s.name}: waiting in collectives for a later rank (off the path, which crosses to that rank): {waits}")
         if args.top and s.top:
             print(f"\n{s.name}: on the path")
             top = pd.DataFrame(s.top[: args.top])

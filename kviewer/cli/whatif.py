@@ -65,9 +65,14 @@ def cmd_whatif(args: argparse.Namespace) -> int:
             sol = sol_result(trace, args.device) if len(trace.kernels) else None
         except AnalysisError:  # a change that needs it says why; the MFU is unknown
             sol = None
-        proj = whatif_model(trace, step=args.step, device=args.device, sol=sol).project(changes)
+        model = whatif_model(trace, step=args.step, device=args.device, sol=sol)
+        proj = model.project(changes)
     except AnalysisError as exc:
         raise UserError(str(exc)) from exc
+    import sys
+
+    for note in model.graph.notes:  # collectives of several ranks that could not be matched: no edge drawn
+        print(f"warning: {note.message}", file=sys.stderr)
     from kviewer.analysis.mfu import mfu_or_unknown, projected_mfu
 
     # MFU beside the projected step time: the step's model FLOPs at the projected time (#31)
