@@ -79,7 +79,7 @@ def _op_names(k: pd.DataFrame, comm: np.ndarray) -> np.ndarray:
     return np.where(comm, out, "")
 
 
-def match_collectives(trace: Trace) -> CollectiveMatch:
+def match_collectives(trace: Trace, comm: np.ndarray | None = None) -> CollectiveMatch:
     """Match every communication kernel with the same collective on the other ranks of ``trace``.
 
     Kernels are keyed by (collective, process group, sequence number) when the framework
@@ -89,7 +89,8 @@ def match_collectives(trace: Trace) -> CollectiveMatch:
     (collective, process group): every rank must have the same number of them (by order), and
     each match must overlap in time (:data:`SKEW_NS`) for at least :data:`CONSISTENT_SHARE` of
     them. What fails a check is left unmatched with an ``unmatched_collectives`` diagnostic: the
-    traces of ranks that were not one job get no invented dependency.
+    traces of ranks that were not one job get no invented dependency. ``comm``: which kernels are
+    communication, when the caller already knows (else :func:`is_communication` of their names).
     """
     k = trace.kernels
     n = len(k)
@@ -97,8 +98,10 @@ def match_collectives(trace: Trace) -> CollectiveMatch:
     if not n:
         return none
     rank = k["rank"].to_numpy(np.int64)
+    if len(np.unique(rank[rank >= 0])) < 2:  # one rank: nothing to match (and nothing to compute)
+        return none
     coll = k["collective"].astype(str).to_numpy() if "collective" in k else np.full(n, "", dtype=object)
-    comm = (is_communication(k["name"]) | (coll != "")) & (rank >= 0)
+    comm = ((is_communication(k["name"]) if comm is None else comm) | (coll != "")) & (rank >= 0)
     if len(np.unique(rank[comm])) < 2:
         return none
     rows = np.flatnonzero(comm)

@@ -473,18 +473,24 @@ class HostOps:
         return out
 
 
-def critical_paths(trace: Trace, step: str | None = None, graph: DepGraph | None = None) -> CritPathResult:
-    """The critical path of every step of ``trace`` (see the module doc).
+def critical_paths(trace: Trace, step: str | None = None, graph: DepGraph | None = None,
+                   base: tuple[DepGraph, list[StepWindow], str, Replay] | None = None) -> CritPathResult:
+    """The critical path of every step of ``trace`` (see the module doc). ``base``: the graph,
+    its step windows (for ``step``), where they came from and the measured replay, when the
+    caller has them (a cache).
 
     Raises
     ------
     AnalysisError
         when the trace has no kernels or no launch calls linked to them, or ``step`` names no range.
     """
-    graph = graph if graph is not None else build_graph(trace)
-    check_graph(trace, graph)
-    windows, source = step_windows(trace, graph, step)
-    rep = replay(graph)
+    if base is not None:
+        graph, windows, source, rep = base
+    else:
+        graph = graph if graph is not None else build_graph(trace)
+        check_graph(trace, graph)
+        windows, source = step_windows(trace, graph, step)
+        rep = replay(graph)
     paths = []
     ops = HostOps(trace, graph, {w.name for w in windows})
     lists = walk_lists(graph, rep)

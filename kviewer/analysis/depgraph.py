@@ -252,6 +252,7 @@ def build_graph(trace: Trace) -> DepGraph:
     kcat = k["name"].astype("category") if len(k) else pd.Series([], dtype="category")
     comm = np.array([is_communication(str(x)) for x in kcat.cat.categories] + [False])[kcat.cat.codes.to_numpy()] if len(k) else np.zeros(0, bool)
     gcls = np.concatenate([np.where(comm, G_COMM, G_KERNEL), np.full(len(g), G_MEMCPY)]).astype(np.int8)
+    k_comm = comm
     order = np.lexsort((table, start))
     start, end, row, dev, stream, calls, grank = (a[order] for a in (start, end, row, dev, stream, calls, grank))
     table, gcls, gname = table[order], gcls[order], gname[order]
@@ -268,7 +269,7 @@ def build_graph(trace: Trace) -> DepGraph:
         g_prev[by[1:][same[1:]]] = by[:-1][same[1:]]
     kernel_node = np.full(len(k), -1, dtype=np.int64)
     kernel_node[row[table == 0]] = np.flatnonzero(table == 0)
-    coll = _collectives(trace, kernel_node, start, end, ng)
+    coll = _collectives(trace, k_comm, kernel_node, start, end, ng)
 
     # ---- edge readiness in the measured run and the binding edge
     big = np.iinfo(np.int64).min // 4
@@ -324,9 +325,10 @@ def build_graph(trace: Trace) -> DepGraph:
     )
 
 
-def _collectives(trace: Trace, kernel_node: np.ndarray, start: np.ndarray, end: np.ndarray, ng: int) -> dict[str, Any]:
-    """The cross-rank collective edges (see the module doc) as DepGraph fields."""
-    match = match_collectives(trace)
+def _collectives(trace: Trace, comm: np.ndarray, kernel_node: np.ndarray, start: np.ndarray, end: np.ndarray, ng: int) -> dict[str, Any]:
+    """The cross-rank collective edges (see the module doc) as DepGraph fields; ``comm``: which
+    kernels rows are communication."""
+    match = match_collectives(trace, comm)
     c_group = np.full(ng, -1, dtype=np.int64)
     hit = np.flatnonzero(match.group >= 0)
     c_group[kernel_node[hit]] = match.group[hit]

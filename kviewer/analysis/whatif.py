@@ -399,12 +399,13 @@ class WhatIfModel:
 
 def whatif_model(trace: Trace, step: str | None = None, device: str | None = None, graph: DepGraph | None = None,
                  paths: CritPathResult | None = None, sol: SolResult | pd.DataFrame | None = None,
-                 fusion: pd.DataFrame | None = None) -> WhatIfModel:
+                 fusion: pd.DataFrame | None = None, base: tuple[DepGraph, list[StepWindow], Replay] | None = None) -> WhatIfModel:
     """The graph, steps and measured replay of ``trace``, ready to project change sets.
 
     ``sol`` (a :class:`~kviewer.analysis.sol.SolResult` or its table) and ``fusion`` (the
     fusion candidates) when the caller already has them for ``device``: else they are computed
-    when a change needs them.
+    when a change needs them. ``base``: the graph, its step windows and the measured replay when
+    the caller has them (a cache; :mod:`kviewer.session.graph_cache`).
 
     Raises
     ------
@@ -412,6 +413,9 @@ def whatif_model(trace: Trace, step: str | None = None, device: str | None = Non
         when the trace has no kernels or no launches linked to them (see :func:`check_graph`).
     """
     table = sol if sol is None or isinstance(sol, pd.DataFrame) else sol.table
+    if base is not None:  # the graph, its step windows (for ``step``) and the measured replay, from a cache
+        graph, windows, measured = base
+        return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device, table, fusion)
     if paths is not None and paths.measured is not None:  # the critical paths' graph, steps and replay
         graph, windows, measured = paths.graph, paths.windows, paths.measured
         return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device, table, fusion)

@@ -56,16 +56,28 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     from kviewer.errors import AnalysisError
 
     from kviewer.analysis.sol import SolResult, sol_result
+    from kviewer.cli.common import cache_choice
+    from kviewer.session import analysis_cache, graph_cache
 
+    cached = cache_choice(args) is not False
     try:
         changes = changes_from_args(args)
         trace = load_for(args, args.file)
         sol: SolResult | None = None
-        try:  # once, for --sol / --fuse and the MFU
-            sol = sol_result(trace, args.device) if len(trace.kernels) else None
+        try:  # once, for --sol / --fuse and the MFU (on the trace's own GPU: the window's cached one)
+            if not len(trace.kernels):
+                sol = None
+            elif args.device is None and cached:
+                info = analysis_cache.sol_for_open(trace, trace.meta.source_id)
+                sol = info.result if info is not None else None  # None: unknown GPU, as sol_result's error
+            else:
+                sol = sol_result(trace, args.device)
         except AnalysisError:  # a change that needs it says why; the MFU is unknown
             sol = None
-        model = whatif_model(trace, step=args.step, device=args.device, sol=sol)
+        # the graph, steps and measured replay: from the analysis cache when critpath (or a
+        # whatif) built them before
+        base = graph_cache.graph_base(trace, args.step, use_cache=cached)
+        model = whatif_model(trace, step=args.step, device=args.device, sol=sol, base=(base.graph, base.windows, base.measured))
         proj = model.project(changes)
     except AnalysisError as exc:
         raise UserError(str(exc)) from exc

@@ -248,6 +248,37 @@ def fusion_for_open(trace: Trace, info: SolInfo, source: SourceId | None = None)
     return result
 
 
+def get_blob(sid: SourceId | None, table: str) -> tuple[str, bytes] | None:
+    """(info, data) another analysis stored for the file ``sid`` names under ``table`` (its own
+    encoding), None on a miss or when the cache is off; a cache problem is a miss."""
+    from kviewer.io.cache import cache_disabled
+
+    if sid is None or cache_disabled():
+        return None
+    try:
+        return _read(sid, table)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("%s cache not read: %s", table, exc)
+        return None
+
+
+def put_blob(sid: SourceId | None, trace: Trace | None, table: str, info: str, data: bytes) -> bool:
+    """Store another analysis's result for the file ``sid`` names (``trace``: the complete load
+    it was computed from, None when it was computed from cached results of one), unless the file
+    changed since ``sid`` was taken."""
+    from kviewer.io.cache import load_was_complete
+
+    if sid is None or (trace is not None and not load_was_complete(trace)):
+        return False
+    try:
+        if not _unchanged(sid):
+            return False
+        return _write(sid, table, info, data)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("%s cache not written: %s", table, exc)
+        return False
+
+
 def clear() -> None:
     """Forget every cached analysis result (tests)."""
     from kviewer.io.cache import default_cache
