@@ -1,6 +1,7 @@
 """The dependency graph and critical paths cached beside the parsed trace: ``kviewer whatif``
-after ``kviewer critpath`` does not rebuild the graph, and a second ``critpath`` does not even
-load the trace (issue 24, the two-command speed goal)."""
+after ``kviewer critpath`` does not rebuild the graph (nor, the second time, the MFU and the
+speed of light it needs), and a second ``critpath`` does not even load the trace (issue 24, the
+two-command speed goal)."""
 
 from __future__ import annotations
 
@@ -59,9 +60,16 @@ def test_whatif_after_critpath_reuses_the_graph_and_critpath_its_paths(cache_on:
     def fail(*_a: object, **_k: object) -> None:
         raise AssertionError("rebuilt")
 
+    import kviewer.analysis.mfu as mfu
+    import kviewer.analysis.sol as sol
+
     monkeypatch.setattr(depgraph, "build_graph", fail)
+    monkeypatch.setattr(mfu, "mfu_or_unknown", fail)
+    monkeypatch.setattr(sol, "sol_result", fail)
     assert main(["whatif", str(path), "-q", "--format", "json", "--cuda-graphs"]) == 0
-    assert json.loads(capsys.readouterr().out) == fresh  # the same projection from the cached graph
+    again = json.loads(capsys.readouterr().out)
+    assert again == fresh  # the same projection from the cached graph, the same MFU from the cache
+    assert any(st["mfu"] is not None for st in again["steps"])
     monkeypatch.setattr(common, "load_for", fail)
     assert main(["critpath", str(path), "-q", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == first  # the same paths without loading the trace
