@@ -340,7 +340,12 @@ class WhatIfModel:
         g = self.graph
         lo = int(np.searchsorted(g.h_thread, thread, "left"))
         hi = int(np.searchsorted(g.h_thread, thread, "right"))
-        idx = np.arange(lo, hi)
+        # the thread's nodes are by start: only those from the one holding a to the first after b
+        # (whose gap before it may overlap) are touched
+        starts = g.h_start[lo:hi]
+        i0 = lo + max(int(np.searchsorted(starts, a, "right")) - 1, 0)
+        i1 = lo + min(int(np.searchsorted(starts, b, "right")) + 1, hi - lo)
+        idx = np.arange(i0, i1)
         s, e = g.h_start[idx], g.h_end[idx]
         prev_end = np.where(g.h_prev[idx] >= 0, g.h_end[np.maximum(g.h_prev[idx], 0)], s)
         node_cut = np.clip(np.minimum(e, b) - np.maximum(s, a), 0, None)
@@ -372,8 +377,10 @@ class WhatIfModel:
                     # the step's whole host range becomes the replay of the graph
                     lo = int(np.searchsorted(g.h_thread, t, "left"))
                     hi = int(np.searchsorted(g.h_thread, t, "right"))
-                    span = np.arange(lo, hi)
-                    span = span[(g.h_start[span] >= win.marker_start) & (g.h_end[span] <= win.marker_end)]
+                    starts = g.h_start[lo:hi]  # by start within the thread
+                    span = np.arange(lo + int(np.searchsorted(starts, win.marker_start, "left")),
+                                     lo + int(np.searchsorted(starts, win.marker_end, "right")))
+                    span = span[g.h_end[span] <= win.marker_end]
                     if len(span):
                         first, last = min(first, int(span[0])), max(last, int(span[-1]))
                 region = np.arange(first, last + 1)
