@@ -128,7 +128,7 @@ def match_collectives(trace: Trace, comm: np.ndarray | None = None) -> Collectiv
         counts = part.groupby("rank").size()
         label = f"{o}" + (f" on process group {g}" if g else "")
         if not by_seq and (len(counts) < len(ranks_all) or counts.nunique() > 1):
-            per = ", ".join(f"rank {int(a)}: {int(b)}" for a, b in counts.items())
+            per = ", ".join(f"rank {a}: {b}" for a, b in zip(counts.index.tolist(), counts.tolist()))
             diags.append(Diagnostic.warning("unmatched_collectives", path, f"{len(part)} {label} kernel(s) not matched across ranks: "
                                             f"the ranks ran different numbers of them ({per}) and no sequence numbers say which is which"))
             continue

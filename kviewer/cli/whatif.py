@@ -91,8 +91,8 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from exc
     import sys
 
-    for note in model.graph.notes:  # collectives of several ranks that could not be matched: no edge drawn
-        print(f"warning: {note.message}", file=sys.stderr)
+    for diag in model.graph.notes:  # collectives of several ranks that could not be matched: no edge drawn
+        print(f"warning: {diag.message}", file=sys.stderr)
     from kviewer.analysis.mfu import mfu_or_unknown, projected_mfu
 
     # MFU beside the projected step time: the step's model FLOPs at the projected time (#31)
