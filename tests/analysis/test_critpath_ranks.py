@@ -20,7 +20,7 @@ EXTRA = 200  # µs of extra work on the straggler
 
 
 def _rank_trace(rank: int, extra: int, seq: bool = True, base_ns: int = 1_700_000_000_000_000_000, n_steps: int = STEPS,
-                collective: str = "allreduce", late_extra: int = EXTRA) -> dict:
+                collective: str = "allreduce", late_extra: int = EXTRA, recorded: bool = True) -> dict:
     """One rank of a DDP-like loop: a GEMM, (rank 1: extra work), an all-reduce, a device sync.
 
     Rank 0's all-reduce starts early and ends 20 µs after rank 1's starts (the transfer once both
@@ -53,6 +53,8 @@ def _rank_trace(rank: int, extra: int, seq: bool = True, base_ns: int = 1_700_00
         args = {"Collective name": collective, "Process Group Name": "0", "Process Group Ranks": "[0, 1]", "Group size": 2}
         if seq:
             args["Seq"] = k
+        if not recorded:  # as Nsight Systems sees it: the kernel name alone
+            args = {}
         launch(T + 20, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", mine, end - mine, args)
         ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": pid, "tid": tid, "ts": T + 30,
                    "dur": end + 5 - (T + 30), "args": {}})
@@ -87,6 +89,10 @@ def test_collectives_match_by_sequence_number_and_by_order(tmp_path: Path, strag
     m2 = match_collectives(t2)
     assert m2.by == "order" and m2.n_groups == STEPS
     assert (m2.group >= 0).sum() == 2 * STEPS
+    # nothing recorded but the NCCL kernel name: the collective from the name, then by order
+    t3 = load(_write(tmp_path / "bare", [_rank_trace(0, 0, recorded=False), _rank_trace(1, EXTRA, recorded=False)]), use_cache=False)
+    m3 = match_collectives(t3)
+    assert m3.by == "order" and m3.n_groups == STEPS and not m3.diagnostics
 
 
 def test_the_path_crosses_to_the_straggler_and_its_work_is_on_top(straggler: Path) -> None:
