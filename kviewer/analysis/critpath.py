@@ -16,7 +16,10 @@ the step window exactly and its breakdown sums to the window:
 
 ``gpu_kernel``  kernels (not communication) on the path
 ``memcpy``      copies and memsets
-``comm``        communication kernels (NCCL / RCCL)
+``comm``        communication kernels (NCCL / RCCL); with several ranks open, the part of a
+                collective after the last rank joined it (the path then crosses to that rank:
+                what made it late is on the path, and the early ranks' wait is reported beside
+                the breakdown as ``comm_wait`` per rank)
 ``launch``      launch calls and the launch latency until the GPU op starts (CPU-bound issue)
 ``cpu``         host work between API calls, and API calls that do not enqueue or wait
 ``sync``        host calls waiting for the GPU (the part after the awaited op ended, and
@@ -33,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.analysis.depgraph import (
-    B_CROSS, B_LAUNCH, B_STREAM, B_WAIT, G_COMM, G_KERNEL, G_MEMCPY, H_LAUNCH, H_SYNC,
+    B_CROSS, B_LAUNCH, B_STREAM, B_WAIT, E_COLL, G_COMM, G_KERNEL, G_MEMCPY, H_LAUNCH, H_SYNC,
     DepGraph, Replay, build_graph, map_host_time, replay,
 )
 from kviewer.analysis.steps import GPU_MARKER, find_steps
@@ -102,7 +105,9 @@ class StepPath:
     breakdown: dict[str, int]
     top: list[dict[str, object]]
     segments: pd.DataFrame = field(repr=False)
-
+    comm_wait: dict[int, int] = field(default_factory=dict)
+    """rank -> ns its collective kernels of the step spent waiting for another rank to join
+    (several ranks open); not on the path, which crosses to the late rank"""
     @property
     def measured_ns(self) -> int:
         return self.end - self.start
@@ -112,8 +117,11 @@ class StepPath:
         return int(sum(self.breakdown.values()))
 
     def as_dict(self) -> dict[str, object]:
-        return {"name": self.name, "measured_ns": self.measured_ns, "critical_path_ns": self.critical_path_ns,
-                "breakdown": dict(self.breakdown), "top": list(self.top)}
+        out: dict[str, object] = {"name": self.name, "measured_ns": self.measured_ns, "critical_path_ns": self.critical_path_ns,
+                                  "breakdown": dict(self.breakdown), "top": list(self.top)}
+        if self.comm_wait:
+            out["comm_wait"] = [{"rank": r, "ns": ns} for r, ns in sorted(self.comm_wait.items())]
+        return out
 
 
 @dataclass(frozen=True)
@@ -236,6 +244,9 @@ def walk_lists(graph: DepGraph, rep: Replay, g_launch: np.ndarray | None = None)
         "hs": rep.h_start.tolist(), "he": rep.h_end.tolist(), "hb": rep.h_bind.tolist(),
         "g_prev": graph.g_prev.tolist(), "g_cross": graph.g_cross.tolist(), "g_cls": graph.g_class.tolist(),
         "h_prev": graph.h_prev.tolist(), "h_wait": graph.h_wait.tolist(), "h_cls": graph.h_class.tolist(),
+        "geb": rep.g_ebind.tolist() if len(rep.g_ebind) else [0] * graph.n_gpu,
+        "c_group": graph.c_group.tolist() if len(graph.c_group) else [-1] * graph.n_gpu,
+        "c_arrive": rep.c_arrive.tolist(), "c_last": rep.c_last.tolist(),
     }
 
 
@@ -249,6 +260,7 @@ def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
     launch, gs, ge, gb, hs, he, hb = lists["launch"], lists["gs"], lists["ge"], lists["gb"], lists["hs"], lists["he"], lists["hb"]
     g_prev, g_cross, g_cls = lists["g_prev"], lists["g_cross"], lists["g_cls"]
     h_prev, h_wait, h_cls = lists["h_prev"], lists["h_wait"], lists["h_cls"]
+    geb, c_group, c_arrive, c_last = lists["geb"], lists["c_group"], lists["c_arrive"], lists["c_last"]
     seg_s: list[int] = []
     seg_e: list[int] = []
     seg_c: list[int] = []
@@ -283,6 +295,14 @@ def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
         guard -= 1
         if state == "g":
             i = node
+            if geb[i] == E_COLL and c_group[i] >= 0 and c_last[c_group[i]] >= 0:
+                # it waited for the last rank to join: the transfer after that is comm, and the
+                # path goes on from the start of that rank's part
+                c = c_group[i]
+                add(c_arrive[c], min(t, ge[i]), C_COMM, LANE_GPU, i)
+                t = min(t, c_arrive[c])
+                node = c_last[c]
+                continue
             add(gs[i], min(t, ge[i]), _G_CLASS[g_cls[i]], LANE_GPU, i)
             t = min(t, gs[i])
             b = gb[i]
@@ -347,9 +367,11 @@ def _name_segments(graph: DepGraph, lane: np.ndarray, node: np.ndarray, cls: np.
 
 
 def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame | dict[str, np.ndarray], graph: DepGraph, top: int = 10,
-              ops: HostOps | None = None) -> StepPath:
+              ops: HostOps | None = None, rep: Replay | None = None) -> StepPath:
     """Breakdown per class and the costliest operations of one walked path; ``ops`` (on a
-    measured path) names host work by the framework op it ran in."""
+    measured path) names host work by the framework op it ran in. With several ranks, each
+    operation in ``top`` says its ``rank``, and ``rep`` (the replay walked) gives the step's
+    ``comm_wait``."""
     start = np.asarray(segs["start"], dtype=np.int64)
     end = np.asarray(segs["end"], dtype=np.int64)
     cls = np.asarray(segs["cls"], dtype=np.int64)
@@ -366,15 +388,42 @@ def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame | dict[str, np.nda
             op_names[gap] = ops.innermost(graph.h_thread[node[gap]], ((start + end) // 2)[gap])
     names = _name_segments(graph, lane, node, cls, op_names)
     total = max(hi - lo, 1)
-    acc: dict[tuple[str, int], int] = {}
-    for n, c, d in zip(names.tolist(), cls.tolist(), dur.tolist()):
-        acc[(n, c)] = acc.get((n, c), 0) + d
+    ranked = graph.n_collectives > 0
+    if ranked:
+        rank = np.full(len(dur), -1, dtype=np.int64)
+        on_gpu = (lane == LANE_GPU) & (node >= 0)
+        rank[on_gpu] = graph.g_rank[node[on_gpu]]
+        on_host = ((lane == LANE_HOST) | (lane == LANE_GAP)) & (node >= 0)
+        rank[on_host] = graph.h_rank[node[on_host]]
+    else:
+        rank = np.full(len(dur), -1, dtype=np.int64)
+    acc: dict[tuple[str, int, int], int] = {}
+    for n, c, r, d in zip(names.tolist(), cls.tolist(), rank.tolist(), dur.tolist()):
+        acc[(n, c, r)] = acc.get((n, c, r), 0) + d
     best = sorted(acc.items(), key=lambda kv: -kv[1])[:top]
-    tops: list[dict[str, object]] = [{"name": str(n), "kind": CLASSES[c], "ns": int(v), "pct": round(float(v) / total * 100.0, 2)}
-                                     for (n, c), v in best]
+    tops: list[dict[str, object]] = [{"name": str(n), "kind": CLASSES[c], "ns": int(v), "pct": round(float(v) / total * 100.0, 2),
+                                      **({"rank": r} if ranked else {})}
+                                     for (n, c, r), v in best]
     frame = pd.DataFrame({"start": start, "end": end, "cls": cls.astype(np.int8), "lane": lane.astype(np.int8), "node": node,
                           "name": names}, columns=SEGMENT_COLUMNS)
-    return StepPath(name, lo, hi, breakdown, tops, frame)
+    waits = collective_waits(graph, rep, lo, hi) if rep is not None and ranked else {}
+    return StepPath(name, lo, hi, breakdown, tops, frame, waits)
+
+
+def collective_waits(graph: DepGraph, rep: Replay, lo: int, hi: int) -> dict[int, int]:
+    """rank -> ns its collective kernels spent in [lo, hi] waiting for the last rank to join."""
+    mem = graph.c_members
+    if not len(mem) or not len(rep.c_arrive):
+        return {}
+    waited = rep.g_ebind[mem] == E_COLL
+    mem = mem[waited]
+    a = rep.c_arrive[graph.c_group[mem]]
+    ns = np.clip(np.minimum(a, hi) - np.maximum(rep.g_start[mem], lo), 0, None)
+    out: dict[int, int] = {}
+    for r, v in zip(graph.g_rank[mem].tolist(), ns.tolist()):
+        if v > 0:
+            out[r] = out.get(r, 0) + int(v)
+    return out
 
 
 class HostOps:
@@ -424,21 +473,27 @@ class HostOps:
         return out
 
 
-def critical_paths(trace: Trace, step: str | None = None, graph: DepGraph | None = None) -> CritPathResult:
-    """The critical path of every step of ``trace`` (see the module doc).
+def critical_paths(trace: Trace, step: str | None = None, graph: DepGraph | None = None,
+                   base: tuple[DepGraph, list[StepWindow], str, Replay] | None = None) -> CritPathResult:
+    """The critical path of every step of ``trace`` (see the module doc). ``base``: the graph,
+    its step windows (for ``step``), where they came from and the measured replay, when the
+    caller has them (a cache).
 
     Raises
     ------
     AnalysisError
         when the trace has no kernels or no launch calls linked to them, or ``step`` names no range.
     """
-    graph = graph if graph is not None else build_graph(trace)
-    check_graph(trace, graph)
-    windows, source = step_windows(trace, graph, step)
-    rep = replay(graph)
+    if base is not None:
+        graph, windows, source, rep = base
+    else:
+        graph = graph if graph is not None else build_graph(trace)
+        check_graph(trace, graph)
+        windows, source = step_windows(trace, graph, step)
+        rep = replay(graph)
     paths = []
     ops = HostOps(trace, graph, {w.name for w in windows})
     lists = walk_lists(graph, rep)
     for win, (lo, hi) in zip(windows, step_bounds(graph, rep, windows)):
-        paths.append(summarise(win.name, lo, hi, walk(graph, rep, win, (lo, hi), lists=lists), graph, ops=ops))
+        paths.append(summarise(win.name, lo, hi, walk(graph, rep, win, (lo, hi), lists=lists), graph, ops=ops, rep=rep))
     return CritPathResult(paths, graph, windows, source, rep)

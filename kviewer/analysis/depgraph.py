@@ -17,7 +17,12 @@ Edges
   later than its launch and its stream allowed, waited for it (``cudaStreamWaitEvent``; the
   traces do not say which event, the timing does);
 * sync waits: a synchronising call (``SYNC_CALLS``, blocking copies) ends after the last GPU op
-  launched before it that ended before it returned.
+  launched before it that ended before it returned;
+* collectives across ranks: when several ranks are open, the kernels of one collective on every
+  rank (:func:`kviewer.analysis.collectives.match_collectives`) cannot end before the last of
+  them started: each ends ``c_eps`` after that arrival (the transfer once every rank joined), or
+  after its own ``c_base`` when it did not wait. A rank that arrives early waits for the late one
+  (the path crosses to the late rank); making the late rank's work shorter moves every rank.
 
 Replay
 ------
@@ -33,14 +38,16 @@ measured order (a topological order of the graph).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from kviewer.analysis.activity import BLOCKING_COPY_CALLS, SYNC_CALLS, op_launch_calls
+from kviewer.analysis.collectives import match_collectives
 from kviewer.analysis.kinds import is_communication
 from kviewer.analysis.steps import kernel_launch_calls
-from kviewer.core import Trace
+from kviewer.core import Diagnostic, Trace
 
 #: host node classes
 H_LAUNCH, H_SYNC, H_API = 0, 1, 2
@@ -50,6 +57,8 @@ G_KERNEL, G_COMM, G_MEMCPY = 0, 1, 2
 B_LAUNCH, B_STREAM, B_CROSS, B_NONE = 0, 1, 2, 3
 #: a host node's end: its own duration, or the GPU op it waited for
 B_SELF, B_WAIT = 0, 1
+#: a collective kernel's end: its own duration, or the last rank to join the collective
+E_SELF, E_COLL = 0, 1
 
 #: a cross-stream wait is inferred when an op starts within this long after another stream's op
 #: ended, and later than its launch and its stream let it start
@@ -109,6 +118,25 @@ class DepGraph:
     """median launch-call start -> GPU op start where the launch bound the op"""
     typ_stream_ns: int = 1_000
     """median gap after the stream predecessor where the stream bound the op (queued work)"""
+    g_rank: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """rank of each GPU node (-1 unknown)"""
+    h_rank: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """rank of each host node (-1 unknown)"""
+    c_group: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """the cross-rank collective each GPU node is part of (-1 none)"""
+    c_members: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """GPU nodes of every collective, grouped: those of group g are c_members[c_ptr[g]:c_ptr[g + 1]]"""
+    c_ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    c_eps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """time from the last rank's arrival to the node's end (may be < 0 under clock skew)"""
+    c_base: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """the node's duration had it not waited for another rank"""
+    notes: list[Diagnostic] = field(default_factory=list)
+    """what the graph could not link (collectives not matched across ranks)"""
+
+    @property
+    def n_collectives(self) -> int:
+        return len(self.c_ptr) - 1
 
     @property
     def n_host(self) -> int:
@@ -213,6 +241,7 @@ def build_graph(trace: Trace) -> DepGraph:
     table = np.concatenate([np.zeros(len(k), np.int8), np.ones(len(g), np.int8)])
     row = np.concatenate([np.arange(len(k)), np.arange(len(g))]).astype(np.int64)
     dev = np.concatenate([k["device"].to_numpy(np.int64), g["device"].to_numpy(np.int64)])
+    grank = np.concatenate([k["rank"].to_numpy(np.int64), g["rank"].to_numpy(np.int64)])
     stream = np.concatenate([k["stream"].to_numpy(np.int64), g["stream"].to_numpy(np.int64)])
     kcalls = kernel_launch_calls(trace)
     gcalls = op_launch_calls(trace) if len(g) else np.zeros(0, dtype=np.int64)
@@ -223,8 +252,9 @@ def build_graph(trace: Trace) -> DepGraph:
     kcat = k["name"].astype("category") if len(k) else pd.Series([], dtype="category")
     comm = np.array([is_communication(str(x)) for x in kcat.cat.categories] + [False])[kcat.cat.codes.to_numpy()] if len(k) else np.zeros(0, bool)
     gcls = np.concatenate([np.where(comm, G_COMM, G_KERNEL), np.full(len(g), G_MEMCPY)]).astype(np.int8)
+    k_comm = comm
     order = np.lexsort((table, start))
-    start, end, row, dev, stream, calls = (a[order] for a in (start, end, row, dev, stream, calls))
+    start, end, row, dev, stream, calls, grank = (a[order] for a in (start, end, row, dev, stream, calls, grank))
     table, gcls, gname = table[order], gcls[order], gname[order]
     ng = len(start)
     launch = np.where(calls >= 0, node_of_row[np.maximum(calls, 0)] if len(c) else -1, -1).astype(np.int64) if ng else np.zeros(0, np.int64)
@@ -239,6 +269,7 @@ def build_graph(trace: Trace) -> DepGraph:
         g_prev[by[1:][same[1:]]] = by[:-1][same[1:]]
     kernel_node = np.full(len(k), -1, dtype=np.int64)
     kernel_node[row[table == 0]] = np.flatnonzero(table == 0)
+    coll = _collectives(trace, k_comm, kernel_node, start, end, ng)
 
     # ---- edge readiness in the measured run and the binding edge
     big = np.iinfo(np.int64).min // 4
@@ -290,7 +321,35 @@ def build_graph(trace: Trace) -> DepGraph:
         g_launch_lat=lat(r_launch, B_LAUNCH, typ_launch), g_stream_lat=lat(r_stream, B_STREAM, typ_stream),
         g_cross_lat=lat(r_cross, B_CROSS, 0.0), kernel_node=kernel_node,
         typ_launch_ns=int(typ_launch), typ_stream_ns=int(typ_stream),
+        g_rank=grank, h_rank=c["rank"].to_numpy(np.int64)[api] if nh else np.zeros(0, np.int64), **coll,
     )
+
+
+def _collectives(trace: Trace, comm: np.ndarray, kernel_node: np.ndarray, start: np.ndarray, end: np.ndarray, ng: int) -> dict[str, Any]:
+    """The cross-rank collective edges (see the module doc) as DepGraph fields; ``comm``: which
+    kernels rows are communication."""
+    match = match_collectives(trace, comm)
+    c_group = np.full(ng, -1, dtype=np.int64)
+    hit = np.flatnonzero(match.group >= 0)
+    c_group[kernel_node[hit]] = match.group[hit]
+    members = np.flatnonzero(c_group >= 0)
+    members = members[np.argsort(c_group[members], kind="stable")]
+    ptr = np.zeros(match.n_groups + 1, dtype=np.int64)
+    np.cumsum(np.bincount(c_group[members], minlength=match.n_groups), out=ptr[1:])
+    dur = end - start
+    c_eps = np.zeros(ng, dtype=np.int64)
+    c_base = dur.copy()
+    if len(members):
+        arrive = np.full(match.n_groups, np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(arrive, c_group[members], start[members])
+        a = arrive[c_group[members]]
+        eps = end[members] - a
+        c_eps[members] = eps
+        waited = (start[members] < a) & (eps > 0)
+        # had it not waited, it would have taken the transfer after the last arrival (no more
+        # than it took)
+        c_base[members] = np.where(waited, np.minimum(dur[members], eps), dur[members])
+    return {"c_group": c_group, "c_members": members, "c_ptr": ptr, "c_eps": c_eps, "c_base": c_base, "notes": list(match.diagnostics)}
 
 
 def _cross_stream(start: np.ndarray, end: np.ndarray, dev: np.ndarray, stream: np.ndarray, ready: np.ndarray) -> np.ndarray:
@@ -335,6 +394,12 @@ class Replay:
     g_start: np.ndarray
     g_end: np.ndarray
     g_bind: np.ndarray
+    g_ebind: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    """what bound each GPU node's end: E_SELF, or E_COLL (it waited for another rank)"""
+    c_arrive: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """when the last rank joined each collective"""
+    c_last: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """the GPU node of the last rank to join each collective"""
 
 
 @dataclass
@@ -381,9 +446,40 @@ def replay(graph: DepGraph, edits: Edits | None = None) -> Replay:
     gs = [0] * ng
     ge = [0] * ng
     gb = [B_NONE] * ng
+    geb = [E_SELF] * ng
+    nc = graph.n_collectives
+    c_arrive = [0] * nc
+    c_last = [-1] * nc
+    if nc:
+        # a collective kernel made shorter or longer: its transfer and its own time in proportion
+        old = graph.g_dur
+        new = np.asarray(ed.g_dur, dtype=np.float64) if ed.g_dur is not None else old.astype(np.float64)
+        scale = np.where(old > 0, new / np.maximum(old, 1), 1.0)
+        c_eps = np.round(graph.c_eps * scale).astype(np.int64).tolist()
+        c_base = np.round(graph.c_base * scale).astype(np.int64).tolist()
+        c_members = graph.c_members.tolist()
+        c_ptr = graph.c_ptr.tolist()
     order_kinds, order_idx = _event_order(graph)
     neg = -(1 << 62)
     for kind, i in zip(order_kinds, order_idx):
+        if kind == 3:  # every rank's part of collective i has started: their ends
+            mem = c_members[c_ptr[i]:c_ptr[i + 1]]
+            last = -1
+            arrive = neg
+            for m in mem:
+                if not g_rem[m] and gs[m] > arrive:
+                    arrive, last = gs[m], m
+            c_arrive[i], c_last[i] = arrive, last
+            for m in mem:
+                if g_rem[m]:
+                    continue
+                own = gs[m] + c_base[m]
+                t = arrive + c_eps[m]
+                if t > own and m != last:
+                    ge[m], geb[m] = t, E_COLL
+                else:
+                    ge[m] = own
+            continue
         if kind == 2:
             if g_rem[i]:
                 p = g_prev[i]
@@ -427,6 +523,7 @@ def replay(graph: DepGraph, edits: Edits | None = None) -> Replay:
     return Replay(
         h_start=np.asarray(hs, dtype=np.int64), h_end=np.asarray(he, dtype=np.int64), h_bind=np.asarray(hb, dtype=np.int8),
         g_start=np.asarray(gs, dtype=np.int64), g_end=np.asarray(ge, dtype=np.int64), g_bind=np.asarray(gb, dtype=np.int8),
+        g_ebind=np.asarray(geb, dtype=np.int8), c_arrive=np.asarray(c_arrive, dtype=np.int64), c_last=np.asarray(c_last, dtype=np.int64),
     )
 
 
@@ -449,12 +546,13 @@ def _chain_max(key: np.ndarray, group: np.ndarray, order: np.ndarray) -> np.ndar
 def _event_order(graph: DepGraph) -> tuple[list[int], list[int]]:
     """The replay's event order: a topological order of the graph.
 
-    Events are host starts, host ends and GPU ops, keyed by their measured time (x4, plus a rank
-    so that at equal times a host end precedes a host start precedes a GPU op). Where clocks
-    disagree (a kernel that starts before its launch call in the trace), keys are raised until
-    every event comes after what it depends on.
+    Events are host starts, host ends, GPU ops and collectives (the moment every rank's part has
+    started: their ends are set then), keyed by their measured time (x4, plus a rank so that at
+    equal times a host end precedes a host start precedes a GPU op). Where clocks disagree (a
+    kernel that starts before its launch call in the trace, ranks whose clocks differ), keys are
+    raised until every event comes after what it depends on.
     """
-    nh, ng = graph.n_host, graph.n_gpu
+    nh, ng, nc = graph.n_host, graph.n_gpu, graph.n_collectives
     he = graph.h_end * 4
     hs = graph.h_start * 4 + 1
     gk = graph.g_start * 4 + 2
@@ -464,26 +562,47 @@ def _event_order(graph: DepGraph) -> tuple[list[int], list[int]]:
     t_order = np.lexsort((np.tile([0, 1], nh), np.repeat(np.arange(nh), 2), t_group)) if nh else np.zeros(0, np.int64)
     s_order = np.lexsort((np.arange(ng), graph.g_stream)) if ng else np.zeros(0, np.int64)
     launch, wait, cross = graph.g_launch, graph.h_wait, graph.g_cross
+    cg = graph.c_group if nc else np.zeros(0, np.int64)
+    members = graph.c_members
+    in_coll = cg >= 0 if nc else np.zeros(ng, bool)
+    prev = graph.g_prev
+    ck = np.zeros(nc, dtype=np.int64)
+
+    def end_key(gk: np.ndarray, ck: np.ndarray) -> np.ndarray:
+        """The key after which a GPU node's end is known (its collective's, for a member)."""
+        if not nc:
+            return gk
+        return np.where(in_coll, ck[np.maximum(cg, 0)], gk)
+
     for _ in range(64):
         t_key[0::2], t_key[1::2] = hs, he
         t_key = _chain_max(t_key, t_group, t_order) if nh else t_key
         hs, he = t_key[0::2].copy(), t_key[1::2].copy()
         before = gk.copy()
+        ck_before = ck.copy()
         if ng:
             if nh:
                 gk = np.where(launch >= 0, np.maximum(gk, hs[np.maximum(launch, 0)] + 1), gk)
             gk = _chain_max(gk, graph.g_stream, s_order)
-            gk = np.where(cross >= 0, np.maximum(gk, gk[np.maximum(cross, 0)] + 1), gk)
+            if nc:
+                ck = np.full(nc, np.iinfo(np.int64).min, dtype=np.int64)
+                np.maximum.at(ck, cg[members], gk[members] + 1)
+            ek = end_key(gk, ck)
+            if nc:
+                gk = np.where((prev >= 0) & in_coll[np.maximum(prev, 0)], np.maximum(gk, ek[np.maximum(prev, 0)] + 1), gk)
+            gk = np.where(cross >= 0, np.maximum(gk, ek[np.maximum(cross, 0)] + 1), gk)
         he_before = he
         if nh and ng:
-            he = np.where(wait >= 0, np.maximum(he, gk[np.maximum(wait, 0)] + 1), he)
-        if np.array_equal(before, gk) and np.array_equal(he_before, he):
+            ek = end_key(gk, ck)
+            he = np.where(wait >= 0, np.maximum(he, ek[np.maximum(wait, 0)] + 1), he)
+        if np.array_equal(before, gk) and np.array_equal(he_before, he) and np.array_equal(ck_before, ck):
             t_key[0::2], t_key[1::2] = hs, he
             if np.array_equal(_chain_max(t_key, t_group, t_order) if nh else t_key, t_key):
                 break
-    keys = np.concatenate([he, hs, gk])
-    kinds = np.concatenate([np.zeros(nh, np.int8), np.ones(nh, np.int8), np.full(ng, 2, np.int8)])
-    idx = np.concatenate([np.arange(nh), np.arange(nh), np.arange(ng)])
+    # at equal keys: host end, host start, GPU op, collective
+    keys = np.concatenate([he, hs, gk, ck])
+    kinds = np.concatenate([np.zeros(nh, np.int8), np.ones(nh, np.int8), np.full(ng, 2, np.int8), np.full(nc, 3, np.int8)])
+    idx = np.concatenate([np.arange(nh), np.arange(nh), np.arange(ng), np.arange(nc)])
     order = np.lexsort((kinds, keys))
     return kinds[order].tolist(), idx[order].tolist()
 

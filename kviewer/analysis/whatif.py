@@ -177,7 +177,8 @@ class WhatIfModel:
     def paths(self, projection: Projection) -> list[StepPath]:
         """The critical path of every step of a projection (the projected timeline's breakdown)."""
         lists = walk_lists(self.graph, projection.replayed, projection.launch)
-        return [summarise(w.name, lo, hi, walk(self.graph, projection.replayed, w, (lo, hi), lists=lists), self.graph)
+        return [summarise(w.name, lo, hi, walk(self.graph, projection.replayed, w, (lo, hi), lists=lists), self.graph,
+                          rep=projection.replayed)
                 for w, (lo, hi) in zip(self.windows, projection.bounds)]
 
     # -------------------------------------------------------------------------------------
@@ -339,7 +340,12 @@ class WhatIfModel:
         g = self.graph
         lo = int(np.searchsorted(g.h_thread, thread, "left"))
         hi = int(np.searchsorted(g.h_thread, thread, "right"))
-        idx = np.arange(lo, hi)
+        # the thread's nodes are by start: only those from the one holding a to the first after b
+        # (whose gap before it may overlap) are touched
+        starts = g.h_start[lo:hi]
+        i0 = lo + max(int(np.searchsorted(starts, a, "right")) - 1, 0)
+        i1 = lo + min(int(np.searchsorted(starts, b, "right")) + 1, hi - lo)
+        idx = np.arange(i0, i1)
         s, e = g.h_start[idx], g.h_end[idx]
         prev_end = np.where(g.h_prev[idx] >= 0, g.h_end[np.maximum(g.h_prev[idx], 0)], s)
         node_cut = np.clip(np.minimum(e, b) - np.maximum(s, a), 0, None)
@@ -371,8 +377,10 @@ class WhatIfModel:
                     # the step's whole host range becomes the replay of the graph
                     lo = int(np.searchsorted(g.h_thread, t, "left"))
                     hi = int(np.searchsorted(g.h_thread, t, "right"))
-                    span = np.arange(lo, hi)
-                    span = span[(g.h_start[span] >= win.marker_start) & (g.h_end[span] <= win.marker_end)]
+                    starts = g.h_start[lo:hi]  # by start within the thread
+                    span = np.arange(lo + int(np.searchsorted(starts, win.marker_start, "left")),
+                                     lo + int(np.searchsorted(starts, win.marker_end, "right")))
+                    span = span[g.h_end[span] <= win.marker_end]
                     if len(span):
                         first, last = min(first, int(span[0])), max(last, int(span[-1]))
                 region = np.arange(first, last + 1)
@@ -398,12 +406,13 @@ class WhatIfModel:
 
 def whatif_model(trace: Trace, step: str | None = None, device: str | None = None, graph: DepGraph | None = None,
                  paths: CritPathResult | None = None, sol: SolResult | pd.DataFrame | None = None,
-                 fusion: pd.DataFrame | None = None) -> WhatIfModel:
+                 fusion: pd.DataFrame | None = None, base: tuple[DepGraph, list[StepWindow], Replay] | None = None) -> WhatIfModel:
     """The graph, steps and measured replay of ``trace``, ready to project change sets.
 
     ``sol`` (a :class:`~kviewer.analysis.sol.SolResult` or its table) and ``fusion`` (the
     fusion candidates) when the caller already has them for ``device``: else they are computed
-    when a change needs them.
+    when a change needs them. ``base``: the graph, its step windows and the measured replay when
+    the caller has them (a cache; :mod:`kviewer.session.graph_cache`).
 
     Raises
     ------
@@ -411,6 +420,9 @@ def whatif_model(trace: Trace, step: str | None = None, device: str | None = Non
         when the trace has no kernels or no launches linked to them (see :func:`check_graph`).
     """
     table = sol if sol is None or isinstance(sol, pd.DataFrame) else sol.table
+    if base is not None:  # the graph, its step windows (for ``step``) and the measured replay, from a cache
+        graph, windows, measured = base
+        return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device, table, fusion)
     if paths is not None and paths.measured is not None:  # the critical paths' graph, steps and replay
         graph, windows, measured = paths.graph, paths.windows, paths.measured
         return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device, table, fusion)

@@ -24,30 +24,33 @@ def register(sub: Any) -> None:
 def cmd_critpath(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from kviewer.analysis.critpath import CLASSES, critical_paths
-    from kviewer.cli.common import EXIT_OK, dump_json, format_ns, load_for, wants_raw_csv, write_frame
-    from kviewer.errors import AnalysisError
+    from kviewer.analysis.critpath import CLASSES
+    from kviewer.cli.common import EXIT_OK, cache_choice, dump_json, format_ns, human_table, wants_raw_csv, write_frame
+    from kviewer.session import analysis_cache, graph_cache
 
     if args.top < 0:
         raise UserError(f"--top: expected a number of rows >= 0, got {args.top}")
-    trace = load_for(args, args.file)
-    try:
-        result = critical_paths(trace, step=args.step)
-    except AnalysisError as exc:
-        raise UserError(str(exc)) from exc
-    missing = result.unlinked_launches()
+    # a file seen before (by critpath, whatif or the window): its paths from the analysis cache,
+    # without loading the trace
+    cached = cache_choice(args) is not False
+    doc = graph_cache.get_critpath(analysis_cache.identity(args.file), args.step) if cached else None
+    if doc is None:
+        doc = compute(args, cached)
+    missing: dict[str, int] = doc.get("unlinked", {})
     if missing:
         what = ", ".join(f"{n} {name}" for name, n in sorted(missing.items()))
         print(f"warning: {sum(missing.values())} launch call(s) have no GPU work in the trace ({what}): their GPU time is "
               "missing from the paths (an nsys export made with --cuda-graph-trace=graph records a graph as one range; "
               "use --cuda-graph-trace=node)", file=sys.stderr)
+    for note in doc.get("notes", []):  # collectives of several ranks that could not be matched: no edge drawn
+        print(f"warning: {note}", file=sys.stderr)
+    steps: list[dict[str, Any]] = doc["steps"]
     if args.format == "json":
-        doc: dict[str, Any] = result.as_dict()
-        for s in doc["steps"]:
+        for s in steps:
             s["top"] = s["top"][: args.top]
-        dump_json(doc)
+        dump_json({"steps": steps, "step_source": doc["step_source"]})
         return EXIT_OK
-    rows = [{"step": s.name, "measured_ns": s.measured_ns, "critical_path_ns": s.critical_path_ns, **s.breakdown} for s in result.steps]
+    rows = [{"step": s["name"], "measured_ns": s["measured_ns"], "critical_path_ns": s["critical_path_ns"], **s["breakdown"]} for s in steps]
     df = pd.DataFrame(rows, columns=["step", "measured_ns", "critical_path_ns", *CLASSES])
     if args.format == "csv":
         write_frame(df, "csv", raw_csv=wants_raw_csv(args))
@@ -59,12 +62,46 @@ def cmd_critpath(args: argparse.Namespace) -> int:
     view["critical_path_ns"] = [format_ns(v) for v in df["critical_path_ns"]]
     view = view.rename(columns={"measured_ns": "measured", "critical_path_ns": "critical path"})
     write_frame(view, "table")
-    print(f"steps from: {result.step_source}")
-    for s in result.steps:
-        if args.top and s.top:
-            print(f"\n{s.name}: on the path")
-            top = pd.DataFrame(s.top[: args.top])
-            top["ns"] = [format_ns(v) for v in top["ns"]]
-            top["pct"] = [f"{v:.1f}%" for v in top["pct"]]
-            write_frame(top.rename(columns={"ns": "time", "pct": "of step"}), "table")
+    print(f"steps from: {doc['step_source']}")
+    # every step's top operations laid out as one table (one pass, the same column widths), printed
+    # step by step
+    tops = [t for s in steps for t in s["top"][: args.top]]
+    lines: list[str] = []
+    if tops:
+        top = pd.DataFrame(tops)
+        top["ns"] = [format_ns(v) for v in top["ns"]]
+        top["pct"] = [f"{v:.1f}%" for v in top["pct"]]
+        top = top.rename(columns={"ns": "time", "pct": "of step"})
+        lines = human_table(top, numeric=[c in ("time", "of step", "rank") for c in top.columns]).split("\n")
+    head, body = lines[:2], iter(lines[2:])
+    for s in steps:
+        if s.get("comm_wait"):
+            waits = ", ".join(f"rank {w['rank']} {format_ns(w['ns'])}" for w in s["comm_wait"])
+            print(f"\n{s['name']}: waiting in collectives for a later rank (off the path, which crosses to that rank): {waits}")
+        n = len(s["top"][: args.top])
+        if n:
+            print(f"\n{s['name']}: on the path")
+            print("\n".join(head + [next(body) for _ in range(n)]))
     return EXIT_OK
+
+
+def compute(args: argparse.Namespace, cached: bool) -> dict[str, Any]:
+    """Load the trace and walk its critical paths (the graph from the analysis cache when it is
+    there); the document is stored for the next run."""
+    from kviewer.analysis.critpath import critical_paths
+    from kviewer.cli.common import load_for
+    from kviewer.errors import AnalysisError
+    from kviewer.session import graph_cache
+
+    trace = load_for(args, args.file)
+    try:
+        base = graph_cache.graph_base(trace, args.step, use_cache=cached)
+        result = critical_paths(trace, step=args.step, base=(base.graph, base.windows, base.source, base.measured))
+    except AnalysisError as exc:
+        raise UserError(str(exc)) from exc
+    doc: dict[str, Any] = result.as_dict()
+    doc["unlinked"] = result.unlinked_launches()
+    doc["notes"] = [n.message for n in result.graph.notes]
+    if cached:
+        graph_cache.put_critpath(trace.meta.source_id, trace, args.step, doc)
+    return doc

@@ -56,22 +56,48 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     from kviewer.errors import AnalysisError
 
     from kviewer.analysis.sol import SolResult, sol_result
+    from kviewer.cli.common import cache_choice
+    from kviewer.session import analysis_cache, graph_cache
+
+    cached = cache_choice(args) is not False
+    own_gpu = args.device is None and cached  # the trace's own GPU: its analyses may come from the cache
+    sols: list[SolResult | None] = []
+
+    def sol_of() -> SolResult | None:
+        """The speed of light, once, when something needs it (--sol, --fuse, an MFU not cached)."""
+        if not sols:
+            try:
+                if not len(trace.kernels):
+                    sols.append(None)
+                elif own_gpu:
+                    info = analysis_cache.sol_for_open(trace, trace.meta.source_id)
+                    sols.append(info.result if info is not None else None)  # None: unknown GPU, as sol_result's error
+                else:
+                    sols.append(sol_result(trace, args.device))
+            except AnalysisError:  # a change that needs it says why; the MFU is unknown
+                sols.append(None)
+        return sols[0]
 
     try:
         changes = changes_from_args(args)
         trace = load_for(args, args.file)
-        sol: SolResult | None = None
-        try:  # once, for --sol / --fuse and the MFU
-            sol = sol_result(trace, args.device) if len(trace.kernels) else None
-        except AnalysisError:  # a change that needs it says why; the MFU is unknown
-            sol = None
-        proj = whatif_model(trace, step=args.step, device=args.device, sol=sol).project(changes)
+        # the graph, steps and measured replay: from the analysis cache when critpath (or a
+        # whatif) built them before
+        base = graph_cache.graph_base(trace, args.step, use_cache=cached)
+        model = whatif_model(trace, step=args.step, device=args.device, sol=sol_of() if changes.sol or changes.fuse is not None else None,
+                             base=(base.graph, base.windows, base.measured))
+        proj = model.project(changes)
     except AnalysisError as exc:
         raise UserError(str(exc)) from exc
+    import sys
+
+    for diag in model.graph.notes:  # collectives of several ranks that could not be matched: no edge drawn
+        print(f"warning: {diag.message}", file=sys.stderr)
     from kviewer.analysis.mfu import mfu_or_unknown, projected_mfu
 
     # MFU beside the projected step time: the step's model FLOPs at the projected time (#31)
-    pm = projected_mfu(mfu_or_unknown(trace, args.device, sol), proj)
+    mfu = analysis_cache.mfu_for(trace, sol_of, trace.meta.source_id) if own_gpu else mfu_or_unknown(trace, args.device, sol_of())
+    pm = projected_mfu(mfu, proj)
     def known(values: Any) -> list[float | None]:
         return [None if v != v else float(v) for v in values.to_numpy(dtype=float)]
 

@@ -47,6 +47,10 @@ DiagnosticKind = Literal[
     # events of categories the loader does not know were kept as plain CPU slices ('other'),
     # counted per category (never dropped silently)
     "unknown_category",
+    # collective kernels of several ranks that could not be matched to the same collective on the
+    # other ranks (the ranks are not one job, counts or times do not line up): no cross-rank
+    # dependency is drawn for them
+    "unmatched_collectives",
 ]
 Severity = Literal["info", "warning", "error"]
 

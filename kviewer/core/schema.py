@@ -135,6 +135,12 @@ KERNELS = Table(
                "profiler names none (Kineto), the number of the distinct kernel sequence its launch ran; -1 when not in a graph"),
         Column("graph_node", INT, "graph node id (Nsight Systems graphNodeId); -1 when unknown or not in a graph"),
         Column("graph_launch", INT, "graph_launches.id of the graph launch it ran in; -1 when not in a graph"),
+        # collectives (NCCL / RCCL kernels): what the framework recorded about the call, so that the
+        # same collective can be matched on every rank (kviewer.analysis.collectives)
+        Column("collective", CAT, "the collective a communication kernel runs as the framework names it (Kineto "
+               "'Collective name': allreduce, allgather, ...); '' when not recorded"),
+        Column("process_group", CAT, "the process group (communicator) it runs on (Kineto 'Process Group Name'); '' when unknown"),
+        Column("collective_seq", INT, "the collective's sequence number on its process group (Kineto 'Seq'); -1 when unknown"),
     ),
 )
 

@@ -250,6 +250,69 @@ def fusion_for_open(trace: Trace, info: SolInfo, source: SourceId | None = None)
     return result
 
 
+def mfu_for(trace: Trace, sol_of: Any, source: SourceId | None = None) -> Any:
+    """The MFU of ``trace``'s steps on its own GPU (:func:`kviewer.analysis.mfu.mfu_or_unknown`),
+    from this cache, else computed (``sol_of()`` gives the speed of light it needs, or None) and
+    stored. ``source`` None: neither read nor stored. The MFU is the same whatever a what-if
+    projects (a projection changes time, not work), so ``kviewer whatif`` reads it here."""
+    import msgspec
+
+    from kviewer.analysis.mfu import MfuResult, mfu_or_unknown
+    from kviewer.io.cache import ColumnBlob, decode_frame, encode_frame
+
+    row = get_blob(source, "mfu")
+    if row is not None:
+        try:
+            steps_b, job_b = msgspec.msgpack.decode(row[1], type=tuple[list[ColumnBlob], list[ColumnBlob]])
+            return MfuResult(decode_frame("mfu", steps_b), decode_frame("mfu_job", job_b), json.loads(row[0]))
+        except Exception as exc:  # noqa: BLE001
+            log.warning("MFU cache not read: %s", exc)
+    result = mfu_or_unknown(trace, None, sol_of())
+    if source is not None and not result.totals.get("error"):
+        try:
+            data = msgspec.msgpack.encode((encode_frame("mfu", result.steps), encode_frame("mfu_job", result.job)))
+            put_blob(source, trace, "mfu", json.dumps(result.totals, default=_plain), data)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("MFU cache not written: %s", exc)
+    return result
+
+
+def _plain(v: Any) -> Any:
+    """numpy scalars as Python numbers (the MFU totals as JSON)."""
+    return v.item() if hasattr(v, "item") else str(v)
+
+
+def get_blob(sid: SourceId | None, table: str) -> tuple[str, bytes] | None:
+    """(info, data) another analysis stored for the file ``sid`` names under ``table`` (its own
+    encoding), None on a miss or when the cache is off; a cache problem is a miss."""
+    from kviewer.io.cache import cache_disabled
+
+    if sid is None or cache_disabled():
+        return None
+    try:
+        return _read(sid, table)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("%s cache not read: %s", table, exc)
+        return None
+
+
+def put_blob(sid: SourceId | None, trace: Trace | None, table: str, info: str, data: bytes) -> bool:
+    """Store another analysis's result for the file ``sid`` names (``trace``: the complete load
+    it was computed from, None when it was computed from cached results of one), unless the file
+    changed since ``sid`` was taken."""
+    from kviewer.io.cache import load_was_complete
+
+    if sid is None or (trace is not None and not load_was_complete(trace)):
+        return False
+    try:
+        if not _unchanged(sid):
+            return False
+        return _write(sid, table, info, data)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("%s cache not written: %s", table, exc)
+        return False
+
+
 def clear() -> None:
     """Forget every cached analysis result (tests)."""
     from kviewer.io.cache import default_cache

@@ -63,6 +63,7 @@ _CAT, _NAME, _PID, _TID, _TS, _DUR = (attrgetter(a) for a in ("cat", "name", "pi
 _DIMS, _TYPES, _GRID, _BLOCK, _SIZE, _STREAM, _CONCRETE = (
     attrgetter(a) for a in ("input_dims", "input_types", "grid", "block", "size", "stream", "concrete")
 )
+_COLL, _PG, _SEQ = (attrgetter(a) for a in ("collective", "process_group", "seq"))
 
 
 def _classify(cat: str) -> tuple[int, int]:
@@ -239,7 +240,7 @@ class _Columns:
     #: per row (kept complete event)
     ROW = ("kind", "ccat", "ts", "dur", "pid", "tid", "name", "ext", "corr", "flops", "dims", "types", "conc", "lgrid", "lblock", "lbytes")
     #: per kernel / per GPU op
-    KER = ("k_row", "k_dev", "k_stream", "k_grid", "k_block", "k_regs", "k_smem", "k_occ", "k_gnode", "k_gid")
+    KER = ("k_row", "k_dev", "k_stream", "k_grid", "k_block", "k_regs", "k_smem", "k_occ", "k_gnode", "k_gid", "k_coll", "k_pg", "k_seq")
     GOP = ("g_row", "g_bytes", "g_dev", "g_stream")
     #: per [memory] instant event (profile_memory=True)
     MEM = ("m_ts", "m_pid", "m_tid", "m_bytes", "m_addr", "m_talloc", "m_tres", "m_dtype", "m_dev")
@@ -250,6 +251,8 @@ class _Columns:
         self.dims: dict[str, int] = {"": 0}
         self.types: dict[str, int] = {"": 0}
         self.conc: dict[str, int] = {"": 0}
+        self.colls: dict[str, int] = {"": 0}
+        self.groups: dict[str, int] = {"": 0}
         self.schema_2021 = False
         self.n_rows = 0
         self.n_events = 0
@@ -360,6 +363,9 @@ class _Columns:
                 _field(sub, "occupancy", np.float64),
                 _field(sub, "graph_node", np.int64),
                 _field(sub, "graph_id", np.int64),
+                _codes(self.colls, list(map(_COLL, sub))),
+                _codes(self.groups, [str(g) for g in map(_PG, sub)]),
+                _int_or(list(map(_SEQ, sub))),
             ),
         ):
             self.parts[key].append(value)
@@ -512,6 +518,9 @@ class _Columns:
                 "theoretical_occupancy_pct": _positive_or_nan(col("k_occ", np.float64)[ko]),
                 "graph_node": col("k_gnode")[ko],
                 "graph_id": col("k_gid")[ko],
+                "collective": _text_categorical(self.colls, col("k_coll")[ko]),
+                "process_group": _text_categorical(self.groups, col("k_pg")[ko]),
+                "collective_seq": col("k_seq")[ko],
             },
         )
 

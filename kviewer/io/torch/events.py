@@ -51,6 +51,10 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     # kernels a CUDA graph ran (newer Kineto writes the node and graph ids when CUPTI gives them)
     graph_node: int = field(name="graph node id", default=-1)
     graph_id: int = field(name="graph id", default=-1)
+    # collectives: record_param_comms copies these onto the NCCL kernel it launched
+    collective: str = field(name="Collective name", default="")
+    process_group: int | str = field(name="Process Group Name", default="")
+    seq: int | str = field(name="Seq", default=-1)
 
 
 _NO_ARGS = _Args()

@@ -1,0 +1,78 @@
+"""The dependency graph and critical paths cached beside the parsed trace: ``kviewer whatif``
+after ``kviewer critpath`` does not rebuild the graph (nor, the second time, the MFU and the
+speed of light it needs), and a second ``critpath`` does not even load the trace (issue 24, the
+two-command speed goal)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kviewer.cli import main
+from kviewer.io import load
+from kviewer.session import graph_cache
+
+SYNC = "mlp_sync.pt.trace.json.gz"
+
+
+@pytest.fixture
+def cache_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.delenv("KVIEWER_NO_CACHE", raising=False)
+    monkeypatch.setenv("KVIEWER_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def test_the_graph_base_reads_back_equal(sample_traces: Path) -> None:
+    trace = load(sample_traces / SYNC, use_cache=False)
+    base = graph_cache.graph_base(trace, use_cache=False)
+    back = graph_cache.decode_base(graph_cache.encode_base(base))
+    for name, value in vars(base.graph).items():
+        other = getattr(back.graph, name)
+        if isinstance(value, np.ndarray):
+            assert value.dtype == other.dtype and np.array_equal(value, other), name
+        else:
+            assert value == other, name
+    assert back.source == base.source and len(back.windows) == len(base.windows)
+    for a, b in zip(base.windows, back.windows):
+        assert (a.name, a.marker_start, a.marker_end, a.thread) == (b.name, b.marker_start, b.marker_end, b.thread)
+        assert np.array_equal(a.gpu, b.gpu)
+    for name, value in vars(base.measured).items():
+        assert np.array_equal(value, getattr(back.measured, name)), name
+
+
+def test_whatif_after_critpath_reuses_the_graph_and_critpath_its_paths(cache_on: Path, sample_traces: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    path = cache_on / SYNC
+    shutil.copy(sample_traces / SYNC, path)
+    assert main(["critpath", str(path), "-q", "--format", "json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main(["whatif", str(path), "-q", "--format", "json", "--cuda-graphs"]) == 0
+    fresh = json.loads(capsys.readouterr().out)
+
+    import kviewer.analysis.depgraph as depgraph
+    import kviewer.cli.common as common
+
+    def fail(*_a: object, **_k: object) -> None:
+        raise AssertionError("rebuilt")
+
+    import kviewer.analysis.mfu as mfu
+    import kviewer.analysis.sol as sol
+
+    monkeypatch.setattr(depgraph, "build_graph", fail)
+    monkeypatch.setattr(mfu, "mfu_or_unknown", fail)
+    monkeypatch.setattr(sol, "sol_result", fail)
+    assert main(["whatif", str(path), "-q", "--format", "json", "--cuda-graphs"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again == fresh  # the same projection from the cached graph, the same MFU from the cache
+    assert any(st["mfu"] is not None for st in again["steps"])
+    monkeypatch.setattr(common, "load_for", fail)
+    assert main(["critpath", str(path), "-q", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == first  # the same paths without loading the trace
+    # --no-cache neither reads nor writes: it loads (and fails here)
+    with pytest.raises(AssertionError, match="rebuilt"):
+        main(["critpath", str(path), "-q", "--no-cache"])
