@@ -269,7 +269,7 @@ class MainWindow(QMainWindow):
         view.addAction(self._action("Zoom &Out\tS", lambda: self.timeline.zoom(1.25)))
         view.addAction(self._action("Pan &Left\tA", lambda: self.timeline.pan(-0.15)))
         view.addAction(self._action("Pan &Right\tD", lambda: self.timeline.pan(0.15)))
-        view.addAction(self._action("&Fit Selection\tF", self.timeline.fit_selection))
+        view.addAction(self._action("&Zoom to Selection\tF", self.timeline.fit_selection))
         view.addAction(self._action("Fit &All", self.timeline.fit_all, QKeySequence("Ctrl+0")))
         view.addSeparator()
         view.addAction(self.table_dock.toggleViewAction())
@@ -316,13 +316,14 @@ class MainWindow(QMainWindow):
         dialogs.show_info(
             self,
             "Keys",
-            "W / S  zoom in / out around the mouse\nA / D  pan left / right\nF  fit the selection (everything when nothing is selected)\n"
+            "W / S  zoom in / out around the mouse\nA / D  pan left / right\nF  zoom to the dragged range or the selected bar, whichever is newer (everything when neither)\n"
             "Backspace  back to the view before the last F\n"
             "Mouse wheel  scroll the lanes; Ctrl+wheel  zoom around the cursor; Shift+wheel  pan; drag  pan\n"
             "Drag along the time axis (or Shift+drag over the lanes)  select a range: the Range dock sums it\n"
             "Ctrl+F  find; Enter / Shift+Enter  next / previous match\nEsc  clear the selection\nCtrl+O  open; Ctrl+C  copy table rows as TSV\n"
             "Ctrl+Shift+S  export a picture of a view; Ctrl+Shift+C  copy the focused view's picture\n"
-            "Click a group header to collapse it; right-click a lane or header to pin, move, hide it (or close a trace);\n"
+            "Click a group header to collapse it; right-click a lane or header to pin, move, hide it (or close a trace),\n"
+            "right-click the lanes' area to zoom to the selection, zoom back or fit all;\n"
             "type in the box above the lanes to search them.\n"
             "Drop a second report on the window to compare it with the open one.",
         )
