@@ -229,6 +229,9 @@ class MainWindow(QMainWindow):
         file_menu = mb.addMenu("&File")
         self.open_action = self._action("&Open…", self.open_dialog, QKeySequence.StandardKey.Open)
         file_menu.addAction(self.open_action)
+        self.open_folder_action = self._action("Open &Folder of Ranks…", self.open_folder_dialog, QKeySequence("Ctrl+Shift+O"))
+        self.open_folder_action.setToolTip("A folder with one trace per rank of a distributed run, opened as one trace")
+        file_menu.addAction(self.open_folder_action)
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent)
         self.close_menu = file_menu.addMenu("&Close Trace")
@@ -320,7 +323,7 @@ class MainWindow(QMainWindow):
             "Backspace  back to the view before the last F\n"
             "Mouse wheel  scroll the lanes; Ctrl+wheel  zoom around the cursor; Shift+wheel  pan; drag  pan\n"
             "Drag along the time axis (or Shift+drag over the lanes)  select a range: the Range dock sums it\n"
-            "Ctrl+F  find; Enter / Shift+Enter  next / previous match\nEsc  clear the selection\nCtrl+O  open; Ctrl+C  copy table rows as TSV\n"
+            "Ctrl+F  find; Enter / Shift+Enter  next / previous match\nEsc  clear the selection\nCtrl+O  open; Ctrl+Shift+O  open a folder of rank traces; Ctrl+C  copy table rows as TSV\n"
             "Ctrl+Shift+S  export a picture of a view; Ctrl+Shift+C  copy the focused view's picture\n"
             "Click a group header to collapse it; right-click a lane or header to pin, move, hide it (or close a trace),\n"
             "right-click the lanes' area to zoom to the selection, zoom back or fit all;\n"
@@ -502,6 +505,14 @@ class MainWindow(QMainWindow):
         paths, _ = QFileDialog.getOpenFileNames(self, "Open traces", start, FILE_FILTER)
         if paths:
             self.open_chosen(paths)
+
+    def open_folder_dialog(self) -> None:
+        """File › Open Folder of Ranks…: a folder of per-rank traces (kviewer.io.ranks), as a
+        dropped folder opens."""
+        start = str(Path(self.recent_files()[0]).parent) if self.recent_files() else ""
+        folder = QFileDialog.getExistingDirectory(self, "Open a folder of rank traces", start)
+        if folder:
+            self.open_chosen([folder])
 
     def open_chosen(self, paths: list[str]) -> None:
         """File › Open: with a trace open, one file opens beside it or is compared with it, as the

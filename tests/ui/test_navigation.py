@@ -140,3 +140,27 @@ def test_an_empty_window_has_no_ticks(qtbot: Any, timeline: TimelineView) -> Non
     assert timeline.time_axis.tickValues(*timeline.visible_range(), 1200)
     timeline.state.remove_trace(tracks.key)
     assert timeline.time_axis.tickValues(*timeline.visible_range(), 1200) == []
+
+
+def test_file_open_folder_opens_a_rank_folder(qtbot: Any, window: Any, errors: Any, sample_traces: Any,
+                                              tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from PySide6.QtWidgets import QFileDialog
+
+    from tests.ui.conftest import wait_idle
+
+    monkeypatch.setenv("KVIEWER_RANK_WORKERS", "1")  # no worker processes inside the Qt test
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for rank, name in enumerate(("h200_llm_block_eager.pt.trace.json.gz", "h200_llm_block_compiled.pt.trace.json.gz")):
+        shutil.copy(sample_traces / name, folder / f"rank-{rank}.pt.trace.json.gz")
+    asked: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a: (asked.append(a), str(folder))[1]))
+    file_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&File")
+    action = next(a for a in file_menu.actions() if a.text().startswith("Open &Folder"))
+    action.trigger()
+    wait_idle(qtbot, window)
+    assert asked and errors.calls == []
+    [tracks] = window.state.traces
+    assert sorted(set(tracks.trace.kernels["rank"].astype(int))) == [0, 1]
