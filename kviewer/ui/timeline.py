@@ -306,7 +306,7 @@ class TracksItem(pg.GraphicsObject):
             if lane is None or len(lane.lod.raw) == 0:
                 continue
             off = row.tracks.offset_ns
-            if row.kind == "lane" and lane.table in ("kernels", "gpu_ops") and tl.idle_threshold() > 0:
+            if row.kind == "lane" and lane.shows_idle and tl.idle_threshold() > 0:
                 gr = self._idle_rects(lane, tl.idle_threshold(), x0 + off, x1 + off, width, row.y - top, row.h)
                 if gr is not None:
                     idle_parts.append(gr)
