@@ -90,11 +90,12 @@ class RooflineWidget(QWidget):
         self.plot.setLabel("left", "achieved", units="FLOP/s")
         # the legend beside the plot, not over it: inside the view box its dozen rows covered the
         # points (and the plot's own legend attribute still collects every named line)
-        self.legend = pg.LegendItem(offset=None, verSpacing=-4)
+        # below the intensity axis, in two columns: a dock is narrow and tall
+        self.legend = pg.LegendItem(offset=None, verSpacing=-4, colCount=2)
         self.plot.legend = self.legend
-        self.plot.layout.addItem(self.legend, 2, 3)
-        self.legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)  # rows at their height, at the top
-        self.plot.layout.setAlignment(self.legend, Qt.AlignmentFlag.AlignTop)
+        self.plot.layout.addItem(self.legend, 4, 0, 1, 3)
+        self.legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)  # rows at their own height
+        self.plot.layout.setAlignment(self.legend, Qt.AlignmentFlag.AlignLeft)
         # room on the right for the last tick label (10⁴ was cut off at the plot's edge)
         self.plot.setContentsMargins(0, 0, 14, 0)
         self.empty_text = pg.TextItem("", color=(90, 90, 90), anchor=(0.5, 0.5))
