@@ -50,7 +50,7 @@ def _number(value: float, decimals: int) -> str:
     return text[1:] if text.startswith("-") and float(text) == 0.0 else text
 
 
-def tick_labels(levels: Sequence[tuple[float, Sequence[float]]]) -> list[list[str]]:
+def tick_labels(levels: Sequence[tuple[float, Sequence[float]]], visible_from: float | None = None) -> list[list[str]]:
     """The label of every tick of every level, major level first (pyqtgraph's ``tickValues``
     order: ``[(spacing, values), ...]`` in display ns, a finer level holding only the ticks the
     coarser ones lack).
@@ -60,6 +60,10 @@ def tick_labels(levels: Sequence[tuple[float, Sequence[float]]]) -> list[list[st
     trace, zoomed in) the first major tick is written in full to the precision its spacing needs
     and every other tick as a signed offset from it ("8.26118 s", "+20 µs", "+30 µs"), so labels
     keep their digits without growing long. Two different ticks never get the same label.
+
+    ``visible_from`` (display ns): where the axis's drawn part starts. The anchor is then the first
+    major tick clear of that edge, since a tick on the edge is not drawn (its label would be cut)
+    and the offsets would be left without the tick they count from.
     """
     out: list[list[str]] = [[] for _ in levels]
     spacings = [float(sp) for sp, _ in levels]
@@ -75,7 +79,11 @@ def tick_labels(levels: Sequence[tuple[float, Sequence[float]]]) -> list[list[st
             out[i] = [f"{_number(float(v) / div, d)} {unit}" for v in levels[i][1]]
         return _blank_missing(out, levels)
     a_level = filled[0]
-    anchor = float(levels[a_level][1][0])
+    majors = [float(v) for v in levels[a_level][1]]
+    anchor = majors[0]
+    if visible_from is not None:
+        # clear of the edge by a fifth of a spacing (pyqtgraph drops a tick on it)
+        anchor = next((v for v in majors if v >= visible_from + 0.2 * major), anchor)
     a_unit, a_div = _unit(abs(anchor))
     a_digits = _decimals(spacings[a_level] / a_div) if spacings[a_level] < a_div else 0
     for i in filled:

@@ -129,7 +129,7 @@ class TimeAxis(pg.AxisItem):
             self._labels = {}
             return []
         levels = super().tickValues(minVal, maxVal, size)
-        self._labels = {sp: labels for (sp, _), labels in zip(levels, tick_labels(levels))}
+        self._labels = {sp: labels for (sp, _), labels in zip(levels, tick_labels(levels, min(minVal, maxVal)))}
         return levels
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:

@@ -39,3 +39,10 @@ def test_precision_grows_with_zoom_and_a_tick_below_zero_reads_zero() -> None:
 def test_no_ticks_no_labels() -> None:
     assert tick_labels([]) == []
     assert tick_labels([(1e6, []), (0.0, [1.0])]) == [[], [""]]
+
+
+def test_the_anchor_is_a_tick_clear_of_the_left_edge() -> None:
+    # a major tick exactly on the view's left edge is not drawn: the next one is written in full
+    major = [8_261_100_000.0 + 50_000.0 * i for i in range(4)]
+    labels = tick_labels([(50_000.0, major), (10_000.0, [8_261_110_000.0])], visible_from=8_261_100_000.0)
+    assert labels == [["−50 µs", "8.26115 s", "+50 µs", "+100 µs"], ["−40 µs"]]

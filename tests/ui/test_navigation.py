@@ -164,3 +164,21 @@ def test_file_open_folder_opens_a_rank_folder(qtbot: Any, window: Any, errors: A
     assert asked and errors.calls == []
     [tracks] = window.state.traces
     assert sorted(set(tracks.trace.kernels["rank"].astype(int))) == [0, 1]
+
+
+def test_late_in_a_trace_the_anchor_tick_is_clear_of_the_edge(qtbot: Any, timeline: TimelineView) -> None:
+    """The anchor tick once sat on the view's left edge, where pyqtgraph does not draw it: only
+    "+50 µs", "+100 µs"... were shown, offsets from nothing."""
+    trace = make_trace(50)
+    for col in ("start", "end"):  # a trace 8.3 s long
+        trace.kernels[col] = trace.kernels[col].to_numpy() + 8_300_000_000
+    timeline.state.add_trace(TraceTracks.build(trace))
+    timeline.set_range(8.2611e9, 8.2614e9)  # the first major tick (50 µs apart) on the edge
+    assert timeline.visible_range() == pytest.approx((8.2611e9, 8.2614e9))
+    axis = timeline.time_axis
+    lo, hi = axis.range
+    levels = axis.tickValues(lo, hi, 1200)
+    spacing, values = levels[0]
+    labels = axis.tickStrings(values, 1.0, spacing)
+    [anchor] = [v for v, t in zip(values, labels) if not t.startswith(("+", "−"))]
+    assert anchor >= lo + 0.2 * spacing and labels[values.index(anchor)] == "8.26115 s"
