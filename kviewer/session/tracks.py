@@ -19,6 +19,7 @@ its CPU thread), so selecting a row anywhere can find, reveal and outline it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -77,6 +78,14 @@ class Lane:
         if self.tables is None:
             return np.full(len(self.ids), self.table == table)
         return self.tables == TABLES.index(table)
+
+    @functools.cached_property
+    def shows_idle(self) -> bool:
+        """Whether the timeline shades this lane's idle gaps: a GPU stream that runs kernels.
+        A stream of only copies or memsets (a DDP job's gloo/NCCL copy streams, a prefetch
+        stream) waits between its transfers by design; shaded end to end, a dozen of them hid
+        the compute streams' gaps that do mean something."""
+        return self.table in ("kernels", "gpu_ops") and not self.projected and bool(self.of_table("kernels").any())
 
 
 @dataclass(eq=False)
@@ -281,9 +290,10 @@ class TraceTracks:
                 if proj is not None:
                     pids, pstart, pend = proj
                     depth = nesting_depth(pstart, pend)
-                    for j in np.unique(depth):
+                    levels_p = np.unique(depth)
+                    for j in levels_p:
                         sel = depth == j
-                        lbl = "NVTX (projected)" if j == 0 else f"NVTX (projected) {j}"
+                        lbl = depth_label("NVTX (projected)", int(j), len(levels_p))
                         dgroup.children.append(add_lane(lbl, [("cpu_slices", pids[sel])], home=False, span_of=(pstart[sel], pend[sel])))
                 streams = sorted({kk[2] for kk in kg if kk[0] == rank and kk[1] == dev} | {kk[2] for kk in gg if kk[0] == rank and kk[1] == dev})
                 for stream in streams:
@@ -295,12 +305,14 @@ class TraceTracks:
                     dgroup.children.append(add_lane(lbl, [("kernels", kids), ("gpu_ops", gids)]))
             starts_c = times["cpu_slices"][0]
             ends_c = times["cpu_slices"][1]
+            annotations: list[Group] = []
             for key in sorted(kk for kk in cg if kk[0] == rank):
                 ids = cg[key]
                 tgroup = Group(_thread_label(key[1], key[2]))
                 if (cats[ids] == "gpu_annotation").all():
                     # PyTorch's gpu_user_annotation: ranges on a GPU stream, not a CPU thread
                     tgroup.label = f"GPU {key[1]} · stream {key[2]} annotations"
+                    annotations.append(tgroup)
                 kind = np.where(np.isin(cats[ids], RANGE_CATEGORIES), 0, np.where(cats[ids] == "python", 2, 1))
                 for k_i, title in ((0, "ranges"), (1, "calls"), (2, "python")):
                     sub = ids[kind == k_i]
@@ -317,10 +329,18 @@ class TraceTracks:
                         target = Group(f"python stack ({len(levels)} levels)", collapsed=True)
                         tgroup.children.append(target)
                     for j in range(len(levels)):
-                        lbl = title if j == 0 else f"{title} {j}"
+                        lbl = depth_label(title, j, len(levels))
                         target.children.append(add_lane(lbl, [("cpu_slices", sub[dense == j])]))
                 tgroup.collapsed = sum(1 for _ in tgroup.lanes()) - _python_lanes(tgroup) > COLLAPSE_THREAD_LANES
-                parent.children.append(tgroup)
+                if tgroup not in annotations:
+                    parent.children.append(tgroup)
+            if len(annotations) > 1:
+                # one per stream (a DDP run annotates a dozen copy streams): one closed group
+                # instead of a screenful of groups between the GPU and the CPU threads
+                parent.children.append(Group(f"GPU annotations · {len(annotations)} streams", children=list(annotations),
+                                             collapsed=True, tooltip="PyTorch's gpu_user_annotation ranges, one group per GPU stream"))
+            else:
+                parent.children.extend(annotations)
 
         _remember_as_built(root)
         return cls(trace, trace_key, label, offset, root, lanes, lane_of, pos_of, launch, (0, int(span[1]) - offset),
@@ -613,6 +633,13 @@ def _device_names(devices: pd.DataFrame) -> dict[int, str]:
     if not len(devices):
         return {}
     return {int(i): str(n) for i, n in zip(devices["id"].to_numpy(), devices["name"].to_numpy()) if str(n)}
+
+
+def depth_label(title: str, level: int, levels: int) -> str:
+    """A lane of one nesting level of ``title`` bars ("calls" when they do not nest, else
+    "calls · depth 1" for the outermost, "calls · depth 4" for the fourth level): a bare number
+    ("calls 3") read as a count, or as a third kind of call."""
+    return title if levels <= 1 else f"{title} · depth {level + 1}"
 
 
 def _thread_label(pid: int, tid: int) -> str:

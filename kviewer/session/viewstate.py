@@ -78,6 +78,8 @@ class ViewState:
         self.current: TraceTracks | None = None
         self.time_selection: tuple[float, float] | None = None
         """the range dragged on the time axis (display ns, t0 < t1), or None: the Range panel's"""
+        self._range_is_newer = False
+        """whether the time selection was made after the selected bar (what F zooms to)"""
         self._layers: dict[str, dict[int, np.ndarray]] = {FILTER: {}, PICK: {}}
         self.stack: list[ViewFrame] = []
         """frames to go back to (:meth:`pop`), the oldest first"""
@@ -141,6 +143,7 @@ class ViewState:
         if sel != self.selection:
             self.selection = sel
             if sel is not None:
+                self._range_is_newer = False
                 tr = self.trace(sel.trace)
                 if tr is not None:
                     self.set_current(tr)
@@ -180,7 +183,35 @@ class ViewState:
             rng = (t0, t1) if t1 > t0 else None
         if rng != self.time_selection:
             self.time_selection = rng
+            self._range_is_newer = rng is not None
             self.time_selection_changed.emit(rng)
+
+    # what F zooms to ---------------------------------------------------------------------------
+    def bar_span(self, sel: Selection) -> tuple[float, float] | None:
+        """Display ns (start, end) of a selected bar, at least 1 ns long; None when it is gone."""
+        tracks = self.trace(sel.trace)
+        if tracks is None:
+            return None
+        df = tracks.trace.table(sel.table)
+        if not (0 <= sel.row < len(df)):
+            return None
+        s = float(df["start"].to_numpy()[sel.row] - tracks.offset_ns)
+        e = float(df["end"].to_numpy()[sel.row] - tracks.offset_ns)
+        return s, max(e, s + 1.0)
+
+    def zoom_target(self) -> tuple[float, float] | None:
+        """The range F (View › Zoom to Selection) shows, as in Perfetto and Nsight Systems: the
+        dragged time range exactly, or the selected bar with some context around it, whichever
+        the user made last; None when there is neither (F then fits everything)."""
+        bar = self.bar_span(self.selection) if self.selection is not None else None
+        rng = self.time_selection
+        if rng is not None and (bar is None or self._range_is_newer):
+            return rng
+        if bar is None:
+            return None
+        s, e = bar
+        pad = max((e - s) * 0.15, 50.0)
+        return s - pad, e + pad
 
     # filter ------------------------------------------------------------------------------------
     def set_filter(self, text: str) -> None:

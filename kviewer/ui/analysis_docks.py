@@ -113,10 +113,9 @@ class RooflinePanel(QWidget):
 
             self.roofline = RooflineWidget()
             self.roofline.setObjectName("roofline")
-            # a dock is narrow: a small legend in the bottom-right corner, where no kernel runs
-            # (high intensity at low throughput), instead of over the memory-bound points
-            self.roofline.legend.setOffset((-6, -6))
+            # a dock is narrow and tall: a small legend in one column (below the plot, never over its points)
             self.roofline.legend.setLabelTextSize("7pt")
+            self.roofline.legend.setColumnCount(1)
             self.roofline.hide()
             self.layout_.addWidget(self.roofline, 1)
             self.device_box.addItem("Choose the GPU…", None)

@@ -40,10 +40,46 @@ def create_app() -> Any:
     app.setApplicationName("kviewer")
     app.setApplicationDisplayName("kviewer")
     app.setDesktopFileName("kviewer")
+    readable_placeholders(app)
     style = resources.style_sheet()
     if style:
         app.setStyleSheet(style)
     return app
+
+
+def _luminance(c: Any) -> float:
+    """WCAG relative luminance of a QColor."""
+
+    def lin(v: float) -> float:
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * lin(c.redF()) + 0.7152 * lin(c.greenF()) + 0.0722 * lin(c.blueF())
+
+
+def contrast(a: Any, b: Any) -> float:
+    """WCAG contrast ratio of two QColors (1: none, 21: black on white)."""
+    la, lb = sorted((_luminance(a), _luminance(b)))
+    return (lb + 0.05) / (la + 0.05)
+
+
+def readable_placeholders(app: Any) -> None:
+    """A dark palette set without its PlaceholderText role (as most "Fusion dark" recipes do)
+    keeps the light theme's grey hint text, unreadable on a dark field: make it the field's text
+    colour halfway to its background."""
+    from PySide6.QtGui import QColor, QPalette
+
+    pal = app.palette()
+    changed = False
+    for group in (QPalette.ColorGroup.Active, QPalette.ColorGroup.Inactive):
+        base = pal.color(group, QPalette.ColorRole.Base)
+        text = pal.color(group, QPalette.ColorRole.Text)
+        if contrast(pal.color(group, QPalette.ColorRole.PlaceholderText), base) >= 3.0:
+            continue
+        mix = QColor.fromRgbF(*(0.4 * b + 0.6 * t for b, t in zip(base.getRgbF()[:3], text.getRgbF()[:3])))
+        pal.setColor(group, QPalette.ColorRole.PlaceholderText, mix)
+        changed = True
+    if changed:
+        app.setPalette(pal)
 
 
 def run(files: Sequence[str]) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 from PySide6.QtCore import QUrl
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
+from kviewer.session.details import never_filled
 from kviewer.session.format import format_bytes, format_count, format_duration, format_time
 from kviewer.ui.viewstate import Selection, ViewState
 
@@ -25,10 +26,16 @@ class DetailsPanel(QTextBrowser):
         self.mfu_requests: Any = None
         """:class:`~kviewer.ui.mfu_requests.MfuRequests` (set by the window): a step marker's MFU"""
         self.setOpenLinks(False)
+        self._unfilled: dict[tuple[int, str], tuple[Any, frozenset[str]]] = {}
+        """(trace key, table) -> (the frame, its never-filled columns)"""
         self.anchorClicked.connect(self._on_link)
         state.selectionChanged.connect(self.show_selection)
-        state.tracesChanged.connect(lambda: self.show_selection(state.selection))
+        state.tracesChanged.connect(self._on_traces)
         self.show_selection(None)
+
+    def _on_traces(self) -> None:
+        self._unfilled.clear()  # a trace closed, or its content changed (counters attached)
+        self.show_selection(self.state.selection)
 
     def show_selection(self, sel: Selection | None) -> None:
         tracks = self.state.trace(sel.trace) if sel is not None else None
@@ -42,7 +49,9 @@ class DetailsPanel(QTextBrowser):
         r = df.iloc[sel.row]
         title = str(r["short_name"] if sel.table == "kernels" else r["name"])
         parts = [f"<h3 style='margin:2px 0'>{html.escape(title)}</h3>", "<table cellspacing='0' cellpadding='1'>"]
-        fields = [(col, r[col]) for col in df.columns]
+        # columns this trace never fills (an nsys kernel has no ncu throughput): not listed
+        hide = self._never_filled(tracks, sel.table, df)
+        fields = [(col, r[col]) for col in df.columns if col not in hide]
         if sel.table == "kernels":
             # the speed of light sits beside the kernels (its own table), row for row
             for col in _SOL_FIELDS:
@@ -63,6 +72,15 @@ class DetailsPanel(QTextBrowser):
         parts.extend(self._links(tracks, sel))
         parts.append(f"<p style='color:#777'>{html.escape(tracks.label)} · {sel.table} #{sel.row}</p>")
         self.setHtml("".join(parts))
+
+    def _never_filled(self, tracks: Any, table: str, df: Any) -> frozenset[str]:
+        """:func:`~kviewer.session.details.never_filled` of a trace's table, worked out once."""
+        key = (tracks.key, table)
+        cached = self._unfilled.get(key)
+        if cached is None or cached[0] is not df:
+            cached = (df, never_filled(df))
+            self._unfilled[key] = cached
+        return cached[1]
 
     def _step_mfu(self, tracks: Any, r: Any) -> list[str]:
         """A step marker's MFU, HFU, step SOL and the split of its time."""

@@ -230,6 +230,9 @@ class MainWindow(QMainWindow):
         file_menu = mb.addMenu("&File")
         self.open_action = self._action("&Open…", self.open_dialog, QKeySequence.StandardKey.Open)
         file_menu.addAction(self.open_action)
+        self.open_folder_action = self._action("Open &Folder of Ranks…", self.open_folder_dialog, QKeySequence("Ctrl+Shift+O"))
+        self.open_folder_action.setToolTip("A folder with one trace per rank of a distributed run, opened as one trace")
+        file_menu.addAction(self.open_folder_action)
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent)
         self.close_menu = file_menu.addMenu("&Close Trace")
@@ -270,7 +273,7 @@ class MainWindow(QMainWindow):
         view.addAction(self._action("Zoom &Out\tS", lambda: self.timeline.zoom(1.25)))
         view.addAction(self._action("Pan &Left\tA", lambda: self.timeline.pan(-0.15)))
         view.addAction(self._action("Pan &Right\tD", lambda: self.timeline.pan(0.15)))
-        view.addAction(self._action("&Fit Selection\tF", self.timeline.fit_selection))
+        view.addAction(self._action("&Zoom to Selection\tF", self.timeline.fit_selection))
         view.addAction(self._action("Fit &All", self.timeline.fit_all, QKeySequence("Ctrl+0")))
         view.addSeparator()
         view.addAction(self.table_dock.toggleViewAction())
@@ -317,13 +320,14 @@ class MainWindow(QMainWindow):
         dialogs.show_info(
             self,
             "Keys",
-            "W / S  zoom in / out around the mouse\nA / D  pan left / right\nF  fit the selection (everything when nothing is selected)\n"
+            "W / S  zoom in / out around the mouse\nA / D  pan left / right\nF  zoom to the dragged range or the selected bar, whichever is newer (everything when neither)\n"
             "Backspace  back to the view before the last F\n"
             "Mouse wheel  scroll the lanes; Ctrl+wheel  zoom around the cursor; Shift+wheel  pan; drag  pan\n"
             "Drag along the time axis (or Shift+drag over the lanes)  select a range: the Range dock sums it\n"
-            "Ctrl+F  find; Enter / Shift+Enter  next / previous match\nEsc  clear the selection\nCtrl+O  open; Ctrl+C  copy table rows as TSV\n"
+            "Ctrl+F  find; Enter / Shift+Enter  next / previous match\nEsc  clear the selection\nCtrl+O  open; Ctrl+Shift+O  open a folder of rank traces; Ctrl+C  copy table rows as TSV\n"
             "Ctrl+Shift+S  export a picture of a view; Ctrl+Shift+C  copy the focused view's picture\n"
-            "Click a group header to collapse it; right-click a lane or header to pin, move, hide it (or close a trace);\n"
+            "Click a group header to collapse it; right-click a lane or header to pin, move, hide it (or close a trace),\n"
+            "right-click the lanes' area to zoom to the selection, zoom back or fit all;\n"
             "type in the box above the lanes to search them.\n"
             "Drop a second report on the window to compare it with the open one.",
         )
@@ -502,6 +506,14 @@ class MainWindow(QMainWindow):
         paths, _ = QFileDialog.getOpenFileNames(self, "Open traces", start, FILE_FILTER)
         if paths:
             self.open_chosen(paths)
+
+    def open_folder_dialog(self) -> None:
+        """File › Open Folder of Ranks…: a folder of per-rank traces (kviewer.io.ranks), as a
+        dropped folder opens."""
+        start = str(Path(self.recent_files()[0]).parent) if self.recent_files() else ""
+        folder = QFileDialog.getExistingDirectory(self, "Open a folder of rank traces", start)
+        if folder:
+            self.open_chosen([folder])
 
     def open_chosen(self, paths: list[str]) -> None:
         """File › Open: with a trace open, one file opens beside it or is compared with it, as the

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
 
 from kviewer.analysis.devices import DeviceSpec
 
@@ -33,10 +33,28 @@ ROOFS: tuple[tuple[str, str, str, tuple[int, int, int]], ...] = (
     ("FP64", "fp64", "vector", (120, 120, 120)),
     ("FP32", "fp32", "vector", (40, 40, 40)),
     ("TF32 tensor", "tf32", "tensor", (150, 80, 160)),
+    ("FP16 tensor", "fp16", "tensor", (20, 140, 160)),
     ("BF16 tensor", "bf16", "tensor", (30, 90, 180)),
     ("FP8 tensor", "fp8", "tensor", (200, 40, 60)),
 )
 X_RANGE = (1e-2, 1e4)
+
+
+def roof_lines(spec: DeviceSpec) -> list[tuple[str, float, tuple[int, int, int]]]:
+    """(label, peak FLOP/s, colour) of each roof the GPU has. A roof the GPU lacks (no BF16 on a
+    V100) is not drawn as another's; tensor roofs of one peak are one line named for all of them
+    ("FP16/BF16 tensor" where the two rates are equal), so a line never names only one of them."""
+    out: list[tuple[list[str], float, tuple[int, int, int], str]] = []
+    for label, precision, pipe, rgb in ROOFS:
+        peak, field = spec.peak_flops(precision, pipe)
+        if not peak > 0 or not field.startswith(precision):
+            continue
+        same = next((o for o in out if o[1] == peak and o[3] == pipe), None)
+        if same is not None:
+            same[0].append(label.split()[0])
+            continue
+        out.append(([label.split()[0]], peak, rgb, pipe))
+    return [("/".join(names) + (" tensor" if pipe == "tensor" else ""), peak, rgb) for names, peak, rgb, pipe in out]
 
 
 def counter_marks(kernels: pd.DataFrame) -> np.ndarray | None:
@@ -70,7 +88,14 @@ class RooflineWidget(QWidget):
         # intensities read as plain FLOP per byte (0.1, 1, 10), not as "0.0001 kFLOP/byte"
         self.plot.getAxis("bottom").enableAutoSIPrefix(False)
         self.plot.setLabel("left", "achieved", units="FLOP/s")
-        self.legend = self.plot.addLegend(offset=(10, 10))
+        # the legend beside the plot, not over it: inside the view box its dozen rows covered the
+        # points (and the plot's own legend attribute still collects every named line)
+        # below the intensity axis, in two columns: a dock is narrow and tall
+        self.legend = pg.LegendItem(offset=None, verSpacing=-4, colCount=2)
+        self.plot.legend = self.legend
+        self.plot.layout.addItem(self.legend, 4, 0, 1, 3)
+        self.legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)  # rows at their own height
+        self.plot.layout.setAlignment(self.legend, Qt.AlignmentFlag.AlignLeft)
         # room on the right for the last tick label (10⁴ was cut off at the plot's edge)
         self.plot.setContentsMargins(0, 0, 14, 0)
         self.empty_text = pg.TextItem("", color=(90, 90, 90), anchor=(0.5, 0.5))
@@ -236,12 +261,7 @@ class RooflineWidget(QWidget):
     def _draw_roofs(self, spec: DeviceSpec) -> None:
         xs = np.logspace(np.log10(X_RANGE[0]), np.log10(X_RANGE[1]), 400)
         bw = spec.dram_bytes_per_s
-        seen: set[str] = set()
-        for label, precision, pipe, rgb in ROOFS:
-            peak, field = spec.peak_flops(precision, pipe)
-            if not peak > 0 or field in seen or not field.startswith(precision):
-                continue  # a roof the GPU lacks (no BF16 on a V100) is not drawn as another's
-            seen.add(field)
+        for label, peak, rgb in roof_lines(spec):
             ys = np.minimum(peak, bw * xs)
             item = self.plot.plot(xs, ys, pen=pg.mkPen(rgb, width=2), name=f"{label} {peak / 1e12:,.1f} TFLOP/s")
             self.roofs.append(item)

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QScrollBar, QToolBu
 
 from kviewer.session import colors
 from kviewer.ui.colors import qbrushes
+from kviewer.session.axis_ticks import tick_labels
 from kviewer.session.format import display_text, format_duration, format_time
 from kviewer.session.lanes import LANE_H, LaneLayout, Row
 from kviewer.session.lod import SampledCounter
@@ -105,6 +106,13 @@ class TimeAxis(pg.AxisItem):
         super().__init__("bottom")
         self.enableAutoSIPrefix(False)
         self.timeline: TimelineView | None = None
+        #: tick spacing -> the labels of that level's ticks, made with the other levels' (tickValues)
+        self._labels: dict[float, list[str]] = {}
+
+    def redraw(self) -> None:
+        """Draw the ticks again (traces opened or closed: an empty window has none)."""
+        self.picture = None
+        self.update()
 
     def mouseDragEvent(self, ev: Any) -> None:
         """Dragging along the time axis selects a range (as in Nsight Systems and Perfetto)."""
@@ -114,41 +122,21 @@ class TimeAxis(pg.AxisItem):
         ev.accept()
         self.timeline.drag_select(self.mapToScene(ev.buttonDownPos()), self.mapToScene(ev.pos()), ev.isFinish())
 
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, list[float]]]:
+        """pyqtgraph's tick levels, labelled all together (:func:`tick_labels`: one unit, one
+        anchor, no label twice); an empty window has no time to mark, so no ticks."""
+        if self.timeline is not None and not self.timeline.state.traces:
+            self._labels = {}
+            return []
+        levels = super().tickValues(minVal, maxVal, size)
+        self._labels = {sp: labels for (sp, _), labels in zip(levels, tick_labels(levels, min(minVal, maxVal)))}
+        return levels
+
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
-        if values and spacing > 0 and max(abs(v) for v in values) >= spacing * 1000:
-            return relative_ticks(values, spacing)
-        if spacing >= 1e9:
-            unit, div = "s", 1e9
-        elif spacing >= 1e6:
-            unit, div = "ms", 1e6
-        elif spacing >= 1e3:
-            unit, div = "µs", 1e3
-        else:
-            unit, div = "ns", 1.0
-        decimals = max(0, -int(math.floor(math.log10(spacing / div) + 1e-9))) if spacing > 0 else 0
-        return [f"{v / div:.{decimals}f} {unit}" for v in values]
-
-
-def _unit(spacing: float) -> tuple[str, float]:
-    for unit, div in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if spacing >= div:
-            return unit, div
-    return "ns", 1.0
-
-
-def relative_ticks(values: list[float], spacing: float) -> list[str]:
-    """Ticks far from 0 compared with their spacing (late in a long trace, zoomed in): the first
-    one written in full to the spacing's precision ("8.261200 s"), the others as offsets from it
-    ("+20 µs"), instead of "8261195 µs" or eight ticks that all read "8.261 s"."""
-    anchor = values[0]
-    a_unit, a_div = _unit(abs(anchor))
-    # decimals of the anchor's unit needed to show the spacing
-    digits = max(0, math.ceil(math.log10(a_div / spacing) - 1e-9)) if spacing < a_div else 0
-    unit, div = _unit(spacing)
-    decimals = max(0, -int(math.floor(math.log10(spacing / div) + 1e-9)))
-    out = [f"{anchor / a_div:.{digits}f} {a_unit}"]
-    out += [f"+{(v - anchor) / div:.{decimals}f} {unit}" for v in values[1:]]
-    return out
+        labels = self._labels.get(spacing)
+        if labels is not None and len(labels) == len(values):
+            return labels
+        return tick_labels([(spacing, values)])[0]
 
 
 class LaneAxis(pg.AxisItem):
@@ -236,6 +224,14 @@ class TimelineViewBox(pg.ViewBox):
         else:
             self.timeline.scroll_by(-ev.delta() / 2.0)
 
+    def mouseClickEvent(self, ev: Any) -> None:
+        """Right click: the view's menu (zoom to the selection, back, fit, clear the range)."""
+        if ev.button() != Qt.MouseButton.RightButton:
+            super().mouseClickEvent(ev)
+            return
+        ev.accept()
+        self.timeline.view_menu().exec(ev.screenPos().toPoint())
+
     def mouseDragEvent(self, ev: Any, axis: Any = None) -> None:
         if ev.button() != Qt.MouseButton.LeftButton:
             super().mouseDragEvent(ev, axis)
@@ -310,7 +306,7 @@ class TracksItem(pg.GraphicsObject):
             if lane is None or len(lane.lod.raw) == 0:
                 continue
             off = row.tracks.offset_ns
-            if row.kind == "lane" and lane.table in ("kernels", "gpu_ops") and tl.idle_threshold() > 0:
+            if row.kind == "lane" and lane.shows_idle and tl.idle_threshold() > 0:
                 gr = self._idle_rects(lane, tl.idle_threshold(), x0 + off, x1 + off, width, row.y - top, row.h)
                 if gr is not None:
                     idle_parts.append(gr)
@@ -653,7 +649,8 @@ class TimelineView(QWidget):
             ax.setPen(pg.mkPen(120, 120, 120))
             ax.setTextPen(pg.mkPen(40, 40, 40))
         self.item = TracksItem(self)
-        self.plot.getAxis("bottom").timeline = self
+        self.time_axis: TimeAxis = self.plot.getAxis("bottom")
+        self.time_axis.timeline = self
         self.vb.addItem(self.item, ignoreBounds=True)
         self.vb.setXRange(0, 1, padding=0)
         self.scrollbar = QScrollBar(Qt.Orientation.Vertical)
@@ -796,6 +793,21 @@ class TimelineView(QWidget):
             menu.addAction(f"Close {row.tracks.label}", lambda: self.closeRequested.emit(key))
         return menu
 
+    def view_menu(self) -> QMenu:
+        """The context menu of the lanes' area: the View menu's navigation, for the mouse."""
+        menu = QMenu(self)
+        state = self.state
+        zoom = menu.addAction("Zoom to Selection\tF", self.fit_selection)
+        zoom.setEnabled(state.zoom_target() is not None)
+        zoom.setToolTip("The dragged range (Shift+drag, or drag along the time axis) or the selected bar, whichever is newer")
+        back = menu.addAction("Zoom Back\tBackspace", state.pop)
+        back.setEnabled(bool(state.session.stack))
+        menu.addAction("Fit All\tCtrl+0", self.fit_all)
+        if state.time_selection is not None:
+            menu.addSeparator()
+            menu.addAction("Clear Range", lambda: state.set_time_selection(None))
+        return menu
+
     def _metrics_menu(self, menu: QMenu, group: Group) -> None:
         """A GPU's sampled metrics, each checked when its track is shown: uncheck to hide it,
         check one of the closed group's to bring it out beside the others."""
@@ -914,6 +926,7 @@ class TimelineView(QWidget):
         self.vb.setLimits(xMin=lo - span * 0.5, xMax=hi + span * 0.5, minXRange=10.0, maxXRange=span * 2.0)
 
     def _on_traces(self) -> None:
+        self.time_axis.redraw()
         had_rows = bool(self.rows)
         self._set_limits()
         self.relayout()
@@ -973,28 +986,15 @@ class TimelineView(QWidget):
             return False
         return True
 
-    def _bar_span(self, sel: Selection) -> tuple[float, float] | None:
-        tracks = self.state.trace(sel.trace)
-        if tracks is None:
-            return None
-        df = tracks.trace.table(sel.table)
-        if not (0 <= sel.row < len(df)):
-            return None
-        s = float(df["start"].to_numpy()[sel.row] - tracks.offset_ns)
-        e = float(df["end"].to_numpy()[sel.row] - tracks.offset_ns)
-        return s, max(e, s + 1.0)
-
     def fit_selection(self) -> None:
-        """F: zoom to the selected bar (with some context), or to everything."""
-        sel = self.state.selection
-        span = self._bar_span(sel) if sel is not None else None
-        if span is None:
+        """F: zoom to the dragged range or the selected bar, whichever is newer (as Perfetto and
+        Nsight Systems do), or to everything when there is neither; Backspace comes back."""
+        target = self.state.zoom_target()
+        if target is None:
             self.fit_all()
             return
-        s, e = span
-        pad = max((e - s) * 0.15, 50.0)
         self.state.push()  # Backspace comes back here (the zoom/filter stack)
-        self.set_range(s - pad, e + pad)
+        self.set_range(*target)
 
     def reveal(self, sel: Selection) -> None:
         """Make a selected bar visible: expand its groups, scroll to its row, pan (and zoom
@@ -1013,7 +1013,7 @@ class TimelineView(QWidget):
             h = self._view_height()
             if row.y < self.top or row.y + row.h > self.top + h:
                 self.scroll_to(row.y - h / 3.0)
-        span = self._bar_span(sel)
+        span = self.state.session.bar_span(sel)
         if span is None:
             return
         s, e = span

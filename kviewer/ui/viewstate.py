@@ -120,6 +120,10 @@ class ViewState(QObject):
         """Select a time range (display ns, either order) or clear it with None."""
         self.session.set_time_selection(rng)
 
+    def zoom_target(self) -> tuple[float, float] | None:
+        """What F shows: the newer of the dragged range and the selected bar (session's doc)."""
+        return self.session.zoom_target()
+
     def set_selection(self, sel: Selection | None, reveal: bool = False) -> None:
         self.session.set_selection(sel, reveal)
 

@@ -86,7 +86,7 @@ def test_torch_loader_and_timeline_lanes_put_a_partial_overlap_one_level_down(tm
                                        "category": ["cpu_op"] * 2, "pid": np.ones(2), "tid": np.ones(2)})
     tracks = TraceTracks.build(Trace(meta=TraceMeta(path="x.json", source_format="test"), cpu_slices=cpu))
     lanes = {ln.label: ln.ids.tolist() for ln in tracks.lanes}
-    assert lanes == {"calls": [0], "calls 1": [1]}
+    assert lanes == {"calls · depth 1": [0], "calls · depth 2": [1]}
 
 
 def test_rocprof_api_calls_put_a_partial_overlap_one_level_down(tmp_path: Path, samples: Path) -> None:

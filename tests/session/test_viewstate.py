@@ -159,3 +159,19 @@ def test_set_sol_recolours_and_drops_results_of_the_old_one() -> None:
     assert doc.fusion(t.key) is None and reloads == [True]
     lane = next(ln for ln in t.lanes if ln.table == "kernels")
     assert lane.inner is not None and np.allclose(lane.inner, 100.0)
+
+
+def test_zoom_target_is_the_newer_of_the_range_and_the_bar() -> None:
+    state = ViewState()
+    tracks = TraceTracks.build(small_trace())
+    state.add_trace(tracks)
+    assert state.zoom_target() is None  # F fits everything
+    state.set_time_selection((2500.0, 2000.0))
+    assert state.zoom_target() == (2000.0, 2500.0)  # the dragged range, exactly
+    state.set_selection(Selection(tracks.key, "kernels", 3))
+    s = 3000.0 - tracks.offset_ns
+    assert state.zoom_target() == (s - 75.0, s + 575.0)  # the newer bar with 15 % context
+    state.set_time_selection((100.0, 200.0))
+    assert state.zoom_target() == (100.0, 200.0)
+    state.set_time_selection(None)
+    assert state.zoom_target() == (s - 75.0, s + 575.0)

@@ -73,7 +73,7 @@ def test_roofline_shows_the_eager_kernels_and_reuses_the_load_sol(qtbot: Any, wi
     assert sorted(roofline._ids.tolist()) == sorted(expected.loc[ok, "id"].tolist())
     assert panel.device_box.currentData() == "h200"
     assert not panel.message.isVisible()
-    assert any(s.startswith("BF16 tensor 989.5") for s in roofline.roof_labels())
+    assert any(s.startswith("FP16/BF16 tensor 989.5") for s in roofline.roof_labels())
 
 
 def _click_point(qtbot: Any, roofline: Any, kernel: int) -> None:

@@ -12,7 +12,8 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
 from kviewer.session.tracks import TraceTracks
-from kviewer.ui.timeline import TimeAxis, TimelineView, relative_ticks, tooltip_text
+from kviewer.session.axis_ticks import tick_labels
+from kviewer.ui.timeline import TimeAxis, TimelineView, tooltip_text
 from kviewer.ui.viewstate import Selection, ViewState
 from tests.ui.conftest import make_trace
 
@@ -88,7 +89,7 @@ def test_times_late_in_a_long_trace_keep_their_digits() -> None:
     assert format_time(8_261_195_123) == "8.261195 s"
     assert format_time(8_261_196_900) != format_time(8_261_195_123)
     assert format_time(1_500) == "1.500 µs"
-    ticks = relative_ticks([8_261_180_000.0, 8_261_200_000.0, 8_261_220_000.0], 20_000.0)
+    [ticks] = tick_labels([(20_000.0, [8_261_180_000.0, 8_261_200_000.0, 8_261_220_000.0])])
     assert ticks == ["8.26118 s", "+20 µs", "+40 µs"]
     # the axis: near 0 as before, late in the trace relative to its first tick
     axis = TimeAxis()

@@ -31,7 +31,8 @@ def test_roofs_points_and_picture(qtbot, eager_sol) -> None:  # type: ignore[no-
     qtbot.waitExposed(w)
     assert w.point_count() == len(eager_sol)
     labels = w.roof_labels()
-    assert any(s.startswith("BF16 tensor 989.5") for s in labels)
+    # FP16 and BF16 run at one rate on an H200: one line named for both (it read "BF16" alone)
+    assert any(s.startswith("FP16/BF16 tensor 989.5") for s in labels)
     assert any(s.startswith("FP32 67.0") for s in labels) and any(s.startswith("FP8") for s in labels)
     img = w.grab().toImage()
     colours = {img.pixelColor(x, y).rgb() & 0xFFFFFF for x in range(0, img.width(), 3) for y in range(0, img.height(), 3)}
@@ -148,3 +149,20 @@ def test_readable_tooltip_legend_and_empty_reason(qtbot, eager_sol) -> None:  # 
     w.set_data(unknown, load_devices()["h200"])
     assert w.point_count() == 0
     assert "FLOPs" in w.empty_reason and w.empty_text.isVisible() and "\n" not in w.empty_reason
+
+
+def test_fp16_roof_is_named_and_the_legend_is_below_the_points(qtbot, eager_sol) -> None:  # type: ignore[no-untyped-def]
+    from kviewer.ui.roofline import roof_lines
+
+    devices = load_devices()
+    # a T4 has FP16 tensor cores and no BF16: its tensor roof is FP16's (none was drawn)
+    assert [label for label, _p, _c in roof_lines(devices["t4"])] == ["FP64", "FP32", "FP16 tensor"]
+    w = RooflineWidget()
+    qtbot.addWidget(w)
+    w.resize(700, 420)
+    w.set_data(eager_sol, devices["h200"])
+    w.show()
+    qtbot.waitExposed(w)
+    legend = w.legend.sceneBoundingRect()
+    plot_area = w.plot.getViewBox().sceneBoundingRect()
+    assert legend.height() > 30 and legend.top() >= plot_area.bottom() - 1.0  # below it: it never covers a point
