@@ -59,7 +59,11 @@ def test_ctrl_shift_s_exports_the_timeline_as_png(
     stand_in = DialogStandIn(tmp_path / "timeline.png")
     monkeypatch.setattr(ExportDialog, "exec", lambda dlg: stand_in(dlg))
     assert window.export_action.shortcut().toString() == "Ctrl+Shift+S"
+    # a window shortcut fires only in the active window, and activation is asynchronous (the load's
+    # progress dialog was the active window a moment ago): a key sent before it lands is lost, as
+    # one typed into another window would be
     window.activateWindow()
+    qtbot.waitUntil(lambda: QGuiApplication.focusWindow() is window.windowHandle(), timeout=5000)
     window.timeline.canvas.setFocus()
     qtbot.keyClick(window.timeline.canvas, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
     assert stand_in.offered, "Ctrl+Shift+S did not open the export dialog"
