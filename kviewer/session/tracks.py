@@ -154,13 +154,18 @@ class TraceTracks:
     the analysis cache; None when unknown"""
 
     # -----------------------------------------------------------------------------------------
+    @staticmethod
+    def new_key() -> int:
+        """A key no other open trace has (a layout read back from the timeline cache takes one too)."""
+        return next(_keys)
+
     @classmethod
     def build(cls, trace: Trace, label: str | None = None, sol: SolInfo | None = None, source: Any = None) -> TraceTracks:
         """Lay out ``trace``; ``sol`` colours its kernels by bound (grey-blue "unknown" without);
         ``source``: the file's identity at load (for the analysis cache)."""
         import os
 
-        trace_key = next(_keys)
+        trace_key = cls.new_key()
         label = label or os.path.basename(trace.meta.path) or trace.meta.source_format
         span = trace.span_ns() or (0, 0)
         offset = int(span[0])

@@ -31,8 +31,7 @@ def load_file(path: str, token: CancelToken, progress: Callable[[float, str], No
     """Detect, parse and lay out one file (worker thread; no Qt): the ready-made
     :class:`~kviewer.session.tracks.TraceTracks`. Raises LoadError, LoadCancelled or any bug."""
     from kviewer.io import load
-    from kviewer.session import analysis_cache
-    from kviewer.session.tracks import TraceTracks
+    from kviewer.session import analysis_cache, timeline_cache
 
     name = os.path.basename(path) or path
     last = [0.0]
@@ -53,8 +52,9 @@ def load_file(path: str, token: CancelToken, progress: Callable[[float, str], No
     source = trace.meta.source_id
     progress(0.95, f"{name}: building the timeline")
     # paint first: the speed of light comes with the trace from the analysis cache, or the window
-    # computes it after showing the trace (AnalysisDocks.analyse)
-    tracks = TraceTracks.build(trace, sol=analysis_cache.get(source, trace), source=source)
+    # computes it after showing the trace (AnalysisDocks.analyse); the layout comes from the
+    # timeline cache, or is laid out here and stored on the cache's writer thread
+    tracks = timeline_cache.tracks_for_open(trace, sol=analysis_cache.get(source, trace), source=source)
     token.check()
     return tracks
 
