@@ -5,7 +5,8 @@
 
 Prints one JSON line: the epoch time of the first grab whose timeline shows bars (``paint``), of
 the first grab of the whole window that equals the one before it once the load and the analyses
-are done (``complete``), and how many grabs were taken. The probe's timer runs on the GUI thread:
+are done (``complete``), the process's CPU time (all threads) at both (``cpu_paint``,
+``cpu_complete``), and how many grabs were taken. The probe's timer runs on the GUI thread:
 while that thread is busy no grab is taken, as no frame would be painted on a real screen.
 """
 
@@ -47,6 +48,7 @@ def main() -> int:
             saturated = int(((px.max(axis=2) - px.min(axis=2)) > 60).sum())
             if saturated > 2000:
                 seen["paint"] = now
+                seen["cpu_paint"] = time.process_time()
                 if len(sys.argv) > 3:  # where to save the window as it was first seen painted
                     w.grab().save(sys.argv[3])
         busy = w.loader.busy or w.analysis.computing_sol() or w.runner.pending()
@@ -55,7 +57,8 @@ def main() -> int:
             last = state["last"]
             if isinstance(last, np.ndarray) and last.shape == img.shape and np.array_equal(last, img):
                 seen["complete"] = now
-                print(json.dumps({"paint": seen["paint"], "complete": seen["complete"], "grabs": state["grabs"]}), flush=True)
+                seen["cpu_complete"] = time.process_time()
+                print(json.dumps({**seen, "grabs": state["grabs"]}), flush=True)
                 w.close()
                 QApplication.instance().quit()  # type: ignore[union-attr]
                 return
