@@ -602,8 +602,8 @@ def _slice_kinds(c: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         names = [str(v) for v in col.cat.categories] + ["nan"]  # code -1 (missing) is the last entry
         codes = np.asarray(col.cat.codes)
     else:
-        names, inverse = np.unique(col.astype(str).to_numpy(), return_inverse=True)
-        names, codes = [str(v) for v in names], inverse
+        uniq, codes = np.unique(col.astype(str).to_numpy(), return_inverse=True)
+        names = [str(v) for v in uniq]
     kind = np.array([0 if n in RANGE_CATEGORIES else 2 if n == "python" else 1 for n in names], dtype=np.int8)
     gpu = np.array([n == "gpu_annotation" for n in names], dtype=bool)
     return kind[codes], gpu[codes]
