@@ -24,8 +24,9 @@ def register(sub: Any) -> None:
     fp.add_argument("paths", metavar="PATH", nargs="+", help="rank files, folders of rank files (one run each), folders of runs, or globs")
     fp.add_argument("-o", "--output", metavar="OUT", required=True, help="output folder (created)")
     fp.add_argument("--scheduler", metavar="ADDRESS",
-                    help="an existing Dask cluster (tcp://host:8786); default: a local cluster (none: in this process, no Dask)")
-    fp.add_argument("--workers", type=int, metavar="N", help="worker processes of the local cluster (default: one per core)")
+                    help="an existing Dask cluster (tcp://host:8786); default: in this process for a small fleet, else a local "
+                         "cluster, decided from the number and size of the files (stderr says which and why); none: in this process, no Dask")
+    fp.add_argument("--workers", type=int, metavar="N", help="worker processes of a local cluster, used whatever the fleet's size (default: one per core, when the fleet is big enough)")
     fp.add_argument("--baseline", metavar="RUN", help="the run the others are compared to (its folder or folder name; default: the first)")
     fp.add_argument("--fail-if-slower", type=float, metavar="PCT", default=None,
                     help="exit with status 1 when a run's kernel time per rank is more than PCT percent above the baseline's (for CI)")

@@ -17,7 +17,7 @@ EXIT_SLOWER = 1
 def run_fleet(args: argparse.Namespace) -> int:
     """Raises FleetError for what the user can fix (the CLI prints it, exit 2)."""
     from kviewer.fleet.analyze import analyze
-    from kviewer.fleet.engine import TerminalFleetProgress, expand, summarize_here, summarize_on_dask
+    from kviewer.fleet.engine import TerminalFleetProgress, choose_here, expand, summarize_here, summarize_on_dask
     from kviewer.fleet.write import write_all
 
     limit = args.fail_if_slower
@@ -44,7 +44,12 @@ def run_fleet(args: argparse.Namespace) -> int:
             raise FleetError(f"--baseline {args.baseline}: not one of the runs ({', '.join(runs[:5])}{' …' if len(runs) > 5 else ''})")
         baseline = matches[0]
     progress = None if args.quiet else TerminalFleetProgress()
-    if args.scheduler == "none":  # in this process, without Dask (debugging, tests)
+    here = args.scheduler == "none"  # in this process, without Dask (debugging, tests)
+    if args.scheduler is None and args.workers is None:
+        # small fleets: a local cluster costs more to start than the work (decided on the files)
+        here, why = choose_here(files)
+        print(f"kviewer: fleet: {why}", file=sys.stderr)  # a decision, said like the warnings (also with -q)
+    if here:
         summaries = summarize_here(files, progress)
     else:
         summaries = summarize_on_dask(files, args.scheduler, args.workers, progress)

@@ -191,6 +191,40 @@ def summarize_here(files: Sequence[FleetFile], progress: Progress | None = None)
     return out
 
 
+#: seconds a local Dask cluster of worker processes takes to start here (BENCHMARKS.md, "Fleets
+#: on Dask": about 2.5 s on the 2-core build machine)
+CLUSTER_START_S = 2.5
+#: what summarising in this process costs, about: per file (57 files/s of 21 KB gzipped traces
+#: measured, ~17 ms each) and per MB on disk (the 7 MB xz of h200_llm_train_big: ~1.5 s)
+HERE_PER_FILE_S = 0.018
+HERE_PER_MB_S = 0.2
+
+
+def choose_here(files: Sequence[FleetFile]) -> tuple[bool, str]:
+    """Whether a fleet given neither ``--scheduler`` nor ``--workers`` is summarised in this
+    process rather than on a local cluster, and why (one line for stderr). In this process when
+    the work, estimated from the number of files and their size on disk, is under twice what the
+    cluster takes to start (64 small files: about 1.2 s of work against 2.5 s of start-up; no
+    Dask was 1.5x faster than one worker and 1.1x faster than two). A file whose size is unknown
+    (a URL) makes the estimate unknown: the cluster, as before."""
+    n = len(files)
+    total = 0
+    for f in files:
+        if "://" in f.path:
+            return False, f"{n:,} files, sizes unknown (remote): summarised on a local Dask cluster"
+        try:
+            total += os.stat(f.path).st_size
+        except OSError:
+            return False, f"{n:,} files, a size unknown: summarised on a local Dask cluster"
+    mb = total / 1e6
+    estimate = n * HERE_PER_FILE_S + mb * HERE_PER_MB_S
+    if estimate < 2 * CLUSTER_START_S:
+        return True, (f"{n:,} files, {mb:,.1f} MB: summarised in this process (about {estimate:.1f} s of work, less than "
+                      f"twice the ~{CLUSTER_START_S:g} s a local Dask cluster takes to start; --workers N uses one anyway)")
+    return False, (f"{n:,} files, {mb:,.1f} MB: summarised on a local Dask cluster (about {estimate:.0f} s of work in "
+                   f"one process; the cluster takes ~{CLUSTER_START_S:g} s to start)")
+
+
 def _import_dask() -> Any:
     try:
         import distributed

@@ -163,13 +163,18 @@ class TraceTracks:
     the analysis cache; None when unknown"""
 
     # -----------------------------------------------------------------------------------------
+    @staticmethod
+    def new_key() -> int:
+        """A key no other open trace has (a layout read back from the timeline cache takes one too)."""
+        return next(_keys)
+
     @classmethod
     def build(cls, trace: Trace, label: str | None = None, sol: SolInfo | None = None, source: Any = None) -> TraceTracks:
         """Lay out ``trace``; ``sol`` colours its kernels by bound (grey-blue "unknown" without);
         ``source``: the file's identity at load (for the analysis cache)."""
         import os
 
-        trace_key = next(_keys)
+        trace_key = cls.new_key()
         label = label or os.path.basename(trace.meta.path) or trace.meta.source_format
         span = trace.span_ns() or (0, 0)
         offset = int(span[0])
@@ -244,7 +249,10 @@ class TraceTracks:
         serialised = k["serialised"].to_numpy() if len(k) else np.zeros(0, dtype=bool)
         kdev = k["device"].to_numpy() if len(k) else np.zeros(0, dtype=np.int64)
         krank = k["rank"].to_numpy() if len(k) else np.zeros(0, dtype=np.int64)
-        cats = c["category"].astype(str).to_numpy() if len(c) else np.zeros(0, dtype=object)
+        # per CPU slice, its kind of lane (0 ranges, 1 calls, 2 python) and whether it is a GPU
+        # annotation, decided once per distinct category (comparing 375k strings per thread took
+        # a sixth of the layout of a big Kineto trace)
+        slice_kind, gpu_annotation = _slice_kinds(c)
         projections = projected_ranges(trace, launch)
         from kviewer.session import recorded_tracks  # graph launches and memory counters (their own module)
 
@@ -309,11 +317,11 @@ class TraceTracks:
             for key in sorted(kk for kk in cg if kk[0] == rank):
                 ids = cg[key]
                 tgroup = Group(_thread_label(key[1], key[2]))
-                if (cats[ids] == "gpu_annotation").all():
+                if gpu_annotation[ids].all():
                     # PyTorch's gpu_user_annotation: ranges on a GPU stream, not a CPU thread
                     tgroup.label = f"GPU {key[1]} · stream {key[2]} annotations"
                     annotations.append(tgroup)
-                kind = np.where(np.isin(cats[ids], RANGE_CATEGORIES), 0, np.where(cats[ids] == "python", 2, 1))
+                kind = slice_kind[ids]
                 for k_i, title in ((0, "ranges"), (1, "calls"), (2, "python")):
                     sub = ids[kind == k_i]
                     if not len(sub):
@@ -602,6 +610,23 @@ def _remember_as_built(g: Group) -> None:
     for c in g.children:
         if isinstance(c, Group):
             _remember_as_built(c)
+
+
+def _slice_kinds(c: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``cpu_slices``: its kind of lane (0: ranges, :data:`RANGE_CATEGORIES`; 2: python
+    frames; 1: calls) and whether it is a GPU annotation."""
+    if not len(c):
+        return np.zeros(0, dtype=np.int8), np.zeros(0, dtype=bool)
+    col = c["category"]
+    if str(col.dtype) == "category":
+        names = [str(v) for v in col.cat.categories] + ["nan"]  # code -1 (missing) is the last entry
+        codes = np.asarray(col.cat.codes)
+    else:
+        uniq, codes = np.unique(col.astype(str).to_numpy(), return_inverse=True)
+        names = [str(v) for v in uniq]
+    kind = np.array([0 if n in RANGE_CATEGORIES else 2 if n == "python" else 1 for n in names], dtype=np.int8)
+    gpu = np.array([n == "gpu_annotation" for n in names], dtype=bool)
+    return kind[codes], gpu[codes]
 
 
 def _python_lanes(g: Group) -> int:

@@ -31,7 +31,7 @@ import html
 from typing import TYPE_CHECKING
 
 import numpy as np
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QDockWidget,
@@ -254,8 +254,15 @@ class AnalysisDocks(QObject):
         self._roofline_connected = False
         self._fusion_connected = False
 
-        state.currentTraceChanged.connect(lambda _t: self.refresh())
-        state.tracesChanged.connect(self.refresh)
+        # paint first: a trace that arrives is drawn (timeline, table) before the docks fill; the
+        # roofline of a reopened big trace, whose speed of light came from the cache, took 1-1.5 s
+        # of the GUI thread inside add_trace, before the timeline's first paint (issue #29)
+        self._refresh_soon = QTimer(self)
+        self._refresh_soon.setSingleShot(True)
+        self._refresh_soon.setInterval(0)
+        self._refresh_soon.timeout.connect(self.refresh)
+        state.currentTraceChanged.connect(lambda _t: self._refresh_soon.start())
+        state.tracesChanged.connect(self._refresh_soon.start)
         state.selectionChanged.connect(lambda _s: self.sync_roofline_selection())
         state.highlightChanged.connect(self.sync_roofline_selection)
         self.roofline_panel.deviceChosen.connect(self.choose_device)

@@ -1,6 +1,6 @@
 """Loading traces off the GUI thread, with a progress dialog that can cancel.
 
-:func:`load_file` runs on the application's one-thread load pool (loads run one after the other):
+:func:`~kviewer.ui.open_work.load_file` runs on the application's one-thread load pool (loads run one after the other):
 it detects and parses each file (:func:`kviewer.io.load`) and builds its timeline tracks and
 level-of-detail, so the GUI thread only receives ready-made :class:`~kviewer.session.tracks.TraceTracks`.
 The analyses (speed of light, fusion, compare) run after the trace is shown, unless the analysis
@@ -12,7 +12,6 @@ already open are never touched by a failed load.
 from __future__ import annotations
 
 import os
-import time
 import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -22,41 +21,10 @@ from PySide6.QtWidgets import QProgressDialog, QWidget
 
 from kviewer.ui import dialogs
 from kviewer.ui.dispatch import Owner, Task, dispatcher
+from kviewer.ui.open_work import load_file
 
 if TYPE_CHECKING:
     from kviewer.io import CancelToken
-
-
-def load_file(path: str, token: CancelToken, progress: Callable[[float, str], None]) -> Any:
-    """Detect, parse and lay out one file (worker thread; no Qt): the ready-made
-    :class:`~kviewer.session.tracks.TraceTracks`. Raises LoadError, LoadCancelled or any bug."""
-    from kviewer.io import load
-    from kviewer.session import analysis_cache
-    from kviewer.session.tracks import TraceTracks
-
-    name = os.path.basename(path) or path
-    last = [0.0]
-
-    def report(fraction: float, message: str) -> None:
-        # loaders may call this very often; the dialog needs a few updates a second
-        now = time.monotonic()
-        if now - last[0] < 0.05 and fraction < 1.0:
-            return
-        last[0] = now
-        progress(max(0.0, min(1.0, fraction)) * 0.9, f"{name}: {message}" if message else name)
-
-    token.check()
-    trace = load(path, progress=report, cancel=token)
-    token.check()
-    # the file's identity taken by the load, before it read the file (None with the cache off): an
-    # analysis of a file that changes meanwhile is not cached
-    source = trace.meta.source_id
-    progress(0.95, f"{name}: building the timeline")
-    # paint first: the speed of light comes with the trace from the analysis cache, or the window
-    # computes it after showing the trace (AnalysisDocks.analyse)
-    tracks = TraceTracks.build(trace, sol=analysis_cache.get(source, trace), source=source)
-    token.check()
-    return tracks
 
 
 def failure_message(path: str, exc: BaseException) -> str | None:

@@ -226,11 +226,25 @@ def test_user_errors_exit_2_with_one_line(tmp_path: Path, capsys: pytest.Capture
     (tmp_path / "r" / "rank-0.json").write_text("not a trace")
     assert _run(str(tmp_path / "r"), "-o", str(tmp_path / "o"), "--scheduler", "none") == 2
     assert "rank-0.json" in capsys.readouterr().err
-    # without Dask: one line saying how to get it
+    # without Dask, asked for workers: one line saying how to get it
     monkeypatch.setitem(sys.modules, "distributed", None)
-    assert _run(str(tmp_path / "r"), "-o", str(tmp_path / "o")) == 2
+    assert _run(str(tmp_path / "r"), "-o", str(tmp_path / "o"), "--workers", "1") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["kviewer: error: kviewer fleet needs Dask: pip install 'kviewer[fleet]'"]
+
+
+def test_a_small_fleet_runs_in_this_process_and_says_why(fleet_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    files, _runs = engine.expand([str(fleet_dir / "a")])
+    here, why = engine.choose_here(files)
+    assert here and "in this process" in why and f"{len(files):,} files" in why
+    # decided on the files: many of them (or unknown sizes) go to the cluster
+    assert not engine.choose_here(files * 400)[0]
+    assert not engine.choose_here([engine.FleetFile("s3://bucket/run/rank-0.json", "s3://bucket/run")])[0]
+    # no Dask needed for it: the default run of a small fleet works without it
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    assert _run(str(fleet_dir / "a"), "-o", str(tmp_path / "o")) == 0
+    assert "summarised in this process" in capsys.readouterr().err
 
 
 def test_fsspec_urls_are_read(fleet_dir: Path, tmp_path: Path) -> None:
