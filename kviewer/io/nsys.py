@@ -567,6 +567,7 @@ def _read_meta(db: _Db, path: Path) -> TraceMeta:
         tool="Nsight Systems",
         tool_version=version,
         origin_ns=origin,
+        time_zero="session start",  # nsys times count from the session start, as its GUI shows them
         extra=extra,
     )
 

@@ -602,6 +602,7 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
         tool=first.tool,
         tool_version=first.tool_version,
         origin_ns=origin,
+        time_zero=f"earliest rank's {first.time_zero}" if len(traces) > 1 and any(shifts) else first.time_zero,
         ranks=list(ranks),
         warnings=warnings,
         extra=extra,
