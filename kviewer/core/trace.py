@@ -53,6 +53,10 @@ class TraceMeta:
     warnings
         Things the user should know about the load (e.g. a truncated file loaded partially), as
         :class:`~kviewer.core.diagnostics.Diagnostic` (decide on ``kind``; ``message`` is for people).
+    host, program
+        The machine and the profiled program (the executable's name) when the source says
+        (Nsight Systems does), else "": a folder's rank files of different programs are not one
+        run's ranks.
     extra
         Anything else the source says that is worth showing (schema version, host, command): for
         display only, no code decides on it (typed fields below carry what code reads).
@@ -71,6 +75,8 @@ class TraceMeta:
     origin_ns: int | None = None
     time_zero: str = "trace start"
     ranks: list[int] = field(default_factory=list)
+    host: str = ""
+    program: str = ""
     warnings: list[Diagnostic] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     ncu_capture: NcuCapture | None = None
