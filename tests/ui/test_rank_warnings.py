@@ -46,7 +46,7 @@ def test_every_warning_of_a_rank_folder_is_in_the_diagnostics_dock(qtbot: Any, w
     for name in ("README.txt", "notes.txt", "env.txt"):  # ignored 3 files
         (run / name).write_text("not a trace\n")
     window.open_files([str(run)])
-    wait_idle(qtbot, window)
+    wait_idle(qtbot, window, timeout=120_000)
     assert not errors.calls
     meta = window.state.traces[0].trace.meta
     kinds = [d.kind for d in meta.warnings]
@@ -70,8 +70,8 @@ def test_a_folder_of_unrelated_files_is_refused_with_the_reason(qtbot: Any, wind
     _write(junk, "a.json", doc, 0)
     _write(junk, "b.json", doc, 1, shift_ns=int(3.5 * 3600e9))  # 3.5 h later
     window.open_files([str(junk)])
-    wait_idle(qtbot, window)
-    qtbot.waitUntil(lambda: bool(errors.calls), timeout=20_000)
+    wait_idle(qtbot, window, timeout=120_000)
+    qtbot.waitUntil(lambda: bool(errors.calls), timeout=120_000)
     assert not window.state.traces
     text = errors.calls[0][1]
     assert "not one run's ranks" in text and "apart" in text
