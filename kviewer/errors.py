@@ -57,6 +57,21 @@ class MemoryLimitExceeded(LoadError):
     before the operating system had to step in."""
 
 
+class NotOneRun(LoadError):
+    """A folder's trace files do not belong together as one run's ranks (decided on data: their
+    recorded times lie far apart, or they profiled different programs); they are not merged.
+
+    ``reason`` is what told them apart (``"times"`` or ``"programs"``), for code to decide on;
+    ``groups`` the files, grouped by the run each belongs to (open them one by one to see them
+    side by side)."""
+
+    def __init__(self, path: str | os.PathLike[str], problem: str, recognised: str | None = None, *,
+                 reason: str, groups: list[list[str]]):
+        super().__init__(path, problem, recognised)
+        self.reason = reason
+        self.groups = groups
+
+
 class LoadCancelled(KViewerError):
     """The user cancelled a load; not an error to report."""
 

@@ -8,8 +8,9 @@ sqlite-utils (tables, foreign keys, indexes, full-text search); the views are pl
 Schema (version :data:`SCHEMA_VERSION`)
 ---------------------------------------
 - ``kviewer_schema(version, kviewer_version)``: one row.
-- ``traces(trace_id, path, source_format, format_label, tool, tool_version, origin_ns, sol_device,
-  sol_note)``.
+- ``traces(trace_id, path, source_format, format_label, tool, tool_version, origin_ns, time_zero,
+  sol_device, sol_note)``: ``time_zero`` says what time 0 is ("session start" for Nsight Systems):
+  every ``*_ns`` time counts from it, as the window's timeline, Details and docks do.
 - ``kernels``, ``gpu_ops``, ``cpu_slices``, ``flows``, ``devices``, ``metrics``: the tables of
   :mod:`kviewer.core.schema`, one row per event, with ``pk`` (a key unique in the database),
   ``trace_id`` and the trace's own ``id``; times are ``start_ns``/``end_ns``/``dur_ns`` relative
@@ -258,7 +259,7 @@ def add_trace(db: sqlite_utils.Database, trace: Trace, trace_id: int, analysis: 
         {
             "trace_id": trace_id, "path": meta.path, "source_format": meta.source_format,
             "format_label": meta.format_label, "tool": meta.tool, "tool_version": meta.tool_version,
-            "origin_ns": meta.origin_ns, "sol_device": sol_device, "sol_note": sol_note,
+            "origin_ns": meta.origin_ns, "time_zero": meta.time_zero, "sol_device": sol_device, "sol_note": sol_note,
         },
         pk="trace_id",
     )  # fmt: skip

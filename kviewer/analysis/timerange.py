@@ -5,8 +5,8 @@ numbers. Intervals that reach across an edge of the range are clipped to it: a k
 counts once, with half its time; a copy half inside counts with half its time and half its bytes
 (bytes are spread evenly over a copy's duration), so bandwidth stays bytes / time.
 
-Times are the trace's own (relative to its origin); :func:`display_origin` is what the timeline
-subtracts so a trace starts at 0, and what ``--range`` is measured from.
+Times are the trace's own (relative to its origin, :attr:`kviewer.core.trace.TraceMeta.clock`), the
+times the timeline, SQL and ``--range`` show.
 """
 
 from __future__ import annotations
@@ -63,12 +63,6 @@ class RangeSummary:
         if self.gpu_metrics is not None:
             out["gpu_metrics"] = self.gpu_metrics
         return out
-
-
-def display_origin(trace: Trace) -> int:
-    """The time the timeline shows as 0: the trace's first event."""
-    span = trace.span_ns()
-    return int(span[0]) if span else 0
 
 
 def _clipped(start: np.ndarray, end: np.ndarray, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:

@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kviewer.cli.common import EXIT_OK, add_command, dump_json, format_ns, load_for, say
+from kviewer.session.format import format_time
 
 if TYPE_CHECKING:
     from kviewer.core import Trace
@@ -91,7 +92,8 @@ def print_info(trace: "Trace", fmt: str) -> int:
         print(say(f"origin:   {stamp} UTC ({m.origin_ns} ns since the epoch)"))
     span = trace.span_ns()
     if span:
-        print(say(f"span:     {format_ns(span[1] - span[0])}"))
+        # the first and last event on the one clock every surface uses
+        print(say(f"span:     {format_ns(span[1] - span[0])}, {format_time(span[0])} to {format_time(span[1])} {m.clock}"))
     if m.ranks:
         print(say(f"ranks:    {', '.join(str(r) for r in m.ranks)}"))
     for key, value in m.extra.items():

@@ -26,9 +26,10 @@ Render a view offscreen (no display needed) and save it as PNG or SVG, chosen
 by the suffix of OUT. Views: window (the whole desktop window), timeline,
 table (the kernel table), roofline (one per file), compare (needs two files).
 
---range START:END sets the timeline's visible range, in time from the first
-event as the timeline's axis shows it: numbers are ns, or give a unit
-(ns, us, µs, ms, s): 1.5ms:3ms, 1000000:2000000, :2ms (from the start).
+--range START:END sets the timeline's visible range, on the trace's own clock
+as the timeline's axis, SQL and `kviewer info` show it (Nsight Systems: since
+the session start): numbers are ns, or give a unit (ns, us, µs, ms, s):
+1.5ms:3ms, 1000000:2000000, :2ms (from the first event).
 Kernels are coloured by what bounds them when the GPU is recognised
 (--device names it when the trace does not)."""
 

@@ -20,7 +20,7 @@ def register(sub: Any) -> None:
     s.add_argument("--steps", action="store_true", help="step times per rank: spread across ranks per step, and the straggler; "
                    "MFU, HFU and step speed of light per step")
     s.add_argument("--device", metavar="NAME", help="with --steps: the GPU whose peaks the MFU uses when the trace does not say or to override it")
-    s.add_argument("--range", metavar="START:END", help="what lies inside a time range from the trace's first event, as the "
+    s.add_argument("--range", metavar="START:END", help="what lies inside a time range of the trace's own clock (from its time 0: the nsys session start), as the "
                    "window's Range panel shows it: kernels by name, streams busy/idle, copies by direction, NVTX ranges "
                    "(units ns/us/ms/s, e.g. 1.2s:1.25s; intervals across an edge are clipped)")
 
@@ -49,28 +49,27 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def summary_range(trace: "Trace", text: str, fmt: str, raw_csv: bool = False) -> int:
-    """What lies inside a range measured from the trace's first event (as the timeline's axis):
+    """What lies inside a range of the trace's own times (its clock, as the timeline's axis):
     the tables of the window's Range panel (kernels by name, streams busy/idle, copies by
     direction, NVTX ranges). csv prints the kernels table; json and table all four."""
-    from kviewer.analysis.timerange import display_origin, range_summary
+    from kviewer.analysis.timerange import range_summary
     from kviewer.session.documents import range_document
 
     if trace.meta.summary_only:
         raise UserError(f"{trace.meta.path}: {trace.meta.timeline_needs}")
     lo, hi = parse_time_range(text)  # the same range syntax as screenshot --range
-    origin = display_origin(trace)
     span = trace.span_ns()
-    t0 = 0.0 if lo is None else lo
-    t1 = float(span[1] - span[0]) if hi is None and span else (hi or 0.0)
+    t0 = float(span[0]) if lo is None and span else (lo or 0.0)
+    t1 = float(span[1]) if hi is None and span else (hi or 0.0)
     if t1 <= t0:
         raise UserError(f"--range: the range {text!r} holds nothing of {trace.meta.path}")
-    summary = range_summary(trace, origin + int(round(t0)), origin + int(round(t1)))
+    summary = range_summary(trace, int(round(t0)), int(round(t1)))
     if fmt == "csv":
         write_frame(summary.kernels, "csv", raw_csv=raw_csv)
     elif fmt == "json":
         dump_json(range_document(summary, int(round(t0)), int(round(t1))))
     else:
-        print(f"range {format_ns(t0)} – {format_ns(t1)} (duration {format_ns(summary.duration)}) from the trace's first event")
+        print(f"range {format_ns(t0)} – {format_ns(t1)} (duration {format_ns(summary.duration)}), time {trace.meta.clock}")
         for name, df in summary.sections().items():
             print(f"\n{name}")
             write_frame(df, "table", float_digits=2)

@@ -42,11 +42,21 @@ class TraceMeta:
     origin_ns
         Epoch nanoseconds of time 0 when the source knows it, else None. Every time in the
         tables is relative to it, so two traces can be aligned.
+    time_zero
+        What time 0 of the tables is, in words: ``"session start"`` for Nsight Systems (its
+        tables count from the profiling session's start, as its own GUI does), ``"trace start"``
+        for the formats whose times are made relative to their first event. Every surface (the
+        timeline, the tables, Details, SQL, the CLI) shows the tables' times as they are, and
+        says so with :attr:`clock`.
     ranks
         Distributed ranks the trace covers (empty when not distributed).
     warnings
         Things the user should know about the load (e.g. a truncated file loaded partially), as
         :class:`~kviewer.core.diagnostics.Diagnostic` (decide on ``kind``; ``message`` is for people).
+    host, program
+        The machine and the profiled program (the executable's name) when the source says
+        (Nsight Systems does), else "": a folder's rank files of different programs are not one
+        run's ranks.
     extra
         Anything else the source says that is worth showing (schema version, host, command): for
         display only, no code decides on it (typed fields below carry what code reads).
@@ -63,7 +73,10 @@ class TraceMeta:
     tool: str = ""
     tool_version: str = ""
     origin_ns: int | None = None
+    time_zero: str = "trace start"
     ranks: list[int] = field(default_factory=list)
+    host: str = ""
+    program: str = ""
     warnings: list[Diagnostic] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     ncu_capture: NcuCapture | None = None
@@ -76,6 +89,11 @@ class TraceMeta:
     """The identity of the file as it was loaded (a :class:`kviewer.io.cache.SourceId`: stat and
     content digest, taken once by :func:`kviewer.io.load` with the cache on), for the analysis
     cache; None when the cache was off. Not stored in the cache's metadata."""
+
+    @property
+    def clock(self) -> str:
+        """How its times are counted, for axis labels and table headers: ``"since session start"``."""
+        return f"since {self.time_zero}"
 
     def warning_texts(self) -> list[str]:
         """The warnings' messages, in order (what the CLI, its JSON and the report print)."""

@@ -22,6 +22,7 @@ temporary file that is removed when the load ends.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import warnings
@@ -568,6 +569,9 @@ def _read_meta(db: _Db, path: Path) -> TraceMeta:
         tool="Nsight Systems",
         tool_version=version,
         origin_ns=origin,
+        time_zero="session start",  # nsys times count from the session start, as its GUI shows them
+        host=host,
+        program=os.path.basename(command.split(" ", 1)[0]) if command else "",
         extra=extra,
     )
 

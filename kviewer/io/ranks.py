@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import Diagnostic, Trace, TraceMeta
-from kviewer.errors import KViewerError, LoadCancelled, LoadError, TruncatedTrace, UnsupportedFormat
+from kviewer.errors import KViewerError, LoadCancelled, LoadError, NotOneRun, TruncatedTrace, UnsupportedFormat
 from kviewer.io.folders import MAX_RANK_FILES, Survey, survey
 from kviewer.io.graphs import link_graphs
 from kviewer.io.registry import CancelToken, LoaderSpec, detect
@@ -449,6 +449,58 @@ def decide_ranks(from_trace: Sequence[int | None], names: Sequence[str]) -> tupl
     return list(range(len(names))), warnings
 
 
+#: rank files whose recorded times lie further apart than this are not one run's ranks (the
+#: ranks of a job run at the same time; their profilers start within seconds of each other)
+RUN_GAP_NS = 10 * 60 * 10**9
+
+
+def one_run(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], label: str = LABEL) -> None:
+    """Check that a folder's loaded trace files can be one run's ranks; :class:`NotOneRun` (with
+    the reason as data) when they cannot.
+
+    Decided on data: the profiled programs (:attr:`TraceMeta.program`, where the files say) must
+    be one; the recorded times (each file's events on the wall clock, where its origin is known)
+    must overlap or lie within :data:`RUN_GAP_NS` of each other. Different hosts alone are no
+    reason (a multi-node job's ranks run on several)."""
+    if len(traces) < 2:
+        return
+    programs: dict[str, list[str]] = {}
+    for p, t in zip(paths, traces):
+        programs.setdefault(t.meta.program, []).append(str(p))
+    if "" not in programs and len(programs) > 1:
+        what = ", ".join(f"{name} ({len(files)} file{'s' if len(files) != 1 else ''})" for name, files in programs.items())
+        raise NotOneRun(folder, f"its files are not one run's ranks: they profiled different programs ({what}); "
+                        "open them one by one to see them side by side", label, reason="programs", groups=list(programs.values()))
+    spans = []
+    for p, t in zip(paths, traces):
+        span = t.span_ns()
+        if t.meta.origin_ns is None or span is None:
+            return  # a file without a wall clock cannot be placed: nothing to tell them apart by
+        spans.append((t.meta.origin_ns + span[0], t.meta.origin_ns + span[1], str(p), t.meta.host))
+    spans.sort()
+    groups: list[list[tuple[int, int, str, str]]] = [[spans[0]]]
+    end = spans[0][1]
+    for s in spans[1:]:
+        if s[0] - end > RUN_GAP_NS:
+            groups.append([])
+        groups[-1].append(s)
+        end = max(end, s[1])
+    if len(groups) == 1:
+        return
+    a, b = groups[0], groups[1]
+    last = max(a, key=lambda x: x[1])
+    gap_s = (b[0][0] - last[1]) / 1e9
+    hosts = sorted({x[3] for x in spans if x[3]})
+    hours = f" ({gap_s / 3600:,.1f} h)" if gap_s >= 3600 else ""
+    on = f" on {len(hosts)} hosts ({', '.join(hosts)})" if len(hosts) > 1 else ""
+    raise NotOneRun(
+        folder,
+        f"its files are not one run's ranks: they were recorded {gap_s:,.0f} s{hours} apart{on} "
+        f"({os.path.basename(last[2])} ends before {os.path.basename(b[0][2])} starts); open them one by one to see them side by side",
+        label, reason="times", groups=[[x[2] for x in g] for g in groups],
+    )
+
+
 def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ranks: Sequence[int], label: str) -> Trace:
     """Merge per-rank traces (each relative to its own origin) into one trace."""
     order = sorted(range(len(traces)), key=lambda i: ranks[i])
@@ -612,7 +664,10 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
         tool=first.tool,
         tool_version=first.tool_version,
         origin_ns=origin,
+        time_zero=f"earliest rank's {first.time_zero}" if len(traces) > 1 and any(shifts) else first.time_zero,
         ranks=list(ranks),
+        host=first.host if len({t.meta.host for t in traces}) == 1 else "",
+        program=first.program,
         warnings=warnings,
         extra=extra,
     )
@@ -669,6 +724,7 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         good_paths.append(p)
     if not traces:
         raise LoadError(folder, f"none of its {len(paths)} rank files could be loaded; first problem: {failed[0].error}", LABEL)
+    one_run(folder, good_paths, traces, member_label)
     progress(0.92, "merging ranks")
     heads = [read_head(p) for p in good_paths]
     ranks, rank_warnings = _assign_ranks(good_paths, traces, heads)

@@ -29,8 +29,8 @@ def start_compare(document: Document, a_key: int, b_key: int, result: CompareRes
     if document.compare is not None:
         document.end_compare(notify=False)
     a._place(a.own_offset_ns, "A")
-    # B drawn at (t_B + align - A's offset)
-    b._place(a.own_offset_ns - int(result.align_offset_ns), "B")
+    # B drawn at (t_B + align - A's offset): its times on display are on A's clock
+    b._place(a.own_offset_ns - int(result.align_offset_ns), "B", f"on A's clock, {a.trace.meta.clock}")
     document.compare = ComparePair(a_key, b_key, result)
     document.traces_changed.emit()  # B's times moved: every view redraws
     document.compare_changed.emit()

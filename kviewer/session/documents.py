@@ -41,6 +41,8 @@ def trace_info(trace: "Trace") -> dict[str, Any]:
         "tool": m.tool,
         "tool_version": m.tool_version,
         "origin_ns": m.origin_ns,
+        "time_zero": m.time_zero,
+        "first_ns": None if span is None else span[0],
         "span_ns": None if span is None else span[1] - span[0],
         "ranks": m.ranks,
         "devices": records(trace.devices),
@@ -83,7 +85,7 @@ def compare_document(result: "CompareResult", a: "Trace", b: "Trace") -> dict[st
 
 
 def range_document(summary: "RangeSummary", start_ns: int, end_ns: int) -> dict[str, Any]:
-    """What a time range holds (the Range panel's tables), the range measured from the first event."""
+    """What a time range holds (the Range panel's tables), the range on the trace's own clock."""
     doc: dict[str, Any] = {"start_ns": start_ns, "end_ns": end_ns, "duration_ns": summary.duration}
     for name, df in summary.sections().items():
         doc[name] = records(df)

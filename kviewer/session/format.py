@@ -170,6 +170,7 @@ def format_plain(value: object) -> str:
 #: one formatter per unit (a column's ``kind``); every table of the app formats through these
 FORMATTERS: dict[str, Callable[[object], str]] = {
     "time": format_duration,
+    "instant": lambda v: format_time(v),  # a point in time (a start or end), to the microsecond (defined below)
     "delta_time": format_signed_duration,
     "pct": format_pct,
     "delta_pct": format_signed_pct,
@@ -189,7 +190,7 @@ def format_value(kind: str, value: object) -> str:
 
 
 def format_time(ns: object) -> str:
-    """A point in time on the timeline (relative to the trace's first event), to the
+    """A point in time (on the trace's clock, :attr:`kviewer.core.trace.TraceMeta.clock`), to the
     microsecond: late in a long trace "8.261195 s", where a duration's three decimals would give
     every kernel of the second the same "8.261 s"."""
     v = number(ns)

@@ -95,7 +95,7 @@ class OpenTrace:
         self.report: Trace | None = None
         """the attached counter report (kept so it can be attached again at another step)"""
         self.own_offset_ns = tracks.offset_ns
-        """the offset that starts the trace at 0 on its own"""
+        """the offset of its own clock (0: the tables' times, from the trace's time 0)"""
         self.role: str | None = None
         """"A" or "B" while compared, else None"""
         self.analyses: dict[str, AnalysisState] = {}
@@ -150,9 +150,15 @@ class OpenTrace:
         return isinstance(self.analyses.get(name), Pending)
 
     # changes (called by the session's commands only) -------------------------------------------
-    def _place(self, offset_ns: int, role: str | None) -> None:
-        """Draw at ``offset_ns`` with ``role`` (compare mode); see :mod:`kviewer.session.compare`."""
-        self.tracks.set_display_offset(offset_ns)
+    @property
+    def clock(self) -> str:
+        """How its times on display are counted (``"since session start"``; compared as B, on A's)."""
+        return self.tracks.clock
+
+    def _place(self, offset_ns: int, role: str | None, aligned_clock: str = "") -> None:
+        """Draw at ``offset_ns`` with ``role`` (compare mode), on the clock ``aligned_clock``
+        names when it is another trace's; see :mod:`kviewer.session.compare`."""
+        self.tracks.set_display_offset(offset_ns, aligned_clock)
         self.role = role
         self.tracks.root.label = self.display_label
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from kviewer.session.filterexpr import FilterColumn
 from kviewer.session.format import UNKNOWN, format_count, format_duration, format_time, format_value
+from kviewer.session.tracks import clock_label
 
 if TYPE_CHECKING:
     from kviewer.session.tracks import TraceTracks
@@ -75,7 +76,7 @@ class Col:
     header: str
     kind: str
     """the unit, which picks the formatter (:data:`kviewer.session.format.FORMATTERS`): time |
-    delta_time | pct | delta_pct | bytes | flops | si | count | int | number | plain | text"""
+    instant (a start or end on the trace's clock) | delta_time | pct | delta_pct | bytes | flops | si | count | int | number | plain | text"""
     values: np.ndarray = field(default_factory=lambda: _NO_VALUES)
     """numbers (the dtype of the column), or codes into ``categories`` for text (-1: none)"""
     categories: Sequence[str] | None = None
@@ -149,7 +150,7 @@ class Col:
         return format_value(self.kind, float(v))
 
     def as_filter(self) -> FilterColumn:
-        kind = "text" if self.is_text else ("time" if self.kind == "time" else "number")
+        kind = "text" if self.is_text else ("time" if self.kind in ("time", "instant") else "number")
         return FilterColumn(self.values, kind, self.categories, self.missing_int)
 
 
@@ -224,7 +225,7 @@ def instance_data(traces: Sequence[TraceTracks]) -> TableData:
         tooltip=lambda i: name_cats[name_codes[i]] if name_codes[i] >= 0 else "",
     ))
     starts = num("start", shift=True)
-    cols.append(Col("start", "start", "time", starts, display=lambda i: format_time(float(starts[i]))))
+    cols.append(Col("start", "start", "time", starts, display=lambda i: format_time(float(starts[i])), header_tip=clock_label(traces)))
     cols.append(Col("dur", "duration", "time", num("dur")))
     latency = [t.launch_latency if t.launch_latency is not None else np.full(len(k), np.nan) for t, k in zip(traces, ks)]
     if ks and any(np.isfinite(lat).any() for lat in latency):

@@ -230,8 +230,9 @@ FLEET_COLUMNS = (
 # ---- query results -----------------------------------------------------------------------------
 
 
-def query_columns(frame: pd.DataFrame) -> list[Col]:
-    """Columns for any SQL result: numbers by their values (``*_ns`` as times), the rest text."""
+def query_columns(frame: pd.DataFrame, clock: str = "") -> list[Col]:
+    """Columns for any SQL result: numbers by their values (``*_ns`` as times: ``start_ns`` and
+    ``end_ns`` points in time on the traces' clock, which ``clock`` names for the header), the rest text."""
     cols = []
     for name in frame.columns:
         kind = "text"
@@ -240,7 +241,9 @@ def query_columns(frame: pd.DataFrame) -> list[Col]:
         if numeric:
             integral = all(isinstance(v, (int, np.integer)) for v in values)
             kind = "time" if str(name).endswith("_ns") else "count" if integral else "plain"
-        cols.append(Col(str(name), str(name), kind))
+            if kind == "time" and str(name).endswith(("start_ns", "end_ns")):
+                kind = "instant"
+        cols.append(Col(str(name), str(name), kind, header_tip=clock if kind == "instant" else ""))
     return cols
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -138,7 +138,8 @@ class TraceTracks:
     key: int
     label: str
     offset_ns: int
-    """subtracted from every time so each trace starts at 0 on the timeline"""
+    """subtracted from every time on display: 0 (the trace's own clock, :attr:`TraceMeta.clock
+    <kviewer.core.trace.TraceMeta.clock>`) unless compare mode aligns it with another trace"""
     root: Group
     lanes: list[Lane]
     lane_of: dict[str, np.ndarray]
@@ -146,7 +147,7 @@ class TraceTracks:
     launch_of_kernel: np.ndarray
     """cpu_slices id of each kernel's launching call (via flows), -1 when unknown"""
     span: tuple[int, int]
-    """(first start, last end) in display ns (so the first start is 0)"""
+    """(first start, last end) in display ns"""
     emphasis: np.ndarray | None = None
     sol_info: SolInfo | None = None
     """the trace's speed of light (:class:`~kviewer.session.analyses.SolInfo`; None without kernels):
@@ -158,6 +159,9 @@ class TraceTracks:
     """per kernel, its start minus its launching call's start (ns), NaN when unknown"""
     sync: dict[str, np.ndarray] = field(default_factory=dict)
     """per table, a bool mask of where the host waits for the device (drawn in the sync colour)"""
+    aligned_clock: str = ""
+    """while drawn on another trace's clock (compare mode's B): how its times on display are
+    counted (``"on A's clock, since session start"``); empty on its own clock"""
     source: Any = None
     """the file's identity when it was loaded (``trace.meta.source_id``, taken by the load), for
     the analysis cache; None when unknown"""
@@ -177,7 +181,9 @@ class TraceTracks:
         trace_key = cls.new_key()
         label = label or os.path.basename(trace.meta.path) or trace.meta.source_format
         span = trace.span_ns() or (0, 0)
-        offset = int(span[0])
+        # one clock: the timeline shows the tables' own times (from the trace's time 0, e.g. the
+        # nsys session start), as SQL, the CLI and Details do; compare mode moves B onto A's
+        offset = 0
         lanes: list[Lane] = []
         lane_of: dict[str, np.ndarray] = {}
         pos_of: dict[str, np.ndarray] = {}
@@ -351,7 +357,7 @@ class TraceTracks:
                 parent.children.extend(annotations)
 
         _remember_as_built(root)
-        return cls(trace, trace_key, label, offset, root, lanes, lane_of, pos_of, launch, (0, int(span[1]) - offset),
+        return cls(trace, trace_key, label, offset, root, lanes, lane_of, pos_of, launch, (int(span[0]) - offset, int(span[1]) - offset),
                    launch_latency=launch_latency(trace, launch), sync=sync, sol_info=sol, source=source)
 
     # -----------------------------------------------------------------------------------------
@@ -402,9 +408,16 @@ class TraceTracks:
             return None
         return sol[col].to_numpy()
 
-    def set_display_offset(self, offset_ns: int) -> None:
+    @property
+    def clock(self) -> str:
+        """How the times on display are counted: its own clock (``"since session start"``) or,
+        aligned with another trace, that one's."""
+        return self.aligned_clock or self.trace.meta.clock
+
+    def set_display_offset(self, offset_ns: int, aligned_clock: str = "") -> None:
         """Draw the trace with ``offset_ns`` subtracted from its times (to align it with another
-        trace); the span follows."""
+        trace, whose clock ``aligned_clock`` names); the span follows."""
+        self.aligned_clock = aligned_clock if offset_ns else ""
         first = self.span[0] + self.offset_ns
         last = self.span[1] + self.offset_ns
         self.offset_ns = int(offset_ns)
@@ -463,6 +476,21 @@ class TraceTracks:
             found.extend((table, int(r), int(s)) for r, s in zip(rows, starts))
         found.sort(key=lambda t: (t[2], t[0], t[1]))
         return found
+
+
+def clock_label(traces: Sequence[TraceTracks]) -> str:
+    """What the times on display count from, for the time axis and the tables' headers:
+    ``"time since session start"``; ``"… (B aligned on A)"`` in compare mode, where B is drawn on
+    A's clock; "" with nothing open."""
+    if not traces:
+        return ""
+    own = {t.trace.meta.clock for t in traces if not t.aligned_clock}
+    aligned = any(t.aligned_clock for t in traces)
+    if len(own) == 1:
+        text = f"time {own.pop()}" + (" of each trace" if len(traces) > 1 and not aligned else "")
+    else:
+        text = "time since each trace's own time 0"
+    return text + (" (B aligned on A)" if aligned else "")
 
 
 def gpu_metric_tracks(trace: Trace) -> dict[int, list[CounterTrack | Group]]:

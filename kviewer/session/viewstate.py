@@ -125,10 +125,17 @@ class ViewState:
         """The display range that holds every open trace."""
         if not self.traces:
             return (0.0, 1.0)
-        # a trace aligned with another (compare mode) may start before 0
-        lo = min(0, min(t.span[0] for t in self.traces))
+        # from the first event shown (an nsys trace's first event may come seconds after its
+        # time 0, the session start)
+        lo = min(t.span[0] for t in self.traces)
         hi = max(t.span[1] for t in self.traces)
         return (float(lo), float(max(hi, lo + 1)))
+
+    def clock(self) -> str:
+        """What the time axis counts from (:func:`~kviewer.session.tracks.clock_label`)."""
+        from kviewer.session.tracks import clock_label
+
+        return clock_label(self.traces)
 
     # range -------------------------------------------------------------------------------------
     def set_range(self, t0: float, t1: float) -> None:

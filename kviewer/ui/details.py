@@ -62,6 +62,8 @@ class DetailsPanel(QTextBrowser):
             if col in _SKIP or (col == "short_name" and str(value) == str(r.get("name", ""))):
                 continue
             text = _value_text(col, value, tracks.offset_ns)
+            if text and col in ("start", "end"):
+                text = f"{text} {tracks.clock}"  # the one clock, said where a time is shown
             if text:
                 parts.append(f"<tr><td style='color:#555;padding-right:10px'>{html.escape(col)}</td><td>{html.escape(text)}</td></tr>")
         parts.append("</table>")

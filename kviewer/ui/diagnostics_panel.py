@@ -72,7 +72,7 @@ class DiagnosticsButton(QToolButton):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setAutoRaise(True)
-        self.setToolTip("Show every open trace's warnings (View › Diagnostics)")
+        self.setToolTip("Show every open trace's warnings (View › Show Diagnostics, Ctrl+Shift+D)")
         self.set_count(0)
 
     def set_count(self, n: int) -> None:

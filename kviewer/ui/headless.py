@@ -111,7 +111,7 @@ def build_view(
     size
         Width and height in device-independent pixels.
     time_range
-        ``(start, end)`` in ns from the first event (the timeline's axis); None for either end
+        ``(start, end)`` in ns on the timeline's axis (the trace's own clock); None for either end
         means the start or the end of the traces. Only the window and timeline views use it.
     device
         The GPU, when the trace does not say (as ``kviewer sol --device``).

@@ -72,8 +72,9 @@ class IdlePanel(QWidget):
         min_ns = int(round(self.threshold.value() * 1e3))
         offset = tracks.offset_ns
         key = tracks.key
+        clock = tracks.clock
         self.status.setText("computing…")
-        self.runner.run("idle", lambda: idle_gaps(trace, min_ns), lambda df: self._show(df, offset, key), self._failed)
+        self.runner.run("idle", lambda: idle_gaps(trace, min_ns), lambda df: self._show(df, offset, key, clock), self._failed)
 
     def _ensure_table(self) -> None:
         if self.model is not None:
@@ -83,7 +84,7 @@ class IdlePanel(QWidget):
 
         cols = (
             Col("where", "Stream", "text"),
-            Col("start_display", "Start", "time", header_tip="when the stream went idle (from the trace's first event)"),
+            Col("start_display", "Start", "instant", header_tip="when the stream went idle"),
             Col("gap_ns", "Gap", "time"),
             Col("nvtx", "NVTX range (host)", "text", header_tip="the innermost NVTX / user range open when the gap began: on the "
                 "launching thread, else on another thread of its process (PyTorch's autograd thread launches the backward)"),
@@ -98,8 +99,12 @@ class IdlePanel(QWidget):
         self.view.activated.connect(self._on_row)
         self._lay.addWidget(self.view, 1)
 
-    def _show(self, df: Any, offset: int, key: int) -> None:
+    def _show(self, df: Any, offset: int, key: int, clock: str = "") -> None:
+        from dataclasses import replace
+
         self._ensure_table()
+        # the header says which clock the start is on (the timeline's, SQL's, the CLI's)
+        cols = tuple(replace(c, header_tip=f"when the stream went idle, time {clock}") if c.key == "start_display" else c for c in self.cols)
         df = df.copy()
         df["where"] = [f"GPU {d} · stream {s}" for d, s in zip(df["device"], df["stream"])]
         df["start_display"] = df["start"] - offset
@@ -108,7 +113,7 @@ class IdlePanel(QWidget):
             df[col] = df[col].replace("", "—")
         self.gaps = df
         self._offset = offset
-        self.model.set_frame(df, self.cols)
+        self.model.set_frame(df, cols)
         self.view.resizeColumnsToContents()
         hh = self.view.horizontalHeader()
         for c in (self.model.column_index("nvtx"), self.model.column_index("next_name")):  # long names are elided

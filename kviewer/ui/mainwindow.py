@@ -46,6 +46,8 @@ from kviewer.ui.viewstate import ViewState
 MAX_RECENT = 10
 #: the docks the saved layout knows; a layout saved with another set (an older kviewer, before
 #: the Query and Counters docks) would leave the new docks loose beside the others
+#: brings the Diagnostics dock (every load warning of every open trace) forward
+DIAGNOSTICS_KEY = "Ctrl+Shift+D"
 LAYOUT_DOCKS = "kernels,details,roofline,fusion,compare,query,counters,range,idle,diagnostics,whatif,memory,calltree"
 FILE_FILTER = (
     "Profiler traces (*.json *.json.gz *.json.xz *.json.zst *.sqlite *.sqlite.gz *.nsys-rep *.ncu-rep *.csv *.db *.txt *.log);;"
@@ -286,6 +288,8 @@ class MainWindow(QMainWindow):
         view.addAction(self.range_dock.toggleViewAction())
         view.addAction(self.idle_dock.toggleViewAction())
         view.addAction(self.diagnostics_dock.toggleViewAction())
+        self.show_diagnostics_action = self._action("Show &Diagnostics", self.show_diagnostics, QKeySequence(DIAGNOSTICS_KEY))
+        view.addAction(self.show_diagnostics_action)
         view.addAction(self.whatif_dock.toggleViewAction())
         view.addAction(self.memory_dock.toggleViewAction())
         view.addAction(self.flame_dock.toggleViewAction())
@@ -326,6 +330,7 @@ class MainWindow(QMainWindow):
             "Drag along the time axis (or Shift+drag over the lanes)  select a range: the Range dock sums it\n"
             "Ctrl+F  find; Enter / Shift+Enter  next / previous match\nEsc  clear the selection\nCtrl+O  open; Ctrl+Shift+O  open a folder of rank traces; Ctrl+C  copy table rows as TSV\n"
             "Ctrl+Shift+S  export a picture of a view; Ctrl+Shift+C  copy the focused view's picture\n"
+            f"{DIAGNOSTICS_KEY}  the Diagnostics dock: every warning of every open trace\n"
             "Click a group header to collapse it; right-click a lane or header to pin, move, hide it (or close a trace),\n"
             "right-click the lanes' area to zoom to the selection, zoom back or fit all;\n"
             "type in the box above the lanes to search them.\n"
@@ -390,7 +395,9 @@ class MainWindow(QMainWindow):
             if names:
                 parts.append(names[0] if len(names) == 1 else f"{names[0]} (+{len(names) - 1})")
         if m.warnings:
-            parts.append(f"⚠ {m.warnings[0].message}")
+            # the first warning, and how many more the Diagnostics dock lists (never only the first)
+            more = len(m.warnings) - 1
+            parts.append(f"⚠ {m.warnings[0].message}" + (f" (+{more} more: {DIAGNOSTICS_KEY})" if more else ""))
         self.status_label.setText("  ·  ".join(parts))
         self.status_label.setToolTip(m.path)
         n = len(self.state.traces)

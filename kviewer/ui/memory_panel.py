@@ -25,6 +25,7 @@ class MemoryPanel(QWidget):
         self.result: Any = None
         self.rows: Any = None
         self._offset = 0
+        self._clock = ""
         self.status = QLabel("")
         self.status.setObjectName("memoryStatus")
         self.status.setWordWrap(True)
@@ -63,6 +64,7 @@ class MemoryPanel(QWidget):
 
         trace = tracks.trace
         offset = tracks.offset_ns
+        self._clock = tracks.clock
         self.status.setText("computing…")
         self.runner.run("memory", lambda: memory_summary(trace), lambda res: self._show(res, offset), self._failed)
 
@@ -76,7 +78,7 @@ class MemoryPanel(QWidget):
             Col("device", "Device", "text"),
             Col("bytes", "Size", "bytes"),
             Col("op", "Made by", "text", header_tip="the op around the allocation (allocation helpers such as aten::empty skipped)"),
-            Col("at", "Allocated at", "time", header_tip="from the trace's first event"),
+            Col("at", "Allocated at", "instant", header_tip="when it was allocated"),
             Col("age", "Live before the peak", "time"),
         )
         self.model = TableModel()
@@ -107,12 +109,16 @@ class MemoryPanel(QWidget):
         self._show_rows(rows)
 
     def _show_rows(self, rows: list[dict[str, Any]]) -> None:
+        from dataclasses import replace
+
         import pandas as pd
 
         self._ensure_table()
         df = pd.DataFrame(rows, columns=["device", "bytes", "op", "at", "age", "start", "end"])
         self.rows = df
-        self.model.set_frame(df, self.cols)
+        clock = self._clock
+        cols = tuple(replace(c, header_tip=f"when it was allocated, time {clock}") if c.key == "at" and clock else c for c in self.cols)
+        self.model.set_frame(df, cols)
         self.view.resizeColumnsToContents()
 
     def _failed(self, message: str) -> None:

@@ -180,7 +180,7 @@ class QueryPanel(QWidget):
         self.result, self._keys = df, keys
         old = self.model
         self.model = TableModel(self)
-        self.model.set_frame(df, query_columns(df))
+        self.model.set_frame(df, query_columns(df, self.state.clock()))
         if self.view is None:
             self.view = TableView(self.model)
             self.view.verticalHeader().setVisible(False)

@@ -6,12 +6,13 @@ The tables come from :func:`kviewer.analysis.timerange.range_summary` (the same 
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import numpy as np
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QTabWidget, QToolButton, QVBoxLayout, QWidget
 
-from kviewer.session.format import format_duration
+from kviewer.session.format import format_duration, format_time
 from kviewer.ui.background import BackgroundRunner
 from kviewer.ui.viewstate import ViewState
 
@@ -162,17 +163,18 @@ class RangePanel(QWidget):
         t0 = int(round(rng[0])) + tracks.offset_ns
         t1 = int(round(rng[1])) + tracks.offset_ns
         label = tracks.label
+        clock = tracks.clock
         info = tracks.sol_info
         sol = info.result.table if info is not None and info.result is not None else None
-        self.title.setText(f"<b>{format_duration(rng[1] - rng[0])}</b> · {format_duration(rng[0])} – {format_duration(rng[1])} · {label} · computing…")
-        self.runner.run("range", lambda: range_summary(trace, t0, t1, sol), lambda s: self._show(s, rng, label), self._failed)
+        self.title.setText(f"<b>{format_duration(rng[1] - rng[0])}</b> · {format_time(rng[0])} – {format_time(rng[1])} {html.escape(tracks.clock)} · {label} · computing…")
+        self.runner.run("range", lambda: range_summary(trace, t0, t1, sol), lambda s: self._show(s, rng, label, clock), self._failed)
         self.critpath.refresh(tracks, t0, t1)
 
-    def _show(self, summary: Any, rng: tuple[float, float], label: str) -> None:
+    def _show(self, summary: Any, rng: tuple[float, float], label: str, clock: str = "") -> None:
 
         self.summary = summary
         n = len(summary.kernels)
-        self.title.setText(f"<b>{format_duration(rng[1] - rng[0])}</b> · {format_duration(rng[0])} – {format_duration(rng[1])} · "
+        self.title.setText(f"<b>{format_duration(rng[1] - rng[0])}</b> · {format_time(rng[0])} – {format_time(rng[1])} {html.escape(clock)} · "
                            f"{label} · {int(summary.kernels['count'].sum()):,} kernels of {n:,} names"
                            + (f"<br><span style='color:#a04000'>{summary.tensor.sentence()}</span>"
                               if summary.tensor is not None and summary.tensor.sentence() else ""))

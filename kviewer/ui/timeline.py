@@ -114,6 +114,14 @@ class TimeAxis(pg.AxisItem):
         self.picture = None
         self.update()
 
+    def set_clock(self, text: str) -> None:
+        """The axis label says what time 0 is (``"time since session start"``, the one clock of
+        every surface: :func:`kviewer.session.tracks.clock_label`); none with nothing open."""
+        if text:
+            self.setLabel(text)
+        else:
+            self.showLabel(False)
+
     def mouseDragEvent(self, ev: Any) -> None:
         """Dragging along the time axis selects a range (as in Nsight Systems and Perfetto)."""
         if self.timeline is None or ev.button() != Qt.MouseButton.LeftButton:
@@ -928,6 +936,7 @@ class TimelineView(QWidget):
     def _on_traces(self) -> None:
         self.time_axis.redraw()
         had_rows = bool(self.rows)
+        self.plot.getAxis("bottom").set_clock(self.state.clock())
         self._set_limits()
         self.relayout()
         if not had_rows or not self.state.traces:
@@ -1099,7 +1108,7 @@ def tooltip_text(tracks: TraceTracks, table: str, row: int, mfu: Any = None) -> 
     r = df.iloc[row]
     lines = [f"<b>{_esc(str(r['short_name'] if table == 'kernels' else r['name']))}</b>"]
     lines.append(f"duration: {format_duration(float(r['dur']))}")
-    lines.append(f"start: {format_time(float(r['start'] - tracks.offset_ns))}")
+    lines.append(f"start: {format_time(float(r['start'] - tracks.offset_ns))} {_esc(tracks.clock)}")
     if table == "kernels":
         if int(r["grid_x"]) >= 0:
             lines.append(f"grid: {r['grid_x']}×{r['grid_y']}×{r['grid_z']}   block: {r['block_x']}×{r['block_y']}×{r['block_z']}")

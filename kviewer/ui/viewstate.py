@@ -95,6 +95,9 @@ class ViewState(QObject):
     def span(self) -> tuple[float, float]:
         return self.session.span()
 
+    def clock(self) -> str:
+        return self.session.clock()
+
     # what the views write ----------------------------------------------------------------------
     def add_trace(self, tracks: TraceTracks) -> None:
         self.session.add_trace(tracks)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from kviewer.analysis.ranks import rank_subtrace
-from kviewer.errors import LoadCancelled, UnsupportedFormat
+from kviewer.errors import LoadCancelled, NotOneRun, UnsupportedFormat
 from kviewer.io import cache, ranks
 from kviewer.io.registry import CancelToken, detect, load
 
@@ -153,6 +153,31 @@ def test_ranks_are_aligned_on_a_common_origin(sample_traces: Path, tmp_path: Pat
     k1 = rank_subtrace(merged, 1).kernels["start"].to_numpy()
     assert np.array_equal(k0, single.kernels["start"].to_numpy())
     assert np.array_equal(k1 - k0, np.full(len(k0), 2_000_000))
+
+
+def test_files_recorded_hours_apart_are_not_one_run(sample_traces: Path, tmp_path: Path) -> None:
+    """Issue 27: a folder of unrelated files opened as "2 ranks" 3.5 h apart. Decided on the
+    recorded times (data): refused as a rank set, with the reason and the files of each run."""
+    doc = eager_doc(sample_traces)
+    write_rank(tmp_path / "junk", "rank-0.json", doc, 0)
+    write_rank(tmp_path / "junk", "rank-1.json", doc, 1, base_shift_ns=int(3.5 * 3600e9))
+    with pytest.raises(NotOneRun) as err:
+        load(tmp_path / "junk", use_cache=False)
+    assert err.value.reason == "times"
+    assert [[Path(p).name for p in g] for g in err.value.groups] == [["rank-0.json"], ["rank-1.json"]]
+    assert "12,600 s (3.5 h) apart" in err.value.problem  # the same words reach the CLI and the window's dialog
+
+
+def test_files_of_different_programs_are_not_one_run(sample_traces: Path, tmp_path: Path) -> None:
+    """Files that say which program they profiled (nsys does) must name one."""
+    single = load(sample_traces / EAGER, use_cache=False)
+    other = load(sample_traces / EAGER, use_cache=False)
+    single.meta.program, other.meta.program = "train.py", "bench"
+    with pytest.raises(NotOneRun) as err:
+        ranks.one_run(tmp_path, [tmp_path / "a", tmp_path / "b"], [single, other])
+    assert err.value.reason == "programs"
+    other.meta.program = "train.py"
+    ranks.one_run(tmp_path, [tmp_path / "a", tmp_path / "b"], [single, other])  # one program, one time: fine
 
 
 def test_bad_and_foreign_files(three_ranks: Path) -> None:

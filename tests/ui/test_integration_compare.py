@@ -74,6 +74,10 @@ def test_second_drop_starts_compare_mode(qtbot: Any, window: Any, sample_traces:
     assert b.span == (int(b.trace.span_ns()[0]) - b.offset_ns, int(b.trace.span_ns()[1]) - b.offset_ns)
     lo, hi = window.state.span()
     assert lo <= min(a.span[0], b.span[0]) and hi >= max(a.span[1], b.span[1])
+    # one clock: A on its own, B on A's, and the axis and B's times say so
+    assert a.offset_ns == 0 and a.clock == a.trace.meta.clock
+    assert b.clock.startswith("on A's clock")
+    assert window.timeline.plot.getAxis("bottom").labelText == f"time {a.trace.meta.clock} (B aligned on A)"
     # Compare actions follow the mode
     assert window.stop_compare_action.isEnabled() and not window.compare_open_action.isEnabled()
 
@@ -141,10 +145,10 @@ def test_selecting_a_row_highlights_its_kernels_in_both(qtbot: Any, window: Any,
 
 def test_stop_comparing_and_closing_a_side(qtbot: Any, window: Any, sample_traces: Path) -> None:
     a, b = _compared(qtbot, window, sample_traces)
-    own = int(b.trace.span_ns()[0])
     window.stop_compare_action.trigger()
     assert not window.compare.active and window.compare.dock.isHidden()
-    assert b.offset_ns == own and b.span[0] == 0
+    # back on its own clock: its tables' times, from its own time 0 (one clock with SQL and the CLI)
+    assert b.offset_ns == 0 and b.span[0] == int(b.trace.span_ns()[0]) and b.clock == b.trace.meta.clock
     assert b.root.label == b.label and a.root.label == a.label
     assert len(window.state.traces) == 2  # both stay open
     assert window.compare_open_action.isEnabled()
