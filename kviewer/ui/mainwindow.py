@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from kviewer.core import jsonout
 from kviewer.ui import resources
 from kviewer.ui.analysis_docks import AnalysisDocks
 from kviewer.ui.background import BackgroundRunner
@@ -602,6 +601,8 @@ class MainWindow(QMainWindow):
         s.setValue("window/state", self.saveState())
         s.setValue("window/docks", LAYOUT_DOCKS)
         saved = self.timeline.lanes_layout.saved(self.state.traces)
+        from kviewer.core import jsonout  # at closing: msgspec stays out of the window's start-up
+
         s.setValue("timeline/lanes", jsonout.to_text(saved.to_json()))  # the row layout, by label path
         s.sync()
 
