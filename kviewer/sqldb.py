@@ -30,10 +30,11 @@ Schema (version :data:`SCHEMA_VERSION`)
 
 from __future__ import annotations
 
+import itertools
 import math
 import sqlite3
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -120,9 +121,41 @@ FROM steps ORDER BY trace_id, step
 
 # ---------------------------------------------------------------------------------------------
 # writing
+#
+# Rows go in through the connection itself: one CREATE TABLE per table (its foreign keys declared
+# there, column types as sqlite-utils names them), then one executemany of tuples made from numpy
+# columns, all inside one transaction. sqlite-utils' insert_all would build a dict per row, commit
+# every 5,000 rows and, for the foreign keys, copy every table once more (Table.transform).
+
+#: foreign keys besides every table's ``trace_id`` -> ``traces``: table -> (column, table, column)
+FOREIGN_KEYS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "flows": (("src_pk", "cpu_slices", "pk"), ("kernel_pk", "kernels", "pk"), ("op_pk", "gpu_ops", "pk")),
+    "metrics": (("kernel_pk", "kernels", "pk"),),
+    "kernel_sol": (("kernel_pk", "kernels", "pk"),),
+}
+#: tables without a ``trace_id`` foreign key
+UNKEYED = ("traces", "kviewer_schema")
+#: indexes made with their table
+INDEXES: dict[str, tuple[tuple[str, ...], ...]] = {
+    **{t: (("trace_id", "start_ns"), ("name",)) for t in EVENT_TABLES},
+    "metrics": (("kernel_pk",),),
+    "flows": (("kernel_pk",),),
+}
+#: full-text search: the virtual table -> (its table, the columns it indexes)
+FTS: dict[str, tuple[str, tuple[str, ...]]] = {"kernels_fts": ("kernels", ("name", "short_name")), "cpu_slices_fts": ("cpu_slices", ("name",))}
+ANALYSIS_TABLES = ("kernel_sol", "fusion_candidates")
+#: every part of a full build: the tables, then the full-text indexes (views are always made)
+PARTS: tuple[str, ...] = ("kviewer_schema", "traces", *schema.TABLES, "steps", *ANALYSIS_TABLES, *FTS)
+TRACES_COLUMNS = ("trace_id", "path", "source_format", "format_label", "tool", "tool_version", "origin_ns", "sol_device", "sol_note")
+
+_PLAIN_TYPES = frozenset({str, int, type(None)})
 
 
 def _sql_value(v: Any) -> Any:
+    """One value as SQLite stores it: numpy scalars as Python ones, NaN/inf and NA as NULL, lists
+    and dicts as JSON (as sqlite-utils stores them)."""
+    from sqlite_utils.db import jsonify_if_needed
+
     if v is None or v is pd.NA:
         return None
     if isinstance(v, (np.integer,)):
@@ -132,7 +165,25 @@ def _sql_value(v: Any) -> Any:
         return None if math.isnan(f) or math.isinf(f) else f
     if isinstance(v, np.bool_):
         return bool(v)
-    return v
+    return jsonify_if_needed(v)
+
+
+def _sql_column(values: np.ndarray) -> list[Any]:
+    """A column's values as :func:`_sql_value` makes them, vectorised where the dtype allows."""
+    kind = values.dtype.kind
+    if kind in "iub":
+        return values.tolist()  # type: ignore[no-any-return]
+    if kind == "f":
+        out: list[Any] = values.tolist()
+        bad = ~np.isfinite(values)
+        if bad.any():
+            for i in np.flatnonzero(bad).tolist():
+                out[i] = None
+        return out
+    out = values.tolist()
+    if set(map(type, out)) <= _PLAIN_TYPES:
+        return out
+    return [_sql_value(v) for v in out]
 
 
 def _frame_for_sql(df: pd.DataFrame, table: schema.Table | None) -> pd.DataFrame:
@@ -157,31 +208,6 @@ def _frame_for_sql(df: pd.DataFrame, table: schema.Table | None) -> pd.DataFrame
     return pd.DataFrame(out)
 
 
-def _records(df: pd.DataFrame, extra: dict[str, Any] | None = None, pk: np.ndarray | None = None) -> Iterator[dict[str, Any]]:
-    cols = list(df.columns)
-    arrays = [df[c].to_numpy() for c in cols]
-    for i in range(len(df)):
-        rec = {c: _sql_value(a[i]) for c, a in zip(cols, arrays)}
-        if extra:
-            rec.update(extra)
-        if pk is not None:
-            rec["pk"] = int(pk[i])
-        yield rec
-
-
-def _insert(db: sqlite_utils.Database, name: str, df: pd.DataFrame, trace_id: int, pk: np.ndarray | None = None, **kw: Any) -> None:
-    table = db[name]
-    columns = {c: _column_type(df[c]) for c in df.columns}
-    columns["trace_id"] = int
-    if pk is not None:
-        columns["pk"] = int
-    if not table.exists():
-        order = (["pk"] if pk is not None else []) + ["trace_id"] + list(df.columns)
-        db.create_table(name, {c: columns[c] for c in order}, pk="pk" if pk is not None else None, **kw)
-    if len(df):
-        db[name].insert_all(_records(df, {"trace_id": trace_id}, pk), batch_size=5000, alter=True)  # type: ignore[union-attr]
-
-
 def _column_type(col: pd.Series) -> type:
     kind = col.dtype.kind
     if kind in "iub":
@@ -196,106 +222,198 @@ def _column_type(col: pd.Series) -> type:
     return str
 
 
-def add_trace(db: sqlite_utils.Database, trace: Trace, trace_id: int, analysis: bool = True, sol: pd.DataFrame | None = None) -> None:
-    """Write one trace (and, with ``analysis``, its SOL and fusion candidates) as ``trace_id``;
-    ``sol`` is its speed-of-light frame when the caller already has it (the app computed it on
-    load, possibly on a GPU the user chose)."""
-    meta = trace.meta
-    base = trace_id * PK_STRIDE
-    sol_device, sol_note = None, None
-    for name in schema.TABLES:
-        df = trace.table(name)
-        spec = schema.TABLES[name]
-        frame = _frame_for_sql(df, spec)
-        if name in EVENT_TABLES:
-            _insert(db, name, frame, trace_id, pk=base + df["id"].to_numpy(dtype=np.int64))
-        elif name == "flows":
-            dst = df["dst"].to_numpy(dtype=np.int64)
-            to_k = (df["dst_table"].astype(str) == "kernels").to_numpy()
-            frame = frame.assign(
-                src_pk=_or_null(base + df["src"].to_numpy(dtype=np.int64), df["src"].to_numpy() >= 0),
-                kernel_pk=_or_null(base + dst, to_k & (dst >= 0)),
-                op_pk=_or_null(base + dst, ~to_k & (dst >= 0)),
-            )
-            _insert(db, name, frame, trace_id)
-        elif name == "metrics":
-            kernel = df["kernel"].to_numpy(dtype=np.int64)
-            frame = frame.assign(kernel_pk=_or_null(base + kernel, kernel >= 0))
-            _insert(db, name, frame, trace_id)
-        else:
-            _insert(db, name, frame, trace_id)
-    from kviewer.analysis.steps import find_steps
+def _foreign_keys(name: str, columns: Sequence[str]) -> list[tuple[str, str, str]]:
+    fks = [] if name in UNKEYED else [("trace_id", "traces", "trace_id")]
+    fks += list(FOREIGN_KEYS.get(name, ()))
+    return [fk for fk in fks if fk[0] in columns]
 
-    steps = find_steps(trace)
-    steps = steps.rename(columns={"gpu_span": "gpu_span_ns", "gpu_start": "gpu_start_ns", "gpu_end": "gpu_end_ns"})
-    _insert(db, "steps", _frame_for_sql(steps, None), trace_id)
-    if analysis and len(trace.kernels):
-        from kviewer.analysis.fusion import fusion_candidates
-        from kviewer.analysis.sol import speed_of_light
-        from kviewer.errors import AnalysisError
 
-        try:
-            if sol is None:
-                sol = speed_of_light(trace)
-        except AnalysisError as exc:
-            sol_note = str(exc)
-        else:
-            devices = sorted({str(d) for d in sol.get("gpu", pd.Series(dtype=object)).dropna() if str(d)})
-            sol_device = ", ".join(devices) or None
-            keep = [c for c in sol.columns if c not in ("name", "short_name", "start", "end", "dur", "device", "stream")]
-            frame = _frame_for_sql(sol[keep], None)
-            ids = sol["id"].to_numpy(dtype=np.int64) if "id" in sol.columns else np.arange(len(sol))
-            frame = frame.rename(columns={"id": "kernel_id"}).assign(kernel_pk=base + ids)
-            _insert(db, "kernel_sol", frame, trace_id)
-            try:
-                cand = fusion_candidates(trace, sol=sol)
-            except AnalysisError as exc:
-                sol_note = str(exc)
+def _create(db: sqlite_utils.Database, name: str, columns: dict[str, type], pk: str | None = None) -> None:
+    """CREATE TABLE through sqlite-utils (its type names), with the table's foreign keys and indexes."""
+    db.create_table(name, columns, pk=pk, foreign_keys=_foreign_keys(name, list(columns)))  # type: ignore[arg-type]
+    for cols in INDEXES.get(name, ()):
+        db[name].create_index(list(cols), if_not_exists=True)  # type: ignore[union-attr]
+
+
+def _insert(db: sqlite_utils.Database, name: str, df: pd.DataFrame, trace_id: int | None, pk: np.ndarray | None = None) -> None:
+    """Append ``df``'s rows (with ``trace_id`` and ``pk``) to table ``name``, creating it first
+    (columns ``pk``, ``trace_id``, then the frame's) or adding columns it lacks."""
+    from sqlite_utils.db import quote_identifier
+
+    columns: dict[str, Any] = {}
+    data: list[Any] = []
+    if pk is not None:
+        columns["pk"] = int
+        data.append(pk.astype(np.int64, copy=False).tolist())
+    if trace_id is not None:
+        columns["trace_id"] = int
+        data.append(itertools.repeat(trace_id, len(df)))
+    for c in df.columns:
+        columns[str(c)] = _column_type(df[c])
+        data.append(_sql_column(df[c].to_numpy()))
+    if not db[name].exists():
+        _create(db, name, columns, pk="pk" if pk is not None else None)
+    else:
+        have = db[name].columns_dict
+        for c, t in columns.items():
+            if c not in have:
+                db[name].add_column(c, t)  # type: ignore[union-attr]
+    if not len(df):
+        return
+    names = ", ".join(quote_identifier(c) for c in columns)
+    marks = ", ".join("?" * len(columns))
+    db.conn.executemany(f"INSERT INTO {quote_identifier(name)} ({names}) VALUES ({marks})", zip(*data))
+
+
+def _insert_row(db: sqlite_utils.Database, name: str, row: dict[str, Any], pk: str | None = None) -> None:
+    """One row; the table made first with the types sqlite-utils gives these values (as its
+    ``insert`` would), without the commit ``insert`` makes."""
+    from sqlite_utils.db import quote_identifier
+    from sqlite_utils.utils import suggest_column_types
+
+    if not db[name].exists():
+        _create(db, name, suggest_column_types([row]), pk=pk)
+    names = ", ".join(quote_identifier(c) for c in row)
+    db.conn.execute(f"INSERT INTO {quote_identifier(name)} ({names}) VALUES ({', '.join('?' * len(row))})", [_sql_value(v) for v in row.values()])
+
+
+def _create_fts(db: sqlite_utils.Database, fts: str) -> None:
+    """A full-text index over its table's rows, built once from the table (no triggers: the
+    database is not written again), as sqlite-utils' ``enable_fts`` writes it."""
+    from sqlite_utils.db import quote_identifier
+
+    table, cols = FTS[fts]
+    names = ", ".join(quote_identifier(c) for c in cols)
+    db.conn.execute(f"CREATE VIRTUAL TABLE {quote_identifier(fts)} USING FTS5 (\n    {names},\n    content={quote_identifier(table)}\n)")
+    db.conn.execute(f"INSERT INTO {quote_identifier(fts)} (rowid, {names})\n    SELECT rowid, {names} FROM {quote_identifier(table)};")
+
+
+class _Builder:
+    """Writes the parts of the schema for ``traces`` into ``db``, part by part (a table for every
+    trace, or a full-text index); each trace's analyses are computed once, when first needed."""
+
+    def __init__(self, db: sqlite_utils.Database, traces: Sequence[Trace], analysis: bool = True,
+                 sols: Sequence[pd.DataFrame | None] | None = None, progress: Callable[[str], None] | None = None) -> None:
+        self.db, self.traces, self.analysis, self.progress = db, list(traces), analysis, progress
+        self.sols = list(sols) if sols is not None else [None] * len(self.traces)
+        self._analyses: dict[int, _Analyses] = {}
+
+    def build(self, parts: Iterable[str]) -> None:
+        for part in parts:
+            if self.progress is not None:
+                self.progress(part)
+            if part in FTS:
+                _create_fts(self.db, part)
+            elif part == "kviewer_schema":
+                _schema_row(self.db)
             else:
+                for trace_id, trace in enumerate(self.traces, start=1):
+                    self._table(part, trace, trace_id)
+
+    def _table(self, name: str, trace: Trace, trace_id: int) -> None:
+        base = trace_id * PK_STRIDE
+        if name in schema.TABLES:
+            df = trace.table(name)
+            frame = _frame_for_sql(df, schema.TABLES[name])
+            if name in EVENT_TABLES:
+                _insert(self.db, name, frame, trace_id, pk=base + df["id"].to_numpy(dtype=np.int64))
+                return
+            if name == "flows":
+                dst = df["dst"].to_numpy(dtype=np.int64)
+                to_k = (df["dst_table"].astype(str) == "kernels").to_numpy()
+                frame = frame.assign(
+                    src_pk=_or_null(base + df["src"].to_numpy(dtype=np.int64), df["src"].to_numpy() >= 0),
+                    kernel_pk=_or_null(base + dst, to_k & (dst >= 0)),
+                    op_pk=_or_null(base + dst, ~to_k & (dst >= 0)),
+                )
+            elif name == "metrics":
+                kernel = df["kernel"].to_numpy(dtype=np.int64)
+                frame = frame.assign(kernel_pk=_or_null(base + kernel, kernel >= 0))
+            _insert(self.db, name, frame, trace_id)
+        elif name == "steps":
+            from kviewer.analysis.steps import find_steps
+
+            steps = find_steps(trace).rename(columns={"gpu_span": "gpu_span_ns", "gpu_start": "gpu_start_ns", "gpu_end": "gpu_end_ns"})
+            _insert(self.db, "steps", _frame_for_sql(steps, None), trace_id)
+        elif name == "kernel_sol":
+            sol = self._analysed(trace, trace_id).sol
+            if sol is not None:
+                keep = [c for c in sol.columns if c not in ("name", "short_name", "start", "end", "dur", "device", "stream")]
+                frame = _frame_for_sql(sol[keep], None)
+                ids = sol["id"].to_numpy(dtype=np.int64) if "id" in sol.columns else np.arange(len(sol))
+                frame = frame.rename(columns={"id": "kernel_id"}).assign(kernel_pk=base + ids)
+                _insert(self.db, "kernel_sol", frame, trace_id)
+        elif name == "fusion_candidates":
+            cand = self._analysed(trace, trace_id).fusion
+            if cand is not None:
                 cand = cand.assign(kernel_ids=[" ".join(str(i) for i in ids[0]) if len(ids) else "" for ids in cand["kernel_ids"]])
-                _insert(db, "fusion_candidates", _frame_for_sql(cand, None), trace_id)
-    db["traces"].insert(  # type: ignore[union-attr]
-        {
-            "trace_id": trace_id, "path": meta.path, "source_format": meta.source_format,
-            "format_label": meta.format_label, "tool": meta.tool, "tool_version": meta.tool_version,
-            "origin_ns": meta.origin_ns, "sol_device": sol_device, "sol_note": sol_note,
-        },
-        pk="trace_id",
-    )  # fmt: skip
+                _insert(self.db, "fusion_candidates", _frame_for_sql(cand, None), trace_id)
+        elif name == "traces":
+            a = self._analysed(trace, trace_id)
+            meta = trace.meta
+            row = {"trace_id": trace_id, "path": meta.path, "source_format": meta.source_format,
+                   "format_label": meta.format_label, "tool": meta.tool, "tool_version": meta.tool_version,
+                   "origin_ns": meta.origin_ns, "sol_device": a.sol_device, "sol_note": a.sol_note}  # fmt: skip
+            _insert_row(self.db, "traces", row, pk="trace_id")
+        else:
+            raise ValueError(f"not a part of the kviewer schema: {name}")
+
+    def _analysed(self, trace: Trace, trace_id: int) -> _Analyses:
+        """The trace's speed of light and fusion candidates (with ``analysis`` and kernels), once."""
+        done = self._analyses.get(trace_id)
+        if done is not None:
+            return done
+        out = _Analyses()
+        if self.analysis and len(trace.kernels):
+            from kviewer.analysis.fusion import fusion_candidates
+            from kviewer.analysis.sol import speed_of_light
+            from kviewer.errors import AnalysisError
+
+            sol = self.sols[trace_id - 1]
+            try:
+                if sol is None:
+                    sol = speed_of_light(trace)
+            except AnalysisError as exc:
+                out.sol_note = str(exc)
+            else:
+                out.sol = sol
+                devices = sorted({str(d) for d in sol.get("gpu", pd.Series(dtype=object)).dropna() if str(d)})
+                out.sol_device = ", ".join(devices) or None
+                try:
+                    out.fusion = fusion_candidates(trace, sol=sol)
+                except AnalysisError as exc:
+                    out.sol_note = str(exc)
+        self._analyses[trace_id] = out
+        return out
 
 
-def _finish(db: sqlite_utils.Database) -> None:
-    """Keys, indexes, full-text search and views, once every trace is in."""
-    _schema_row(db)
-    names = set(db.table_names())
-    fks = [(t, "trace_id", "traces", "trace_id") for t in names if t not in ("traces", "kviewer_schema")]
-    fks += [("flows", "src_pk", "cpu_slices", "pk"), ("flows", "kernel_pk", "kernels", "pk"), ("flows", "op_pk", "gpu_ops", "pk"),
-            ("metrics", "kernel_pk", "kernels", "pk")]  # fmt: skip
-    if "kernel_sol" in names:
-        fks.append(("kernel_sol", "kernel_pk", "kernels", "pk"))
-    db.add_foreign_keys([fk for fk in fks if fk[0] in names and fk[1] in db[fk[0]].columns_dict])
-    for t in EVENT_TABLES:
-        db[t].create_index(["trace_id", "start_ns"], if_not_exists=True)  # type: ignore[union-attr]
-        db[t].create_index(["name"], if_not_exists=True)  # type: ignore[union-attr]
-    db["metrics"].create_index(["kernel_pk"], if_not_exists=True)  # type: ignore[union-attr]
-    db["flows"].create_index(["kernel_pk"], if_not_exists=True)  # type: ignore[union-attr]
-    db["kernels"].enable_fts(["name", "short_name"], create_triggers=False)  # type: ignore[union-attr]
-    db["cpu_slices"].enable_fts(["name"], create_triggers=False)  # type: ignore[union-attr]
+@dataclass
+class _Analyses:
+    sol: pd.DataFrame | None = None
+    fusion: pd.DataFrame | None = None
+    sol_device: str | None = None
+    sol_note: str | None = None
+
+
+def _create_views(db: sqlite_utils.Database) -> None:
     for sql in VIEWS.values():
-        db.execute(sql)
+        db.conn.execute(sql)
 
 
 def build(
     db: sqlite_utils.Database, traces: Sequence[Trace], analysis: bool = True,
     progress: Callable[[str], None] | None = None, sols: Sequence[pd.DataFrame | None] | None = None,
+    parts: Iterable[str] | None = None,
 ) -> None:
     """Write ``traces`` (trace_id 1, 2, ...) into the empty database ``db`` (``sols``: their
-    speed-of-light frames where already computed)."""
-    for i, trace in enumerate(traces, start=1):
-        if progress is not None:
-            progress(trace.meta.path)
-        add_trace(db, trace, i, analysis, sol=sols[i - 1] if sols is not None else None)
-    _finish(db)
+    speed-of-light frames where already computed), in one transaction the caller commits:
+    ``parts`` of the schema (:data:`PARTS`, default all; the analysis tables only with
+    ``analysis``), then the views."""
+    todo = [p for p in (PARTS if parts is None else parts) if analysis or p not in ANALYSIS_TABLES]
+    if not db.conn.in_transaction:
+        db.conn.execute("BEGIN")
+    _Builder(db, traces, analysis, sols, progress).build(todo)
+    _create_views(db)
 
 
 class OutputBusy(OSError):
@@ -305,6 +423,9 @@ class OutputBusy(OSError):
 def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> None:
     """Write a new database file ``out`` with ``fill`` (beside it as ``OUT.partial`` first, so an
     interrupted write never leaves a half database under the final name; replaced when it exists).
+
+    The ``.partial`` file is written without a journal and without syncs (it is thrown away
+    unless complete), in one transaction, and flushed to disk once before it takes the final name.
 
     ``OUT.partial`` is locked while it is written: a second writer of the same output fails at
     once with :class:`OutputBusy` instead of writing into the first one's file. Ctrl+C, SIGTERM
@@ -335,10 +456,14 @@ def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> No
         remove_quietly(f"{tmp}-journal")
         db = sqlite_utils.Database(tmp)
         try:
+            db.conn.execute("PRAGMA journal_mode=OFF")
+            db.conn.execute("PRAGMA synchronous=OFF")
+            db.conn.execute("BEGIN")
             fill(db)
             db.conn.commit()
         finally:
             db.close()
+        os.fsync(fd)  # the one flush: the file is complete on disk before it takes the final name
         os.replace(tmp, out)
     except BaseException:
         if mine:
@@ -354,7 +479,7 @@ def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> No
 def _schema_row(db: sqlite_utils.Database, **extra: Any) -> None:
     from kviewer import __version__
 
-    db["kviewer_schema"].insert({"version": SCHEMA_VERSION, "kviewer_version": __version__, **extra})  # type: ignore[union-attr]
+    _insert_row(db, "kviewer_schema", {"version": SCHEMA_VERSION, "kviewer_version": __version__, **extra})
 
 
 def export(traces: Sequence[Trace], out: str, analysis: bool = True) -> None:
@@ -378,15 +503,18 @@ def in_memory(traces: Sequence[Trace], analysis: bool = True, sols: Sequence[pd.
 
 def write_tables(tables: dict[str, pd.DataFrame], out: str, kind: str, keys: dict[str, list[str]] | None = None) -> None:
     """Write analysis tables (``kviewer fleet``'s) as a new database ``out`` in this module's
-    style: sqlite-utils, unknown values NULL, one ``kviewer_schema`` row (with ``kind``), and an
+    style: sqlite-utils types, unknown values NULL, one ``kviewer_schema`` row (with ``kind``), and an
     index on each table's ``keys``. Replaced when it exists."""
+    from sqlite_utils.db import quote_identifier
 
     def fill(db: sqlite_utils.Database) -> None:
         _schema_row(db, kind=kind)
         for name, df in tables.items():
             db.create_table(name, {c: _column_type(df[c].dropna()) if df[c].dtype == object else _column_type(df[c]) for c in df.columns})
             if len(df):
-                db[name].insert_all(_records(df), batch_size=5000)  # type: ignore[union-attr]
+                names = ", ".join(quote_identifier(str(c)) for c in df.columns)
+                rows = zip(*(_sql_column(df[c].to_numpy()) for c in df.columns))
+                db.conn.executemany(f"INSERT INTO {quote_identifier(name)} ({names}) VALUES ({', '.join('?' * len(df.columns))})", rows)
             cols = [c for c in (keys or {}).get(name, []) if c in df.columns]
             if cols:
                 db[name].create_index(cols, if_not_exists=True)  # type: ignore[union-attr]
