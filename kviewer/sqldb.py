@@ -229,10 +229,25 @@ def _foreign_keys(name: str, columns: Sequence[str]) -> list[tuple[str, str, str
 
 
 def _create(db: sqlite_utils.Database, name: str, columns: dict[str, type], pk: str | None = None) -> None:
-    """CREATE TABLE through sqlite-utils (its type names), with the table's foreign keys and indexes."""
-    db.create_table(name, columns, pk=pk, foreign_keys=_foreign_keys(name, list(columns)))  # type: ignore[arg-type]
+    """CREATE TABLE with sqlite-utils' type names and the table's foreign keys declared (the
+    tables they point at need not exist yet: a partial build makes them when a query names them)."""
+    from sqlite_utils.db import COLUMN_TYPE_MAPPING, quote_identifier
+
+    refs = {col: (table, other) for col, table, other in _foreign_keys(name, list(columns))}
+    defs = []
+    for col, typ in columns.items():
+        extra = " PRIMARY KEY" if col == pk else ""
+        if col in refs:
+            extra += f" REFERENCES {quote_identifier(refs[col][0])}({quote_identifier(refs[col][1])})"
+        defs.append(f"   {quote_identifier(col)} {COLUMN_TYPE_MAPPING[typ]}{extra}")
+    db.conn.execute(f"CREATE TABLE {quote_identifier(name)} (\n" + ",\n".join(defs) + "\n)")
+
+
+def _index(db: sqlite_utils.Database, name: str) -> None:
+    """The table's indexes, made once its rows are in (a sort, not an insert per row)."""
     for cols in INDEXES.get(name, ()):
-        db[name].create_index(list(cols), if_not_exists=True)  # type: ignore[union-attr]
+        if db[name].exists():
+            db[name].create_index(list(cols), if_not_exists=True)  # type: ignore[union-attr]
 
 
 def _insert(db: sqlite_utils.Database, name: str, df: pd.DataFrame, trace_id: int | None, pk: np.ndarray | None = None) -> None:
@@ -309,6 +324,7 @@ class _Builder:
             else:
                 for trace_id, trace in enumerate(self.traces, start=1):
                     self._table(part, trace, trace_id)
+                _index(self.db, part)
 
     def _table(self, name: str, trace: Trace, trace_id: int) -> None:
         base = trace_id * PK_STRIDE
@@ -370,21 +386,41 @@ class _Builder:
             from kviewer.errors import AnalysisError
 
             sol = self.sols[trace_id - 1]
-            try:
-                if sol is None:
-                    sol = speed_of_light(trace)
-            except AnalysisError as exc:
-                out.sol_note = str(exc)
+            sid = trace.meta.source_id
+            if sol is None and sid is not None:
+                # a trace loaded through the cache: its analyses come from (and go to) the
+                # analysis cache, as in the window (computed once per file, not per export)
+                from kviewer.session.analysis_cache import fusion_for_open, sol_for_open
+
+                info = sol_for_open(trace, sid)
+                if info is None or info.sol is None:
+                    out.sol_note = info.why if info is not None else None
+                else:
+                    out.sol, out.sol_device = info.sol, _sol_device(info.sol)
+                    try:
+                        out.fusion = fusion_for_open(trace, info, sid).candidates
+                    except AnalysisError as exc:
+                        out.sol_note = str(exc)
             else:
-                out.sol = sol
-                devices = sorted({str(d) for d in sol.get("gpu", pd.Series(dtype=object)).dropna() if str(d)})
-                out.sol_device = ", ".join(devices) or None
                 try:
-                    out.fusion = fusion_candidates(trace, sol=sol)
+                    if sol is None:
+                        sol = speed_of_light(trace)
                 except AnalysisError as exc:
                     out.sol_note = str(exc)
+                else:
+                    out.sol, out.sol_device = sol, _sol_device(sol)
+                    try:
+                        out.fusion = fusion_candidates(trace, sol=sol)
+                    except AnalysisError as exc:
+                        out.sol_note = str(exc)
         self._analyses[trace_id] = out
         return out
+
+
+def _sol_device(sol: pd.DataFrame) -> str | None:
+    """The GPUs whose peaks a SOL table used, as ``traces.sol_device`` says them."""
+    devices = sorted({str(d) for d in sol.get("gpu", pd.Series(dtype=object)).dropna() if str(d)})
+    return ", ".join(devices) or None
 
 
 @dataclass
