@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -172,7 +172,7 @@ def _sql_column(values: np.ndarray) -> list[Any]:
     """A column's values as :func:`_sql_value` makes them, vectorised where the dtype allows."""
     kind = values.dtype.kind
     if kind in "iub":
-        return values.tolist()  # type: ignore[no-any-return]
+        return values.tolist()
     if kind == "f":
         out: list[Any] = values.tolist()
         bad = ~np.isfinite(values)
@@ -303,6 +303,20 @@ def _create_fts(db: sqlite_utils.Database, fts: str) -> None:
     db.conn.execute(f"INSERT INTO {quote_identifier(fts)} (rowid, {names})\n    SELECT rowid, {names} FROM {quote_identifier(table)};")
 
 
+def _sol_frame(sol: pd.DataFrame, base: int) -> pd.DataFrame:
+    """``kernel_sol`` rows of a SOL table (:data:`kviewer.core.schema.SOL`)."""
+    keep = [c for c in sol.columns if c not in ("name", "short_name", "start", "end", "dur", "device", "stream")]
+    frame = _frame_for_sql(sol[keep], None)
+    ids = sol["id"].to_numpy(dtype=np.int64) if "id" in sol.columns else np.arange(len(sol))
+    return frame.rename(columns={"id": "kernel_id"}).assign(kernel_pk=base + ids)
+
+
+def _fusion_frame(cand: pd.DataFrame) -> pd.DataFrame:
+    """``fusion_candidates`` rows (one instance's kernel ids, space separated)."""
+    cand = cand.assign(kernel_ids=[" ".join(str(i) for i in ids[0]) if len(ids) else "" for ids in cand["kernel_ids"]])
+    return _frame_for_sql(cand, None)
+
+
 class _Builder:
     """Writes the parts of the schema for ``traces`` into ``db``, part by part (a table for every
     trace, or a full-text index); each trace's analyses are computed once, when first needed."""
@@ -354,16 +368,11 @@ class _Builder:
         elif name == "kernel_sol":
             sol = self._analysed(trace, trace_id).sol
             if sol is not None:
-                keep = [c for c in sol.columns if c not in ("name", "short_name", "start", "end", "dur", "device", "stream")]
-                frame = _frame_for_sql(sol[keep], None)
-                ids = sol["id"].to_numpy(dtype=np.int64) if "id" in sol.columns else np.arange(len(sol))
-                frame = frame.rename(columns={"id": "kernel_id"}).assign(kernel_pk=base + ids)
-                _insert(self.db, "kernel_sol", frame, trace_id)
+                _insert(self.db, "kernel_sol", _sol_frame(sol, base), trace_id)
         elif name == "fusion_candidates":
             cand = self._analysed(trace, trace_id).fusion
             if cand is not None:
-                cand = cand.assign(kernel_ids=[" ".join(str(i) for i in ids[0]) if len(ids) else "" for ids in cand["kernel_ids"]])
-                _insert(self.db, "fusion_candidates", _frame_for_sql(cand, None), trace_id)
+                _insert(self.db, "fusion_candidates", _fusion_frame(cand), trace_id)
         elif name == "traces":
             a = self._analysed(trace, trace_id)
             meta = trace.meta
@@ -558,6 +567,290 @@ def write_tables(tables: dict[str, pd.DataFrame], out: str, kind: str, keys: dic
     _new_database(out, fill)
 
 
+# ---------------------------------------------------------------------------------------------
+# building what a query reads
+#
+# A query names the tables it reads; SQLite itself says which: the statement is prepared (as
+# EXPLAIN, so nothing runs) against an empty database of the whole schema, with an authorizer that
+# notes every table read. Only those parts are then built (``kviewer sql``, the Query dock).
+
+
+def _empty_trace() -> Trace:
+    from kviewer.core import Trace, TraceMeta
+
+    return Trace(meta=TraceMeta(path="", source_format=""))
+
+
+class _Skeleton:
+    """The whole schema without rows (every table with its columns, the full-text tables, the
+    views), made once per process; prepares statements to see what they read."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.conn: sqlite3.Connection | None = None
+
+    def _make(self) -> sqlite3.Connection:
+        import sqlite_utils
+
+        from kviewer.analysis.fusion import FUSION_COLUMNS
+
+        conn = sqlite3.connect(":memory:", check_same_thread=False)
+        db = sqlite_utils.Database(conn)
+        conn.execute("BEGIN")
+        _Builder(db, [_empty_trace()], analysis=False).build([p for p in PARTS if p not in ANALYSIS_TABLES])
+        # the analysis tables' columns, from their declared ones through the same frames
+        _insert(db, "kernel_sol", _sol_frame(schema.empty(schema.SOL), PK_STRIDE), 1)
+        _insert(db, "fusion_candidates", _fusion_frame(pd.DataFrame({c: [] for c in FUSION_COLUMNS})), 1)
+        _create_views(db)
+        conn.commit()
+        conn.execute("PRAGMA query_only=ON")
+        return conn
+
+    def reads(self, sql: str) -> set[str] | None:
+        """The parts ``sql`` reads; None when that cannot be told (everything is built then); an
+        empty set for a statement that will be refused (a write, more than one statement)."""
+        from kviewer.io.sqlite_safety import query_authorizer
+
+        names: set[str] = set()
+        state = {"all": False, "refused": False}
+
+        def note(action: int, arg1: str | None, arg2: str | None, db_name: str | None, source: str | None) -> int:
+            verdict = query_authorizer(action, arg1, arg2, db_name, source)
+            if verdict != sqlite3.SQLITE_OK:
+                state["refused"] = True
+            elif action == sqlite3.SQLITE_READ and arg1:
+                names.add(arg1)
+            elif action == sqlite3.SQLITE_PRAGMA:
+                if arg2 is not None and arg2 in PARTS:
+                    names.add(arg2)
+                else:
+                    state["all"] = True  # e.g. PRAGMA table_list: the whole schema
+            return verdict
+
+        with self.lock:
+            if self.conn is None:
+                self.conn = self._make()
+            self.conn.set_authorizer(note)
+            try:
+                self.conn.execute(f"EXPLAIN {sql}").close()
+            except (sqlite3.Warning, sqlite3.ProgrammingError):  # more than one statement: refused whatever it reads
+                return set()
+            except sqlite3.Error:
+                return set() if state["refused"] else None
+            finally:
+                self.conn.set_authorizer(None)
+        if state["refused"]:
+            return set()
+        if state["all"] or names & {"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"}:
+            return None
+        out = set()
+        for name in names:
+            if name in PARTS:
+                out.add(name)
+            else:  # a full-text table's shadow tables (kernels_fts_data, ...)
+                out.update(f for f in FTS if name.startswith(f"{f}_"))
+        return out
+
+
+_SKELETON = _Skeleton()
+
+
+def parts_read(sql: str, analysis: bool = True) -> list[str]:
+    """The parts of the schema (:data:`PARTS`, in build order) that statement ``sql`` reads, as
+    SQLite prepares it: a view stands for the tables it reads, a full-text table for itself and its
+    table. Every part when that cannot be told (a statement that does not prepare against the
+    schema, one that reads ``sqlite_master``), none for a statement the query policy refuses."""
+    found = _SKELETON.reads(sql)
+    want = set(PARTS) if found is None else found | {FTS[f][0] for f in found if f in FTS}
+    want.add("kviewer_schema")
+    return [p for p in PARTS if p in want and (analysis or p not in ANALYSIS_TABLES)]
+
+
+def built_parts(conn: sqlite3.Connection) -> set[str]:
+    """The parts a database holds (a part is written in one transaction: present is complete)."""
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} & set(PARTS)
+
+
+def missing_parts(conn: sqlite3.Connection, sql: str, analysis: bool = True) -> list[str]:
+    """The parts ``sql`` reads that ``conn`` does not hold yet."""
+    have = built_parts(conn)
+    return [p for p in parts_read(sql, analysis) if p not in have]
+
+
+def wanted_tables(parts: Sequence[str], analysis: bool = True) -> dict[str, list[str]] | None:
+    """What of a trace file ``parts`` need (:func:`kviewer.io.load`'s ``tables``); None: all of it
+    (the steps and the analyses read the whole trace)."""
+    if any(p in ("steps", *ANALYSIS_TABLES) for p in parts) or ("traces" in parts and analysis):
+        return None
+    tables = [t for t in schema.TABLES if t in parts or any(FTS[f][0] == t for f in parts if f in FTS)]
+    return {t: schema.TABLES[t].names for t in tables or ["devices"]}
+
+
+def _start(conn: sqlite3.Connection) -> None:
+    """A new database of the schema: the ``kviewer_schema`` row and the views (whose tables come
+    when a query reads them)."""
+    import sqlite_utils
+
+    db = sqlite_utils.Database(conn)
+    conn.execute("BEGIN")
+    _schema_row(db)
+    _create_views(db)
+    conn.commit()
+
+
+def add_parts(conn: sqlite3.Connection, traces: Sequence[Trace], parts: Sequence[str], analysis: bool = True,
+              sols: Sequence[pd.DataFrame | None] | None = None) -> None:
+    """Write ``parts`` for ``traces`` into ``conn`` in one transaction (the query policy is lifted
+    meanwhile and put back after, when it was on)."""
+    import sqlite_utils
+
+    from kviewer.io.sqlite_safety import harden_query_connection
+
+    hardened = conn.execute("PRAGMA query_only").fetchone()[0] == 1
+    conn.set_authorizer(None)
+    conn.execute("PRAGMA query_only=OFF")
+    try:
+        db = sqlite_utils.Database(conn)
+        conn.execute("BEGIN")
+        try:
+            _Builder(db, traces, analysis, sols).build(parts)
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+    finally:
+        if hardened:
+            harden_query_connection(conn)
+
+
+class LazyDatabase:
+    """The schema of some loaded traces in memory, each part written when a query first reads it
+    (the Query dock; ``kviewer sql`` without the cache). Not thread-safe: one thread uses it."""
+
+    def __init__(self, traces: Sequence[Trace], analysis: bool = True, sols: Sequence[pd.DataFrame | None] | None = None) -> None:
+        from kviewer.io.sqlite_safety import harden_query_connection
+
+        self.traces, self.analysis, self.sols = list(traces), analysis, sols
+        self.conn = sqlite3.connect(":memory:", check_same_thread=False)
+        _start(self.conn)
+        harden_query_connection(self.conn)
+
+    def query(self, sql: str, timeout_s: float | None = None, cancel: Callable[[], bool] | None = None) -> pd.DataFrame:
+        """:func:`query`, after writing the parts ``sql`` reads."""
+        missing = missing_parts(self.conn, sql, self.analysis)
+        if missing:
+            add_parts(self.conn, self.traces, missing, self.analysis, self.sols)
+        return query(self.conn, sql, timeout_s, cancel)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _code_fingerprint() -> str:
+    """What decides the built schema besides the files: this module and the analyses."""
+    import hashlib
+    from pathlib import Path
+
+    from kviewer.session.analysis_cache import analysis_fingerprint
+
+    st = Path(__file__).stat()
+    return hashlib.sha256(f"{SCHEMA_VERSION} {st.st_size} {st.st_mtime_ns} {analysis_fingerprint()}".encode()).hexdigest()[:32]
+
+
+def _cache_key(paths: Sequence[str], analysis: bool) -> str | None:
+    """The key of the cached database of ``paths`` (as given: ``traces.path`` says them so), None
+    when a file cannot be identified."""
+    import hashlib
+    import json
+
+    from kviewer.io.cache import source_id
+
+    try:
+        ids = [source_id(p).key() for p in paths]
+    except OSError:
+        return None
+    text = json.dumps([ids, list(paths), analysis, _code_fingerprint()])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def query_files(
+    paths: Sequence[str], sql: str, load: Callable[[str, Mapping[str, Collection[str]] | None], Trace],
+    analysis: bool = True, use_cache: bool = True, timeout_s: float | None = None,
+) -> pd.DataFrame:
+    """Run ``sql`` on the schema of the trace files ``paths`` (trace_id 1, 2, ... in order), building
+    only the parts it reads. ``load(path, tables)`` loads a file (``tables``: what of it is needed,
+    None for all).
+
+    With ``use_cache`` the built database is kept beside the trace cache
+    (:mod:`kviewer.io.cache.derived`), keyed by the files' identities, the paths as given, the
+    analysis choice and the code: a later query opens it and adds only the parts it lacks, without
+    loading the files when it lacks none. A cache that cannot be used is passed by (in memory).
+    Raises :class:`QueryError` for a failed query."""
+    if use_cache:
+        found = _cached(paths, sql, load, analysis)
+        if found is not None:
+            try:
+                return query(found, sql, timeout_s)
+            finally:
+                found.close()
+    parts = parts_read(sql, analysis)
+    wanted = wanted_tables(parts, analysis)
+    db = LazyDatabase([load(p, wanted) for p in paths], analysis)
+    try:
+        return db.query(sql, timeout_s)
+    finally:
+        db.close()
+
+
+def _cached(paths: Sequence[str], sql: str, load: Callable[[str, Mapping[str, Collection[str]] | None], Trace],
+            analysis: bool) -> sqlite3.Connection | None:
+    """The cached database of ``paths`` holding what ``sql`` reads, opened read-only under the query
+    policy; None when the cache cannot serve (then the caller builds in memory)."""
+    import logging
+
+    from kviewer.io.cache import derived
+
+    log = logging.getLogger(__name__)
+    key = _cache_key(paths, analysis)
+    if key is None:
+        return None
+    try:
+        path = derived.derived_path("sql", key)
+    except (derived.UnsafeCache, OSError) as exc:
+        log.info("sql cache not used: %s", exc)
+        return None
+    try:
+        with derived.locked(path):
+            conn = sqlite3.connect(path, timeout=30.0)
+            try:
+                if "kviewer_schema" not in built_parts(conn):
+                    _start(conn)
+                missing = missing_parts(conn, sql, analysis)
+                if missing:
+                    traces = [load(p, wanted_tables(missing, analysis)) for p in paths]
+                    add_parts(conn, traces, missing, analysis)
+            finally:
+                conn.close()
+        derived.touch(path)
+        derived.evict("sql", keep=path)
+        return open_readonly(str(path))
+    except sqlite3.DatabaseError as exc:  # a damaged cache file: dropped, the query runs in memory
+        log.warning("sql cache %s was damaged (%s); it has been removed", path, exc)
+        derived.remove(path)
+        return None
+    except QueryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a load error is the caller's; a cache problem is a miss
+        from kviewer.errors import KViewerError
+
+        if isinstance(exc, (KViewerError, KeyboardInterrupt)):
+            raise
+        log.warning("sql cache %s not used: %s: %s", path, type(exc).__name__, exc)
+        return None
+
+
 def open_export(path: str) -> sqlite3.Connection | None:
     """A database written by :func:`export`, opened read-only; None when ``path`` is not one."""
     from kviewer.errors import KViewerError
@@ -610,4 +903,5 @@ def query(conn: sqlite3.Connection, sql: str, timeout_s: float | None = None, ca
         raise QueryError(f"SQL error: {text}") from exc
 
 
-__all__ = ["PK_STRIDE", "SCHEMA_VERSION", "VIEWS", "QueryError", "add_trace", "build", "export", "in_memory", "open_export", "open_readonly", "query"]
+__all__ = ["PARTS", "PK_STRIDE", "SCHEMA_VERSION", "VIEWS", "LazyDatabase", "QueryError", "add_parts", "build", "export", "in_memory", "missing_parts",
+           "open_export", "open_readonly", "parts_read", "query", "query_files", "wanted_tables"]
