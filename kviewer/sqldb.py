@@ -1,9 +1,12 @@
 """The unified model in SQL: one documented, versioned SQLite schema for every format.
 
 ``kviewer export FILE... -o OUT.sqlite`` writes it; ``kviewer sql FILE... "SELECT ..."`` queries
-it (in memory, read-only); the app's Query dock runs the same. Several files become several
-``trace_id`` of one database, so SQL across runs or ranks works. Everything is written through
-sqlite-utils (tables, foreign keys, indexes, full-text search); the views are plain SQL.
+it, building only the tables the statement reads (:func:`parts_read`) into a database kept in the
+cache (:func:`query_files`); the app's Query dock does the same in memory (:class:`LazyDatabase`).
+Several files become several ``trace_id`` of one database, so SQL across runs or ranks works.
+Tables are written in sqlite-utils' style (its type names and FTS5 layout) but through the
+connection itself: ``CREATE TABLE`` with the foreign keys, one ``executemany`` of tuples per
+table, the indexes and full-text tables once the rows are in; the views are plain SQL.
 
 Schema (version :data:`SCHEMA_VERSION`)
 ---------------------------------------
