@@ -265,7 +265,7 @@ def _insert(db: sqlite_utils.Database, name: str, df: pd.DataFrame, trace_id: in
         data.append(pk.astype(np.int64, copy=False).tolist())
     if trace_id is not None:
         columns["trace_id"] = int
-        data.append(itertools.repeat(trace_id, len(df)))
+        data.append([trace_id] * len(df))
     for c in df.columns:
         columns[str(c)] = _column_type(df[c])
         data.append(_sql_column(df[c].to_numpy()))
@@ -278,9 +278,35 @@ def _insert(db: sqlite_utils.Database, name: str, df: pd.DataFrame, trace_id: in
                 db[name].add_column(c, t)  # type: ignore[union-attr]
     if not len(df):
         return
-    names = ", ".join(quote_identifier(c) for c in columns)
-    marks = ", ".join("?" * len(columns))
-    db.conn.executemany(f"INSERT INTO {quote_identifier(name)} ({names}) VALUES ({marks})", zip(*data))
+    names, marks, bound = [], [], []
+    for c, values in zip(columns, data):
+        literal = _constant(values) if isinstance(values, list) else None
+        if literal == "NULL":
+            continue  # unknown throughout: the column's default
+        names.append(quote_identifier(c))
+        marks.append("?" if literal is None else literal)
+        if literal is None:
+            bound.append(values)
+    rows = zip(*bound) if bound else itertools.repeat((), len(df))
+    db.conn.executemany(f"INSERT INTO {quote_identifier(name)} ({', '.join(names)}) VALUES ({', '.join(marks)})", rows)
+
+
+def _constant(values: list[Any]) -> str | None:
+    """The SQL literal of a column that holds one value throughout (NULL, an integer, a text
+    without NUL), else None. Such a column is written once in the statement instead of bound on
+    every row: binding, not SQLite, is most of an insert's time, and many columns of a trace are
+    unknown or constant throughout (half of the kernel columns of an nsys or Kineto trace)."""
+    first = values[0]
+    if values.count(first) != len(values):
+        return None
+    if first is None:
+        return "NULL"
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        return str(first)
+    if kinds == {str} and "\x00" not in first:
+        return "'" + first.replace("'", "''") + "'"
+    return None  # floats are bound: a decimal literal might not read back as the same double
 
 
 def _insert_row(db: sqlite_utils.Database, name: str, row: dict[str, Any], pk: str | None = None) -> None:
