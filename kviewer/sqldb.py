@@ -650,10 +650,18 @@ class _Skeleton:
             if verdict != sqlite3.SQLITE_OK:
                 state["refused"] = True
             elif action == sqlite3.SQLITE_READ and arg1:
-                names.add(arg1)
+                name = arg1.lower()  # as the statement spells it; SQL names are case-blind
+                if name.startswith("pragma_") or name == "dbstat":
+                    state["all"] = True  # a table-valued pragma or dbstat: about the schema, read when run
+                elif name in SCHEMA_TABLES:
+                    # SQLite itself reads sqlite_master's rowid to make an eponymous virtual
+                    # table (json_each, pragma_table_info): only a column read is the user's
+                    state["all"] = state["all"] or (arg2 or "").lower() != "rowid"
+                else:
+                    names.add(name)
             elif action == sqlite3.SQLITE_PRAGMA:
-                if arg2 is not None and arg2 in PARTS:
-                    names.add(arg2)
+                if arg2 is not None and arg2.lower() in PARTS:
+                    names.add(arg2.lower())
                 else:
                     state["all"] = True  # e.g. PRAGMA table_list: the whole schema
             return verdict
@@ -672,7 +680,7 @@ class _Skeleton:
                 self.conn.set_authorizer(None)
         if state["refused"]:
             return set()
-        if state["all"] or names & {"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"}:
+        if state["all"]:
             return None
         out = set()
         for name in names:
@@ -684,6 +692,8 @@ class _Skeleton:
 
 
 _SKELETON = _Skeleton()
+#: the tables that list the schema: a query reading them sees every part
+SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"})
 
 
 def parts_read(sql: str, analysis: bool = True) -> list[str]:

@@ -205,3 +205,21 @@ def test_sql_keeps_the_built_database_in_the_cache(sample_traces: Path, tmp_path
     # without the cache: in memory, the tables the query reads loaded alone
     sqldb.query_files([src], "SELECT count(*) FROM devices", loader, use_cache=False)
     assert loads[-1] is not None and set(loads[-1]) == {"devices"}
+
+
+@pytest.mark.parametrize(
+    "sql,parts",
+    [
+        ("SELECT count(*) FROM KERNELS", {"kernels"}),  # SQL names are case-blind
+        ('SELECT * FROM main."Gpu_Ops"', {"gpu_ops"}),
+        ("PRAGMA table_info(KERNELS)", {"kernels"}),
+        ("SELECT * FROM json_each('[1, 2]')", set()),  # SQLite reads sqlite_master's rowid to make it
+    ],
+)
+def test_parts_read_spellings(sql: str, parts: set[str]) -> None:
+    assert set(sqldb.parts_read(sql)) - {"kviewer_schema"} == parts
+
+
+@pytest.mark.parametrize("sql", ["SELECT name FROM sqlite_master", "SELECT * FROM pragma_table_info('kernels')", "PRAGMA table_list"])
+def test_parts_read_of_the_schema_itself_is_everything(sql: str) -> None:
+    assert sqldb.parts_read(sql) == list(sqldb.PARTS)
