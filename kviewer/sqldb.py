@@ -1,9 +1,12 @@
 """The unified model in SQL: one documented, versioned SQLite schema for every format.
 
 ``kviewer export FILE... -o OUT.sqlite`` writes it; ``kviewer sql FILE... "SELECT ..."`` queries
-it (in memory, read-only); the app's Query dock runs the same. Several files become several
-``trace_id`` of one database, so SQL across runs or ranks works. Everything is written through
-sqlite-utils (tables, foreign keys, indexes, full-text search); the views are plain SQL.
+it, building only the tables the statement reads (:func:`parts_read`) into a database kept in the
+cache (:func:`query_files`); the app's Query dock does the same in memory (:class:`LazyDatabase`).
+Several files become several ``trace_id`` of one database, so SQL across runs or ranks works.
+Tables are written in sqlite-utils' style (its type names and FTS5 layout) but through the
+connection itself: ``CREATE TABLE`` with the foreign keys, one ``executemany`` of tuples per
+table, the indexes and full-text tables once the rows are in; the views are plain SQL.
 
 Schema (version :data:`SCHEMA_VERSION`)
 ---------------------------------------
@@ -31,10 +34,11 @@ Schema (version :data:`SCHEMA_VERSION`)
 
 from __future__ import annotations
 
+import itertools
 import math
 import sqlite3
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -121,9 +125,42 @@ FROM steps ORDER BY trace_id, step
 
 # ---------------------------------------------------------------------------------------------
 # writing
+#
+# Rows go in through the connection itself: one CREATE TABLE per table (its foreign keys declared
+# there, column types as sqlite-utils names them), then one executemany of tuples made from numpy
+# columns, all inside one transaction. sqlite-utils' insert_all would build a dict per row, commit
+# every 5,000 rows and, for the foreign keys, copy every table once more (Table.transform).
+
+#: foreign keys besides every table's ``trace_id`` -> ``traces``: table -> (column, table, column)
+FOREIGN_KEYS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "flows": (("src_pk", "cpu_slices", "pk"), ("kernel_pk", "kernels", "pk"), ("op_pk", "gpu_ops", "pk")),
+    "metrics": (("kernel_pk", "kernels", "pk"),),
+    "kernel_sol": (("kernel_pk", "kernels", "pk"),),
+}
+#: tables without a ``trace_id`` foreign key
+UNKEYED = ("traces", "kviewer_schema")
+#: indexes made with their table
+INDEXES: dict[str, tuple[tuple[str, ...], ...]] = {
+    **{t: (("trace_id", "start_ns"), ("name",)) for t in EVENT_TABLES},
+    "metrics": (("kernel_pk",),),
+    "flows": (("kernel_pk",),),
+}
+#: full-text search: the virtual table -> (its table, the columns it indexes)
+FTS: dict[str, tuple[str, tuple[str, ...]]] = {"kernels_fts": ("kernels", ("name", "short_name")), "cpu_slices_fts": ("cpu_slices", ("name",))}
+ANALYSIS_TABLES = ("kernel_sol", "fusion_candidates")
+#: every part of a full build: the tables, then the full-text indexes (views are always made)
+PARTS: tuple[str, ...] = ("kviewer_schema", "traces", *schema.TABLES, "steps", *ANALYSIS_TABLES, *FTS)
+TRACES_COLUMNS = ("trace_id", "path", "source_format", "format_label", "tool", "tool_version", "origin_ns", "time_zero",
+                  "sol_device", "sol_note")
+
+_PLAIN_TYPES = frozenset({str, int, type(None)})
 
 
 def _sql_value(v: Any) -> Any:
+    """One value as SQLite stores it: numpy scalars as Python ones, NaN/inf and NA as NULL, lists
+    and dicts as JSON (as sqlite-utils stores them)."""
+    from sqlite_utils.db import jsonify_if_needed
+
     if v is None or v is pd.NA:
         return None
     if isinstance(v, (np.integer,)):
@@ -133,7 +170,25 @@ def _sql_value(v: Any) -> Any:
         return None if math.isnan(f) or math.isinf(f) else f
     if isinstance(v, np.bool_):
         return bool(v)
-    return v
+    return jsonify_if_needed(v)
+
+
+def _sql_column(values: np.ndarray) -> list[Any]:
+    """A column's values as :func:`_sql_value` makes them, vectorised where the dtype allows."""
+    kind = values.dtype.kind
+    if kind in "iub":
+        return values.tolist()
+    if kind == "f":
+        out: list[Any] = values.tolist()
+        bad = ~np.isfinite(values)
+        if bad.any():
+            for i in np.flatnonzero(bad).tolist():
+                out[i] = None
+        return out
+    out = values.tolist()
+    if set(map(type, out)) <= _PLAIN_TYPES:
+        return out
+    return [_sql_value(v) for v in out]
 
 
 def _frame_for_sql(df: pd.DataFrame, table: schema.Table | None) -> pd.DataFrame:
@@ -158,31 +213,6 @@ def _frame_for_sql(df: pd.DataFrame, table: schema.Table | None) -> pd.DataFrame
     return pd.DataFrame(out)
 
 
-def _records(df: pd.DataFrame, extra: dict[str, Any] | None = None, pk: np.ndarray | None = None) -> Iterator[dict[str, Any]]:
-    cols = list(df.columns)
-    arrays = [df[c].to_numpy() for c in cols]
-    for i in range(len(df)):
-        rec = {c: _sql_value(a[i]) for c, a in zip(cols, arrays)}
-        if extra:
-            rec.update(extra)
-        if pk is not None:
-            rec["pk"] = int(pk[i])
-        yield rec
-
-
-def _insert(db: sqlite_utils.Database, name: str, df: pd.DataFrame, trace_id: int, pk: np.ndarray | None = None, **kw: Any) -> None:
-    table = db[name]
-    columns = {c: _column_type(df[c]) for c in df.columns}
-    columns["trace_id"] = int
-    if pk is not None:
-        columns["pk"] = int
-    if not table.exists():
-        order = (["pk"] if pk is not None else []) + ["trace_id"] + list(df.columns)
-        db.create_table(name, {c: columns[c] for c in order}, pk="pk" if pk is not None else None, **kw)
-    if len(df):
-        db[name].insert_all(_records(df, {"trace_id": trace_id}, pk), batch_size=5000, alter=True)  # type: ignore[union-attr]
-
-
 def _column_type(col: pd.Series) -> type:
     kind = col.dtype.kind
     if kind in "iub":
@@ -197,106 +227,270 @@ def _column_type(col: pd.Series) -> type:
     return str
 
 
-def add_trace(db: sqlite_utils.Database, trace: Trace, trace_id: int, analysis: bool = True, sol: pd.DataFrame | None = None) -> None:
-    """Write one trace (and, with ``analysis``, its SOL and fusion candidates) as ``trace_id``;
-    ``sol`` is its speed-of-light frame when the caller already has it (the app computed it on
-    load, possibly on a GPU the user chose)."""
-    meta = trace.meta
-    base = trace_id * PK_STRIDE
-    sol_device, sol_note = None, None
-    for name in schema.TABLES:
-        df = trace.table(name)
-        spec = schema.TABLES[name]
-        frame = _frame_for_sql(df, spec)
-        if name in EVENT_TABLES:
-            _insert(db, name, frame, trace_id, pk=base + df["id"].to_numpy(dtype=np.int64))
-        elif name == "flows":
-            dst = df["dst"].to_numpy(dtype=np.int64)
-            to_k = (df["dst_table"].astype(str) == "kernels").to_numpy()
-            frame = frame.assign(
-                src_pk=_or_null(base + df["src"].to_numpy(dtype=np.int64), df["src"].to_numpy() >= 0),
-                kernel_pk=_or_null(base + dst, to_k & (dst >= 0)),
-                op_pk=_or_null(base + dst, ~to_k & (dst >= 0)),
-            )
-            _insert(db, name, frame, trace_id)
-        elif name == "metrics":
-            kernel = df["kernel"].to_numpy(dtype=np.int64)
-            frame = frame.assign(kernel_pk=_or_null(base + kernel, kernel >= 0))
-            _insert(db, name, frame, trace_id)
-        else:
-            _insert(db, name, frame, trace_id)
-    from kviewer.analysis.steps import find_steps
+def _foreign_keys(name: str, columns: Sequence[str]) -> list[tuple[str, str, str]]:
+    fks = [] if name in UNKEYED else [("trace_id", "traces", "trace_id")]
+    fks += list(FOREIGN_KEYS.get(name, ()))
+    return [fk for fk in fks if fk[0] in columns]
 
-    steps = find_steps(trace)
-    steps = steps.rename(columns={"gpu_span": "gpu_span_ns", "gpu_start": "gpu_start_ns", "gpu_end": "gpu_end_ns"})
-    _insert(db, "steps", _frame_for_sql(steps, None), trace_id)
-    if analysis and len(trace.kernels):
-        from kviewer.analysis.fusion import fusion_candidates
-        from kviewer.analysis.sol import speed_of_light
-        from kviewer.errors import AnalysisError
 
-        try:
-            if sol is None:
-                sol = speed_of_light(trace)
-        except AnalysisError as exc:
-            sol_note = str(exc)
-        else:
-            devices = sorted({str(d) for d in sol.get("gpu", pd.Series(dtype=object)).dropna() if str(d)})
-            sol_device = ", ".join(devices) or None
-            keep = [c for c in sol.columns if c not in ("name", "short_name", "start", "end", "dur", "device", "stream")]
-            frame = _frame_for_sql(sol[keep], None)
-            ids = sol["id"].to_numpy(dtype=np.int64) if "id" in sol.columns else np.arange(len(sol))
-            frame = frame.rename(columns={"id": "kernel_id"}).assign(kernel_pk=base + ids)
-            _insert(db, "kernel_sol", frame, trace_id)
-            try:
-                cand = fusion_candidates(trace, sol=sol)
-            except AnalysisError as exc:
-                sol_note = str(exc)
+def _create(db: sqlite_utils.Database, name: str, columns: dict[str, type], pk: str | None = None) -> None:
+    """CREATE TABLE with sqlite-utils' type names and the table's foreign keys declared (the
+    tables they point at need not exist yet: a partial build makes them when a query names them)."""
+    from sqlite_utils.db import COLUMN_TYPE_MAPPING, quote_identifier
+
+    refs = {col: (table, other) for col, table, other in _foreign_keys(name, list(columns))}
+    defs = []
+    for col, typ in columns.items():
+        extra = " PRIMARY KEY" if col == pk else ""
+        if col in refs:
+            extra += f" REFERENCES {quote_identifier(refs[col][0])}({quote_identifier(refs[col][1])})"
+        defs.append(f"   {quote_identifier(col)} {COLUMN_TYPE_MAPPING[typ]}{extra}")
+    db.conn.execute(f"CREATE TABLE {quote_identifier(name)} (\n" + ",\n".join(defs) + "\n)")
+
+
+def _index(db: sqlite_utils.Database, name: str) -> None:
+    """The table's indexes, made once its rows are in (a sort, not an insert per row)."""
+    for cols in INDEXES.get(name, ()):
+        if db[name].exists():
+            db[name].create_index(list(cols), if_not_exists=True)  # type: ignore[union-attr]
+
+
+def _insert(db: sqlite_utils.Database, name: str, df: pd.DataFrame, trace_id: int | None, pk: np.ndarray | None = None) -> None:
+    """Append ``df``'s rows (with ``trace_id`` and ``pk``) to table ``name``, creating it first
+    (columns ``pk``, ``trace_id``, then the frame's) or adding columns it lacks."""
+    from sqlite_utils.db import quote_identifier
+
+    columns: dict[str, Any] = {}
+    data: list[Any] = []
+    if pk is not None:
+        columns["pk"] = int
+        data.append(pk.astype(np.int64, copy=False).tolist())
+    if trace_id is not None:
+        columns["trace_id"] = int
+        data.append([trace_id] * len(df))
+    for c in df.columns:
+        columns[str(c)] = _column_type(df[c])
+        data.append(_sql_column(df[c].to_numpy()))
+    if not db[name].exists():
+        _create(db, name, columns, pk="pk" if pk is not None else None)
+    else:
+        have = db[name].columns_dict
+        for c, t in columns.items():
+            if c not in have:
+                db[name].add_column(c, t)  # type: ignore[union-attr]
+    if not len(df):
+        return
+    names, marks, bound = [], [], []
+    for c, values in zip(columns, data):
+        literal = _constant(values) if isinstance(values, list) else None
+        if literal == "NULL":
+            continue  # unknown throughout: the column's default
+        names.append(quote_identifier(c))
+        marks.append("?" if literal is None else literal)
+        if literal is None:
+            bound.append(values)
+    rows = zip(*bound) if bound else itertools.repeat((), len(df))
+    db.conn.executemany(f"INSERT INTO {quote_identifier(name)} ({', '.join(names)}) VALUES ({', '.join(marks)})", rows)
+
+
+def _constant(values: list[Any]) -> str | None:
+    """The SQL literal of a column that holds one value throughout (NULL, an integer, a text
+    without NUL), else None. Such a column is written once in the statement instead of bound on
+    every row: binding, not SQLite, is most of an insert's time, and many columns of a trace are
+    unknown or constant throughout (half of the kernel columns of an nsys or Kineto trace)."""
+    first = values[0]
+    if values.count(first) != len(values):
+        return None
+    if first is None:
+        return "NULL"
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        return str(first)
+    if kinds == {str} and "\x00" not in first:
+        return "'" + first.replace("'", "''") + "'"
+    return None  # floats are bound: a decimal literal might not read back as the same double
+
+
+def _insert_row(db: sqlite_utils.Database, name: str, row: dict[str, Any], pk: str | None = None) -> None:
+    """One row; the table made first with the types sqlite-utils gives these values (as its
+    ``insert`` would), without the commit ``insert`` makes."""
+    from sqlite_utils.db import quote_identifier
+    from sqlite_utils.utils import suggest_column_types
+
+    if not db[name].exists():
+        _create(db, name, suggest_column_types([row]), pk=pk)
+    names = ", ".join(quote_identifier(c) for c in row)
+    db.conn.execute(f"INSERT INTO {quote_identifier(name)} ({names}) VALUES ({', '.join('?' * len(row))})", [_sql_value(v) for v in row.values()])
+
+
+def _create_fts(db: sqlite_utils.Database, fts: str) -> None:
+    """A full-text index over its table's rows, built once from the table (no triggers: the
+    database is not written again), as sqlite-utils' ``enable_fts`` writes it."""
+    from sqlite_utils.db import quote_identifier
+
+    table, cols = FTS[fts]
+    names = ", ".join(quote_identifier(c) for c in cols)
+    db.conn.execute(f"CREATE VIRTUAL TABLE {quote_identifier(fts)} USING FTS5 (\n    {names},\n    content={quote_identifier(table)}\n)")
+    db.conn.execute(f"INSERT INTO {quote_identifier(fts)} (rowid, {names})\n    SELECT rowid, {names} FROM {quote_identifier(table)};")
+
+
+def _sol_frame(sol: pd.DataFrame, base: int) -> pd.DataFrame:
+    """``kernel_sol`` rows of a SOL table (:data:`kviewer.core.schema.SOL`)."""
+    keep = [c for c in sol.columns if c not in ("name", "short_name", "start", "end", "dur", "device", "stream")]
+    frame = _frame_for_sql(sol[keep], None)
+    ids = sol["id"].to_numpy(dtype=np.int64) if "id" in sol.columns else np.arange(len(sol))
+    return frame.rename(columns={"id": "kernel_id"}).assign(kernel_pk=base + ids)
+
+
+def _fusion_frame(cand: pd.DataFrame) -> pd.DataFrame:
+    """``fusion_candidates`` rows (one instance's kernel ids, space separated)."""
+    cand = cand.assign(kernel_ids=[" ".join(str(i) for i in ids[0]) if len(ids) else "" for ids in cand["kernel_ids"]])
+    return _frame_for_sql(cand, None)
+
+
+class _Builder:
+    """Writes the parts of the schema for ``traces`` into ``db``, part by part (a table for every
+    trace, or a full-text index); each trace's analyses are computed once, when first needed."""
+
+    def __init__(self, db: sqlite_utils.Database, traces: Sequence[Trace], analysis: bool = True,
+                 sols: Sequence[pd.DataFrame | None] | None = None, progress: Callable[[str], None] | None = None) -> None:
+        self.db, self.traces, self.analysis, self.progress = db, list(traces), analysis, progress
+        self.sols = list(sols) if sols is not None else [None] * len(self.traces)
+        self._analyses: dict[int, _Analyses] = {}
+
+    def build(self, parts: Iterable[str]) -> None:
+        for part in parts:
+            if self.progress is not None:
+                self.progress(part)
+            if part in FTS:
+                _create_fts(self.db, part)
+            elif part == "kviewer_schema":
+                _schema_row(self.db)
             else:
-                cand = cand.assign(kernel_ids=[" ".join(str(i) for i in ids[0]) if len(ids) else "" for ids in cand["kernel_ids"]])
-                _insert(db, "fusion_candidates", _frame_for_sql(cand, None), trace_id)
-    db["traces"].insert(  # type: ignore[union-attr]
-        {
-            "trace_id": trace_id, "path": meta.path, "source_format": meta.source_format,
-            "format_label": meta.format_label, "tool": meta.tool, "tool_version": meta.tool_version,
-            "origin_ns": meta.origin_ns, "time_zero": meta.time_zero, "sol_device": sol_device, "sol_note": sol_note,
-        },
-        pk="trace_id",
-    )  # fmt: skip
+                for trace_id, trace in enumerate(self.traces, start=1):
+                    self._table(part, trace, trace_id)
+                _index(self.db, part)
+
+    def _table(self, name: str, trace: Trace, trace_id: int) -> None:
+        base = trace_id * PK_STRIDE
+        if name in schema.TABLES:
+            df = trace.table(name)
+            frame = _frame_for_sql(df, schema.TABLES[name])
+            if name in EVENT_TABLES:
+                _insert(self.db, name, frame, trace_id, pk=base + df["id"].to_numpy(dtype=np.int64))
+                return
+            if name == "flows":
+                dst = df["dst"].to_numpy(dtype=np.int64)
+                to_k = (df["dst_table"].astype(str) == "kernels").to_numpy()
+                frame = frame.assign(
+                    src_pk=_or_null(base + df["src"].to_numpy(dtype=np.int64), df["src"].to_numpy() >= 0),
+                    kernel_pk=_or_null(base + dst, to_k & (dst >= 0)),
+                    op_pk=_or_null(base + dst, ~to_k & (dst >= 0)),
+                )
+            elif name == "metrics":
+                kernel = df["kernel"].to_numpy(dtype=np.int64)
+                frame = frame.assign(kernel_pk=_or_null(base + kernel, kernel >= 0))
+            _insert(self.db, name, frame, trace_id)
+        elif name == "steps":
+            from kviewer.analysis.steps import find_steps
+
+            steps = find_steps(trace).rename(columns={"gpu_span": "gpu_span_ns", "gpu_start": "gpu_start_ns", "gpu_end": "gpu_end_ns"})
+            _insert(self.db, "steps", _frame_for_sql(steps, None), trace_id)
+        elif name == "kernel_sol":
+            sol = self._analysed(trace, trace_id).sol
+            if sol is not None:
+                _insert(self.db, "kernel_sol", _sol_frame(sol, base), trace_id)
+        elif name == "fusion_candidates":
+            cand = self._analysed(trace, trace_id).fusion
+            if cand is not None:
+                _insert(self.db, "fusion_candidates", _fusion_frame(cand), trace_id)
+        elif name == "traces":
+            a = self._analysed(trace, trace_id)
+            meta = trace.meta
+            row = {"trace_id": trace_id, "path": meta.path, "source_format": meta.source_format,
+                   "format_label": meta.format_label, "tool": meta.tool, "tool_version": meta.tool_version,
+                   "origin_ns": meta.origin_ns, "time_zero": meta.time_zero, "sol_device": a.sol_device,
+                   "sol_note": a.sol_note}  # fmt: skip
+            _insert_row(self.db, "traces", row, pk="trace_id")
+        else:
+            raise ValueError(f"not a part of the kviewer schema: {name}")
+
+    def _analysed(self, trace: Trace, trace_id: int) -> _Analyses:
+        """The trace's speed of light and fusion candidates (with ``analysis`` and kernels), once."""
+        done = self._analyses.get(trace_id)
+        if done is not None:
+            return done
+        out = _Analyses()
+        if self.analysis and len(trace.kernels):
+            from kviewer.analysis.fusion import fusion_candidates
+            from kviewer.analysis.sol import speed_of_light
+            from kviewer.errors import AnalysisError
+
+            sol = self.sols[trace_id - 1]
+            sid = trace.meta.source_id
+            if sol is None and sid is not None:
+                # a trace loaded through the cache: its analyses come from (and go to) the
+                # analysis cache, as in the window (computed once per file, not per export)
+                from kviewer.session.analysis_cache import fusion_for_open, sol_for_open
+
+                info = sol_for_open(trace, sid)
+                if info is None or info.sol is None:
+                    out.sol_note = info.why if info is not None else None
+                else:
+                    out.sol, out.sol_device = info.sol, _sol_device(info.sol)
+                    try:
+                        out.fusion = fusion_for_open(trace, info, sid).candidates
+                    except AnalysisError as exc:
+                        out.sol_note = str(exc)
+            else:
+                try:
+                    if sol is None:
+                        sol = speed_of_light(trace)
+                except AnalysisError as exc:
+                    out.sol_note = str(exc)
+                else:
+                    out.sol, out.sol_device = sol, _sol_device(sol)
+                    try:
+                        out.fusion = fusion_candidates(trace, sol=sol)
+                    except AnalysisError as exc:
+                        out.sol_note = str(exc)
+        self._analyses[trace_id] = out
+        return out
 
 
-def _finish(db: sqlite_utils.Database) -> None:
-    """Keys, indexes, full-text search and views, once every trace is in."""
-    _schema_row(db)
-    names = set(db.table_names())
-    fks = [(t, "trace_id", "traces", "trace_id") for t in names if t not in ("traces", "kviewer_schema")]
-    fks += [("flows", "src_pk", "cpu_slices", "pk"), ("flows", "kernel_pk", "kernels", "pk"), ("flows", "op_pk", "gpu_ops", "pk"),
-            ("metrics", "kernel_pk", "kernels", "pk")]  # fmt: skip
-    if "kernel_sol" in names:
-        fks.append(("kernel_sol", "kernel_pk", "kernels", "pk"))
-    db.add_foreign_keys([fk for fk in fks if fk[0] in names and fk[1] in db[fk[0]].columns_dict])
-    for t in EVENT_TABLES:
-        db[t].create_index(["trace_id", "start_ns"], if_not_exists=True)  # type: ignore[union-attr]
-        db[t].create_index(["name"], if_not_exists=True)  # type: ignore[union-attr]
-    db["metrics"].create_index(["kernel_pk"], if_not_exists=True)  # type: ignore[union-attr]
-    db["flows"].create_index(["kernel_pk"], if_not_exists=True)  # type: ignore[union-attr]
-    db["kernels"].enable_fts(["name", "short_name"], create_triggers=False)  # type: ignore[union-attr]
-    db["cpu_slices"].enable_fts(["name"], create_triggers=False)  # type: ignore[union-attr]
+def _sol_device(sol: pd.DataFrame) -> str | None:
+    """The GPUs whose peaks a SOL table used, as ``traces.sol_device`` says them."""
+    devices = sorted({str(d) for d in sol.get("gpu", pd.Series(dtype=object)).dropna() if str(d)})
+    return ", ".join(devices) or None
+
+
+@dataclass
+class _Analyses:
+    sol: pd.DataFrame | None = None
+    fusion: pd.DataFrame | None = None
+    sol_device: str | None = None
+    sol_note: str | None = None
+
+
+def _create_views(db: sqlite_utils.Database) -> None:
     for sql in VIEWS.values():
-        db.execute(sql)
+        db.conn.execute(sql)
 
 
 def build(
     db: sqlite_utils.Database, traces: Sequence[Trace], analysis: bool = True,
     progress: Callable[[str], None] | None = None, sols: Sequence[pd.DataFrame | None] | None = None,
+    parts: Iterable[str] | None = None,
 ) -> None:
     """Write ``traces`` (trace_id 1, 2, ...) into the empty database ``db`` (``sols``: their
-    speed-of-light frames where already computed)."""
-    for i, trace in enumerate(traces, start=1):
-        if progress is not None:
-            progress(trace.meta.path)
-        add_trace(db, trace, i, analysis, sol=sols[i - 1] if sols is not None else None)
-    _finish(db)
+    speed-of-light frames where already computed), in one transaction the caller commits:
+    ``parts`` of the schema (:data:`PARTS`, default all; the analysis tables only with
+    ``analysis``), then the views."""
+    todo = [p for p in (PARTS if parts is None else parts) if analysis or p not in ANALYSIS_TABLES]
+    if not db.conn.in_transaction:
+        db.conn.execute("BEGIN")
+    _Builder(db, traces, analysis, sols, progress).build(todo)
+    _create_views(db)
 
 
 class OutputBusy(OSError):
@@ -306,6 +500,9 @@ class OutputBusy(OSError):
 def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> None:
     """Write a new database file ``out`` with ``fill`` (beside it as ``OUT.partial`` first, so an
     interrupted write never leaves a half database under the final name; replaced when it exists).
+
+    The ``.partial`` file is written without a journal and without syncs (it is thrown away
+    unless complete), in one transaction, and flushed to disk once before it takes the final name.
 
     ``OUT.partial`` is locked while it is written: a second writer of the same output fails at
     once with :class:`OutputBusy` instead of writing into the first one's file. Ctrl+C, SIGTERM
@@ -336,10 +533,14 @@ def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> No
         remove_quietly(f"{tmp}-journal")
         db = sqlite_utils.Database(tmp)
         try:
+            db.conn.execute("PRAGMA journal_mode=OFF")
+            db.conn.execute("PRAGMA synchronous=OFF")
+            db.conn.execute("BEGIN")
             fill(db)
             db.conn.commit()
         finally:
             db.close()
+        os.fsync(fd)  # the one flush: the file is complete on disk before it takes the final name
         os.replace(tmp, out)
     except BaseException:
         if mine:
@@ -355,7 +556,7 @@ def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> No
 def _schema_row(db: sqlite_utils.Database, **extra: Any) -> None:
     from kviewer import __version__
 
-    db["kviewer_schema"].insert({"version": SCHEMA_VERSION, "kviewer_version": __version__, **extra})  # type: ignore[union-attr]
+    _insert_row(db, "kviewer_schema", {"version": SCHEMA_VERSION, "kviewer_version": __version__, **extra})
 
 
 def export(traces: Sequence[Trace], out: str, analysis: bool = True) -> None:
@@ -379,20 +580,317 @@ def in_memory(traces: Sequence[Trace], analysis: bool = True, sols: Sequence[pd.
 
 def write_tables(tables: dict[str, pd.DataFrame], out: str, kind: str, keys: dict[str, list[str]] | None = None) -> None:
     """Write analysis tables (``kviewer fleet``'s) as a new database ``out`` in this module's
-    style: sqlite-utils, unknown values NULL, one ``kviewer_schema`` row (with ``kind``), and an
+    style: sqlite-utils types, unknown values NULL, one ``kviewer_schema`` row (with ``kind``), and an
     index on each table's ``keys``. Replaced when it exists."""
+    from sqlite_utils.db import quote_identifier
 
     def fill(db: sqlite_utils.Database) -> None:
         _schema_row(db, kind=kind)
         for name, df in tables.items():
             db.create_table(name, {c: _column_type(df[c].dropna()) if df[c].dtype == object else _column_type(df[c]) for c in df.columns})
             if len(df):
-                db[name].insert_all(_records(df), batch_size=5000)  # type: ignore[union-attr]
+                names = ", ".join(quote_identifier(str(c)) for c in df.columns)
+                rows = zip(*(_sql_column(df[c].to_numpy()) for c in df.columns))
+                db.conn.executemany(f"INSERT INTO {quote_identifier(name)} ({names}) VALUES ({', '.join('?' * len(df.columns))})", rows)
             cols = [c for c in (keys or {}).get(name, []) if c in df.columns]
             if cols:
                 db[name].create_index(cols, if_not_exists=True)  # type: ignore[union-attr]
 
     _new_database(out, fill)
+
+
+# ---------------------------------------------------------------------------------------------
+# building what a query reads
+#
+# A query names the tables it reads; SQLite itself says which: the statement is prepared (as
+# EXPLAIN, so nothing runs) against an empty database of the whole schema, with an authorizer that
+# notes every table read. Only those parts are then built (``kviewer sql``, the Query dock).
+
+
+def _empty_trace() -> Trace:
+    from kviewer.core import Trace, TraceMeta
+
+    return Trace(meta=TraceMeta(path="", source_format=""))
+
+
+class _Skeleton:
+    """The whole schema without rows (every table with its columns, the full-text tables, the
+    views), made once per process; prepares statements to see what they read."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.conn: sqlite3.Connection | None = None
+
+    def _make(self) -> sqlite3.Connection:
+        import sqlite_utils
+
+        from kviewer.analysis.fusion import FUSION_COLUMNS
+
+        conn = sqlite3.connect(":memory:", check_same_thread=False)
+        db = sqlite_utils.Database(conn)
+        conn.execute("BEGIN")
+        _Builder(db, [_empty_trace()], analysis=False).build([p for p in PARTS if p not in ANALYSIS_TABLES])
+        # the analysis tables' columns, from their declared ones through the same frames
+        _insert(db, "kernel_sol", _sol_frame(schema.empty(schema.SOL), PK_STRIDE), 1)
+        _insert(db, "fusion_candidates", _fusion_frame(pd.DataFrame({c: [] for c in FUSION_COLUMNS})), 1)
+        _create_views(db)
+        conn.commit()
+        conn.execute("PRAGMA query_only=ON")
+        return conn
+
+    def reads(self, sql: str) -> set[str] | None:
+        """The parts ``sql`` reads; None when that cannot be told (everything is built then); an
+        empty set for a statement that will be refused (a write, more than one statement)."""
+        from kviewer.io.sqlite_safety import query_authorizer
+
+        names: set[str] = set()
+        state = {"all": False, "refused": False}
+
+        def note(action: int, arg1: str | None, arg2: str | None, db_name: str | None, source: str | None) -> int:
+            verdict = query_authorizer(action, arg1, arg2, db_name, source)
+            if verdict != sqlite3.SQLITE_OK:
+                state["refused"] = True
+            elif action == sqlite3.SQLITE_READ and arg1:
+                name = arg1.lower()  # as the statement spells it; SQL names are case-blind
+                if name.startswith("pragma_") or name == "dbstat":
+                    state["all"] = True  # a table-valued pragma or dbstat: about the schema, read when run
+                elif name in SCHEMA_TABLES:
+                    # SQLite itself reads sqlite_master's rowid to make an eponymous virtual
+                    # table (json_each, pragma_table_info): only a column read is the user's
+                    state["all"] = state["all"] or (arg2 or "").lower() != "rowid"
+                else:
+                    names.add(name)
+            elif action == sqlite3.SQLITE_PRAGMA:
+                if arg2 is not None and arg2.lower() in PARTS:
+                    names.add(arg2.lower())
+                else:
+                    state["all"] = True  # e.g. PRAGMA table_list: the whole schema
+            return verdict
+
+        with self.lock:
+            if self.conn is None:
+                self.conn = self._make()
+            self.conn.set_authorizer(note)
+            try:
+                self.conn.execute(f"EXPLAIN {sql}").close()
+            except (sqlite3.Warning, sqlite3.ProgrammingError):  # more than one statement: refused whatever it reads
+                return set()
+            except sqlite3.Error:
+                return set() if state["refused"] else None
+            finally:
+                self.conn.set_authorizer(None)
+        if state["refused"]:
+            return set()
+        if state["all"]:
+            return None
+        out = set()
+        for name in names:
+            if name in PARTS:
+                out.add(name)
+            else:  # a full-text table's shadow tables (kernels_fts_data, ...)
+                out.update(f for f in FTS if name.startswith(f"{f}_"))
+        return out
+
+
+_SKELETON = _Skeleton()
+#: the tables that list the schema: a query reading them sees every part
+SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"})
+
+
+def parts_read(sql: str, analysis: bool = True) -> list[str]:
+    """The parts of the schema (:data:`PARTS`, in build order) that statement ``sql`` reads, as
+    SQLite prepares it: a view stands for the tables it reads, a full-text table for itself and its
+    table. Every part when that cannot be told (a statement that does not prepare against the
+    schema, one that reads ``sqlite_master``), none for a statement the query policy refuses."""
+    found = _SKELETON.reads(sql)
+    want = set(PARTS) if found is None else found | {FTS[f][0] for f in found if f in FTS}
+    want.add("kviewer_schema")
+    return [p for p in PARTS if p in want and (analysis or p not in ANALYSIS_TABLES)]
+
+
+def built_parts(conn: sqlite3.Connection) -> set[str]:
+    """The parts a database holds (a part is written in one transaction: present is complete)."""
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} & set(PARTS)
+
+
+def missing_parts(conn: sqlite3.Connection, sql: str, analysis: bool = True) -> list[str]:
+    """The parts ``sql`` reads that ``conn`` does not hold yet."""
+    have = built_parts(conn)
+    return [p for p in parts_read(sql, analysis) if p not in have]
+
+
+def wanted_tables(parts: Sequence[str], analysis: bool = True) -> dict[str, list[str]] | None:
+    """What of a trace file ``parts`` need (:func:`kviewer.io.load`'s ``tables``); None: all of it
+    (the steps and the analyses read the whole trace)."""
+    if any(p in ("steps", *ANALYSIS_TABLES) for p in parts) or ("traces" in parts and analysis):
+        return None
+    tables = [t for t in schema.TABLES if t in parts or any(FTS[f][0] == t for f in parts if f in FTS)]
+    return {t: schema.TABLES[t].names for t in tables or ["devices"]}
+
+
+def _start(conn: sqlite3.Connection) -> None:
+    """A new database of the schema: the ``kviewer_schema`` row and the views (whose tables come
+    when a query reads them)."""
+    import sqlite_utils
+
+    db = sqlite_utils.Database(conn)
+    conn.execute("BEGIN")
+    _schema_row(db)
+    _create_views(db)
+    conn.commit()
+
+
+def add_parts(conn: sqlite3.Connection, traces: Sequence[Trace], parts: Sequence[str], analysis: bool = True,
+              sols: Sequence[pd.DataFrame | None] | None = None) -> None:
+    """Write ``parts`` for ``traces`` into ``conn`` in one transaction (the query policy is lifted
+    meanwhile and put back after, when it was on)."""
+    import sqlite_utils
+
+    from kviewer.io.sqlite_safety import harden_query_connection
+
+    hardened = conn.execute("PRAGMA query_only").fetchone()[0] == 1
+    conn.set_authorizer(None)
+    conn.execute("PRAGMA query_only=OFF")
+    try:
+        db = sqlite_utils.Database(conn)
+        conn.execute("BEGIN")
+        try:
+            _Builder(db, traces, analysis, sols).build(parts)
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+    finally:
+        if hardened:
+            harden_query_connection(conn)
+
+
+class LazyDatabase:
+    """The schema of some loaded traces in memory, each part written when a query first reads it
+    (the Query dock; ``kviewer sql`` without the cache). Not thread-safe: one thread uses it."""
+
+    def __init__(self, traces: Sequence[Trace], analysis: bool = True, sols: Sequence[pd.DataFrame | None] | None = None) -> None:
+        from kviewer.io.sqlite_safety import harden_query_connection
+
+        self.traces, self.analysis, self.sols = list(traces), analysis, sols
+        self.conn = sqlite3.connect(":memory:", check_same_thread=False)
+        _start(self.conn)
+        harden_query_connection(self.conn)
+
+    def query(self, sql: str, timeout_s: float | None = None, cancel: Callable[[], bool] | None = None) -> pd.DataFrame:
+        """:func:`query`, after writing the parts ``sql`` reads."""
+        missing = missing_parts(self.conn, sql, self.analysis)
+        if missing:
+            add_parts(self.conn, self.traces, missing, self.analysis, self.sols)
+        return query(self.conn, sql, timeout_s, cancel)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _code_fingerprint() -> str:
+    """What decides the built schema besides the files: this module and the analyses."""
+    import hashlib
+    from pathlib import Path
+
+    from kviewer.session.analysis_cache import analysis_fingerprint
+
+    st = Path(__file__).stat()
+    return hashlib.sha256(f"{SCHEMA_VERSION} {st.st_size} {st.st_mtime_ns} {analysis_fingerprint()}".encode()).hexdigest()[:32]
+
+
+def _cache_key(paths: Sequence[str], analysis: bool) -> str | None:
+    """The key of the cached database of ``paths`` (as given: ``traces.path`` says them so), None
+    when a file cannot be identified."""
+    import hashlib
+    import json
+
+    from kviewer.io.cache import source_id
+
+    try:
+        ids = [source_id(p).key() for p in paths]
+    except OSError:
+        return None
+    text = json.dumps([ids, list(paths), analysis, _code_fingerprint()])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def query_files(
+    paths: Sequence[str], sql: str, load: Callable[[str, Mapping[str, Collection[str]] | None], Trace],
+    analysis: bool = True, use_cache: bool = True, timeout_s: float | None = None,
+) -> pd.DataFrame:
+    """Run ``sql`` on the schema of the trace files ``paths`` (trace_id 1, 2, ... in order), building
+    only the parts it reads. ``load(path, tables)`` loads a file (``tables``: what of it is needed,
+    None for all).
+
+    With ``use_cache`` the built database is kept beside the trace cache
+    (:mod:`kviewer.io.cache.derived`), keyed by the files' identities, the paths as given, the
+    analysis choice and the code: a later query opens it and adds only the parts it lacks, without
+    loading the files when it lacks none. A cache that cannot be used is passed by (in memory).
+    Raises :class:`QueryError` for a failed query."""
+    if use_cache:
+        found = _cached(paths, sql, load, analysis)
+        if found is not None:
+            try:
+                return query(found, sql, timeout_s)
+            finally:
+                found.close()
+    parts = parts_read(sql, analysis)
+    wanted = wanted_tables(parts, analysis)
+    db = LazyDatabase([load(p, wanted) for p in paths], analysis)
+    try:
+        return db.query(sql, timeout_s)
+    finally:
+        db.close()
+
+
+def _cached(paths: Sequence[str], sql: str, load: Callable[[str, Mapping[str, Collection[str]] | None], Trace],
+            analysis: bool) -> sqlite3.Connection | None:
+    """The cached database of ``paths`` holding what ``sql`` reads, opened read-only under the query
+    policy; None when the cache cannot serve (then the caller builds in memory)."""
+    import logging
+
+    from kviewer.io.cache import derived
+
+    log = logging.getLogger(__name__)
+    key = _cache_key(paths, analysis)
+    if key is None:
+        return None
+    try:
+        path = derived.derived_path("sql", key)
+    except (derived.UnsafeCache, OSError) as exc:
+        log.info("sql cache not used: %s", exc)
+        return None
+    try:
+        with derived.locked(path):
+            conn = sqlite3.connect(path, timeout=30.0)
+            try:
+                if "kviewer_schema" not in built_parts(conn):
+                    _start(conn)
+                missing = missing_parts(conn, sql, analysis)
+                if missing:
+                    traces = [load(p, wanted_tables(missing, analysis)) for p in paths]
+                    add_parts(conn, traces, missing, analysis)
+            finally:
+                conn.close()
+        derived.touch(path)
+        derived.evict("sql", keep=path)
+        return open_readonly(str(path))
+    except sqlite3.DatabaseError as exc:  # a damaged cache file: dropped, the query runs in memory
+        log.warning("sql cache %s was damaged (%s); it has been removed", path, exc)
+        derived.remove(path)
+        return None
+    except QueryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a load error is the caller's; a cache problem is a miss
+        from kviewer.errors import KViewerError
+
+        if isinstance(exc, (KViewerError, KeyboardInterrupt)):
+            raise
+        log.warning("sql cache %s not used: %s: %s", path, type(exc).__name__, exc)
+        return None
 
 
 def open_export(path: str) -> sqlite3.Connection | None:
@@ -447,4 +945,5 @@ def query(conn: sqlite3.Connection, sql: str, timeout_s: float | None = None, ca
         raise QueryError(f"SQL error: {text}") from exc
 
 
-__all__ = ["PK_STRIDE", "SCHEMA_VERSION", "VIEWS", "QueryError", "add_trace", "build", "export", "in_memory", "open_export", "open_readonly", "query"]
+__all__ = ["PARTS", "PK_STRIDE", "SCHEMA_VERSION", "VIEWS", "LazyDatabase", "QueryError", "add_parts", "build", "export", "in_memory", "missing_parts",
+           "open_export", "open_readonly", "parts_read", "query", "query_files", "wanted_tables"]

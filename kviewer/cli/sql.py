@@ -6,15 +6,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kviewer.cli.common import EXIT_OK, add_load_options, load_for, write_frame
+from kviewer.cli.common import EXIT_OK, add_load_options, cache_choice, load_for, write_frame
 from kviewer.errors import UserError
 
 
 def register(sub: Any) -> None:
     qp = sub.add_parser(
         "sql", help="run a SQL query against the files' unified model (read-only)",
-        description="Run one SQL statement (the schema of kviewer export) against FILE(s), loaded into a read-only "
-        "in-memory database, or against a database written by kviewer export. Nothing is written.",
+        description="Run one SQL statement (the schema of kviewer export) against FILE(s), or against a database written "
+        "by kviewer export. Only the tables the statement reads are built, into a database kept in the trace cache "
+        "(read-only to the query; in memory with --no-cache), so a later query on the same files is fast. The input "
+        "files are never written.",
     )
     qp.add_argument("items", metavar="FILE [FILE ...] QUERY", nargs="+", help="trace files (or one export), then the query")
     qp.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: %(default)s)")
@@ -27,20 +29,26 @@ def register(sub: Any) -> None:
 def cmd_sql(args: argparse.Namespace) -> int:
     """Run one SQL statement against the files' unified model (read-only, nothing written)."""
     from kviewer import sqldb
+    from kviewer.io.cache import cache_disabled
 
     if len(args.items) < 2:
         raise UserError("sql needs at least one FILE and a QUERY (kviewer sql FILE [FILE ...] \"SELECT ...\")")
     *files, sql = args.items
     conn = sqldb.open_export(files[0]) if len(files) == 1 else None  # a database written by kviewer export
-    if conn is None:
-        traces = [load_for(args, f) for f in files]
-        conn = sqldb.in_memory(traces, analysis=not args.no_analysis)
     try:
-        df = sqldb.query(conn, sql, timeout_s=args.timeout)
+        if conn is not None:
+            try:
+                df = sqldb.query(conn, sql, timeout_s=args.timeout)
+            finally:
+                conn.close()
+        else:
+            # only the tables the query reads are built, and kept in the cache beside the traces'
+            # (unless the cache is off): a second query on the same files loads nothing
+            use_cache = cache_choice(args) is not False and not cache_disabled()
+            df = sqldb.query_files(files, sql, lambda f, tables: load_for(args, f, tables=tables), analysis=not args.no_analysis,
+                                   use_cache=use_cache, timeout_s=args.timeout)
     except sqldb.QueryError as exc:
         raise UserError(str(exc)) from exc
-    finally:
-        conn.close()
     write_frame(df, args.format)
     return EXIT_OK
 

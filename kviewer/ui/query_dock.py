@@ -1,8 +1,9 @@
 """The Query dock: SQL over the open traces (Perfetto's query page), in the schema of ``kviewer export``.
 
-The open traces are written into a read-only in-memory database (:func:`kviewer.sqldb.in_memory`,
-trace_id 1, 2, ... in the order they were opened) on the analysis worker, once per set of open
-traces; queries run there too, so a slow one never blocks the window. The result shows in the
+The open traces are written into a read-only in-memory database (:class:`kviewer.sqldb.LazyDatabase`,
+trace_id 1, 2, ... in the order they were opened) on the analysis worker, one per set of open
+traces, each table when a query first reads it (as ``kviewer sql`` does); queries run there too,
+so a slow one never blocks the window. The result shows in the
 common table model; choosing a row that names an event (a kernel, GPU op or CPU slice of an open
 trace) selects it on the timeline, a row with ``start_ns``/``end_ns`` zooms to that interval.
 Recent queries are kept in QSettings.
@@ -38,7 +39,7 @@ class _Database:
 
     signature: tuple[int, ...] = ()
     conn: Any = None
-    """sqlite3.Connection"""
+    """kviewer.sqldb.LazyDatabase"""
     keys: list[int] = field(default_factory=list)
 
 
@@ -160,14 +161,15 @@ class QueryPanel(QWidget):
         self.status.setText("Running…" if holder.signature == signature else "Building the database of the open traces…")
 
         def work() -> tuple[pd.DataFrame, list[int]]:
-            # worker thread: the connection lives and is used here only
+            # worker thread: the database lives and is used here only; it holds the tables the
+            # queries so far have read, and a query reading another one adds it
             if holder.signature != signature or holder.conn is None:
                 if holder.conn is not None:
                     holder.conn.close()
                 holder.conn = None
-                holder.conn = sqldb.in_memory(plain, sols=sols)
+                holder.conn = sqldb.LazyDatabase(plain, sols=sols)
                 holder.signature, holder.keys = signature, keys
-            return sqldb.query(holder.conn, sql, timeout_s=60.0), list(holder.keys)
+            return holder.conn.query(sql, timeout_s=60.0), list(holder.keys)
 
         self.runner.run("query", work, self._show, self._failed)
 

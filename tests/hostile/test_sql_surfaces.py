@@ -251,3 +251,26 @@ def test_sql_json_output_is_untouched_by_the_guard(tmp_path: Path) -> None:
     r = run_cli(["sql", str(src), "SELECT name FROM kernels ORDER BY start_ns", "--format", "json", "--no-analysis"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert [row["name"] for row in json.loads(r.stdout)] == ["a", "b"]
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS), ids=list(ATTACKS))
+def test_query_dock_lazy_database_cannot_be_made_writable(tmp_path: Path, attack: str) -> None:
+    """The Query dock's database writes a table when a query first reads it (lifting the query
+    policy meanwhile): an attack before any table, or after, changes nothing a later query sees."""
+    from kviewer import sqldb
+    from kviewer.io import load
+
+    trace = load(kineto_json(tmp_path / "t.json", ["a", "b", "c"]), use_cache=False)
+    db = sqldb.LazyDatabase([trace], analysis=False)
+    out = tmp_path / "evil.sqlite"
+    try:
+        for _ in range(2):  # before the kernels table exists, then after
+            for statement in ATTACKS[attack]:
+                with pytest.raises(sqldb.QueryError) as err:
+                    db.query(statement.format(out=out))
+                assert "\n" not in str(err.value)
+            assert db.query("SELECT id, dur_ns FROM kernels ORDER BY id")["dur_ns"].tolist() == [5000, 5000, 5000]
+            assert db.conn.execute("PRAGMA query_only").fetchone() == (1,)
+        assert not out.exists()
+    finally:
+        db.close()
