@@ -456,38 +456,29 @@ def classify(trace: Trace, ops: np.ndarray | None = None) -> pd.DataFrame:
     cats = k["name"].astype("category") if n else pd.Series([], dtype="category")
     by_cat = np.array([name_kind(str(c)) for c in cats.cat.categories] + ["other"], dtype=object)
     nkind = by_cat[cats.cat.codes.to_numpy()] if n else np.array([], dtype=object)
-    uniq_ops, inv = np.unique(op_names.astype(str), return_inverse=True) if n else (np.array([]), np.array([], dtype=np.int64))
+    inv, uniq_ops = pd.factorize(op_names) if n else (np.array([], dtype=np.int64), np.array([]))
     okind = np.array([op_kind(str(o)) for o in uniq_ops], dtype=object)[inv] if n else np.array([], dtype=object)
 
     tensor = k["flops_tensor"].to_numpy(np.float64) if n else np.zeros(0)
     fired = np.nan_to_num(tensor, nan=0.0) > 0
-    kind = nkind.copy()
-    source = np.full(n, "name", dtype=object)
-    helper = np.zeros(n, dtype=bool)
+    # whole columns at once (a Python pass per kernel took seconds at 600k kernels)
+    nk_matrix = np.isin(nkind, list(MATRIX_KINDS))
     # ops whose matrix arithmetic is recognisably done by some of their kernels: the others are helpers
-    has_main: set[int] = set()
-    for j in np.flatnonzero((ops >= 0) & (np.isin(nkind, list(MATRIX_KINDS)) | fired)):
-        has_main.add(int(ops[j]))
-    for i in range(n):
-        nk, ok = nkind[i], okind[i]
-        if ok and ok != "other":
-            is_helper = nk in ("copy", "fill", "communication", "sort") and nk != ok
-            if ok in MATRIX_KINDS and nk not in MATRIX_KINDS and not fired[i]:
-                # a transform, convert, split-K reduction or epilogue beside the op's main kernel
-                is_helper = is_helper or int(ops[i]) in has_main or nk in ("reduction", "elementwise", "norm")
-            if ok == "attention" and nk == "softmax":
-                is_helper = False  # an unfused attention's softmax is part of the op's arithmetic
-            if is_helper:
-                helper[i] = True
-            else:
-                kind[i] = ok
-                source[i] = "op"
-        if fired[i]:
-            # tensor ops fired: matrix arithmetic, whatever the name or op said about it
-            if kind[i] not in MATRIX_KINDS:
-                kind[i] = "gemm"
-            source[i] = "counters"
-            helper[i] = False
+    has_main = np.unique(ops[(ops >= 0) & (nk_matrix | fired)])
+    with_op = (okind != "") & (okind != "other")
+    is_helper = np.isin(nkind, ["copy", "fill", "communication", "sort"]) & (nkind != okind)
+    # a transform, convert, split-K reduction or epilogue beside the op's main kernel
+    beside = np.isin(okind, list(MATRIX_KINDS)) & ~nk_matrix & ~fired
+    is_helper |= beside & (np.isin(ops, has_main) | np.isin(nkind, ["reduction", "elementwise", "norm"]))
+    is_helper &= ~((okind == "attention") & (nkind == "softmax"))  # an unfused attention's softmax is the op's arithmetic
+    helper = with_op & is_helper
+    by_op = with_op & ~is_helper
+    kind = np.where(by_op, okind, nkind).astype(object)
+    source = np.where(by_op, "op", "name").astype(object)
+    # tensor ops fired: matrix arithmetic, whatever the name or op said about it
+    kind[fired & ~np.isin(kind, list(MATRIX_KINDS))] = "gemm"
+    source[fired] = "counters"
+    helper[fired] = False
     return pd.DataFrame(
         {"kind": kind, "kind_source": source, "helper": helper, "op_row": ops, "op_name": op_names,
          "op_kind": okind, "name_kind": nkind},
