@@ -42,10 +42,23 @@ from kviewer.analysis.devices import DeviceSpec, devices_for_trace
 from kviewer.analysis.kinds import precision_from_name, precision_pipe
 from kviewer.analysis.model import model_kernels
 from kviewer.core import Trace
-from kviewer.core.schema import SOL
+from kviewer.core.schema import OPS, SOL
 
 #: the columns of a SOL table, declared with their dtypes in :data:`kviewer.core.schema.SOL`
 SOL_COLUMNS = SOL.names
+
+#: what the speed of light reads of a trace (:func:`kviewer.io.load`'s ``tables``): the kernels'
+#: identity, time, counters and the op join's keys, the framework ops they join to, the GPUs
+SOL_READS: dict[str, tuple[str, ...]] = {
+    "kernels": (
+        "id", "name", "short_name", "start", "dur", "device", "stream", "rank", "external_id", "flops_fp64", "flops_fp32",
+        "flops_fp16", "flops_tensor", "tensor_pipe_pct", "tensor_precision", "dram_bytes", "dram_read_bytes",
+        "dram_write_bytes", "sm_throughput_pct", "mem_throughput_pct",
+    ),
+    OPS: ("category", "external_id", "rank", "pid", "tid", "depth", "start", "dur", "name", "input_dims", "input_types",
+          "concrete_inputs", "flops"),
+    "devices": (),
+}  # fmt: skip
 
 #: ``sol_status`` values
 SOL_OK, SOL_UNKNOWN, SOL_EXCEEDS = "ok", "unknown", "exceeds_peak"

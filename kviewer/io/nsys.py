@@ -36,6 +36,7 @@ from pandas.api.types import union_categoricals
 from kviewer.core import Diagnostic, Trace, TraceMeta, make_table
 from kviewer.core.intervals import nesting_depth
 from kviewer.core.names import strip_api_version
+from kviewer.core.schema import OPS
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
 from kviewer.io.graphs import GRAPH_LAUNCH, link_graphs
 from kviewer.io.registry import CancelToken, LoaderSpec, Wanted
@@ -593,8 +594,9 @@ def _command(capture: Iterable[tuple[str, str]]) -> str:
 
 
 def _kernels_only(wanted: Wanted | None) -> Collection[str] | None:
-    """The kernel columns to read when ``wanted`` needs the kernel table alone, else None."""
-    if wanted is None or set(wanted) - {"kernels", "devices"}:
+    """The kernel columns to read when ``wanted`` needs the kernel table alone, else None
+    (framework ops, :data:`~kviewer.core.schema.OPS`, need nothing: an export records none)."""
+    if wanted is None or set(wanted) - {"kernels", "devices", OPS}:
         return None
     columns = set(wanted.get("kernels", ()))
     return None if "tid" in columns else columns  # the launching thread comes from the API calls

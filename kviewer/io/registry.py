@@ -98,7 +98,8 @@ class LoadFn(Protocol):
     def __call__(self, path: Path, progress: Progress, cancel: CancelToken) -> Trace: ...
 
 
-#: table name -> the columns a caller reads (see :func:`load`'s ``tables``)
+#: table name -> the columns a caller reads (see :func:`load`'s ``tables``); besides the Trace's
+#: tables, :data:`kviewer.core.schema.OPS` names the framework ops the kernel -> op join reads
 Wanted = Mapping[str, Collection[str]]
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from kviewer.analysis.kinds import classify
-from kviewer.analysis.sol import speed_of_light
+from kviewer.analysis.sol import SOL_READS, speed_of_light
 from kviewer.errors import AnalysisError
 from kviewer.io import load
 
@@ -61,3 +61,13 @@ def test_empty_trace_has_an_empty_sol(sample_traces: Path) -> None:
     trace = load(sample_traces / "h200_llm_block_eager.pt.trace.json.gz", use_cache=False)
     trace.kernels = trace.kernels.iloc[:0]
     pd.testing.assert_frame_equal(speed_of_light(trace), speed_of_light_per_kernel(trace), check_exact=True)
+
+
+@pytest.mark.parametrize("name", ("nsys/h200_llm_train_nvtx.sqlite", "nsys/perlmutter-cloverleaf-cuda.sqlite"))
+def test_what_sol_reads_gives_the_sol_of_the_whole_trace(samples: Path, name: str) -> None:
+    """``kviewer sol`` reads SOL_READS: of an Nsight Systems export the kernel table alone (no API
+    calls, NVTX or memory operations), and the speed of light is the whole trace's."""
+    part = load(samples / name, use_cache=False, tables=SOL_READS)
+    assert len(part.kernels) and not len(part.cpu_slices) and not len(part.gpu_ops)
+    whole = load(samples / name, use_cache=False)
+    pd.testing.assert_frame_equal(speed_of_light(part), speed_of_light(whole), check_exact=True)
