@@ -164,7 +164,7 @@ def speed_of_light(
     n = len(k)
     specs = devices_for_trace(trace, device, devices) if n else {}
     m = model if model is not None else model_kernels(trace)
-    names = k["name"].astype(str).to_numpy()
+    names = _text_of(k["name"])
     dur = k["dur"].to_numpy(np.float64)
 
     # -- measured FLOPs: every counter family that was collected (fp64, fp32, fp16 vector; tensor)
@@ -174,7 +174,7 @@ def speed_of_light(
     meas_flops = np.where(any_meas, np.nansum(np.nan_to_num(meas, nan=0.0), axis=1), np.nan)
     tensor_pct = k["tensor_pipe_pct"].to_numpy(np.float64)
     tensor_missing = any_meas & np.isnan(meas[:, 3]) & (tensor_pct > _TENSOR_ACTIVE_PCT)
-    tprec = k["tensor_precision"].astype(str).to_numpy() if "tensor_precision" in k else np.full(n, "", dtype=object)
+    tprec = _text_of(k["tensor_precision"]) if "tensor_precision" in k else _constant(n, "")
 
     # -- measured bytes: DRAM bytes, or read + write
     dram = k["dram_bytes"].to_numpy(np.float64)
@@ -200,11 +200,11 @@ def speed_of_light(
 
     # FLOPs: measured, else modelled, else unknown -- never a measured kernel's model
     flops = mflops.copy()
-    fsrc = np.where(np.isnan(mflops), "unknown", "modelled").astype(object)
+    fsrc = _choose(np.isnan(mflops), "unknown", "modelled")
     # bytes
     known_mb = ~np.isnan(meas_bytes)
     nbytes = np.where(known_mb, meas_bytes, mbytes)
-    bsrc = np.where(known_mb, "measured", np.where(np.isnan(mbytes), "unknown", "modelled")).astype(object)
+    bsrc = _choose(known_mb, "measured", _choose(np.isnan(mbytes), "unknown", "modelled"))
     # precision and pipe: the counter that fired, else the op's dtypes, else the name
     # (kinds.precision_pipe, the one rule), once per distinct (kind, op precision, op pipe, name)
     group, combos = _per_distinct(kind, m_prec, m_pipe, names)
@@ -212,8 +212,8 @@ def speed_of_light(
     precision = np.array([p for p, _ in pp] + [""], dtype=object)[group]
     pipe = np.array([q for _, q in pp] + [""], dtype=object)[group]
     peak = np.full(n, np.nan)
-    field = np.full(n, "", dtype=object)
-    head_note = np.full(n, "", dtype=object)  # what the counters said, before the notes below
+    field = _constant(n, "")
+    head_note = _constant(n, "")  # what the counters said, before the notes below
     for i in np.flatnonzero(any_meas):
         spec = specs.get(int(dev_col[i])) if specs else None
         flops[i], fsrc[i], precision[i], pipe[i], peak[i], field[i], notes = _measured_flops(
@@ -258,18 +258,18 @@ def speed_of_light(
     # a kernel known to do no arithmetic has no compute floor: nothing is known
     t_sol[only_c] = np.where(t_c[only_c] > 0, t_c[only_c], np.nan)
     t_sol[both] = np.maximum(t_c[both], t_m[both])
-    bound_model = np.full(n, "unknown", dtype=object)
-    bound_model[both] = np.where(t_c[both] >= t_m[both], "compute", "memory")
+    bound_model = _constant(n, "unknown")
+    bound_model[both] = _choose(t_c[both] >= t_m[both], "compute", "memory")
     term_note = np.zeros(n, dtype=np.int8)  # _TERM_NOTES
     term_note[matrix_only_m], term_note[only_m], term_note[only_c] = 1, 2, 3
     with np.errstate(invalid="ignore", divide="ignore"):
         sol_pct = np.where((dur > 0) & ~np.isnan(t_sol), t_sol / dur * 100.0, np.nan)
-    status = np.where(np.isnan(sol_pct), SOL_UNKNOWN, SOL_OK).astype(object)
-    reason = np.full(n, "", dtype=object)
-    ncu_bound = np.full(n, "", dtype=object)
+    status = _choose(np.isnan(sol_pct), SOL_UNKNOWN, SOL_OK)
+    reason = _constant(n, "")
+    ncu_bound = _constant(n, "")
     ncu_known = ~np.isnan(ncu_sm) & ~np.isnan(ncu_mem)
-    ncu_bound[ncu_known] = np.where(ncu_mem[ncu_known] > ncu_sm[ncu_known], "memory", "compute")
-    bound = np.where((bound_model != "unknown") | (ncu_bound == ""), bound_model, ncu_bound).astype(object)
+    ncu_bound[ncu_known] = _choose(ncu_mem[ncu_known] > ncu_sm[ncu_known], "memory", "compute")
+    bound = np.where((bound_model != "unknown") | (ncu_bound == ""), bound_model, ncu_bound)
     with np.errstate(invalid="ignore"):
         over = np.flatnonzero(sol_pct > 100.0)
     over_note = {}
@@ -295,26 +295,53 @@ def speed_of_light(
         "t_compute_ns": t_c, "t_memory_ns": t_m, "t_sol_ns": t_sol, "sol_pct": sol_pct, "bound": bound,
         "bound_model": bound_model, "gpu": gpu, "note": note, "sol_status": status, "sol_reason": reason, "ncu_bound": ncu_bound,
     }  # fmt: skip
-    out = pd.DataFrame(
-        {
-            "id": k["id"].to_numpy(np.int64),
-            "name": names,
-            "short_name": k["short_name"].astype(str).to_numpy(),
-            "device": dev_col,
-            "stream": k["stream"].to_numpy(np.int64),
-            "start": k["start"].to_numpy(np.int64),
-            "dur": k["dur"].to_numpy(np.int64),
-            "op_name": m["op_name"].to_numpy(),
-            "bytes_written": m["model_bytes_written"].to_numpy(np.float64),
-            "ncu_sm_pct": ncu_sm,
-            "ncu_mem_pct": ncu_mem,
-            **{c: (v.astype(np.float64) if v.dtype != object else v) for c, v in cols.items()},
-        }
-    )
-    return out[SOL_COLUMNS]
+    data = {
+        "id": k["id"].to_numpy(np.int64),
+        "name": names,
+        "short_name": _text_of(k["short_name"]),
+        "device": dev_col,
+        "stream": k["stream"].to_numpy(np.int64),
+        "start": k["start"].to_numpy(np.int64),
+        "dur": k["dur"].to_numpy(np.int64),
+        "op_name": m["op_name"].to_numpy(),
+        "bytes_written": m["model_bytes_written"].to_numpy(np.float64),
+        "ncu_sm_pct": ncu_sm,
+        "ncu_mem_pct": ncu_mem,
+        **{c: (v.astype(np.float64) if v.dtype != object else v) for c, v in cols.items()},
+    }
+    # in the schema's order, column by column (no 2-D block of the float columns: a copy of them)
+    return pd.DataFrame({c: data[c] for c in SOL_COLUMNS}, columns=SOL_COLUMNS, copy=False)
 
 
 _MATRIX = ("gemm", "conv", "attention")
+
+
+# Text columns as object arrays whose equal texts are one object: 600k kernels then hold 600k
+# pointers, not 600k copies of "unknown" (np.where(mask, "a", "b").astype(object) makes a string
+# per row; so does a categorical's astype(str)).
+
+
+def _constant(n: int, text: str) -> np.ndarray:
+    out = np.empty(n, dtype=object)
+    out.fill(text)
+    return out
+
+
+def _choose(mask: np.ndarray, yes: str, no: str | np.ndarray) -> np.ndarray:
+    """``np.where(mask, yes, no)`` as an object array of shared texts."""
+    out = np.array([no, yes], dtype=object)[mask.astype(np.int8)] if isinstance(no, str) else no.copy()
+    if not isinstance(no, str):
+        out[mask] = yes
+    return out
+
+
+def _text_of(col: pd.Series) -> np.ndarray:
+    """``col.astype(str).to_numpy()``, each category's text made once."""
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        return col.astype(str).to_numpy(dtype=object)
+    one_each = pd.Categorical.from_codes(np.arange(-1, len(col.cat.categories)), dtype=col.dtype)  # the missing one first
+    texts = pd.Series(one_each).astype(str).to_numpy(dtype=object)
+    return texts[col.cat.codes.to_numpy().astype(np.int64) + 1]
 _PREC_NOTE = "precision not recorded: the FP32 peak assumed"
 #: the note on the term(s) a kernel's speed of light used (0: both, or none known)
 _TERM_NOTES = (

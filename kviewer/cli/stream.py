@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -32,26 +32,31 @@ def _distinct(col: pd.Series, exact_na: bool) -> tuple[np.ndarray, list[Any]] | 
     """(codes, distinct values as Python objects) of a column, a missing value kept as a value
     (NaN); None when the column cannot be factorised (unhashable cells) or, with ``exact_na``,
     when it holds missing objects (None, pd.NA print unlike NaN)."""
-    # an extension column (nullable integers, pandas' str) as its Python objects, NA included
-    values = col.to_numpy() if isinstance(col.dtype, np.dtype) else col.to_numpy(dtype=object)
     if isinstance(col.dtype, pd.CategoricalDtype):
         codes = col.cat.codes.to_numpy()
         cats = list(col.cat.categories.to_numpy(dtype=object))
         if (codes < 0).any():
             return np.where(codes < 0, len(cats), codes), cats + [math.nan]
         return codes, cats
-    if isinstance(values, np.ndarray) and values.dtype == object:
+    # an extension column (nullable integers, pandas' str) as its Python objects, NA included
+    values = col.to_numpy() if isinstance(col.dtype, np.dtype) else col.to_numpy(dtype=object)
+    if exact_na and values.dtype == object:
         try:
             nulls = pd.isna(values)
         except TypeError:
             return None
-        if exact_na and nulls.any():  # factorize makes None, NaN and pd.NA one NaN
+        if nulls.any():  # factorize makes None, NaN and pd.NA one NaN
             return None
     try:
         codes, uniques = pd.factorize(values, use_na_sentinel=False)
     except TypeError:  # unhashable cells (lists)
         return None
-    return np.asarray(codes), list(uniques.tolist() if hasattr(uniques, "tolist") else uniques)
+    return _narrow(np.asarray(codes)), list(uniques.tolist() if hasattr(uniques, "tolist") else uniques)
+
+
+def _narrow(codes: np.ndarray) -> np.ndarray:
+    """Codes as int32 (half the memory of a long column's int64 codes)."""
+    return codes.astype(np.int32) if len(codes) and int(codes.max()) < 2**31 - 1 else codes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,34 +70,42 @@ def _csv_quoted(text: str) -> str:
     return buf.getvalue()[: -len(",x\n")]
 
 
-def _csv_texts(col: pd.Series, raw: bool) -> tuple[np.ndarray, np.ndarray] | None:
-    """(codes, the field text of each distinct value) as to_csv writes the column, or None when
-    this writer cannot say (then to_csv writes the frame)."""
+def _csv_fields(col: pd.Series, raw: bool) -> _Column | None:
+    """The column's fields as to_csv writes them, or None when this writer cannot say (then
+    to_csv writes the frame)."""
     dtype = col.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "iu":  # as Python ints print: numpy's text, in C
+        ints = col.to_numpy()
+        if len(ints) and len(np.unique(ints[:: max(1, len(ints) // 256)])) < 64:  # few values (a device, a stream)
+            codes, uniques = pd.factorize(ints)
+            return np.asarray(codes), np.asarray(uniques).astype(str).astype(object)
+        return lambda lo, hi: ints[lo:hi].astype(str).tolist()
+    if isinstance(dtype, np.dtype) and dtype.kind == "b":
+        return col.to_numpy().astype(np.int8), np.array(["False", "True"], dtype=object)
     text_like = isinstance(dtype, pd.CategoricalDtype) or dtype == object or pd.api.types.is_string_dtype(dtype)
-    numeric = not text_like and (pd.api.types.is_integer_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
-                                 or (isinstance(dtype, np.dtype) and dtype == np.float64))
-    if not text_like and not numeric:
-        return None
-    if numeric and isinstance(dtype, np.dtype) and dtype.kind == "b" and col.isna().any():
+    floats = isinstance(dtype, np.dtype) and dtype == np.float64
+    if not (text_like or floats or pd.api.types.is_integer_dtype(dtype)):
         return None
     got = _distinct(col, exact_na=False)  # every missing value is an empty field
     if got is None:
         return None
     codes, uniques = got
-    out: list[str] = []
-    for v in uniques:
-        if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
-            out.append("")
-        elif text_like:
-            if not isinstance(v, str) or "\r" in v:  # numbers in a text column, a CR: to_csv's own rules
+    if floats:  # numpy's text for each distinct float (to_csv's), unknown empty
+        u = np.asarray(uniques, dtype=np.float64)
+        texts = np.where(np.isnan(u), "", u.astype(str)).astype(object)
+    else:
+        out: list[str] = []
+        for v in uniques:
+            if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+                out.append("")
+            elif not text_like:  # nullable integers
+                out.append(str(v))
+            elif not isinstance(v, str) or "\r" in v:  # numbers in a text column, a CR: to_csv's own rules
                 return None
-            out.append(_csv_quoted(v if raw else csv_cell(v)))
-        elif isinstance(v, float):
-            out.append(str(np.float64(v).astype(str)))  # numpy's text for a float, as to_csv
-        else:
-            out.append(str(v))
-    return codes, np.asarray(out, dtype=object)
+            else:
+                out.append(_csv_quoted(v if raw else csv_cell(v)))
+        texts = np.asarray(out, dtype=object)
+    return codes, texts
 
 
 def write_csv(df: pd.DataFrame, out: Any, raw_csv: bool = False) -> bool:
@@ -101,17 +114,49 @@ def write_csv(df: pd.DataFrame, out: Any, raw_csv: bool = False) -> bool:
     frame needs the general path."""
     if len(df.columns) < 2 or not all(isinstance(c, str) and "\r" not in c for c in df.columns):
         return False  # a lone empty field is quoted; odd headers: to_csv's rules
-    cols = []
-    for name in df.columns:
-        got = _csv_texts(df[name], raw_csv)
-        if got is None:
-            return False
-        cols.append(got)
+    fields = (_csv_fields(df[name], raw_csv) for name in df.columns)
+    cols = _fuse(fields, ",", len(df))  # one column at a time: only the fused codes stay
+    if cols is None:
+        return False
     csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_MINIMAL).writerow(list(df.columns))
-    for lo in range(0, len(df), CHUNK):
-        parts = [texts[codes[lo : lo + CHUNK]].tolist() for codes, texts in cols]
-        out.write("".join(",".join(row) + "\n" for row in zip(*parts)))
+    for block in _rows(cols, ",", len(df)):
+        out.write(block + "\n")
     return True
+
+
+#: a column's cells: (codes, the text of each code), or rows lo:hi -> their texts
+_Column = "tuple[np.ndarray, np.ndarray] | Callable[[int, int], list[str]]"
+
+
+def _fuse(cols: Iterable[Any], sep: str, n: int) -> list[Any] | None:
+    """Neighbouring coded columns joined into one while their distinct combinations stay few
+    (the many constant or few-valued columns of a SOL table become one text per row): the
+    rows are then joined from a few parts instead of one per column. None when a column is."""
+    limit = max(64, n // 8)
+    out: list[Any] = []
+    for col in cols:
+        if col is None:
+            return None
+        prev = out[-1] if out else None
+        if isinstance(col, tuple) and isinstance(prev, tuple):
+            (ca, ta), (cb, tb) = prev, col
+            key, combos = pd.factorize(ca.astype(np.int64) * len(tb) + cb)
+            if len(combos) <= limit:
+                a, b = np.divmod(np.asarray(combos, dtype=np.int64), len(tb))
+                out[-1] = (_narrow(np.asarray(key)), np.array([x + sep + y for x, y in zip(ta[a].tolist(), tb[b].tolist())], dtype=object))
+                continue
+        out.append(col)
+    return out
+
+
+def _rows(cols: list[Any], sep: str, n: int, finish: Callable[[str], str] | None = None) -> Iterator[str]:
+    """The ``n`` rows joined from their columns' texts, a chunk of lines at a time (no last newline)."""
+    for lo in range(0, n, CHUNK):
+        parts = [c[1][c[0][lo : lo + CHUNK]].tolist() if isinstance(c, tuple) else c(lo, lo + CHUNK) for c in cols]
+        if finish is None:
+            yield "\n".join(sep.join(row) for row in zip(*parts))
+        else:
+            yield "\n".join(finish(sep.join(row)) for row in zip(*parts))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,9 +200,12 @@ def table_lines(df: pd.DataFrame, float_digits: int = 1, max_name: int = 80, num
         return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
 
     yield fmt(heads) + "\n" + fmt(["-" * w for w in widths])
-    padded = [(codes, np.asarray([t.rjust(w) if num else t.ljust(w) for t in texts] + [""], dtype=object))
-              for (codes, texts), w, num in zip(cols, widths, numeric)]
-    n = len(df)
-    for lo in range(0, n, CHUNK):
-        parts = [texts[codes[lo : lo + CHUNK]].tolist() for codes, texts in padded]
-        yield "\n".join("  ".join(row).rstrip() for row in zip(*parts))
+
+    def padded() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for w, num in zip(widths, numeric):
+            codes, texts = cols.pop(0)  # let each column's codes go once fused
+            yield codes, np.asarray([t.rjust(w) if num else t.ljust(w) for t in texts] + [""], dtype=object)
+
+    fused = _fuse(padded(), "  ", len(df))
+    assert fused is not None
+    yield from _rows(fused, "  ", len(df), str.rstrip)
