@@ -82,6 +82,11 @@ def _csv_fields(col: pd.Series, raw: bool) -> _Column | None:
         return lambda lo, hi: ints[lo:hi].astype(str).tolist()
     if isinstance(dtype, np.dtype) and dtype.kind == "b":
         return col.to_numpy().astype(np.int8), np.array(["False", "True"], dtype=object)
+    if isinstance(dtype, pd.api.extensions.ExtensionDtype) and pd.api.types.is_integer_dtype(dtype):
+        # nullable integers (a report's unknown ids): numpy's text in C, the missing ones empty
+        missing = col.isna().to_numpy()
+        known = col.to_numpy(dtype=np.int64, na_value=0)
+        return lambda lo, hi: np.where(missing[lo:hi], "", known[lo:hi].astype(str)).tolist()
     text_like = isinstance(dtype, pd.CategoricalDtype) or dtype == object or pd.api.types.is_string_dtype(dtype)
     floats = isinstance(dtype, np.dtype) and dtype == np.float64
     if not (text_like or floats or pd.api.types.is_integer_dtype(dtype)):
