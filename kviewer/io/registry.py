@@ -19,7 +19,7 @@ from typing import Callable, Collection, Mapping, Protocol
 from kviewer.core import Trace
 from kviewer.errors import LoadCancelled, LoadError, MemoryLimitExceeded, UnsupportedFormat
 from kviewer.io.memory import MemoryWatch
-from kviewer.io.source import Progress, read_head
+from kviewer.io.source import Progress, compression_of, read_head
 
 #: loader modules, imported on first use (keeps start-up light)
 LOADER_MODULES: list[str] = [
@@ -187,11 +187,14 @@ def load(
 
     ``use_cache=None`` uses the cache unless ``KVIEWER_NO_CACHE`` is set; ``False`` bypasses it.
 
-    ``tables`` (table -> columns) says what the caller reads. Without the cache, a loader that
-    can read part of a file (``LoaderSpec.load_part``) then reads only that: the other tables are
-    empty and the other columns unknown, so only the caller that asked may use the trace (a
-    summary of a big Nsight Systems export never pays for its API calls). With the cache the
-    whole trace is loaded and stored, as without ``tables``.
+    ``tables`` (table -> columns) says what the caller reads. A loader that can read part of a
+    file (``LoaderSpec.load_part``) then reads only that: the other tables are empty and the
+    other columns unknown, so only the caller that asked may use the trace (a summary of a big
+    Nsight Systems export never pays for its API calls). Such a read of an uncompressed file
+    neither reads nor writes the trace cache: SQLite serves the part in place faster than the
+    cache serves the whole trace, and storing the whole trace would cost a whole load
+    (BENCHMARKS.md, "The trace cache and Nsight Systems exports"). Otherwise, with the cache on,
+    the whole trace is loaded and stored, as without ``tables``.
 
     With the cache on, the file's identity (:func:`kviewer.io.cache.source_id`: its stat and a
     digest of its content) is taken once, before the load, and kept on the trace as
@@ -206,6 +209,11 @@ def load(
     """
     p = Path(path)
     prog: Progress = progress or (lambda fraction, message: None)
+    spec: LoaderSpec | None = None
+    if tables is not None and use_cache is not False:
+        spec = detect(p)
+        if spec.load_part is not None and compression_of(read_head(p)[:8]) is None:
+            use_cache = False  # the part from the file in place: faster than the cache (see above)
     store = None
     sid = None  # the file's identity (stat and content digest), taken once for the whole load
     if use_cache is None or use_cache:
@@ -226,7 +234,7 @@ def load(
                     return hit
     beat = _Heartbeat(prog)
     beat(0.0, "detecting the format")
-    spec = detect(p)
+    spec = spec or detect(p)
     token = cancel or CancelToken()
     t0 = time.perf_counter()
     try:
