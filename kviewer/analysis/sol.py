@@ -286,8 +286,8 @@ def speed_of_light(
     group, combos = _per_distinct(m_note, head_note, prec_note, rate_note, term_note)
     note = np.array(["; ".join(p for p in (str(mn), hd, _PREC_NOTE if pn else "", rt, _TERM_NOTES[tn]) if p)
                      for mn, hd, pn, rt, tn in combos] + [""], dtype=object)[group]
-    for i, text in over_note.items():
-        note[i] = f"{note[i]}; {text}" if note[i] else text
+    for row, text in over_note.items():
+        note[row] = f"{note[row]}; {text}" if note[row] else text
 
     cols = {
         "flops": flops, "flops_source": fsrc, "bytes": nbytes, "bytes_source": bsrc, "precision": precision, "pipe": pipe,

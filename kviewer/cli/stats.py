@@ -123,4 +123,4 @@ def _texts(values: Any, fmt: Any) -> Any:
 
     codes, uniques = pd.factorize(values, use_na_sentinel=False)
     texts, at = pd.factorize(np.asarray([fmt(v) for v in uniques.tolist()], dtype=object))  # two numbers can print alike
-    return pd.Categorical.from_codes(texts[codes], categories=at)
+    return pd.Categorical.from_codes(texts[codes], categories=pd.Index(at))

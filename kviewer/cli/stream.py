@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -77,8 +77,8 @@ def _csv_fields(col: pd.Series, raw: bool) -> _Column | None:
     if isinstance(dtype, np.dtype) and dtype.kind in "iu":  # as Python ints print: numpy's text, in C
         ints = col.to_numpy()
         if len(ints) and len(np.unique(ints[:: max(1, len(ints) // 256)])) < 64:  # few values (a device, a stream)
-            codes, uniques = pd.factorize(ints)
-            return np.asarray(codes), np.asarray(uniques).astype(str).astype(object)
+            int_codes, int_values = pd.factorize(ints)
+            return np.asarray(int_codes), np.asarray(int_values).astype(str).astype(object)
         return lambda lo, hi: ints[lo:hi].astype(str).tolist()
     if isinstance(dtype, np.dtype) and dtype.kind == "b":
         return col.to_numpy().astype(np.int8), np.array(["False", "True"], dtype=object)
@@ -130,7 +130,7 @@ def write_csv(df: pd.DataFrame, out: Any, raw_csv: bool = False) -> bool:
 
 
 #: a column's cells: (codes, the text of each code), or rows lo:hi -> their texts
-_Column = "tuple[np.ndarray, np.ndarray] | Callable[[int, int], list[str]]"
+_Column: TypeAlias = "tuple[np.ndarray, np.ndarray] | Callable[[int, int], list[str]]"
 
 
 def _fuse(cols: Iterable[Any], sep: str, n: int) -> list[Any] | None:

@@ -120,6 +120,9 @@ class LoaderSpec:
     """True when the loader also accepts a folder (sniff then gets head=b"")"""
     load_part: LoadPartFn | None = None
     """reads only some tables and columns (:func:`load`'s ``tables``), when the format allows it"""
+    part_in_place: Callable[[Wanted], bool] | None = None
+    """True when ``load_part`` reads this part of an uncompressed file faster than the trace
+    cache serves the whole trace: such a part is read from the file, the cache unused"""
 
 
 _loaders: list[LoaderSpec] | None = None
@@ -190,11 +193,11 @@ def load(
     ``tables`` (table -> columns) says what the caller reads. A loader that can read part of a
     file (``LoaderSpec.load_part``) then reads only that: the other tables are empty and the
     other columns unknown, so only the caller that asked may use the trace (a summary of a big
-    Nsight Systems export never pays for its API calls). Such a read of an uncompressed file
-    neither reads nor writes the trace cache: SQLite serves the part in place faster than the
-    cache serves the whole trace, and storing the whole trace would cost a whole load
-    (BENCHMARKS.md, "The trace cache and Nsight Systems exports"). Otherwise, with the cache on,
-    the whole trace is loaded and stored, as without ``tables``.
+    Nsight Systems export never pays for its API calls). A part the loader reads in place faster
+    than the cache serves the whole trace (``LoaderSpec.part_in_place``: an uncompressed nsys
+    export's GPU activity) neither reads nor writes the trace cache: storing the whole trace
+    would cost a whole load (BENCHMARKS.md, "sol, stats and the cache at 611k kernels").
+    Otherwise, with the cache on, the whole trace is loaded and stored, as without ``tables``.
 
     With the cache on, the file's identity (:func:`kviewer.io.cache.source_id`: its stat and a
     digest of its content) is taken once, before the load, and kept on the trace as
@@ -212,7 +215,7 @@ def load(
     spec: LoaderSpec | None = None
     if tables is not None and use_cache is not False:
         spec = detect(p)
-        if spec.load_part is not None and compression_of(read_head(p)[:8]) is None:
+        if spec.part_in_place is not None and spec.part_in_place(tables) and compression_of(read_head(p)[:8]) is None:
             use_cache = False  # the part from the file in place: faster than the cache (see above)
     store = None
     sid = None  # the file's identity (stat and content digest), taken once for the whole load
