@@ -441,6 +441,15 @@ def kernel_precisions(trace: Trace, use_ops: bool = True, ops: np.ndarray | None
 
 CLASSIFY_COLUMNS = ["kind", "kind_source", "helper", "op_row", "op_name", "op_kind", "name_kind"]
 
+#: the kinds (and "" for no kind) by index, and per index whether the kind is a matrix kind, a
+#: data helper's (its own name says copy / fill / communication / sort) or an arithmetic helper's
+#: under a matrix op (reduction, elementwise, norm): :func:`classify` works on these indices
+_KIND_TEXT = np.array(("",) + KINDS, dtype=object)
+_KIND_INDEX = {kd: i for i, kd in enumerate(_KIND_TEXT)}
+_IS_MATRIX = np.isin(_KIND_TEXT, list(MATRIX_KINDS))
+_IS_DATA_HELPER = np.isin(_KIND_TEXT, ["copy", "fill", "communication", "sort"])
+_IS_ARITH_HELPER = np.isin(_KIND_TEXT, ["reduction", "elementwise", "norm"])
+
 
 def classify(trace: Trace, ops: np.ndarray | None = None) -> pd.DataFrame:
     """Kind of every kernel (rows in ``trace.kernels`` order), from the strongest signal present.
@@ -453,41 +462,36 @@ def classify(trace: Trace, ops: np.ndarray | None = None) -> pd.DataFrame:
     n = len(k)
     ops = kernel_op_rows(trace) if ops is None else ops
     op_names, _ = kernel_op_info(trace, ops)
+    # every kind as its index in _KIND_TEXT: whole columns compare as small integers, and the text
+    # columns are taken from one array of the kinds (a Python step per kernel took seconds at 600k)
     cats = k["name"].astype("category") if n else pd.Series([], dtype="category")
-    by_cat = np.array([name_kind(str(c)) for c in cats.cat.categories] + ["other"], dtype=object)
-    nkind = by_cat[cats.cat.codes.to_numpy()] if n else np.array([], dtype=object)
-    uniq_ops, inv = np.unique(op_names.astype(str), return_inverse=True) if n else (np.array([]), np.array([], dtype=np.int64))
-    okind = np.array([op_kind(str(o)) for o in uniq_ops], dtype=object)[inv] if n else np.array([], dtype=object)
+    name_codes = cats.cat.codes.to_numpy()
+    by_cat = np.array([_KIND_INDEX[name_kind(str(c))] for c in cats.cat.categories] + [_KIND_INDEX["other"]], dtype=np.int8)
+    nk = by_cat[name_codes] if n else np.zeros(0, dtype=np.int8)
+    inv, uniq_ops = pd.factorize(op_names) if n else (np.array([], dtype=np.int64), np.array([]))
+    ok = np.array([_KIND_INDEX[op_kind(str(o))] for o in uniq_ops] + [0], dtype=np.int8)[inv] if n else np.zeros(0, dtype=np.int8)
 
     tensor = k["flops_tensor"].to_numpy(np.float64) if n else np.zeros(0)
     fired = np.nan_to_num(tensor, nan=0.0) > 0
-    kind = nkind.copy()
-    source = np.full(n, "name", dtype=object)
-    helper = np.zeros(n, dtype=bool)
+    nk_matrix = _IS_MATRIX[nk]
     # ops whose matrix arithmetic is recognisably done by some of their kernels: the others are helpers
-    has_main: set[int] = set()
-    for j in np.flatnonzero((ops >= 0) & (np.isin(nkind, list(MATRIX_KINDS)) | fired)):
-        has_main.add(int(ops[j]))
-    for i in range(n):
-        nk, ok = nkind[i], okind[i]
-        if ok and ok != "other":
-            is_helper = nk in ("copy", "fill", "communication", "sort") and nk != ok
-            if ok in MATRIX_KINDS and nk not in MATRIX_KINDS and not fired[i]:
-                # a transform, convert, split-K reduction or epilogue beside the op's main kernel
-                is_helper = is_helper or int(ops[i]) in has_main or nk in ("reduction", "elementwise", "norm")
-            if ok == "attention" and nk == "softmax":
-                is_helper = False  # an unfused attention's softmax is part of the op's arithmetic
-            if is_helper:
-                helper[i] = True
-            else:
-                kind[i] = ok
-                source[i] = "op"
-        if fired[i]:
-            # tensor ops fired: matrix arithmetic, whatever the name or op said about it
-            if kind[i] not in MATRIX_KINDS:
-                kind[i] = "gemm"
-            source[i] = "counters"
-            helper[i] = False
+    has_main = np.unique(ops[(ops >= 0) & (nk_matrix | fired)])
+    with_op = (ok != _KIND_INDEX[""]) & (ok != _KIND_INDEX["other"])
+    is_helper = _IS_DATA_HELPER[nk] & (nk != ok)
+    # a transform, convert, split-K reduction or epilogue beside the op's main kernel
+    beside = _IS_MATRIX[ok] & ~nk_matrix & ~fired
+    is_helper |= beside & (np.isin(ops, has_main) | _IS_ARITH_HELPER[nk])
+    is_helper &= ~((ok == _KIND_INDEX["attention"]) & (nk == _KIND_INDEX["softmax"]))  # an unfused attention's softmax is the op's arithmetic
+    helper = with_op & is_helper
+    by_op = with_op & ~is_helper
+    kind_i = np.where(by_op, ok, nk)
+    # tensor ops fired: matrix arithmetic, whatever the name or op said about it
+    kind_i[fired & ~_IS_MATRIX[kind_i]] = _KIND_INDEX["gemm"]
+    kind = _KIND_TEXT[kind_i]
+    source = np.where(fired, 2, np.where(by_op, 1, 0))
+    source = np.array(["name", "op", "counters"], dtype=object)[source]
+    helper[fired] = False
+    okind, nkind = _KIND_TEXT[ok], _KIND_TEXT[nk]
     return pd.DataFrame(
         {"kind": kind, "kind_source": source, "helper": helper, "op_row": ops, "op_name": op_names,
          "op_kind": okind, "name_kind": nkind},

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -42,10 +42,23 @@ from kviewer.analysis.devices import DeviceSpec, devices_for_trace
 from kviewer.analysis.kinds import precision_from_name, precision_pipe
 from kviewer.analysis.model import model_kernels
 from kviewer.core import Trace
-from kviewer.core.schema import SOL
+from kviewer.core.schema import OPS, SOL
 
 #: the columns of a SOL table, declared with their dtypes in :data:`kviewer.core.schema.SOL`
 SOL_COLUMNS = SOL.names
+
+#: what the speed of light reads of a trace (:func:`kviewer.io.load`'s ``tables``): the kernels'
+#: identity, time, counters and the op join's keys, the framework ops they join to, the GPUs
+SOL_READS: dict[str, tuple[str, ...]] = {
+    "kernels": (
+        "id", "name", "short_name", "start", "dur", "device", "stream", "rank", "external_id", "flops_fp64", "flops_fp32",
+        "flops_fp16", "flops_tensor", "tensor_pipe_pct", "tensor_precision", "dram_bytes", "dram_read_bytes",
+        "dram_write_bytes", "sm_throughput_pct", "mem_throughput_pct",
+    ),
+    OPS: ("category", "external_id", "rank", "pid", "tid", "depth", "start", "dur", "name", "input_dims", "input_types",
+          "concrete_inputs", "flops"),
+    "devices": (),
+}  # fmt: skip
 
 #: ``sol_status`` values
 SOL_OK, SOL_UNKNOWN, SOL_EXCEEDS = "ok", "unknown", "exceeds_peak"
@@ -151,7 +164,7 @@ def speed_of_light(
     n = len(k)
     specs = devices_for_trace(trace, device, devices) if n else {}
     m = model if model is not None else model_kernels(trace)
-    names = k["name"].astype(str).to_numpy()
+    names = _text_of(k["name"])
     dur = k["dur"].to_numpy(np.float64)
 
     # -- measured FLOPs: every counter family that was collected (fp64, fp32, fp16 vector; tensor)
@@ -161,163 +174,237 @@ def speed_of_light(
     meas_flops = np.where(any_meas, np.nansum(np.nan_to_num(meas, nan=0.0), axis=1), np.nan)
     tensor_pct = k["tensor_pipe_pct"].to_numpy(np.float64)
     tensor_missing = any_meas & np.isnan(meas[:, 3]) & (tensor_pct > _TENSOR_ACTIVE_PCT)
-    tprec = k["tensor_precision"].astype(str).to_numpy() if "tensor_precision" in k else np.full(n, "", dtype=object)
+    tprec = _text_of(k["tensor_precision"]) if "tensor_precision" in k else _constant(n, "")
 
     # -- measured bytes: DRAM bytes, or read + write
     dram = k["dram_bytes"].to_numpy(np.float64)
     rw = k["dram_read_bytes"].to_numpy(np.float64) + k["dram_write_bytes"].to_numpy(np.float64)
     meas_bytes = np.where(np.isnan(dram), rw, dram)
 
-    # plain arrays: pandas scalar access inside the per-kernel loop costs more than the arithmetic
-    m_kind = m["kind"].to_numpy(dtype=object)
+    kind = m["kind"].to_numpy(dtype=object)
     m_prec = m["precision"].to_numpy(dtype=object)
     m_pipe = m["pipe"].to_numpy(dtype=object)
     m_note = m["model_note"].to_numpy(dtype=object)
     mflops = m["model_flops"].to_numpy(np.float64)
     mbytes = m["model_bytes"].to_numpy(np.float64)
-
-    rows = []
     ncu_sm = k["sm_throughput_pct"].to_numpy(np.float64)
     ncu_mem = k["mem_throughput_pct"].to_numpy(np.float64)
     dev_col = k["device"].to_numpy(np.int64)
-    name_prec: dict[str, str] = {}
-    for i in range(n):
-        notes: list[str] = []
+    matrix = np.isin(kind, list(_MATRIX))
+
+    # Whole columns at once; what depends on text (a name's precision, a GPU's peak, a note) is
+    # worked out once per distinct combination (_per_distinct) and spread over its kernels. Only
+    # kernels with measured FLOPs take a Python step each (their counter families are compared
+    # one by one: :func:`_measured_flops`), and only the kernels exceeding their peak get a note
+    # with their own numbers.
+
+    # FLOPs: measured, else modelled, else unknown -- never a measured kernel's model
+    flops = mflops.copy()
+    fsrc = _choose(np.isnan(mflops), "unknown", "modelled")
+    # bytes
+    known_mb = ~np.isnan(meas_bytes)
+    nbytes = np.where(known_mb, meas_bytes, mbytes)
+    bsrc = _choose(known_mb, "measured", _choose(np.isnan(mbytes), "unknown", "modelled"))
+    # precision and pipe: the counter that fired, else the op's dtypes, else the name
+    # (kinds.precision_pipe, the one rule), once per distinct (kind, op precision, op pipe, name)
+    group, combos = _per_distinct(kind, m_prec, m_pipe, names)
+    pp = [precision_pipe(str(kd), op=str(pr), op_pipe=str(pi), name=str(nm))[:2] for kd, pr, pi, nm in combos]
+    precision = np.array([p for p, _ in pp] + [""], dtype=object)[group]
+    pipe = np.array([q for _, q in pp] + [""], dtype=object)[group]
+    peak = np.full(n, np.nan)
+    field = _constant(n, "")
+    head_note = _constant(n, "")  # what the counters said, before the notes below
+    for i in np.flatnonzero(any_meas):
         spec = specs.get(int(dev_col[i])) if specs else None
-        kind = str(m_kind[i])
-        precision, pipe = str(m_prec[i]), str(m_pipe[i])
-        # FLOPs: measured, else modelled, else unknown -- never a measured kernel's model
-        if any_meas[i] and tensor_missing[i]:
-            flops, fsrc = math.nan, "unknown"
-            notes.append("tensor pipe active but no tensor FLOP counter collected: FLOPs unknown (counters are never mixed with the model)")
-            pipe = "tensor"
-        elif any_meas[i]:
-            flops, fsrc = meas_flops[i], "measured"
-        elif not math.isnan(mflops[i]):
-            flops, fsrc = mflops[i], "modelled"
-        else:
-            flops, fsrc = math.nan, "unknown"
-        # bytes
-        if not math.isnan(meas_bytes[i]):
-            nbytes, bsrc = meas_bytes[i], "measured"
-        elif not math.isnan(mbytes[i]):
-            nbytes, bsrc = mbytes[i], "modelled"
-        else:
-            nbytes, bsrc = math.nan, "unknown"
-        # precision and pipe: the counter that fired, else the op's dtypes, else the name
-        # (kinds.precision_pipe, the one rule)
-        if names[i] not in name_prec:
-            name_prec[names[i]] = precision_from_name(names[i])
-        hint = name_prec[names[i]]
-        peak, field = math.nan, ""
-        if fsrc != "measured":
-            precision, pipe, _ = precision_pipe(kind, op=precision, op_pipe=pipe, name=names[i])
-        if fsrc == "measured":
-            parts = np.nan_to_num(meas[i], nan=0.0)
-            cands = []
-            for j, (p, pp) in enumerate((("fp64", "vector"), ("fp32", "vector"), ("fp16", "vector"), ("", "tensor"))):
-                if parts[j] <= 0:
-                    continue
-                if pp == "tensor":
-                    counter = tprec[i] if tprec[i] not in ("", "nan") else ""
-                    op_p = precision if precision not in ("", "fp32") else ""  # fp32 ops run tf32 or fp32
-                    p = precision_pipe(kind, counter, "tensor", op_p, "tensor", names[i])[0]
-                    if not p:
-                        p = "fp16"
-                        notes.append("tensor precision not recorded: FP16 tensor peak assumed")
-                pk, fd = _peak(spec, p, pp)
-                cands.append((parts[j] / pk if pk > 0 else math.inf, p, pp, pk, fd, parts[j]))
-            if cands:
-                # the pipes run side by side: the family needing the most time at its own peak
-                # sets the roof, and the kernel's FLOPs are that counter's value (a GEMM's are its
-                # tensor operations, exactly what Nsight Compute counted; the epilogue's few FP32
-                # FLOPs ran on another pipe and are named in the note)
-                _, precision, pipe, peak, field, flops = max(cands, key=lambda c: c[0])
-                others = [c for c in cands if c[1:3] != (precision, pipe)]
-                if others:
-                    notes.append("also " + ", ".join(f"{c[5]:,.0f} {c[1].upper()} {c[2]} FLOPs" for c in others)
-                                 + " (on another pipe, within the time of the first)")
-            else:
-                precision, pipe = precision or hint or "fp32", pipe or "vector"
-        if not precision:
-            precision = "fp32"
-            if not math.isnan(flops):
-                notes.append("precision not recorded: the FP32 peak assumed")
-        if not pipe:
-            pipe = "tensor" if kind in ("gemm", "conv", "attention") else "vector"
-        if not field:
-            peak, field = _peak(spec, precision, pipe)
-        if field and pipe == "tensor" and not field.startswith(precision):
-            notes.append(f"no {precision.upper()} tensor rate on this GPU: {field} used")
-        bw = spec.dram_bytes_per_s if spec else math.nan
-        # the dominant family's FLOPs at its peak: the achieved point then sits under that roof
-        # exactly when T_SOL <= the measured time
-        t_c = flops / peak * 1e9 if peak > 0 and not math.isnan(flops) else math.nan
-        t_m = nbytes / bw * 1e9 if bw > 0 and not math.isnan(nbytes) else math.nan
-        if math.isnan(t_c) and math.isnan(t_m):
-            t_sol = math.nan
-            bound_model = "unknown"
-        elif math.isnan(t_c) and (kind in ("gemm", "conv", "attention") or tensor_missing[i]):
-            # a matrix kernel's floor is its compute term: the memory term alone would put a GEMM
-            # at a few % of a speed of light it nearly reaches
-            t_sol, bound_model = math.nan, "unknown"
-            notes.append("FLOPs unknown for a matrix kernel: its speed of light is unknown (the memory term alone would understate it)")
-        elif math.isnan(t_c):
-            t_sol, bound_model = (t_m, "unknown") if t_m > 0 else (math.nan, "unknown")
-            notes.append("FLOPs unknown: the memory term alone")
-        elif math.isnan(t_m):
-            # a kernel known to do no arithmetic has no compute floor: nothing is known
-            t_sol, bound_model = (t_c, "unknown") if t_c > 0 else (math.nan, "unknown")
-            notes.append("bytes unknown: the compute term alone")
-        else:
-            t_sol = max(t_c, t_m)
-            bound_model = "compute" if t_c >= t_m else "memory"
-        sol_pct = t_sol / dur[i] * 100.0 if dur[i] > 0 and not math.isnan(t_sol) else math.nan
-        status, reason = (SOL_UNKNOWN if math.isnan(sol_pct) else SOL_OK), ""
-        ncu_bound = ""
-        if not math.isnan(ncu_sm[i]) and not math.isnan(ncu_mem[i]):
-            ncu_bound = "memory" if ncu_mem[i] > ncu_sm[i] else "compute"
-        bound = bound_model if bound_model != "unknown" or not ncu_bound else ncu_bound
-        if sol_pct > 100.0:
-            reason = _over_100_reason(t_c, t_m, dur[i], fsrc, bsrc, kind, str(m_note[i]))
-            notes.append(f"exceeds peak: model or counter error ({sol_pct:.0f}% of the speed of light is impossible): " + _REASON_TEXT[reason](nbytes, spec))
-            status, sol_pct, t_sol = SOL_EXCEEDS, math.nan, math.nan
-        intensity = flops / nbytes if nbytes > 0 and not math.isnan(flops) else math.nan
-        note = str(m_note[i])
-        if note:
-            notes.insert(0, note)
-        rows.append(
-            (
-                flops, fsrc, nbytes, bsrc, precision, pipe, kind, intensity, peak, field, bw, t_c, t_m, t_sol,
-                sol_pct, bound, bound_model, spec.id if spec else "", "; ".join(notes), status, reason, ncu_bound,
-            )
-        )
-    cols_out = [
-        "flops", "flops_source", "bytes", "bytes_source", "precision", "pipe", "kind", "intensity",
-        "peak_flops", "peak_field", "peak_bw", "t_compute_ns", "t_memory_ns", "t_sol_ns", "sol_pct",
-        "bound", "bound_model", "gpu", "note", "sol_status", "sol_reason", "ncu_bound",
-    ]
-    body = pd.DataFrame(rows, columns=cols_out) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in cols_out})
-    out = pd.DataFrame(
-        {
-            "id": k["id"].to_numpy(np.int64),
-            "name": names,
-            "short_name": k["short_name"].astype(str).to_numpy(),
-            "device": dev_col,
-            "stream": k["stream"].to_numpy(np.int64),
-            "start": k["start"].to_numpy(np.int64),
-            "dur": k["dur"].to_numpy(np.int64),
-            "op_name": m["op_name"].to_numpy(),
-            "bytes_written": m["model_bytes_written"].to_numpy(np.float64),
-            "ncu_sm_pct": ncu_sm,
-            "ncu_mem_pct": ncu_mem,
-        }
-    )
-    for c in cols_out:
-        out[c] = body[c].to_numpy() if len(body) else np.array([], dtype=object)
-    for c in ("flops", "bytes", "intensity", "peak_flops", "peak_bw", "t_compute_ns", "t_memory_ns", "t_sol_ns", "sol_pct"):
-        out[c] = out[c].astype(np.float64)
-    return out[SOL_COLUMNS]
+        flops[i], fsrc[i], precision[i], pipe[i], peak[i], field[i], notes = _measured_flops(
+            spec, str(kind[i]), str(m_prec[i]), str(m_pipe[i]), str(names[i]), meas[i], float(meas_flops[i]),
+            bool(tensor_missing[i]), str(tprec[i]))
+        head_note[i] = "; ".join(notes)
+    no_prec = precision == ""
+    prec_note = no_prec & ~np.isnan(flops)
+    precision[no_prec] = "fp32"
+    no_pipe = pipe == ""
+    pipe[no_pipe & matrix] = "tensor"
+    pipe[no_pipe & ~matrix] = "vector"
+    # the GPU's peak for the precision and pipe, and its bandwidth, once per distinct GPU
+    need = field == ""
+    if need.any():
+        group, combos = _per_distinct(dev_col[need], precision[need], pipe[need])
+        peaks = [_peak(specs.get(int(d)) if specs else None, str(pr), str(pi)) for d, pr, pi in combos]
+        peak[need] = np.array([pk for pk, _ in peaks] + [np.nan], dtype=np.float64)[group]
+        field[need] = np.array([fd for _, fd in peaks] + [""], dtype=object)[group]
+    group, combos = _per_distinct(precision, pipe, field)
+    rate_note = np.array([f"no {pr.upper()} tensor rate on this GPU: {fd} used" if fd and pi == "tensor" and not fd.startswith(pr) else ""
+                          for pr, pi, fd in combos] + [""], dtype=object)[group]
+    group, combos = _per_distinct(dev_col)
+    dev_specs = [specs.get(int(d)) if specs else None for (d,) in combos]
+    bw = np.array([s.dram_bytes_per_s if s else np.nan for s in dev_specs] + [np.nan], dtype=np.float64)[group]
+    gpu = np.array([s.id if s else "" for s in dev_specs] + [""], dtype=object)[group]
+
+    # the dominant family's FLOPs at its peak: the achieved point then sits under that roof
+    # exactly when T_SOL <= the measured time
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t_c = np.where((peak > 0) & ~np.isnan(flops), flops / peak * 1e9, np.nan)
+        t_m = np.where((bw > 0) & ~np.isnan(nbytes), nbytes / bw * 1e9, np.nan)
+    c_nan, m_nan = np.isnan(t_c), np.isnan(t_m)
+    # a matrix kernel's floor is its compute term: the memory term alone would put a GEMM at a
+    # few % of a speed of light it nearly reaches
+    matrix_only_m = c_nan & ~m_nan & (matrix | tensor_missing)
+    only_m = c_nan & ~m_nan & ~matrix_only_m
+    only_c = ~c_nan & m_nan
+    both = ~c_nan & ~m_nan
+    t_sol = np.full(n, np.nan)
+    t_sol[only_m] = np.where(t_m[only_m] > 0, t_m[only_m], np.nan)
+    # a kernel known to do no arithmetic has no compute floor: nothing is known
+    t_sol[only_c] = np.where(t_c[only_c] > 0, t_c[only_c], np.nan)
+    t_sol[both] = np.maximum(t_c[both], t_m[both])
+    bound_model = _constant(n, "unknown")
+    bound_model[both] = _choose(t_c[both] >= t_m[both], "compute", "memory")
+    term_note = np.zeros(n, dtype=np.int8)  # _TERM_NOTES
+    term_note[matrix_only_m], term_note[only_m], term_note[only_c] = 1, 2, 3
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sol_pct = np.where((dur > 0) & ~np.isnan(t_sol), t_sol / dur * 100.0, np.nan)
+    status = _choose(np.isnan(sol_pct), SOL_UNKNOWN, SOL_OK)
+    reason = _constant(n, "")
+    ncu_bound = _constant(n, "")
+    ncu_known = ~np.isnan(ncu_sm) & ~np.isnan(ncu_mem)
+    ncu_bound[ncu_known] = _choose(ncu_mem[ncu_known] > ncu_sm[ncu_known], "memory", "compute")
+    bound = np.where((bound_model != "unknown") | (ncu_bound == ""), bound_model, ncu_bound)
+    with np.errstate(invalid="ignore"):
+        over = np.flatnonzero(sol_pct > 100.0)
+    over_note = {}
+    for i in over:
+        spec = specs.get(int(dev_col[i])) if specs else None
+        reason[i] = _over_100_reason(t_c[i], t_m[i], dur[i], fsrc[i], bsrc[i], str(kind[i]), str(m_note[i]))
+        over_note[int(i)] = (f"exceeds peak: model or counter error ({sol_pct[i]:.0f}% of the speed of light is impossible): "
+                             + _REASON_TEXT[reason[i]](nbytes[i], spec))
+    status[over], sol_pct[over], t_sol[over] = SOL_EXCEEDS, np.nan, np.nan
+    with np.errstate(invalid="ignore", divide="ignore"):
+        intensity = np.where((nbytes > 0) & ~np.isnan(flops), flops / nbytes, np.nan)
+    # the notes, in order: the op model's, the counters', the precision and rate assumed, the
+    # term(s) used; joined once per distinct combination
+    group, combos = _per_distinct(m_note, head_note, prec_note, rate_note, term_note)
+    note = np.array(["; ".join(p for p in (str(mn), hd, _PREC_NOTE if pn else "", rt, _TERM_NOTES[tn]) if p)
+                     for mn, hd, pn, rt, tn in combos] + [""], dtype=object)[group]
+    for row, text in over_note.items():
+        note[row] = f"{note[row]}; {text}" if note[row] else text
+
+    cols = {
+        "flops": flops, "flops_source": fsrc, "bytes": nbytes, "bytes_source": bsrc, "precision": precision, "pipe": pipe,
+        "kind": kind.copy(), "intensity": intensity, "peak_flops": peak, "peak_field": field, "peak_bw": bw,
+        "t_compute_ns": t_c, "t_memory_ns": t_m, "t_sol_ns": t_sol, "sol_pct": sol_pct, "bound": bound,
+        "bound_model": bound_model, "gpu": gpu, "note": note, "sol_status": status, "sol_reason": reason, "ncu_bound": ncu_bound,
+    }  # fmt: skip
+    data = {
+        "id": k["id"].to_numpy(np.int64),
+        "name": names,
+        "short_name": _text_of(k["short_name"]),
+        "device": dev_col,
+        "stream": k["stream"].to_numpy(np.int64),
+        "start": k["start"].to_numpy(np.int64),
+        "dur": k["dur"].to_numpy(np.int64),
+        "op_name": m["op_name"].to_numpy(),
+        "bytes_written": m["model_bytes_written"].to_numpy(np.float64),
+        "ncu_sm_pct": ncu_sm,
+        "ncu_mem_pct": ncu_mem,
+        **{c: (v.astype(np.float64) if v.dtype != object else v) for c, v in cols.items()},
+    }
+    # in the schema's order, column by column (no 2-D block of the float columns: a copy of them)
+    return pd.DataFrame({c: data[c] for c in SOL_COLUMNS}, columns=SOL_COLUMNS, copy=False)
+
+
+_MATRIX = ("gemm", "conv", "attention")
+
+
+# Text columns as object arrays whose equal texts are one object: 600k kernels then hold 600k
+# pointers, not 600k copies of "unknown" (np.where(mask, "a", "b").astype(object) makes a string
+# per row; so does a categorical's astype(str)).
+
+
+def _constant(n: int, text: str) -> np.ndarray:
+    out = np.empty(n, dtype=object)
+    out.fill(text)
+    return out
+
+
+def _choose(mask: np.ndarray, yes: str, no: str | np.ndarray) -> np.ndarray:
+    """``np.where(mask, yes, no)`` as an object array of shared texts."""
+    out = np.array([no, yes], dtype=object)[mask.astype(np.int8)] if isinstance(no, str) else no.copy()
+    if not isinstance(no, str):
+        out[mask] = yes
+    return out
+
+
+def _text_of(col: pd.Series) -> np.ndarray:
+    """``col.astype(str).to_numpy()``, each category's text made once."""
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        return col.astype(str).to_numpy(dtype=object)
+    one_each = pd.Categorical.from_codes(np.arange(-1, len(col.cat.categories)), dtype=col.dtype)  # the missing one first
+    texts = pd.Series(one_each).astype(str).to_numpy(dtype=object)
+    return texts[col.cat.codes.to_numpy().astype(np.int64) + 1]
+_PREC_NOTE = "precision not recorded: the FP32 peak assumed"
+#: the note on the term(s) a kernel's speed of light used (0: both, or none known)
+_TERM_NOTES = (
+    "",
+    "FLOPs unknown for a matrix kernel: its speed of light is unknown (the memory term alone would understate it)",
+    "FLOPs unknown: the memory term alone",
+    "bytes unknown: the compute term alone",
+)
+
+
+def _per_distinct(*columns: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+    """Each row's position among the distinct value combinations of ``columns`` (equal length),
+    and those combinations: per-name (per-GPU, per-note) work is done once per combination and
+    spread over its rows with ``np.array(results + [filler])[group]``."""
+    n = len(columns[0])
+    key = np.zeros(n, dtype=np.int64)
+    for col in columns:
+        codes, uniques = pd.factorize(col, use_na_sentinel=False)
+        # re-factorised after each column: the key stays below n (no overflow however many columns)
+        key = pd.factorize(key * len(uniques) + codes)[0] if len(uniques) > 1 else key
+    _, first, group = np.unique(key, return_index=True, return_inverse=True)
+    combos = [tuple(col[i] for col in columns) for i in first]
+    return group.reshape(-1), combos
+
+
+def _measured_flops(
+    spec: DeviceSpec | None, kind: str, op_prec: str, op_pipe: str, name: str, parts_raw: np.ndarray, total: float,
+    tensor_missing: bool, counter_prec: str,
+) -> tuple[float, str, str, str, float, str, list[str]]:
+    """(flops, flops_source, precision, pipe, peak, peak_field, notes) of a kernel whose FLOP
+    counters were collected: the counter family needing the most time at its own peak."""
+    notes: list[str] = []
+    if tensor_missing:
+        notes.append("tensor pipe active but no tensor FLOP counter collected: FLOPs unknown (counters are never mixed with the model)")
+        precision, pipe, _ = precision_pipe(kind, op=op_prec, op_pipe="tensor", name=name)
+        return math.nan, "unknown", precision, pipe, math.nan, "", notes
+    precision, pipe = op_prec, op_pipe
+    parts = np.nan_to_num(parts_raw, nan=0.0)
+    cands = []
+    for j, (p, pp) in enumerate((("fp64", "vector"), ("fp32", "vector"), ("fp16", "vector"), ("", "tensor"))):
+        if parts[j] <= 0:
+            continue
+        if pp == "tensor":
+            counter = counter_prec if counter_prec not in ("", "nan") else ""
+            op_p = precision if precision not in ("", "fp32") else ""  # fp32 ops run tf32 or fp32
+            p = precision_pipe(kind, counter, "tensor", op_p, "tensor", name)[0]
+            if not p:
+                p = "fp16"
+                notes.append("tensor precision not recorded: FP16 tensor peak assumed")
+        pk, fd = _peak(spec, p, pp)
+        cands.append((parts[j] / pk if pk > 0 else math.inf, p, pp, pk, fd, parts[j]))
+    if not cands:
+        return total, "measured", precision or precision_from_name(name) or "fp32", pipe or "vector", math.nan, "", notes
+    # the pipes run side by side: the family needing the most time at its own peak sets the roof,
+    # and the kernel's FLOPs are that counter's value (a GEMM's are its tensor operations, exactly
+    # what Nsight Compute counted; the epilogue's few FP32 FLOPs ran on another pipe and are named
+    # in the note)
+    _, precision, pipe, peak, field, flops = max(cands, key=lambda c: c[0])
+    others = [c for c in cands if c[1:3] != (precision, pipe)]
+    if others:
+        notes.append("also " + ", ".join(f"{c[5]:,.0f} {c[1].upper()} {c[2]} FLOPs" for c in others)
+                     + " (on another pipe, within the time of the first)")
+    return flops, "measured", precision, pipe, peak, field, notes
 
 
 def _peak(spec: DeviceSpec | None, precision: str, pipe: str) -> tuple[float, str]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -158,6 +158,8 @@ class Report:
     title: str
     columns: tuple[Column, ...]
     build: Callable[[Trace], pd.DataFrame]
+    reads: Mapping[str, tuple[str, ...]] | None = None
+    """what the report reads of a trace (:func:`kviewer.io.load`'s ``tables``); None: everything"""
 
     @property
     def headers(self) -> list[str]:
@@ -415,22 +417,34 @@ def _gpu_metrics(trace: Trace) -> pd.DataFrame:
     return out
 
 
+#: what the reports read: kernel names and times; memory operations; every GPU activity row
+_KERN_SUM_READS = {"kernels": ("name", "short_name", "dur")}
+_MEM_SUM_READS = {"gpu_ops": ("name", "dur", "bytes"), "kernels": ("serialised",)}
+_TRACE_READS = {
+    "kernels": ("start", "dur", "correlation", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers",
+                "shared_mem", "dynamic_shared_mem", "device", "context", "stream", "name", "serialised"),
+    "gpu_ops": ("start", "dur", "correlation", "bytes", "kind", "src_kind", "dst_kind", "device", "context", "stream", "name"),
+    "devices": ("id", "name"),
+}  # fmt: skip
+
 REPORTS: dict[str, Report] = {
     r.name: r
     for r in (
-        Report("cuda_gpu_kern_sum", "CUDA GPU Kernel Summary", _summary_columns("Instances", "Name"), _kern_sum),
-        Report("cuda_gpu_mem_time_sum", "CUDA GPU MemOps Summary (by Time)", _summary_columns("Count", "Operation"), _mem_time_sum),
+        Report("cuda_gpu_kern_sum", "CUDA GPU Kernel Summary", _summary_columns("Instances", "Name"), _kern_sum, _KERN_SUM_READS),
+        Report("cuda_gpu_mem_time_sum", "CUDA GPU MemOps Summary (by Time)", _summary_columns("Count", "Operation"), _mem_time_sum,
+               _MEM_SUM_READS),
         Report(
             "cuda_gpu_mem_size_sum",
             "CUDA GPU MemOps Summary (by Size)",
             (Column("Total (MB)", 3), Column("Count"), Column("Avg (MB)", 3), Column("Med (MB)", 3), Column("Min (MB)", 3),
              Column("Max (MB)", 3), Column("StdDev (MB)", 3), Column("Operation", text=True)),
             _mem_size_sum,
+            _MEM_SUM_READS,
         ),  # fmt: skip
         Report("cuda_api_sum", "CUDA API Summary", _summary_columns("Num Calls", "Name"), lambda t: _api_sum(t, "cuda_api_sum", hip=False)),
         Report("hip_api_sum", "HIP API Summary", _summary_columns("Num Calls", "Name"), lambda t: _api_sum(t, "hip_api_sum", hip=True)),
         Report("nvtx_sum", "NVTX Range Summary", _summary_columns("Instances", "Range", "Style"), _nvtx_sum),
-        Report("cuda_gpu_trace", "CUDA GPU Trace", _TRACE_COLUMNS, _gpu_trace),
+        Report("cuda_gpu_trace", "CUDA GPU Trace", _TRACE_COLUMNS, _gpu_trace, _TRACE_READS),
         Report("osrt_sum", "OS Runtime Summary", _summary_columns("Num Calls", "Name"), _osrt_sum),
         Report(
             "gpu_metrics",
@@ -439,9 +453,23 @@ REPORTS: dict[str, Report] = {
              Column("Min", 1), Column("Q1", 1), Column("Median", 1), Column("Q3", 1), Column("Max", 1), Column("Sum", 1),
              Column("Rank")),
             _gpu_metrics,
+            {"gpu_samples": ()},
         ),  # fmt: skip
     )
 }
+
+
+def report_reads(names: list[str]) -> dict[str, tuple[str, ...]] | None:
+    """What reports ``names`` read of a trace together (:func:`kviewer.io.load`'s ``tables``),
+    None when one of them reads everything: a file is then read once for all of them."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name in names:
+        reads = REPORTS[name].reads
+        if reads is None:
+            return None
+        for table, columns in reads.items():
+            out[table] = tuple(dict.fromkeys(out.get(table, ()) + tuple(columns)))
+    return out
 
 
 def run_report(trace: Trace, name: str) -> pd.DataFrame:

@@ -235,6 +235,10 @@ def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int
     if fmt == "csv":
         import csv
 
+        from kviewer.cli.stream import write_csv
+
+        if write_csv(df, out, raw_csv):  # each distinct value formatted once, written in pieces
+            return
         if not raw_csv:
             df = map_text_columns(df, csv_cell)
 
@@ -246,7 +250,10 @@ def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int
     elif fmt == "json":
         dump_json(frame_records(df), out)
     else:
-        out.write(human_table(df, float_digits) + "\n")
+        from kviewer.cli.stream import table_lines
+
+        for block in table_lines(df, float_digits):  # written in pieces: a 600k-row table is never one string
+            out.write(block + "\n")
 
 
 def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80, numeric: Sequence[bool] | None = None) -> str:
@@ -254,31 +261,9 @@ def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80, n
 
     ``numeric`` says which columns to right-align when the dtypes do not (cells already formatted
     as text)."""
-    import pandas as pd
+    from kviewer.cli.stream import table_lines
 
-    cols = [display_text(c) for c in df.columns]
-    cells: list[list[str]] = []
-    if numeric is None:
-        numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
-    for row in df.itertuples(index=False):
-        line = []
-        for value, is_num in zip(row, numeric):
-            if is_num and isinstance(value, float):
-                text = UNKNOWN if math.isnan(value) else f"{value:,.{float_digits}f}"  # unknown, never 0
-            elif is_num and not isinstance(value, str):
-                text = f"{value:,}"
-            else:
-                text = display_text(value)
-                if len(text) > max_name:
-                    text = text[: max_name - 1] + "…"
-            line.append(text)
-        cells.append(line)
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
-    def fmt(values: Sequence[str]) -> str:
-        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
-    lines = [fmt(cols), fmt(["-" * w for w in widths])]
-    lines += [fmt(r) for r in cells]
-    return "\n".join(lines)
+    return "\n".join(table_lines(df, float_digits, max_name, numeric))
 
 
 

@@ -11,6 +11,7 @@ from kviewer.errors import UserError
 
 if TYPE_CHECKING:
     from kviewer.core import Trace
+    from kviewer.io.registry import Wanted
 
 DEVICE_HELP = "the GPU (id, name or reported spelling) when the trace does not say or to override it"
 
@@ -21,9 +22,10 @@ def register(sub: Any) -> None:
     add_ncu_options(sol)
 
 
-def trace_with_kernels(args: argparse.Namespace) -> "Trace":
-    """FILE loaded (with ``--ncu`` attached); a user error when it has no kernels."""
-    trace = attach_report(load_for(args, args.file), args)
+def trace_with_kernels(args: argparse.Namespace, tables: "Wanted | None" = None) -> "Trace":
+    """FILE loaded (with ``--ncu`` attached; ``tables``: what the command reads, without
+    ``--ncu``); a user error when it has no kernels."""
+    trace = attach_report(load_for(args, args.file, tables=None if getattr(args, "ncu", None) else tables), args)
     if not len(trace.kernels):
         if trace.stats_only:  # a per-name summary: no launch shapes or ops to model FLOPs/bytes from
             raise UserError(f"{args.file}: a kernel summary without kernels (no shapes, no counters); {trace.meta.timeline_needs}")
@@ -33,7 +35,7 @@ def trace_with_kernels(args: argparse.Namespace) -> "Trace":
 
 def cmd_sol(args: argparse.Namespace) -> int:
     """Per-kernel speed of light: FLOPs, bytes (measured or modelled), T_SOL, SOL%, bound."""
-    from kviewer.analysis.sol import sol_result
+    from kviewer.analysis.sol import SOL_READS, sol_result
     from kviewer.errors import AnalysisError
     from kviewer.session import analysis_cache
     from kviewer.session.analyses import SolInfo
@@ -41,7 +43,7 @@ def cmd_sol(args: argparse.Namespace) -> int:
     # the window's analysis cache answers for the file as loaded on its own GPU (its identity, taken
     # by the load before it read the file; None with the cache off)
     own = args.device is None and not getattr(args, "ncu", None) and not args.no_cache
-    trace = trace_with_kernels(args)
+    trace = trace_with_kernels(args, SOL_READS)
     source = trace.meta.source_id if own else None
     cached = analysis_cache.get(source, trace)
     if cached is not None and cached.result is not None:

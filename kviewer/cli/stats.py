@@ -43,7 +43,7 @@ def register(sub: Any) -> None:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """``nsys stats`` reports for any trace: the same columns, order, units and rounding."""
-    from kviewer.analysis.stats import REPORTS, run_report
+    from kviewer.analysis.stats import REPORTS, report_reads, run_report
     from kviewer.errors import ReportUnavailable
 
     names = [n.strip() for n in args.report.split(",") if n.strip()]
@@ -52,7 +52,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         raise UserError(f"unknown report {', '.join(unknown) or repr(args.report)}; the reports are: {', '.join(REPORTS)}")
     if args.output:
         output_dir_exists(args.output)
-    trace = load_for(args, args.file)
+    trace = load_for(args, args.file, tables=report_reads(names))  # only what the reports read
     unavailable = []
     for i, name in enumerate(names):
         try:
@@ -102,11 +102,11 @@ def write_report(df: "pd.DataFrame", report: Any, fmt: str, out: Any, raw_csv: b
             if fmt == "csv":  # numbers to_csv writes itself (C), unknown ones empty
                 cells[col.header] = pd.arrays.IntegerArray(ints, ~known)
             else:
-                cells[col.header] = [f"{v:,d}" if k else unknown for v, k in zip(ints.tolist(), known.tolist())]
+                cells[col.header] = _texts(pd.arrays.IntegerArray(ints, ~known), lambda v: unknown if v is pd.NA else f"{v:,d}")
             continue
         values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)  # None -> NaN
         spec = f"{{:{',' if fmt != 'csv' else ''}.{col.decimals}f}}"
-        cells[col.header] = [unknown if v != v else spec.format(v) for v in values.tolist()]
+        cells[col.header] = _texts(values, lambda v: unknown if v != v else spec.format(v))
     frame = pd.DataFrame(cells, columns=report.headers)
     if fmt == "csv":
         # only the text columns can hold a formula (the numbers are formatted here)
@@ -117,3 +117,13 @@ def write_report(df: "pd.DataFrame", report: Any, fmt: str, out: Any, raw_csv: b
     else:
         out.write(human_table(frame, numeric=[not c.text for c in report.columns], max_name=120) + "\n")
 
+
+def _texts(values: Any, fmt: Any) -> Any:
+    """``[fmt(v) for v in values]`` as a categorical, each distinct value formatted once (a GPU
+    trace repeats its few sizes and shapes over 700k rows)."""
+    import numpy as np
+    import pandas as pd
+
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    texts, at = pd.factorize(np.asarray([fmt(v) for v in uniques.tolist()], dtype=object))  # two numbers can print alike
+    return pd.Categorical.from_codes(texts[codes], categories=pd.Index(at))

@@ -335,6 +335,12 @@ TABLES: dict[str, Table] = {
     for t in (KERNELS, GPU_OPS, CPU_SLICES, FLOWS, DEVICES, METRICS, GRAPH_LAUNCHES, MEMORY, KERNEL_STATS, GPU_SAMPLES, CPU_SAMPLES)
 }
 
+#: a key of the ``tables`` a caller reads (:func:`kviewer.io.load`) besides the tables above: the
+#: framework op rows of ``cpu_slices`` (category ``op``: PyTorch's ``aten::`` ops) that the kernel
+#: -> op join reads (:func:`kviewer.analysis.kinds.kernel_op_rows`). A loader reading part of a
+#: format without framework ops (Nsight Systems: its PyTorch ranges are NVTX) reads nothing for it.
+OPS = "ops"
+
 # ---------------------------------------------------------------------------------------------
 # analysis results: tables an analysis computes from a trace (not stored in a Trace)
 

@@ -37,7 +37,7 @@ from pandas.api.types import union_categoricals
 from kviewer.core import Diagnostic, Trace, TraceMeta, make_table
 from kviewer.core.intervals import nesting_depth
 from kviewer.core.names import strip_api_version
-from kviewer.core.schema import STACK_SEP
+from kviewer.core.schema import OPS, STACK_SEP
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
 from kviewer.io.graphs import GRAPH_LAUNCH, link_graphs
 from kviewer.io.registry import CancelToken, LoaderSpec, Wanted
@@ -149,10 +149,10 @@ def load_exported(db_path: Path, report: Path, progress: Progress, cancel: Cance
 def load_part(path: Path, progress: Progress, cancel: CancelToken, tables: Wanted) -> Trace:
     """Read only ``tables`` (table -> columns) of an nsys export; see :func:`kviewer.io.registry.load`.
 
-    The kernels alone (without their launching thread, ``tid``) read the kernel table and the
-    names they use, nothing else: no API calls, memory operations or NVTX ranges. Of the kernel
-    table only the columns asked for are read (start and end always: the table's order). Any
-    other request reads the whole export.
+    The kernels and memory operations alone (without their launching thread, ``tid``) read the
+    kernel table (and the memcpy and memset tables when asked for) and the names they use,
+    nothing else: no API calls or NVTX ranges. Of the kernel table only the columns asked for are
+    read (start and end always: the table's order). Any other request reads the whole export.
     """
     return _load(Path(path), progress, cancel, tables)
 
@@ -598,11 +598,16 @@ def _command(capture: Iterable[tuple[str, str]]) -> str:
 
 
 def _kernels_only(wanted: Wanted | None) -> Collection[str] | None:
-    """The kernel columns to read when ``wanted`` needs the kernel table alone, else None."""
-    if wanted is None or set(wanted) - {"kernels", "devices"}:
+    """The kernel columns to read when ``wanted`` needs the GPU's own activity alone (kernels and
+    memory operations, neither of them their launching thread ``tid``, which comes from the API
+    calls), else None. Framework ops (:data:`~kviewer.core.schema.OPS`) need nothing: an export
+    records none."""
+    if wanted is None or set(wanted) - {"kernels", "gpu_ops", "devices", OPS}:
+        return None
+    if "tid" in wanted.get("gpu_ops", ()):
         return None
     columns = set(wanted.get("kernels", ()))
-    return None if "tid" in columns else columns  # the launching thread comes from the API calls
+    return None if "tid" in columns else columns
 
 
 def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelToken, wanted: Wanted | None = None) -> Trace:
@@ -622,7 +627,8 @@ def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelTok
         return graphs
     if wanted is not None and only is not None:
         kernels = _kernels(db, gpus, only) if "kernels" in wanted else make_table("kernels", 0)
-        return Trace(meta=meta, kernels=kernels, devices=gpus.devices)
+        gpu_ops = _gpu_ops(db, gpus) if "gpu_ops" in wanted else make_table("gpu_ops", 0)
+        return Trace(meta=meta, kernels=kernels, gpu_ops=gpu_ops, devices=gpus.devices)
     timeline = any(wants(t) for t in ("kernels", "gpu_ops", "cpu_slices", "flows", "graph_launches"))
     trace = Trace(meta=meta, devices=gpus.devices)
     if timeline:
@@ -1190,7 +1196,13 @@ def _hz(value: Any) -> float:
     return v * 1e3 if v < 1e7 else v
 
 
-LOADER = LoaderSpec(name="nsys", label=LABEL, priority=50, sniff=sniff, load=load, load_part=load_part)
+def part_in_place(wanted: Wanted) -> bool:
+    """The GPU activity alone (kernels, memory operations) is read from the export in place
+    faster than the trace cache serves the whole trace (measured at 611k kernels: BENCHMARKS.md)."""
+    return _kernels_only(wanted) is not None
+
+
+LOADER = LoaderSpec(name="nsys", label=LABEL, priority=50, sniff=sniff, load=load, load_part=load_part, part_in_place=part_in_place)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Callable, Collection, Mapping, Protocol
 from kviewer.core import Trace
 from kviewer.errors import LoadCancelled, LoadError, MemoryLimitExceeded, UnsupportedFormat
 from kviewer.io.memory import MemoryWatch
-from kviewer.io.source import Progress, read_head
+from kviewer.io.source import Progress, compression_of, read_head
 
 #: loader modules, imported on first use (keeps start-up light)
 LOADER_MODULES: list[str] = [
@@ -98,7 +98,8 @@ class LoadFn(Protocol):
     def __call__(self, path: Path, progress: Progress, cancel: CancelToken) -> Trace: ...
 
 
-#: table name -> the columns a caller reads (see :func:`load`'s ``tables``)
+#: table name -> the columns a caller reads (see :func:`load`'s ``tables``); besides the Trace's
+#: tables, :data:`kviewer.core.schema.OPS` names the framework ops the kernel -> op join reads
 Wanted = Mapping[str, Collection[str]]
 
 
@@ -119,6 +120,9 @@ class LoaderSpec:
     """True when the loader also accepts a folder (sniff then gets head=b"")"""
     load_part: LoadPartFn | None = None
     """reads only some tables and columns (:func:`load`'s ``tables``), when the format allows it"""
+    part_in_place: Callable[[Wanted], bool] | None = None
+    """True when ``load_part`` reads this part of an uncompressed file faster than the trace
+    cache serves the whole trace: such a part is read from the file, the cache unused"""
 
 
 _loaders: list[LoaderSpec] | None = None
@@ -186,11 +190,14 @@ def load(
 
     ``use_cache=None`` uses the cache unless ``KVIEWER_NO_CACHE`` is set; ``False`` bypasses it.
 
-    ``tables`` (table -> columns) says what the caller reads. Without the cache, a loader that
-    can read part of a file (``LoaderSpec.load_part``) then reads only that: the other tables are
-    empty and the other columns unknown, so only the caller that asked may use the trace (a
-    summary of a big Nsight Systems export never pays for its API calls). With the cache the
-    whole trace is loaded and stored, as without ``tables``.
+    ``tables`` (table -> columns) says what the caller reads. A loader that can read part of a
+    file (``LoaderSpec.load_part``) then reads only that: the other tables are empty and the
+    other columns unknown, so only the caller that asked may use the trace (a summary of a big
+    Nsight Systems export never pays for its API calls). A part the loader reads in place faster
+    than the cache serves the whole trace (``LoaderSpec.part_in_place``: an uncompressed nsys
+    export's GPU activity) neither reads nor writes the trace cache: storing the whole trace
+    would cost a whole load (BENCHMARKS.md, "sol, stats and the cache at 611k kernels").
+    Otherwise, with the cache on, the whole trace is loaded and stored, as without ``tables``.
 
     With the cache on, the file's identity (:func:`kviewer.io.cache.source_id`: its stat and a
     digest of its content) is taken once, before the load, and kept on the trace as
@@ -205,6 +212,11 @@ def load(
     """
     p = Path(path)
     prog: Progress = progress or (lambda fraction, message: None)
+    spec: LoaderSpec | None = None
+    if tables is not None and use_cache is not False:
+        spec = detect(p)
+        if spec.part_in_place is not None and spec.part_in_place(tables) and compression_of(read_head(p)[:8]) is None:
+            use_cache = False  # the part from the file in place: faster than the cache (see above)
     store = None
     sid = None  # the file's identity (stat and content digest), taken once for the whole load
     if use_cache is None or use_cache:
@@ -225,7 +237,7 @@ def load(
                     return hit
     beat = _Heartbeat(prog)
     beat(0.0, "detecting the format")
-    spec = detect(p)
+    spec = spec or detect(p)
     token = cancel or CancelToken()
     t0 = time.perf_counter()
     try:
