@@ -219,6 +219,9 @@ DEVICES = Table(
         Column("mem_clock_hz", FLOAT, "memory clock as reported, Hz"),
         Column("mem_bus_width", I32, "memory bus width, bits"),
         Column("rank", I32, "rank this device belongs to", -1),
+        Column("ordinal", I32, "the device's own number in its file (the CUDA/HIP ordinal the profiler recorded) when "
+               "it differs from id: ranks merged into one trace are renumbered so that an id names one device of one "
+               "rank, and each keeps its ordinal here; -1: the same as id", -1),
     ),
     sort_by=None,
 )

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kviewer.core import Diagnostic, Trace, TraceMeta
+from kviewer.core import Diagnostic, Trace, TraceMeta, make_table
 from kviewer.errors import KViewerError, LoadCancelled, LoadError, NotOneRun, TruncatedTrace, UnsupportedFormat
 from kviewer.io.folders import MAX_RANK_FILES, Survey, survey
 from kviewer.io.graphs import link_graphs
@@ -536,7 +536,14 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
             next_id += 1
         device_maps.append(mapping)
         d = t.devices.copy()
+        # a device the events name but the file does not describe still gets a row: its ordinal
+        # (the GPU it ran on) is what the window calls it, whatever id the merge gave it
+        missing = sorted(set(mapping) - set(ids))
+        if missing:
+            d = pd.concat([d, make_table("devices", len(missing), {"id": np.array(missing, dtype=np.int32)})], ignore_index=True)
+            ids = ids + missing
         if len(d):
+            d["ordinal"] = np.array(ids, dtype=np.int32)
             d["id"] = np.array([mapping[i] for i in ids], dtype=d["id"].to_numpy().dtype)
             d["rank"] = np.asarray(r, dtype=d["rank"].to_numpy().dtype)
         dev_frames.append(d)

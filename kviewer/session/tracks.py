@@ -242,6 +242,7 @@ class TraceTracks:
             return lane
 
         device_names = _device_names(trace.devices)
+        gpu_number = device_ordinals(trace.devices)
         launch = kernel_launch_calls(trace)
 
         ranks = sorted(set(_ints(k, "rank")) | set(_ints(g, "rank")) | set(_ints(c, "rank")))
@@ -275,7 +276,7 @@ class TraceTracks:
                              | (set(metric_tracks) if rank == (ranks or [-1])[0] else set()))
             for dev in devices:
                 dname = device_names.get(dev, "")
-                dgroup = Group(f"GPU {dev}" + (f" · {dname}" if dname else "") if dev >= 0 else "GPU")
+                dgroup = Group(f"GPU {gpu_number.get(dev, dev)}" + (f" · {dname}" if dname else "") if dev >= 0 else "GPU")
                 parent.children.append(dgroup)
                 on_dev = np.flatnonzero((kdev == dev) & (krank == rank))
                 if len(on_dev) and not serialised[on_dev].all():
@@ -325,7 +326,7 @@ class TraceTracks:
                 tgroup = Group(_thread_label(key[1], key[2]))
                 if gpu_annotation[ids].all():
                     # PyTorch's gpu_user_annotation: ranges on a GPU stream, not a CPU thread
-                    tgroup.label = f"GPU {key[1]} · stream {key[2]} annotations"
+                    tgroup.label = f"GPU {gpu_number.get(int(key[1]), key[1])} · stream {key[2]} annotations"
                     annotations.append(tgroup)
                 kind = slice_kind[ids]
                 for k_i, title in ((0, "ranges"), (1, "calls"), (2, "python")):
@@ -680,6 +681,15 @@ def _groups(df: pd.DataFrame, cols: list[str]) -> dict[tuple[Any, ...], np.ndarr
         key_t = key if isinstance(key, tuple) else (key,)
         out[tuple(int(v) if isinstance(v, (int, np.integer)) else str(v) for v in key_t)] = np.asarray(idx, dtype=np.int64)
     return out
+
+
+def device_ordinals(devices: pd.DataFrame) -> dict[int, int]:
+    """device id -> the GPU's own number in its file, where the two differ (ranks merged into one
+    trace are renumbered; a rank's GPU 0 is still called GPU 0)."""
+    if not len(devices) or "ordinal" not in devices:
+        return {}
+    ids, ords = devices["id"].to_numpy(), devices["ordinal"].to_numpy()
+    return {int(i): int(o) for i, o in zip(ids, ords) if o >= 0}
 
 
 def _device_names(devices: pd.DataFrame) -> dict[int, str]:

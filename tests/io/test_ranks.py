@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,31 @@ def test_devices_are_renumbered_per_rank(three_ranks: Path) -> None:
     owner = d.set_index("id")["rank"]
     k = merged.kernels
     assert (owner.loc[k["device"].to_numpy()].to_numpy() == k["rank"].to_numpy()).all()
+
+
+def test_a_ranks_gpu_keeps_its_own_number(three_ranks: Path, sample_traces: Path) -> None:
+    """Every rank ran on its GPU 0 (the eager sample's device): the merge gives the three devices
+    ids 0, 1, 2, and each keeps its ordinal 0, so the window calls each one GPU 0 under its rank."""
+    from kviewer.session.tracks import TraceTracks, device_ordinals
+
+    single = load(sample_traces / EAGER, use_cache=False)
+    own = sorted(set(single.kernels["device"].tolist()))
+    merged = load(three_ranks, use_cache=False)
+    assert device_ordinals(merged.devices) == {i: own[0] for i in (0, 1, 2)}
+    labels = []
+
+    def walk(node: Any) -> None:
+        labels.append(getattr(node, "label", ""))
+        for child in getattr(node, "children", []):
+            walk(child)
+
+    walk(TraceTracks.build(merged).root)
+    gpu_groups = [lbl for lbl in labels if re.match(r"GPU \d+( · (?!stream)|$)", lbl)]
+    assert len(gpu_groups) == 3 and all(lbl.startswith(f"GPU {own[0]}") for lbl in gpu_groups), gpu_groups
+    annotations = [lbl for lbl in labels if re.match(r"GPU \d+ · stream", lbl)]
+    assert annotations and all(lbl.startswith(f"GPU {own[0]} · ") for lbl in annotations), annotations
+    # a single file is not renumbered: no ordinal recorded, its ids are its GPUs' numbers
+    assert device_ordinals(single.devices) == {}
 
 
 def test_flows_link_rows_of_the_same_rank(three_ranks: Path) -> None:
