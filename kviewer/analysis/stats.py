@@ -332,19 +332,24 @@ _TRACE_COLUMNS = (
 
 
 def _known(values: pd.Series) -> pd.Series:
-    """Integers with the schema's -1 (unknown) as None, for an integer column that may be empty."""
+    """Integers with the schema's -1 (unknown) as missing (nullable Int64, no Python object per
+    value), for an integer column that may be empty."""
     v = values.to_numpy(dtype=np.int64)
-    out = v.astype(object)
-    out[v < 0] = None
-    return pd.Series(out, index=values.index, dtype="object")
+    return pd.Series(pd.arrays.IntegerArray(v, v < 0), index=values.index)
+
+
+def _unknown(index: pd.Index) -> pd.Series:
+    """An integer column nsys leaves empty on every row (nullable Int64, all missing)."""
+    return pd.Series(pd.arrays.IntegerArray(np.zeros(len(index), dtype=np.int64), np.ones(len(index), dtype=bool)), index=index)
 
 
 def _device_labels(trace: Trace, device: pd.Series) -> np.ndarray:
     """``NAME (id)`` as nsys prints the device; unknown devices empty."""
     names = {int(i): str(n) for i, n in zip(trace.devices["id"], trace.devices["name"])} if len(trace.devices) else {}
     d = device.to_numpy(dtype=np.int64)
-    labels = {int(u): (f"{names[int(u)]} ({int(u)})" if names.get(int(u)) else f"({int(u)})") if u >= 0 else "" for u in np.unique(d)}
-    return np.array([labels[int(x)] for x in d], dtype=object)
+    ids, at = np.unique(d, return_inverse=True)
+    labels = [(f"{names[int(u)]} ({int(u)})" if names.get(int(u)) else f"({int(u)})") if u >= 0 else "" for u in ids.tolist()]
+    return np.asarray(labels, dtype=object)[at.reshape(-1)] if len(d) else np.array([], dtype=object)
 
 
 def _gpu_trace(trace: Trace) -> pd.DataFrame:
@@ -353,7 +358,7 @@ def _gpu_trace(trace: Trace) -> pd.DataFrame:
         raise _lacks(trace, "cuda_gpu_trace", "no GPU kernels, memory copies or sets")
     if _serialised(trace):
         raise _lacks(trace, "cuda_gpu_trace", "no real start times (Nsight Compute replays each kernel alone and lays them end to end)")
-    none = pd.Series([None] * len(k), dtype=object, index=k.index)
+    none = _unknown(k.index)
     mb = 1e6
     shared = k["shared_mem"].to_numpy(dtype=np.int64)
     dynamic = k["dynamic_shared_mem"].to_numpy(dtype=np.int64)
@@ -376,7 +381,7 @@ def _gpu_trace(trace: Trace) -> pd.DataFrame:
     # first (8192 B in 1344 ns: 8192 * 744047 B/s = 6095.233 MB/s, not 6095.238); no time, no rate
     per_second = np.where(dur > 0, 1_000_000_000 // np.where(dur > 0, dur, 1), 0)
     throughput = np.where((nb >= 0) & (dur > 0), nb.astype(np.float64) * per_second / mb, np.nan)  # no int64 overflow
-    none = pd.Series([None] * len(ops), dtype=object, index=ops.index)
+    none = _unknown(ops.index)
     memset = (ops["kind"] == "memset").to_numpy()
     mem = pd.DataFrame(
         {

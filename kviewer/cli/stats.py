@@ -97,8 +97,11 @@ def write_report(df: "pd.DataFrame", report: Any, fmt: str, out: Any, raw_csv: b
             continue
         if col.decimals is None:  # integers, never through float64 (epoch nanoseconds need 63 bits)
             known = series.notna().to_numpy()
-            ints = np.zeros(len(series), dtype=np.int64)
-            ints[known] = series[known].astype(np.int64).to_numpy()
+            if pd.api.types.is_integer_dtype(series.dtype):  # numpy or nullable integers: no Python object per value
+                ints = series.to_numpy(dtype=np.int64, na_value=0)
+            else:
+                ints = np.zeros(len(series), dtype=np.int64)
+                ints[known] = series[known].astype(np.int64).to_numpy()
             if fmt == "csv":  # numbers to_csv writes itself (C), unknown ones empty
                 cells[col.header] = pd.arrays.IntegerArray(ints, ~known)
             else:

@@ -74,19 +74,14 @@ def _csv_fields(col: pd.Series, raw: bool) -> _Column | None:
     """The column's fields as to_csv writes them, or None when this writer cannot say (then
     to_csv writes the frame)."""
     dtype = col.dtype
-    if isinstance(dtype, np.dtype) and dtype.kind in "iu":  # as Python ints print: numpy's text, in C
-        ints = col.to_numpy()
-        if len(ints) and len(np.unique(ints[:: max(1, len(ints) // 256)])) < 64:  # few values (a device, a stream)
-            int_codes, int_values = pd.factorize(ints)
-            return np.asarray(int_codes), np.asarray(int_values).astype(str).astype(object)
-        return lambda lo, hi: ints[lo:hi].astype(str).tolist()
+    if isinstance(dtype, np.dtype) and dtype.kind in "iu":  # as Python ints print
+        return _int_fields(col.to_numpy(), None)
     if isinstance(dtype, np.dtype) and dtype.kind == "b":
         return col.to_numpy().astype(np.int8), np.array(["False", "True"], dtype=object)
     if isinstance(dtype, pd.api.extensions.ExtensionDtype) and pd.api.types.is_integer_dtype(dtype):
-        # nullable integers (a report's unknown ids): numpy's text in C, the missing ones empty
+        # nullable integers (a report's unknown ids, sizes): the missing ones empty
         missing = col.isna().to_numpy()
-        known = col.to_numpy(dtype=np.int64, na_value=0)
-        return lambda lo, hi: np.where(missing[lo:hi], "", known[lo:hi].astype(str)).tolist()
+        return _int_fields(col.to_numpy(dtype=np.int64, na_value=0), missing if missing.any() else None)
     text_like = isinstance(dtype, pd.CategoricalDtype) or dtype == object or pd.api.types.is_string_dtype(dtype)
     floats = isinstance(dtype, np.dtype) and dtype == np.float64
     if not (text_like or floats or pd.api.types.is_integer_dtype(dtype)):
@@ -111,6 +106,29 @@ def _csv_fields(col: pd.Series, raw: bool) -> _Column | None:
                 out.append(_csv_quoted(v if raw else csv_cell(v)))
         texts = np.asarray(out, dtype=object)
     return codes, texts
+
+
+def _int_fields(ints: np.ndarray, missing: np.ndarray | None) -> _Column:
+    """An integer column's fields (``missing``: empty): few distinct values (a grid, a stream)
+    coded, each printed once; many (times, ids) printed a chunk at a time by Python's ``str``,
+    faster than numpy's fixed-width text."""
+    if len(ints) and len(np.unique(ints[:: max(1, len(ints) // 256)])) < 64:
+        codes, values = pd.factorize(ints)
+        texts = [str(v) for v in np.asarray(values).tolist()]
+        if missing is not None:  # the missing ones: one more, empty, value
+            codes = np.where(missing, len(texts), codes)
+            texts.append("")
+        return _narrow(np.asarray(codes)), np.asarray(texts, dtype=object)
+    if missing is None:
+        return lambda lo, hi: list(map(str, ints[lo:hi].tolist()))
+
+    def fields(lo: int, hi: int) -> list[str]:
+        out = list(map(str, ints[lo:hi].tolist()))
+        for i in np.flatnonzero(missing[lo:hi]).tolist():
+            out[i] = ""
+        return out
+
+    return fields
 
 
 def write_csv(df: pd.DataFrame, out: Any, raw_csv: bool = False) -> bool:
