@@ -76,9 +76,49 @@ def _group_cummax(values: np.ndarray, group: np.ndarray) -> np.ndarray:
     return distinct[best - g * width]
 
 
+#: rounds of pointer jumping in :func:`_walk` before it gives the run to the plain stack walk
+_ROUNDS = 64
+
+
 def _walk(members: np.ndarray, run: np.ndarray, s_all: np.ndarray, e_all: np.ndarray, d_s: np.ndarray, level: int) -> None:
     """The stack walk over runs of intervals (consecutive in ``members``, ``run`` numbering them)
-    that each start on a stack of ``level`` enclosing intervals that do not end inside them."""
+    that each start on a stack of ``level`` enclosing intervals that do not end inside them.
+
+    In numpy: the walk's stack under an interval is the chain of its parents, and its parent is
+    the first interval on the chain from the one before it that has not ended by its start (the
+    walk pops only from the top, so an interval ending early under one still open stays). Each
+    interval starts from the one before it and, while the one it points at has ended, jumps to
+    where that one points; every pointer keeps leading to the true parent through intervals
+    ended by the start (starts are sorted), so they settle in a few rounds of jumping. The depth
+    is then the length of the parent chain, counted by doubling."""
+    s, e = s_all[members], e_all[members]
+    n = len(s)
+    parent = np.arange(-1, n - 1, dtype=np.int64)
+    if n:
+        parent[np.flatnonzero(np.concatenate([[True], run[1:] != run[:-1]]))] = -1  # a run starts on an empty stack
+    todo = np.flatnonzero(parent >= 0)
+    for _ in range(_ROUNDS):
+        todo = todo[e[parent[todo]] <= s[todo]]  # pointing at an interval that has ended: jump on
+        if not len(todo):
+            break
+        parent[todo] = parent[parent[todo]]
+        todo = todo[parent[todo] >= 0]
+    else:
+        _walk_stack(members, run, s_all, e_all, d_s, level)
+        return
+    count = (parent >= 0).astype(np.int32)  # enclosing intervals between each and where it jumps to
+    jump = parent.copy()
+    live = np.flatnonzero(jump >= 0)
+    while len(live):
+        to = jump[live]
+        count[live] += count[to]
+        jump[live] = jump[to]
+        live = live[jump[live] >= 0]
+    d_s[members] = level + count
+
+
+def _walk_stack(members: np.ndarray, run: np.ndarray, s_all: np.ndarray, e_all: np.ndarray, d_s: np.ndarray, level: int) -> None:
+    """:func:`_walk` one interval at a time, for runs whose pointers take long to settle."""
     s_l, e_l, r_l = s_all[members].tolist(), e_all[members].tolist(), run.tolist()
     out = [0] * len(s_l)
     stack: list[int] = []

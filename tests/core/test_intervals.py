@@ -99,3 +99,33 @@ def test_rocprof_api_calls_put_a_partial_overlap_one_level_down(tmp_path: Path, 
     (tmp_path / "ps_file_hip_api_trace.csv").write_text("\n".join(api) + "\n")
     c = load(tmp_path, use_cache=False).cpu_slices
     assert dict(zip(c["name"].astype(str), c["depth"].tolist())) == {"hipMalloc": 0, "hipFree": 1}
+
+
+def test_long_runs_of_partial_overlaps_follow_the_stack_walk(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Runs long and tangled enough for many rounds of pointer jumping (and, with no rounds
+    allowed, the one-at-a-time walk it falls back to) give the stack walk's depths."""
+    import kviewer.core.intervals as intervals
+
+    rng = np.random.default_rng(29)
+    for trial in range(40):
+        n = int(rng.integers(200, 3000))
+        track = rng.integers(0, 2, n)
+        start = np.sort(rng.integers(0, n * 3, n))
+        end = start + rng.pareto(1.2, n).astype(np.int64) * int(rng.integers(1, 8)) + rng.integers(0, 3, n)
+        want = stack_walk(start.tolist(), end.tolist(), track.tolist())
+        assert nesting_depth(start, end, track).tolist() == want, trial
+        if trial < 5:
+            monkeypatch.setattr(intervals, "_ROUNDS", 0)
+            assert nesting_depth(start, end, track).tolist() == want, trial
+            monkeypatch.undo()
+
+
+def test_real_traces_follow_the_stack_walk(samples: Path) -> None:
+    """The CPU slices of real traces (Kineto, Nsight Systems) nest as the one-at-a-time walk says."""
+    for name in ("torch/h200_llm_block_compiled.pt.trace.json.gz", "nsys/h200_llm_train_nvtx.sqlite"):
+        c = load(samples / name, use_cache=False).cpu_slices
+        start, end = c["start"].to_numpy(), c["end"].to_numpy()
+        track = (c["pid"].astype(np.int64).to_numpy() * (1 << 32) + c["tid"].astype(np.int64).to_numpy()).tolist()
+        got = nesting_depth(start, end, np.asarray(track))
+        assert got.tolist() == stack_walk(start.tolist(), end.tolist(), track), name
+        assert len(c) > 1000, name
