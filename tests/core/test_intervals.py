@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from kviewer.core import Trace, TraceMeta
 from kviewer.core.intervals import nesting_depth
@@ -101,7 +102,7 @@ def test_rocprof_api_calls_put_a_partial_overlap_one_level_down(tmp_path: Path, 
     assert dict(zip(c["name"].astype(str), c["depth"].tolist())) == {"hipMalloc": 0, "hipFree": 1}
 
 
-def test_long_runs_of_partial_overlaps_follow_the_stack_walk(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_long_runs_of_partial_overlaps_follow_the_stack_walk(monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs long and tangled enough for many rounds of pointer jumping (and, with no rounds
     allowed, the one-at-a-time walk it falls back to) give the stack walk's depths."""
     import kviewer.core.intervals as intervals
