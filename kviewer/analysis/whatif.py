@@ -35,7 +35,6 @@ from kviewer.analysis.critpath import (
     CritPathResult, StepPath, StepWindow, check_graph, step_bounds, step_windows, summarise, walk, walk_lists,
 )
 from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, map_host_times, replay
-from kviewer.analysis.kinds import KINDS
 from kviewer.core import Trace
 from kviewer.errors import AnalysisError
 
@@ -226,6 +225,8 @@ class WhatIfModel:
                 notes.append({"change": f"--kernel {name}={factor:g}", "what": f"{int(hit.sum())} kernel(s) x {factor:g}",
                               "count": int(hit.sum())})
         if ch.sol:
+            from kviewer.analysis.kinds import KINDS  # the kernel name rules: only --sol needs them
+
             sol = self.sol_table()
             kind = sol["kind"].astype(str).to_numpy()
             t_sol = sol["t_sol_ns"].to_numpy(np.float64)
