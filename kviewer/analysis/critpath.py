@@ -39,7 +39,6 @@ from kviewer.analysis.depgraph import (
     B_CROSS, B_LAUNCH, B_STREAM, B_WAIT, E_COLL, G_COMM, G_KERNEL, G_MEMCPY, H_LAUNCH, H_SYNC,
     DepGraph, Replay, build_graph, map_host_time, replay,
 )
-from kviewer.analysis.steps import GPU_MARKER, find_steps
 from kviewer.core import Trace
 from kviewer.errors import AnalysisError
 
@@ -176,6 +175,10 @@ def step_windows(trace: Trace, graph: DepGraph, step: str | None = None) -> tupl
     ``step`` names a range (any host range category) to use as the step instead of the
     markers :func:`find_steps` recognises.
     """
+    # here, not at the top: the step rules (and the kernel name rules they import) are not needed
+    # to replay or walk a graph read back from the cache (issue 24)
+    from kviewer.analysis.steps import GPU_MARKER, find_steps
+
     c = trace.cpu_slices
     if step is not None:
         cat = c["category"].astype(str)

@@ -38,25 +38,28 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from kviewer.analysis.kinds import DATA_KINDS, classify
-from kviewer.analysis.model import attention_recompute_share, model_kernels
-from kviewer.analysis.ranks import rank_subtrace, ranks_of
-from kviewer.analysis.sol import SolResult, sol_result
-from kviewer.analysis.steps import busy_ns, find_steps, kernel_steps
 from kviewer.core import Trace
 from kviewer.core.schema import MFU, MFU_JOB, empty
+
+if TYPE_CHECKING:
+    from kviewer.analysis.sol import SolResult
+
+# kinds, model, ranks, sol and steps are imported by the functions that compute an MFU: reading a
+# stored result and putting it beside projected step times (``kviewer whatif`` on a file seen
+# before, issue 24) needs none of them
 
 #: the columns of the per-step table (declared in :data:`kviewer.core.schema.MFU`)
 MFU_COLUMNS = MFU.names
 #: the columns of the job table (:data:`kviewer.core.schema.MFU_JOB`)
 MFU_JOB_COLUMNS = MFU_JOB.names
-#: kinds that do no model arithmetic (data movement, collectives)
-NO_FLOP_KINDS = DATA_KINDS | {"communication"}
+#: kinds that do no model arithmetic besides the data kinds (:data:`kviewer.analysis.kinds.DATA_KINDS`: data
+#: movement): collectives
+NO_FLOP_EXTRA_KINDS = frozenset({"communication"})
 
 
 def mfu_for_step_time(model_flops: float, peak_flops: float, step_ns: float) -> float:
@@ -91,6 +94,9 @@ class KernelFlops:
 
 def kernel_flops(trace: Trace, sol: SolResult) -> KernelFlops:
     """Model and hardware FLOPs of every kernel (see the module doc)."""
+    from kviewer.analysis.kinds import DATA_KINDS, classify
+    from kviewer.analysis.model import attention_recompute_share, model_kernels
+
     k = trace.kernels
     n = len(k)
     t = sol.table
@@ -142,7 +148,7 @@ def kernel_flops(trace: Trace, sol: SolResult) -> KernelFlops:
     # its recomputation
     hw = np.where(meas, hw, mflops)
     # known to do no model FLOPs: data movement, collectives, an op's helper kernels
-    none = np.isnan(model) & (np.isin(kind, list(NO_FLOP_KINDS)) | (helper & (op_id >= 0)))
+    none = np.isnan(model) & (np.isin(kind, list(DATA_KINDS | NO_FLOP_EXTRA_KINDS)) | (helper & (op_id >= 0)))
     model[none] = 0.0
     source[none] = "none"
     hw = np.where(np.isnan(hw) & none, 0.0, hw)
@@ -204,6 +210,10 @@ def mfu(trace: Trace, sol: SolResult | None = None, device: str | None = None) -
         when the GPU cannot be recognised and no ``device`` is given (through
         :func:`kviewer.analysis.sol.sol_result`).
     """
+    from kviewer.analysis.ranks import rank_subtrace, ranks_of
+    from kviewer.analysis.sol import sol_result
+    from kviewer.analysis.steps import find_steps, kernel_steps
+
     k = trace.kernels
     rank_col = k["rank"].to_numpy(np.int64)
     ranks = ranks_of(trace)
@@ -262,6 +272,8 @@ class _SolColumns:
 
 
 def _step_row(rank: int, s: Any, idx: np.ndarray, t: _SolColumns, kf: KernelFlops, sol: SolResult) -> dict[str, Any]:
+    from kviewer.analysis.steps import busy_ns
+
     dur = t.dur[idx]
     start = t.start[idx]
     end = t.end[idx]

@@ -35,7 +35,6 @@ from kviewer.analysis.critpath import (
     CritPathResult, StepPath, StepWindow, check_graph, step_bounds, step_windows, summarise, walk, walk_lists,
 )
 from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, map_host_times, replay
-from kviewer.analysis.kinds import KINDS
 from kviewer.core import Trace
 from kviewer.errors import AnalysisError
 
@@ -66,6 +65,13 @@ class Changes:
     @property
     def empty(self) -> bool:
         return self.fuse is None and not self.cuda_graphs and not self.sol and self.no_sync is None and not self.kernel
+
+    @property
+    def reads_tables(self) -> bool:
+        """True when a change reads the trace's tables (kernel names, the speed of light, fusion
+        candidates, the ops around syncs); False when the graph alone projects them (none, or
+        ``cuda_graphs``), so a cached graph needs no trace (:class:`WhatIfModel` ``trace`` None)."""
+        return self.fuse is not None or bool(self.sol) or self.no_sync is not None or bool(self.kernel)
 
     def label(self) -> str:
         """The changes as CLI options (how the report and the window name a projection)."""
@@ -141,9 +147,13 @@ class Projection:
 @dataclass
 class WhatIfModel:
     """A trace's graph, steps and (lazily) speed of light and fusion candidates: project many
-    change sets without rebuilding them (the window ticks options one at a time)."""
+    change sets without rebuilding them (the window ticks options one at a time).
 
-    trace: Trace
+    ``trace`` None: the graph came from a cache without the trace (``kviewer whatif
+    --cuda-graphs`` on a file seen before); only changes that read no table project then
+    (:attr:`Changes.reads_tables`)."""
+
+    trace: Trace | None
     graph: DepGraph
     windows: list[StepWindow]
     measured: Replay
@@ -152,18 +162,25 @@ class WhatIfModel:
     _sol: pd.DataFrame | None = None
     _fusion: pd.DataFrame | None = None
 
+    def tables(self) -> Trace:
+        """The trace the graph was built from (a change reading its tables needs it)."""
+        if self.trace is None:
+            raise AnalysisError("this what-if model was made from a cached graph without the trace: load the trace "
+                                "to project a change that reads its tables")
+        return self.trace
+
     def sol_table(self) -> pd.DataFrame:
         if self._sol is None:
             from kviewer.analysis.sol import speed_of_light
 
-            self._sol = speed_of_light(self.trace, self.device)
+            self._sol = speed_of_light(self.tables(), self.device)
         return self._sol
 
     def fusion_table(self) -> pd.DataFrame:
         if self._fusion is None:
             from kviewer.analysis.fusion import fusion_candidates
 
-            self._fusion = fusion_candidates(self.trace, self.device, sol=self.sol_table())
+            self._fusion = fusion_candidates(self.tables(), self.device, sol=self.sol_table())
         return self._fusion
 
     def project(self, changes: Changes) -> Projection:
@@ -195,7 +212,7 @@ class WhatIfModel:
         notes: list[dict[str, object]] = []
         is_kernel = g.g_table == 0
         if ch.kernel:
-            full = self.trace.kernels["name"].astype(str).to_numpy()[g.g_row]
+            full = self.tables().kernels["name"].astype(str).to_numpy()[g.g_row]
             for name, factor in ch.kernel:
                 if factor < 0:
                     raise AnalysisError(f"--kernel {name}={factor:g}: the factor must be >= 0")
@@ -208,6 +225,8 @@ class WhatIfModel:
                 notes.append({"change": f"--kernel {name}={factor:g}", "what": f"{int(hit.sum())} kernel(s) x {factor:g}",
                               "count": int(hit.sum())})
         if ch.sol:
+            from kviewer.analysis.kinds import KINDS  # the kernel name rules: only --sol needs them
+
             sol = self.sol_table()
             kind = sol["kind"].astype(str).to_numpy()
             t_sol = sol["t_sol_ns"].to_numpy(np.float64)
@@ -245,7 +264,7 @@ class WhatIfModel:
             if missing:
                 raise AnalysisError(f"--fuse: no fusion candidate {', '.join(map(str, missing))} (there are {len(cand)}; see kviewer fusion)")
             cand = cand[cand["rank"].isin(ranks)]
-        kdur = self.trace.kernels["dur"].to_numpy(np.float64)
+        kdur = self.tables().kernels["dur"].to_numpy(np.float64)
         used = chains = 0
         saved = 0.0
         skipped = 0
@@ -282,7 +301,7 @@ class WhatIfModel:
         call whose other calls launch no kernel (``aten::item`` holding a copy and a stream sync;
         not ``aten::nonzero``, whose kernels the program still needs)."""
         g = self.graph
-        c = self.trace.cpu_slices
+        c = self.tables().cpu_slices
         sync = np.flatnonzero(g.h_class == H_SYNC)
         rows = np.full(len(sync), -1, dtype=np.int64)
         if not len(sync) or not len(c):
@@ -312,7 +331,7 @@ class WhatIfModel:
                  notes: list[dict[str, object]]) -> None:
         g = self.graph
         sync, rows, span = self._sync_ops()
-        opname = np.where(rows >= 0, self.trace.cpu_slices["name"].astype(str).to_numpy()[np.maximum(rows, 0)], "") if len(sync) else np.zeros(0, dtype=object)
+        opname = np.where(rows >= 0, self.tables().cpu_slices["name"].astype(str).to_numpy()[np.maximum(rows, 0)], "") if len(sync) else np.zeros(0, dtype=object)
         pick = np.ones(len(sync), dtype=bool)
         if names:
             pick = np.isin(g.h_name[sync].astype(str), list(names)) | np.isin(opname.astype(str), list(names))
@@ -404,7 +423,7 @@ class WhatIfModel:
                               f"step ({cost / 1e3:.1f} us, {src}); kernels {gap} ns apart on the GPU"})
 
 
-def whatif_model(trace: Trace, step: str | None = None, device: str | None = None, graph: DepGraph | None = None,
+def whatif_model(trace: Trace | None, step: str | None = None, device: str | None = None, graph: DepGraph | None = None,
                  paths: CritPathResult | None = None, sol: SolResult | pd.DataFrame | None = None,
                  fusion: pd.DataFrame | None = None, base: tuple[DepGraph, list[StepWindow], Replay] | None = None) -> WhatIfModel:
     """The graph, steps and measured replay of ``trace``, ready to project change sets.
@@ -412,7 +431,8 @@ def whatif_model(trace: Trace, step: str | None = None, device: str | None = Non
     ``sol`` (a :class:`~kviewer.analysis.sol.SolResult` or its table) and ``fusion`` (the
     fusion candidates) when the caller already has them for ``device``: else they are computed
     when a change needs them. ``base``: the graph, its step windows and the measured replay when
-    the caller has them (a cache; :mod:`kviewer.session.graph_cache`).
+    the caller has them (a cache; :mod:`kviewer.session.graph_cache`); ``trace`` may then be
+    None when only changes that read no table are projected (:attr:`Changes.reads_tables`).
 
     Raises
     ------
@@ -423,6 +443,8 @@ def whatif_model(trace: Trace, step: str | None = None, device: str | None = Non
     if base is not None:  # the graph, its step windows (for ``step``) and the measured replay, from a cache
         graph, windows, measured = base
         return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device, table, fusion)
+    if trace is None:
+        raise AnalysisError("a what-if model needs the trace or a cached graph (base)")
     if paths is not None and paths.measured is not None:  # the critical paths' graph, steps and replay
         graph, windows, measured = paths.graph, paths.windows, paths.measured
         return WhatIfModel(trace, graph, windows, measured, step_bounds(graph, measured, windows), device, table, fusion)
@@ -477,7 +499,7 @@ def projected_trace(model: WhatIfModel, projection: Projection) -> Trace:
 
     g = model.graph
     rep = projection.replayed
-    t = model.trace
+    t = model.tables()
     out = _Trace(meta=copy.copy(t.meta))
     out.meta.path = f"{t.meta.path} (projected: {projection.changes.label()})"
     out.meta.warnings = list(t.meta.warnings)

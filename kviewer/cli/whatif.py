@@ -4,9 +4,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kviewer.errors import UserError
+
+if TYPE_CHECKING:
+    from kviewer.analysis.mfu import MfuResult
+    from kviewer.analysis.sol import SolResult
+    from kviewer.core import Trace
 
 HELP = ("projected step time if kernel chains were fused, the steps ran as CUDA graphs, kernels reached a share of their "
         "speed of light, host syncs went away or a kernel ran faster: the dependency graph replayed with the change")
@@ -55,7 +60,6 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     from kviewer.cli.common import EXIT_OK, dump_json, format_ns, load_for, wants_raw_csv, write_frame
     from kviewer.errors import AnalysisError
 
-    from kviewer.analysis.sol import SolResult, sol_result
     from kviewer.cli.common import cache_choice
     from kviewer.session import analysis_cache, graph_cache
 
@@ -66,6 +70,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     def sol_of() -> SolResult | None:
         """The speed of light, once, when something needs it (--sol, --fuse, an MFU not cached)."""
         if not sols:
+            assert trace is not None  # loaded whenever a change or the MFU needs the speed of light
             try:
                 if not len(trace.kernels):
                     sols.append(None)
@@ -73,17 +78,31 @@ def cmd_whatif(args: argparse.Namespace) -> int:
                     info = analysis_cache.sol_for_open(trace, trace.meta.source_id)
                     sols.append(info.result if info is not None else None)  # None: unknown GPU, as sol_result's error
                 else:
+                    from kviewer.analysis.sol import sol_result
+
                     sols.append(sol_result(trace, args.device))
             except AnalysisError:  # a change that needs it says why; the MFU is unknown
                 sols.append(None)
         return sols[0]
 
+    trace: Trace | None = None
+    mfu: MfuResult | None = None
     try:
         changes = changes_from_args(args)
-        trace = load_for(args, args.file)
-        # the graph, steps and measured replay: from the analysis cache when critpath (or a
-        # whatif) built them before
-        base = graph_cache.graph_base(trace, args.step, use_cache=cached)
+        # a file seen before (by critpath, whatif or the window) and changes the graph alone
+        # projects: its graph, steps, measured replay and MFU from the analysis cache, without
+        # loading the trace
+        base = None
+        if own_gpu and not changes.reads_tables:
+            sid = analysis_cache.identity(args.file)
+            base = graph_cache.cached_base(sid, args.step)
+            mfu = analysis_cache.cached_mfu(sid) if base is not None else None
+        if base is None or mfu is None:
+            trace = load_for(args, args.file)
+            # the graph, steps and measured replay: from the analysis cache when critpath (or a
+            # whatif) built them before
+            if base is None or base.graph.kernel_node.shape != (len(trace.kernels),):
+                base = graph_cache.graph_base(trace, args.step, use_cache=cached)
         model = whatif_model(trace, step=args.step, device=args.device, sol=sol_of() if changes.sol or changes.fuse is not None else None,
                              base=(base.graph, base.windows, base.measured))
         proj = model.project(changes)
@@ -96,7 +115,9 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     from kviewer.analysis.mfu import mfu_or_unknown, projected_mfu
 
     # MFU beside the projected step time: the step's model FLOPs at the projected time (#31)
-    mfu = analysis_cache.mfu_for(trace, sol_of, trace.meta.source_id) if own_gpu else mfu_or_unknown(trace, args.device, sol_of())
+    if mfu is None:
+        assert trace is not None  # loaded whenever the MFU was not read from the cache
+        mfu = analysis_cache.mfu_for(trace, sol_of, trace.meta.source_id) if own_gpu else mfu_or_unknown(trace, args.device, sol_of())
     pm = projected_mfu(mfu, proj)
     def known(values: Any) -> list[float | None]:
         return [None if v != v else float(v) for v in values.to_numpy(dtype=float)]

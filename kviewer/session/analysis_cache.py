@@ -257,16 +257,12 @@ def mfu_for(trace: Trace, sol_of: Any, source: SourceId | None = None) -> Any:
     projects (a projection changes time, not work), so ``kviewer whatif`` reads it here."""
     import msgspec
 
-    from kviewer.analysis.mfu import MfuResult, mfu_or_unknown
-    from kviewer.io.cache import ColumnBlob, decode_frame, encode_frame
+    from kviewer.analysis.mfu import mfu_or_unknown
+    from kviewer.io.cache import encode_frame
 
-    row = get_blob(source, "mfu")
-    if row is not None:
-        try:
-            steps_b, job_b = msgspec.msgpack.decode(row[1], type=tuple[list[ColumnBlob], list[ColumnBlob]])
-            return MfuResult(decode_frame("mfu", steps_b), decode_frame("mfu_job", job_b), json.loads(row[0]))
-        except Exception as exc:  # noqa: BLE001
-            log.warning("MFU cache not read: %s", exc)
+    cached = cached_mfu(source)
+    if cached is not None:
+        return cached
     result = mfu_or_unknown(trace, None, sol_of())
     if source is not None and not result.totals.get("error"):
         try:
@@ -275,6 +271,26 @@ def mfu_for(trace: Trace, sol_of: Any, source: SourceId | None = None) -> Any:
         except Exception as exc:  # noqa: BLE001
             log.warning("MFU cache not written: %s", exc)
     return result
+
+
+def cached_mfu(source: SourceId | None) -> Any:
+    """The stored MFU (an :class:`~kviewer.analysis.mfu.MfuResult`) of the file ``source``
+    names on its own GPU, None on a miss: read without loading the trace."""
+    import msgspec
+
+    from kviewer.io.cache import ColumnBlob, decode_frame
+
+    row = get_blob(source, "mfu")
+    if row is None:
+        return None
+    try:
+        from kviewer.analysis.mfu import MfuResult
+
+        steps_b, job_b = msgspec.msgpack.decode(row[1], type=tuple[list[ColumnBlob], list[ColumnBlob]])
+        return MfuResult(decode_frame("mfu", steps_b), decode_frame("mfu_job", job_b), json.loads(row[0]))
+    except Exception as exc:  # noqa: BLE001
+        log.warning("MFU cache not read: %s", exc)
+        return None
 
 
 def _plain(v: Any) -> Any:

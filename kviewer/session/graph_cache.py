@@ -111,6 +111,20 @@ def decode_base(data: bytes) -> GraphBase:
     return GraphBase(graph, windows, str(doc["source"]), measured)
 
 
+def cached_base(sid: SourceId | None, step: str | None = None) -> GraphBase | None:
+    """The stored graph, steps and measured replay of the file ``sid`` names (None on a miss or
+    with the cache off): what :func:`graph_base` reads, without loading the trace (``kviewer
+    whatif --cuda-graphs`` on a file seen before needs nothing else)."""
+    row = analysis_cache.get_blob(sid, _table("depgraph", step))
+    if row is None:
+        return None
+    try:
+        return decode_base(row[1])
+    except Exception as exc:  # noqa: BLE001  # a cache problem is a miss
+        log.warning("dependency graph cache not read: %s", exc)
+        return None
+
+
 def graph_base(trace: Trace, step: str | None = None, use_cache: bool = True) -> GraphBase:
     """The graph, steps and measured replay of ``trace``: from the cache, else built and stored
     (``use_cache`` False: built, neither read nor stored).
@@ -124,14 +138,9 @@ def graph_base(trace: Trace, step: str | None = None, use_cache: bool = True) ->
     from kviewer.analysis.depgraph import build_graph, replay
 
     sid = trace.meta.source_id if use_cache else None
-    row = analysis_cache.get_blob(sid, _table("depgraph", step))
-    if row is not None:
-        try:
-            base = decode_base(row[1])
-            if base.graph.kernel_node.shape == (len(trace.kernels),):
-                return base
-        except Exception as exc:  # noqa: BLE001  # a cache problem is a miss
-            log.warning("dependency graph cache not read: %s", exc)
+    cached = cached_base(sid, step)
+    if cached is not None and cached.graph.kernel_node.shape == (len(trace.kernels),):
+        return cached
     graph = build_graph(trace)
     check_graph(trace, graph)
     windows, source = step_windows(trace, graph, step)

@@ -76,3 +76,41 @@ def test_whatif_after_critpath_reuses_the_graph_and_critpath_its_paths(cache_on:
     # --no-cache neither reads nor writes: it loads (and fails here)
     with pytest.raises(AssertionError, match="rebuilt"):
         main(["critpath", str(path), "-q", "--no-cache"])
+
+
+def test_whatif_of_the_graph_alone_does_not_load_the_trace_when_graph_and_mfu_are_cached(
+        cache_on: Path, sample_traces: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--cuda-graphs`` (or no change) projects from the graph alone: a file seen before is not
+    loaded; a change that reads the trace's tables (``--no-sync``) still loads it, and so does
+    ``--no-cache``. The outputs are the same either way (issue 24, the speed goal)."""
+    path = cache_on / SYNC
+    shutil.copy(sample_traces / SYNC, path)
+    outs: dict[str, str] = {}
+    for fmt in ("json", "csv", "table"):
+        assert main(["whatif", str(path), "-q", "--format", fmt, "--cuda-graphs"]) == 0  # builds and stores graph + MFU
+        outs[fmt] = capsys.readouterr().out
+    assert main(["whatif", str(path), "-q", "--format", "json"]) == 0
+    measured = capsys.readouterr().out
+
+    import kviewer.cli.common as common
+
+    loads: list[str] = []
+    real = common.load_for
+
+    def counted(*a: object, **k: object) -> object:
+        loads.append("load")
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(common, "load_for", counted)
+    for fmt in ("json", "csv", "table"):
+        assert main(["whatif", str(path), "-q", "--format", fmt, "--cuda-graphs"]) == 0
+        assert capsys.readouterr().out == outs[fmt]
+    assert main(["whatif", str(path), "-q", "--format", "json"]) == 0
+    assert capsys.readouterr().out == measured
+    assert loads == []
+    assert main(["whatif", str(path), "-q", "--format", "json", "--no-sync"]) == 0
+    capsys.readouterr()
+    assert loads == ["load"]
+    assert main(["whatif", str(path), "-q", "--format", "json", "--cuda-graphs", "--no-cache"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(outs["json"])
+    assert loads == ["load", "load"]
