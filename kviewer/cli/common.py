@@ -21,7 +21,7 @@ from kviewer.session.format import UNKNOWN, format_duration
 if TYPE_CHECKING:  # heavy imports stay out of start-up
     import pandas as pd
 
-    from kviewer.core import Trace
+    from kviewer.core import Diagnostic, Trace
     from kviewer.io.registry import Wanted
 
 EXIT_OK = 0
@@ -137,9 +137,15 @@ def load_trace(path: str, quiet: bool = False, tables: "Wanted | None" = None, u
     finally:
         if progress is not None:
             progress.close()
-    for warning in trace.meta.warnings:
-        print(say(f"kviewer: warning: {path}: {warning.message}"), file=sys.stderr)
+    print_warnings(path, trace.meta.warnings)
     return trace
+
+
+def print_warnings(path: str, warnings: "Sequence[Diagnostic]") -> None:
+    """A file's load warnings on stderr, one line each (also when a command answers from the
+    cache without loading the file: the warnings are the file's, whoever read it first)."""
+    for warning in warnings:
+        print(say(f"kviewer: warning: {path}: {warning.message}"), file=sys.stderr)
 
 
 def load_for(args: argparse.Namespace, path: str, tables: "Wanted | None" = None) -> "Trace":

@@ -25,7 +25,9 @@ def cmd_critpath(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from kviewer.analysis.critpath import CLASSES
-    from kviewer.cli.common import EXIT_OK, cache_choice, dump_json, format_ns, human_table, wants_raw_csv, write_frame
+    from kviewer.cli.common import (
+        EXIT_OK, cache_choice, dump_json, format_ns, human_table, print_warnings, wants_raw_csv, write_frame,
+    )
     from kviewer.session import analysis_cache, graph_cache
 
     if args.top < 0:
@@ -33,8 +35,11 @@ def cmd_critpath(args: argparse.Namespace) -> int:
     # a file seen before (by critpath, whatif or the window): its paths from the analysis cache,
     # without loading the trace
     cached = cache_choice(args) is not False
-    doc = graph_cache.get_critpath(analysis_cache.identity(args.file), args.step) if cached else None
-    if doc is None:
+    sid = analysis_cache.identity(args.file) if cached else None
+    doc = graph_cache.get_critpath(sid, args.step) if cached else None
+    if doc is not None:  # the file is not loaded: its load warnings from the cached trace
+        print_warnings(args.file, analysis_cache.cached_warnings(sid) or [])
+    else:
         doc = compute(args, cached)
     missing: dict[str, int] = doc.get("unlinked", {})
     if missing:

@@ -57,7 +57,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from kviewer.analysis.whatif import whatif_model
-    from kviewer.cli.common import EXIT_OK, dump_json, format_ns, load_for, wants_raw_csv, write_frame
+    from kviewer.cli.common import EXIT_OK, dump_json, format_ns, load_for, print_warnings, wants_raw_csv, write_frame
     from kviewer.errors import AnalysisError
 
     from kviewer.cli.common import cache_choice
@@ -93,11 +93,14 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         # projects: its graph, steps, measured replay and MFU from the analysis cache, without
         # loading the trace
         base = None
+        sid = None
         if own_gpu and not changes.reads_tables:
             sid = analysis_cache.identity(args.file)
             base = graph_cache.cached_base(sid, args.step)
             mfu = analysis_cache.cached_mfu(sid) if base is not None else None
-        if base is None or mfu is None:
+        if base is not None and mfu is not None:  # the file is not loaded: its load warnings from the cached trace
+            print_warnings(args.file, analysis_cache.cached_warnings(sid) or [])
+        else:
             trace = load_for(args, args.file)
             # the graph, steps and measured replay: from the analysis cache when critpath (or a
             # whatif) built them before

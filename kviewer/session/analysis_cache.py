@@ -298,6 +298,22 @@ def _plain(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else str(v)
 
 
+def cached_warnings(sid: SourceId | None) -> list[Any] | None:
+    """The load warnings of the file ``sid`` names, from its cached trace's metadata; None when
+    the trace is not cached (or the cache is off). For commands that answer from cached analyses
+    without loading the file, so its warnings are said all the same."""
+    from kviewer.io.cache import cache_disabled, default_cache
+
+    if sid is None or cache_disabled():
+        return None
+    try:
+        meta = default_cache().get_meta(sid)
+    except Exception as exc:  # noqa: BLE001  # a cache problem is a miss
+        log.warning("trace cache not read: %s", exc)
+        return None
+    return None if meta is None else list(meta.warnings)
+
+
 def get_blob(sid: SourceId | None, table: str) -> tuple[str, bytes] | None:
     """(info, data) another analysis stored for the file ``sid`` names under ``table`` (its own
     encoding), None on a miss or when the cache is off; a cache problem is a miss."""

@@ -114,3 +114,32 @@ def test_whatif_of_the_graph_alone_does_not_load_the_trace_when_graph_and_mfu_ar
     assert main(["whatif", str(path), "-q", "--format", "json", "--cuda-graphs", "--no-cache"]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(outs["json"])
     assert loads == ["load", "load"]
+
+
+def test_answers_from_the_cache_still_say_the_files_warnings(
+        cache_on: Path, sample_traces: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A critpath or whatif answered from cached analyses does not load the file, but the file's
+    load warnings (here: events of a category kviewer does not know) are said all the same, from
+    the cached trace's metadata."""
+    import gzip
+
+    import kviewer.cli.common as common
+
+    doc = json.loads(gzip.decompress((sample_traces / SYNC).read_bytes()))
+    first = next(e for e in doc["traceEvents"] if e.get("ph") == "X")
+    doc["traceEvents"].append({**first, "cat": "mystery_accelerator", "name": "odd"})
+    path = cache_on / "odd.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    assert main(["critpath", str(path), "-q", "--format", "json"]) == 0
+    assert main(["whatif", str(path), "-q", "--format", "json", "--cuda-graphs"]) == 0
+    said = [ln for ln in capsys.readouterr().err.splitlines() if "mystery_accelerator" in ln]
+    assert len(said) == 2  # once per command, as each loaded the file
+
+    def fail(*_a: object, **_k: object) -> None:
+        raise AssertionError("loaded")
+
+    monkeypatch.setattr(common, "load_for", fail)
+    for cmd in (["critpath"], ["whatif", "--cuda-graphs"]):
+        assert main([cmd[0], str(path), "-q", "--format", "json", *cmd[1:]]) == 0
+        err = capsys.readouterr().err
+        assert [ln for ln in err.splitlines() if "mystery_accelerator" in ln] == said[:1], cmd

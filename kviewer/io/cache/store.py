@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kviewer.core import Diagnostic, Trace, jsonout, schema
+from kviewer.core import Diagnostic, Trace, TraceMeta, jsonout, schema
 from kviewer.errors import CacheProblem
 from kviewer.io.cache import keys
 from kviewer.io.cache.codec import CacheDamaged, ColumnBlob, NotCacheable, decode_frame, decode_meta, encode_meta, iter_encoded
@@ -251,6 +251,23 @@ class TraceCache:
         with self._lock:
             out, self.warnings = self.warnings, []
         return out
+
+    def get_meta(self, sid: SourceId) -> TraceMeta | None:
+        """The cached trace's metadata alone (its warnings, format, origin), None on a miss: for a
+        command that answers from cached analyses without decoding the tables."""
+
+        def fetch(db: Any) -> TraceMeta | None:
+            row = db.execute("select meta from entries where key = ?", [sid.key()]).fetchone()
+            if row is None:
+                return None
+            try:
+                return decode_meta(row[0])
+            except (CacheDamaged, ValueError, TypeError, KeyError):
+                return None  # get() says so and drops the entry when the trace is next read
+
+        with self._lock:
+            result: TraceMeta | None = self._run("read", fetch, None)
+        return result
 
     def get(self, path: str | os.PathLike[str], sid: SourceId | None = None) -> Trace | None:
         """The cached trace for this file as it is now (``sid``: its :func:`source_id`, taken
