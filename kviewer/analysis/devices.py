@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -31,10 +30,7 @@ from typing import Any, Iterable, Mapping
 from kviewer.core import Trace
 from kviewer.errors import AnalysisError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser, published as tomli
-    import tomli as tomllib
+import tomllib
 
 #: numeric fields of a device row (besides the identity fields)
 RATE_FIELDS = (

@@ -13,7 +13,7 @@ import gzip
 import io
 import shutil
 import sqlite3
-from kviewer.analysis.devices import tomllib  # tomli on Python 3.10
+from kviewer.analysis.devices import tomllib
 from importlib import resources
 from pathlib import Path
 
