@@ -634,30 +634,27 @@ def merge_ranks(folder: Path, paths: Sequence[Path], traces: Sequence[Trace], ra
     merged["flows"] = _concat(flow_frames, "flows")
     merged["metrics"] = _concat(metric_frames, "metrics")
     merged["devices"] = _concat(dev_frames, "devices")
-    # memory events on the merged clock, rank and devices; graph launches linked again from the flows
-    mem_frames = []
-    for i, t in enumerate(traces):
-        mm = t.memory.copy()
-        if len(mm):
-            mm["start"] = mm["start"].to_numpy() + shifts[i]
-            mm["rank"] = np.full(len(mm), ranks[i], dtype=np.int32)
-            mm["device"] = remap_devices(mm["device"].to_numpy(), device_maps[i])
-        mem_frames.append(mm)
-    mem = _concat(mem_frames, "memory")
+    def on_merged_clock(name: str, remap_device: bool) -> pd.DataFrame:
+        """A timed per-rank table (memory events, CPU samples) on the merged clock, rank (and
+        devices), sorted by time."""
+        frames = []
+        for i, t in enumerate(traces):
+            df = t.table(name).copy()
+            if len(df):
+                df["start"] = df["start"].to_numpy() + shifts[i]
+                df["rank"] = np.full(len(df), ranks[i], dtype=np.int32)
+                if remap_device:
+                    df["device"] = remap_devices(df["device"].to_numpy(), device_maps[i])
+            frames.append(df)
+        out = _concat(frames, name)
+        return out.sort_values("start", kind="stable").reset_index(drop=True) if len(out) else out
+
+    # graph launches are linked again from the flows (below)
+    mem = on_merged_clock("memory", remap_device=True)
     if len(mem):
-        mem = mem.sort_values("start", kind="stable").reset_index(drop=True)
         mem["id"] = np.arange(len(mem), dtype=np.int64)
     merged["memory"] = mem
-    # CPU samples on the merged clock and rank
-    sample_frames = []
-    for i, t in enumerate(traces):
-        cs = t.cpu_samples.copy()
-        if len(cs):
-            cs["start"] = cs["start"].to_numpy() + shifts[i]
-            cs["rank"] = np.full(len(cs), ranks[i], dtype=np.int32)
-        sample_frames.append(cs)
-    samples = _concat(sample_frames, "cpu_samples")
-    merged["cpu_samples"] = samples.sort_values("start", kind="stable").reset_index(drop=True) if len(samples) else samples
+    merged["cpu_samples"] = on_merged_clock("cpu_samples", remap_device=False)
 
     first = traces[0].meta
     for t, r, p in zip(traces, ranks, paths):
