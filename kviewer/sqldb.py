@@ -643,7 +643,7 @@ class _Skeleton:
     def reads(self, sql: str) -> set[str] | None:
         """The parts ``sql`` reads; None when that cannot be told (everything is built then); an
         empty set for a statement that will be refused (a write, more than one statement)."""
-        from kviewer.io.sqlite_safety import query_authorizer
+        from kviewer.io.sqlite_safety import clear_authorizer, query_authorizer
 
         names: set[str] = set()
         state = {"all": False, "refused": False}
@@ -680,7 +680,7 @@ class _Skeleton:
             except sqlite3.Error:
                 return set() if state["refused"] else None
             finally:
-                self.conn.set_authorizer(None)
+                clear_authorizer(self.conn)
         if state["refused"]:
             return set()
         if state["all"]:
@@ -748,10 +748,10 @@ def add_parts(conn: sqlite3.Connection, traces: Sequence[Trace], parts: Sequence
     meanwhile and put back after, when it was on)."""
     import sqlite_utils
 
-    from kviewer.io.sqlite_safety import harden_query_connection
+    from kviewer.io.sqlite_safety import clear_authorizer, harden_query_connection
 
     hardened = conn.execute("PRAGMA query_only").fetchone()[0] == 1
-    conn.set_authorizer(None)
+    clear_authorizer(conn)
     conn.execute("PRAGMA query_only=OFF")
     try:
         db = sqlite_utils.Database(conn)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -30,7 +31,10 @@ from typing import Any, Iterable, Mapping
 from kviewer.core import Trace
 from kviewer.errors import AnalysisError
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as tomli
+    import tomli as tomllib
 
 #: numeric fields of a device row (besides the identity fields)
 RATE_FIELDS = (
@@ -183,7 +187,7 @@ def load_devices(path: str | Path | None = None) -> dict[str, DeviceSpec]:
 
 @lru_cache(maxsize=1)
 def _packaged_devices() -> dict[str, DeviceSpec]:
-    data = tomllib.loads(resources.files("kviewer").joinpath("resources", "devices.toml").read_text("utf-8"))
+    data = tomllib.loads(resources.files("kviewer").joinpath("resources").joinpath("devices.toml").read_text("utf-8"))
     return {key: _parse_row(key, row) for key, row in data.get("devices", {}).items()}
 
 

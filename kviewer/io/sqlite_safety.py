@@ -22,6 +22,7 @@ resident memory, sampled by the progress handler and between fetched rows) and a
 from __future__ import annotations
 
 import sqlite3
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -176,11 +177,24 @@ def defensive_settings(con: sqlite3.Connection, views: bool, max_value: int) -> 
         con.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
 
 
+def _allow_all(action: int, arg1: str | None, arg2: str | None, db_name: str | None, source: str | None) -> int:
+    return sqlite3.SQLITE_OK
+
+
+def clear_authorizer(conn: sqlite3.Connection) -> None:
+    """Remove the authorizer of ``conn``. ``set_authorizer(None)`` does that from Python 3.11; on
+    3.10 SQLite would call ``None`` and deny every statement, so an allow-all is installed."""
+    if sys.version_info >= (3, 11):
+        conn.set_authorizer(None)
+    else:
+        conn.set_authorizer(_allow_all)
+
+
 def harden_query_connection(conn: sqlite3.Connection) -> Refusals:
     """The ``query`` policy on ``conn`` (idempotent): no extensions, capped values, no attached
     databases, untrusted schema, query-only, and :func:`query_authorizer` (returned, recording
     what it refuses)."""
-    conn.set_authorizer(None)
+    clear_authorizer(conn)
     defensive_settings(conn, views=True, max_value=MAX_QUERY_VALUE)  # views on: the authorizer limits them
     refusals = Refusals()
     conn.set_authorizer(refusals)

@@ -18,7 +18,7 @@ from kviewer.analysis.devices import (
     load_devices,
     recognise,
 )
-from kviewer.analysis.devices import tomllib
+from kviewer.analysis.devices import tomllib  # tomli on Python 3.10
 from kviewer.core import Trace, TraceMeta, make_table
 from kviewer.errors import AnalysisError
 

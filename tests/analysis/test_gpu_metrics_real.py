@@ -13,7 +13,8 @@ import gzip
 import io
 import shutil
 import sqlite3
-from kviewer.analysis.devices import tomllib
+from kviewer.analysis.devices import tomllib  # tomli on Python 3.10
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -41,11 +42,13 @@ def path(sample_traces: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def db(path: Path, tmp_path_factory: pytest.TempPathFactory) -> sqlite3.Connection:
+def db(path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connection]:
     out = tmp_path_factory.mktemp("gm") / "export.sqlite"
     with gzip.open(path, "rb") as src, open(out, "wb") as dst:
         shutil.copyfileobj(src, dst)
-    return sqlite3.connect(f"file:{out}?mode=ro", uri=True)
+    con = sqlite3.connect(f"file:{out}?mode=ro", uri=True)
+    yield con
+    con.close()
 
 
 def sql_stats(db: sqlite3.Connection, name: str, t0: int | None = None, t1: int | None = None) -> tuple[int, float, float]:

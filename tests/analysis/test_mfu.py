@@ -7,7 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from kviewer.analysis.devices import tomllib
+from kviewer.analysis.devices import tomllib  # tomli on Python 3.10
 from pathlib import Path
 from typing import Any
 
