@@ -214,8 +214,8 @@ def frame_records(df: "pd.DataFrame") -> list[dict[Any, Any]]:
     return [dict(zip(names, row)) for row in zip(*columns)]
 
 
-def has_cr(df: "pd.DataFrame") -> bool:
-    """True when a text cell of ``df`` holds a carriage return."""
+def has_char(df: "pd.DataFrame", ch: str) -> bool:
+    """True when a text cell of ``df`` holds the character ``ch``."""
     import pandas as pd
 
     for name in df.columns:
@@ -226,7 +226,7 @@ def has_cr(df: "pd.DataFrame") -> bool:
             values = col
         else:
             continue
-        if values.astype(str).str.contains("\r", regex=False).any():
+        if values.astype(str).str.contains(ch, regex=False).any():
             return True
     return False
 
@@ -251,8 +251,18 @@ def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int
         # the csv module quotes a field holding the delimiter, a quote or the line terminator
         # ("\n") but not a lone "\r", which readers take for a line end: a trace name with one
         # would break its row. Quote every text field then (such names are rare).
-        quoting: Literal[0, 1, 2, 3] = csv.QUOTE_NONNUMERIC if has_cr(df) else csv.QUOTE_MINIMAL
-        df.to_csv(out, index=False, lineterminator="\n", quoting=quoting)
+        quoting: Literal[0, 1, 2, 3] = csv.QUOTE_NONNUMERIC if has_char(df, "\r") else csv.QUOTE_MINIMAL
+        if sys.version_info < (3, 11) and has_char(df, "\0"):
+            # Python 3.10's csv writer refuses a NUL ("need to escape"); 3.11+ writes it as any
+            # other character. A stand-in that quotes the same way is written, then put back.
+            import io
+
+            sub = next(c for c in map(chr, range(0xE000, 0xF900)) if not has_char(df, c))  # a private-use character
+            buf = io.StringIO()
+            map_text_columns(df, lambda v: v.replace("\0", sub)).to_csv(buf, index=False, lineterminator="\n", quoting=quoting)
+            out.write(buf.getvalue().replace(sub, "\0"))
+        else:
+            df.to_csv(out, index=False, lineterminator="\n", quoting=quoting)
     elif fmt == "json":
         dump_json(frame_records(df), out)
     else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import sys
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeAlias
 
 import numpy as np
@@ -65,9 +66,14 @@ def _narrow(codes: np.ndarray) -> np.ndarray:
 
 def _csv_quoted(text: str) -> str:
     """``text`` as one field of the csv module's QUOTE_MINIMAL dialect that to_csv uses."""
+    sub = ""
+    if sys.version_info < (3, 11) and "\0" in text:  # 3.10's writer refuses NUL (3.11+ writes it as is)
+        sub = next(c for c in map(chr, range(0xE000, 0xF900)) if c not in text)
+        text = text.replace("\0", sub)
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_MINIMAL).writerow([text, "x"])
-    return buf.getvalue()[: -len(",x\n")]
+    field = buf.getvalue()[: -len(",x\n")]
+    return field.replace(sub, "\0") if sub else field
 
 
 def _csv_fields(col: pd.Series, raw: bool) -> _Column | None:

@@ -16,7 +16,7 @@ import pytest
 from kviewer.analysis.sol import speed_of_light
 from kviewer.analysis.stats import REPORTS, run_report
 from kviewer.cli import stream
-from kviewer.cli.common import has_cr, human_table, write_frame
+from kviewer.cli.common import has_char, human_table, write_frame
 from kviewer.core.text import csv_cell, display_text, map_text_columns
 from kviewer.errors import ReportUnavailable
 from kviewer.io import load
@@ -57,7 +57,7 @@ def pandas_csv(df: pd.DataFrame, raw_csv: bool = False) -> str:
     if not raw_csv:
         df = map_text_columns(df, csv_cell)
     out = io.StringIO()
-    df.to_csv(out, index=False, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC if has_cr(df) else csv.QUOTE_MINIMAL)
+    df.to_csv(out, index=False, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC if has_char(df, "\r") else csv.QUOTE_MINIMAL)
     return out.getvalue()
 
 
