@@ -409,7 +409,8 @@ def rank_mfu(steps: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for rank, g in steps.groupby("rank", sort=True):
         t = float(g["step_ns"].astype(np.float64).sum())
-        peak = float(g["peak_flops"].astype(np.float64).median())
+        peaks = g["peak_flops"].astype(np.float64).dropna()  # a rank on an unknown GPU: unknown, no warning
+        peak = float(peaks.median()) if len(peaks) else math.nan
         sol_ns = float(g["sol_ns"].astype(np.float64).sum(min_count=1))
         rows.append({"rank": int(str(rank)),
                      "mfu": _physical(mfu_for_step_time(float(g["model_flops"].astype(np.float64).sum(min_count=1)), peak, t)),

@@ -128,7 +128,9 @@ def stats_file_summary(trace: Trace, by: str = "name") -> pd.DataFrame:
         g = out.groupby("name", sort=False)
         agg = pd.DataFrame({
             "count": g["count"].sum(), "total_ns": g["total_ns"].sum(),
-            "min_ns": g["min_ns"].min(skipna=False), "max_ns": g["max_ns"].max(skipna=False),
+            # unknown when any row's is (pandas 2 has no skipna here: the groups with a NaN masked)
+            "min_ns": g["min_ns"].min().mask(g["min_ns"].count() < g.size()),
+            "max_ns": g["max_ns"].max().mask(g["max_ns"].count() < g.size()),
             "time_pct": g["time_pct"].sum(min_count=1),
         })
         agg["avg_ns"] = agg["total_ns"] / agg["count"].where(agg["count"] > 0)

@@ -152,3 +152,24 @@ def test_info_and_timeline_say_what_the_timeline_needs(rp: Path, capsys: pytest.
     assert not tracks.lanes
     notes = [g for g in tracks.root.children if getattr(g, "note", "")]
     assert len(notes) == 1 and notes[0].note == doc["timeline_needs"]
+
+
+def test_short_name_rows_add_up_and_unknown_extremes_stay_unknown() -> None:
+    """By short name, the rows of one short name add up; min/max are the extremes of what the
+    file says, unknown when any of its rows' is (pandas 2 and 3 alike: 2 has no skipna there)."""
+    from kviewer.analysis.stats import kernel_summary
+    from kviewer.core import Trace, TraceMeta, make_table
+
+    names = ["void k<float>(int)", "void k<half>(int)", "void m<float>(int)", "void m<half>(int)"]
+    ks = make_table("kernel_stats", 4, {
+        "name": names, "count": [2, 3, 1, 1], "total_ns": [20, 60, 5, 7], "avg_ns": [10.0, 20.0, 5.0, 7.0],
+        "med_ns": [np.nan] * 4, "min_ns": [8.0, 15.0, 5.0, np.nan], "max_ns": [12.0, 30.0, 5.0, np.nan],
+        "std_ns": [np.nan] * 4, "time_pct": [20.0, 60.0, 5.0, 15.0],
+    })  # fmt: skip
+    trace = Trace(meta=TraceMeta(path="s.csv", source_format="test", summary_only=True), kernel_stats=ks)
+    got = kernel_summary(trace, "short_name").set_index("name")
+    assert sorted(got.index) == ["k", "m"]
+    assert got.loc["k", "count"] == 5 and got.loc["k", "total_ns"] == 80 and got.loc["k", "avg_ns"] == 16.0
+    assert got.loc["k", "min_ns"] == 8.0 and got.loc["k", "max_ns"] == 30.0
+    assert np.isnan(got.loc["m", "min_ns"]) and np.isnan(got.loc["m", "max_ns"])  # one row says nothing: unknown
+    assert got.loc["m", "total_ns"] == 12
