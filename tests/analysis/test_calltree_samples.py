@@ -55,6 +55,7 @@ def test_every_sample_with_its_whole_stack(trace, raw: Path) -> None:  # type: i
         leaf_of[sid] = f"[{module.rsplit('/', 1)[-1]}]" if unresolved else name
     leaves = Counter(str(x).split(STACK_SEP)[-1] for x in s["stack"].astype(str) if str(x))
     assert leaves == Counter(leaf_of.values())
+    con.close()
 
 
 def test_sampled_frames_add_up_to_the_samples(trace) -> None:  # type: ignore[no-untyped-def]

@@ -102,6 +102,7 @@ def test_nsys_node_level(dbs: dict[str, Path]) -> None:
     (info,) = graph_summary(trace).graphs
     assert info.gpu_ns_per_launch_median == statistics.median(r[3] - r[2] for r in rows)
     assert (g["level"].astype(str) == "node").all()
+    con.close()
 
 
 def test_nsys_graph_level(dbs: dict[str, Path]) -> None:
@@ -117,6 +118,7 @@ def test_nsys_graph_level(dbs: dict[str, Path]) -> None:
     (info,) = res.graphs
     assert info.kernels_per_launch is None and info.launches == len(rows)
     assert info.gpu_ns_per_launch_median == statistics.median(r[1] for r in rows)
+    con.close()
 
 
 def test_graph_kernels_are_the_kernels_they_are() -> None:

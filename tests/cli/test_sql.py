@@ -92,6 +92,7 @@ def test_every_format_in_one_database(sample_traces: Path, maybe_samples: Path |
     # read-only after the build
     with pytest.raises(sqlite3.DatabaseError):
         conn.execute("DELETE FROM kernels")
+    conn.close()
 
 
 def test_export_file_schema_views_fts_and_keys(sample_traces: Path, tmp_path: Path) -> None:
@@ -122,6 +123,7 @@ def test_export_file_schema_views_fts_and_keys(sample_traces: Path, tmp_path: Pa
     # sqlite-utils' own CLI reads the export as it is
     st = subprocess.run([str(Path(sys.executable).parent / "sqlite-utils"), "tables", str(out)], capture_output=True, text=True)
     assert st.returncode == 0 and "kernels" in st.stdout
+    conn.close()
 
 
 def test_cross_run_delta_equals_compare(sample_traces: Path, tmp_path: Path) -> None:

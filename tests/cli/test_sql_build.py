@@ -121,6 +121,7 @@ def test_export_equals_the_row_by_row_sqlite_utils_database(two_traces: list[Tra
     conn = sqlite3.connect(new)
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
 
 
 QUERIES = [

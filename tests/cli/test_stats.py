@@ -391,6 +391,7 @@ def test_sql_summary_views_agree_with_the_reports(sample_traces: Path) -> None:
         for ours, theirs in (("avg_ns", "Avg (ns)"), ("med_ns", "Med (ns)"), ("std_ns", "StdDev (ns)"), ("time_pct", "Time (%)")):
             diff = (got.loc[report.index, ours].astype(float) - report[theirs].astype(float)).abs()
             assert (diff <= 0.05 + 1e-6).all(), (view, ours)
+    conn.close()
 
 
 def test_csv_guards_formula_names_unless_raw() -> None:

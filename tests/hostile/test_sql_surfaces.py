@@ -169,6 +169,7 @@ def test_query_dock_connection_cannot_be_made_writable(tmp_path: Path, attack: s
     assert after.equals(truth)
     assert not out.exists()
     assert conn.execute("PRAGMA query_only").fetchone() == (1,)
+    conn.close()
 
 
 def test_reading_stays_free(tmp_path: Path) -> None:
@@ -186,6 +187,7 @@ def test_reading_stays_free(tmp_path: Path) -> None:
     ranked = sqldb.query(conn, "SELECT name, row_number() OVER (ORDER BY start_ns) AS n FROM kernels")
     assert ranked["n"].tolist() == [1, 2, 3]
     assert sqldb.query(conn, "SELECT hex(randomblob(4)) AS h")["h"].str.len().tolist() == [8]
+    conn.close()
 
 
 @pytest.mark.parametrize("attack", ["attach", "vacuum", "fts3", "pragma"])

@@ -7,6 +7,7 @@ the row-by-row read whose rules (unknown values, counted as damaged) every odd v
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,11 +19,25 @@ from kviewer.io.source import connect_readonly
 from tests.hostile.build import nsys_export
 
 K = nsys.KERNEL_TABLE
+#: the connections a test opened, closed after it (Python 3.13 warns of an unclosed one)
+_opened: list[sqlite3.Connection] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_opened() -> Iterator[None]:
+    yield
+    while _opened:
+        _opened.pop().close()
+
+
+def _open(path: Path) -> nsys._Db:
+    _opened.append(connect_readonly(path))
+    return nsys._Db(_opened[-1])
 
 
 def _both(path: Path, table: str, spec: list[tuple[str, str]]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], nsys._Db, nsys._Db]:
-    fast_db = nsys._Db(connect_readonly(path))
-    slow_db = nsys._Db(connect_readonly(path))
+    fast_db = _open(path)
+    slow_db = _open(path)
     fast = fast_db.ints(table, "k", spec)
     exprs = ", ".join(e for _, e in spec)
     slow = slow_db.query(f'select {exprs} from "{table}" as k', [(n, "i") for n, _ in spec], table=table)
@@ -30,7 +45,7 @@ def _both(path: Path, table: str, spec: list[tuple[str, str]]) -> tuple[dict[str
 
 
 def _spec(db_path: Path) -> list[tuple[str, str]]:
-    db = nsys._Db(connect_readonly(db_path))
+    db = _open(db_path)
     return [("start", "k.start"), ("end", "k.end"), ("stream", db.col(K, "k", "streamId")),
             ("gpid", db.col(K, "k", "globalPid")), ("name", db.string_id(K, "k", "demangledName"))]  # fmt: skip
 
@@ -95,7 +110,7 @@ def test_ints_read_a_table_without_rowid_or_with_a_rowid_column(tmp_path: Path) 
 def test_ints_equal_the_row_by_row_read_on_a_real_export(samples: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(nsys, "_INT_CHUNK", 1000)  # many chunks
     p = samples / "nsys" / "h200_llm_train_nvtx.sqlite"
-    db = nsys._Db(connect_readonly(p))
+    db = _open(p)
     spec = [("start", "k.start"), ("end", "k.end"), ("device", db.col(K, "k", "deviceId")),
             ("corr", db.col(K, "k", "correlationId")), ("gpid", db.col(K, "k", "globalPid")),
             ("name", db.string_id(K, "k", "demangledName")), ("grid", db.col(K, "k", "gridX"))]  # fmt: skip

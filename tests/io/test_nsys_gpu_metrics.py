@@ -72,6 +72,7 @@ def test_samples_equal_sql(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shuf
         assert part["value"].tolist() == [float(r[1]) for r in sql]
     assert set(df["metric"].cat.categories) == set(NAMES)
     assert len(np.unique(code)) == len(NAMES)
+    con.close()
 
 
 def test_devices_map_through_the_gpu_table(tmp_path: Path) -> None:
@@ -81,6 +82,7 @@ def test_devices_map_through_the_gpu_table(tmp_path: Path) -> None:
     df = gm.read_samples(con, tables, {0: 3, 1: 2})
     assert sorted(set(df["device"].tolist())) == [2, 3]
     assert (df[df["device"] == 3]["t"].count()) == 10 * len(NAMES)
+    con.close()
 
 
 def test_no_metrics_is_an_empty_table(tmp_path: Path) -> None:
@@ -88,6 +90,7 @@ def test_no_metrics_is_an_empty_table(tmp_path: Path) -> None:
     con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
     df = gm.read_samples(con, {"StringIds"}, {})
     assert len(df) == 0 and list(df.columns) == ["device", "metric", "t", "value"]
+    con.close()
 
 
 def test_a_null_or_fraction_in_a_chunk_is_read_row_by_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,6 +102,7 @@ def test_a_null_or_fraction_in_a_chunk_is_read_row_by_row(tmp_path: Path, monkey
     df = gm.read_samples(con, {"GPU_METRICS", "TARGET_INFO_GPU_METRICS"}, {0: 0})
     assert len(df) == 40 * len(NAMES) - 1  # the row without a time is left out
     assert 12.5 in df["value"].tolist()
+    con.close()
 
 
 def test_memory_stays_near_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,6 +123,7 @@ def test_memory_stays_near_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyP
     final = int(df.memory_usage(deep=False, index=False).sum())
     assert len(df) == 240_000
     assert peak <= 1.5 * final, (peak, final)
+    con.close()
 
 
 def test_devices_of_types() -> None:

@@ -110,7 +110,7 @@ def _array_from(blob: ColumnBlob, dtype: np.dtype[Any], count: int) -> np.ndarra
         params = zstandard.get_frame_parameters(blob.data)
         if params.content_size != want:
             raise CacheDamaged(f"{blob.table}.{blob.column}: holds {params.content_size} bytes, expected {want}")
-        view = memoryview(out.view(np.uint8))  # type: ignore[arg-type]
+        view = out.view(np.uint8).data  # the buffer itself, as a writable memoryview
         got = 0
         with zstandard.ZstdDecompressor().stream_reader(blob.data) as reader:
             while got < want:
