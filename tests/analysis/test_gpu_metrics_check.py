@@ -7,6 +7,7 @@ import gzip
 import math
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,14 +28,16 @@ def _no_cache(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def real(sample_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, sqlite3.Connection]:
+def real(sample_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, sqlite3.Connection]]:
     path = sample_traces / NAME
     if not path.exists():
         pytest.skip(f"{path} is not there")
     out = tmp_path_factory.mktemp("gmc") / "export.sqlite"
     with gzip.open(path, "rb") as src, open(out, "wb") as dst:
         shutil.copyfileobj(src, dst)
-    return load(path), sqlite3.connect(f"file:{out}?mode=ro", uri=True)
+    db = sqlite3.connect(f"file:{out}?mode=ro", uri=True)
+    yield load(path), db
+    db.close()
 
 
 def sql_tensor(db: sqlite3.Connection, t0: int, t1: int) -> float:

@@ -134,6 +134,7 @@ def test_nsys_memory_usage_events(nsys_db: Path) -> None:
         "join StringIds s on s.id = r.nameId where s.value like 'cudaMalloc%'"
     ).fetchone()[0]
     assert int((trace.memory["source"].astype(str) == "cudaMalloc").sum()) == mallocs > 0
+    con.close()
 
 
 def test_cli_memory_json_and_csv() -> None:
