@@ -241,7 +241,7 @@ def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int
     if fmt == "csv":
         import csv
 
-        from kviewer.cli.stream import write_csv
+        from kviewer.cli.stream import nul_stand_in, write_csv
 
         if write_csv(df, out, raw_csv):  # each distinct value formatted once, written in pieces
             return
@@ -253,11 +253,9 @@ def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int
         # would break its row. Quote every text field then (such names are rare).
         quoting: Literal[0, 1, 2, 3] = csv.QUOTE_NONNUMERIC if has_char(df, "\r") else csv.QUOTE_MINIMAL
         if sys.version_info < (3, 11) and has_char(df, "\0"):
-            # Python 3.10's csv writer refuses a NUL ("need to escape"); 3.11+ writes it as any
-            # other character. A stand-in that quotes the same way is written, then put back.
             import io
 
-            sub = next(c for c in map(chr, range(0xE000, 0xF900)) if not has_char(df, c))  # a private-use character
+            sub = nul_stand_in(lambda c: has_char(df, c))
             buf = io.StringIO()
             map_text_columns(df, lambda v: v.replace("\0", sub)).to_csv(buf, index=False, lineterminator="\n", quoting=quoting)
             out.write(buf.getvalue().replace(sub, "\0"))

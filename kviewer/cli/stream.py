@@ -64,11 +64,17 @@ def _narrow(codes: np.ndarray) -> np.ndarray:
 # CSV
 
 
+def nul_stand_in(taken: Callable[[str], bool]) -> str:
+    """A private-use character for which ``taken`` is False. Python 3.10's csv writer refuses NUL
+    (3.11+ writes it as any other character): a NUL is written as this, then put back."""
+    return next(c for c in map(chr, range(0xE000, 0xF900)) if not taken(c))
+
+
 def _csv_quoted(text: str) -> str:
     """``text`` as one field of the csv module's QUOTE_MINIMAL dialect that to_csv uses."""
     sub = ""
-    if sys.version_info < (3, 11) and "\0" in text:  # 3.10's writer refuses NUL (3.11+ writes it as is)
-        sub = next(c for c in map(chr, range(0xE000, 0xF900)) if c not in text)
+    if sys.version_info < (3, 11) and "\0" in text:
+        sub = nul_stand_in(lambda c: c in text)
         text = text.replace("\0", sub)
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_MINIMAL).writerow([text, "x"])
