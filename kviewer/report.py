@@ -28,25 +28,39 @@ import re
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kviewer import __version__, analysis
 from kviewer.core.text import display_text
+from kviewer.errors import AnalysisError
+from kviewer.session.analyses import compute_sol
+
 # the one formatting module's formatters, under this module's short names (an unknown value is
 # "—" in a report, as in the window)
-from kviewer.session.format import UNKNOWN, format_percent, format_signed_pct, number
-from kviewer.session.format import format_count as fmt_count
-from kviewer.session.format import format_count_int as fmt_int
-from kviewer.session.format import format_duration as fmt_ns
-from kviewer.session.format import format_signed_duration as fmt_signed_ns
+from kviewer.session.format import (
+    UNKNOWN,
+    format_count as fmt_count,
+    format_count_int as fmt_int,
+    format_duration as fmt_ns,
+    format_percent,
+    format_signed_duration as fmt_signed_ns,
+    format_signed_pct,
+    number,
+)
+from kviewer.session.mfu_view import mfu_cells, mfu_line
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    import kviewer.analysis.compare
+    import kviewer.analysis.fusion
+    import kviewer.analysis.mfu
+    import kviewer.analysis.summary
+    import kviewer.analysis.whatif
     from kviewer.analysis.compare import CompareResult
     from kviewer.analysis.fusion import FusionResult
     from kviewer.analysis.sol import SolResult
@@ -191,7 +205,6 @@ def build_report(
         title = f"kviewer report: A: {labels[0]} vs B: {labels[1]}"  # the same name: the tags tell them apart
     else:
         title = f"kviewer report: {labels[0]}" + (f" vs {labels[1]}" if two else "")
-    from kviewer import __version__
 
     report = Report(
         title=title,
@@ -200,14 +213,11 @@ def build_report(
         device=device,
         generated=f"kviewer {__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
     )
-    from kviewer.session.analyses import compute_sol
 
     sols = [compute_sol(t, device) for t in traces]
     tags = ["A", "B"] if two else [""]
 
-    from kviewer.analysis.mfu import mfu_or_unknown
-
-    mfus = [mfu_or_unknown(t, device, sols[i].result) for i, t in enumerate(traces)]
+    mfus = [analysis.mfu.mfu_or_unknown(t, device, sols[i].result) for i, t in enumerate(traces)]
     facts = Section("Traces")
     for i, t in enumerate(traces):
         facts.blocks.append(Paragraph(f"{tags[i] + ': ' if two else ''}{labels[i]}"))
@@ -238,17 +248,13 @@ def build_report(
         report.sections.append(_sol_section(sols[i], top, who, f"roofline_{tags[i].lower() or 'trace'}", i, pictures))
         fus = None
         if sols[i].result is not None:
-            from kviewer.analysis.fusion import fusion
-
-            fus = fusion(t, sol=sols[i].result)
+            fus = analysis.fusion.fusion(t, sol=sols[i].result)
         report.sections.append(_fusion_section(fus, top, who))
         report.sections.append(_whatif_section(t, sols[i].result, fus, who, device))
 
     if two:
-        from kviewer.analysis.compare import compare
-
         shown = [t.meta.path for t in traces] if show_paths else labels
-        report.sections.append(_compare_section(compare(traces[0], traces[1]), top, shown))
+        report.sections.append(_compare_section(analysis.compare.compare(traces[0], traces[1]), top, shown))
     if not show_paths:
         _hide_paths(report)
     return report
@@ -296,8 +302,6 @@ def _hide_paths(report: Report) -> None:
 
 def _mfu_headline(m: Any) -> list[Paragraph]:
     """The headline: MFU, HFU and step SOL over all steps (nothing when the trace has no steps)."""
-    from kviewer.session.mfu_view import mfu_line
-
     if not m.totals or m.totals.get("error"):
         return []
     return [Paragraph(f"{m.totals['steps']} steps: " + mfu_line(m.totals))]
@@ -305,8 +309,6 @@ def _mfu_headline(m: Any) -> list[Paragraph]:
 
 def _mfu_table(m: Any) -> Table:
     """MFU per step: the table of ``kviewer summary --steps``."""
-    from kviewer.session.mfu_view import mfu_cells
-
     headers, rows = mfu_cells(m.steps)
     return Table(headers, rows, [h not in ("basis", "peak") for h in headers],
                  caption="MFU per step: model FLOPs / (step time x dense peak of the dominant precision); "
@@ -364,13 +366,11 @@ def _trace_facts(t: Trace, sol: SolInfo, show_paths: bool = False) -> list[tuple
 
 
 def _top_kernels(t: Trace, top: int, who: str) -> Section:
-    from kviewer.analysis.summary import kernel_summary
-
     sec = Section(f"Top kernels{who}")
     if not len(t.kernels):
         sec.blocks.append(Paragraph("The trace has no kernels."))
         return sec
-    df = kernel_summary(t).head(top)
+    df = analysis.summary.kernel_summary(t).head(top)
     rows = [
         [str(i + 1), str(r.name), fmt_int(r.count), fmt_ns(r.total_ns), fmt_ns(r.avg_ns), fmt_ns(r.min_ns), fmt_ns(r.max_ns), fmt_pct(r.time_pct)]
         for i, r in enumerate(df.itertuples(index=False))
@@ -523,16 +523,13 @@ def _fusion_section(result: FusionResult | None, top: int, who: str) -> Section:
 def _whatif_section(t: Trace, sol: SolResult | None, fus: FusionResult | None, who: str, device: str | None) -> Section:
     """"What would help most": each single what-if change and all of them together, projected
     by replaying the trace's dependency graph (:mod:`kviewer.analysis.whatif`)."""
-    from kviewer.analysis.whatif import top_projections, whatif_model
-    from kviewer.errors import AnalysisError
-
     sec = Section(f"What would help most{who}")
     try:
-        model = whatif_model(t, device=device, sol=sol, fusion=fus.candidates if fus is not None else None)
+        model = analysis.whatif.whatif_model(t, device=device, sol=sol, fusion=fus.candidates if fus is not None else None)
     except AnalysisError as exc:
         sec.blocks.append(Paragraph(f"No projection: {exc}"))
         return sec
-    projections = top_projections(model)
+    projections = analysis.whatif.top_projections(model)
     base = projections[0].median_measured_ns if projections else math.nan
     sec.blocks.append(Paragraph(
         f"Median step {fmt_ns(base)} over {len(model.windows):,} step(s). Each change replays the trace's dependency graph "

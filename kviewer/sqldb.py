@@ -34,23 +34,39 @@ Schema (version :data:`SCHEMA_VERSION`)
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
+import logging
 import math
+import os
 import sqlite3
+import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+import sqlite_utils
+from sqlite_utils.db import COLUMN_TYPE_MAPPING, jsonify_if_needed, quote_identifier
+from sqlite_utils.utils import suggest_column_types
 
-from kviewer.core import schema
-from kviewer.errors import QueryError
+from kviewer import __version__, io as kio, session
+from kviewer.analysis.fusion import FUSION_COLUMNS, fusion_candidates
+from kviewer.analysis.sol import speed_of_light
+from kviewer.analysis.steps import find_steps
+from kviewer.core import Trace, TraceMeta, schema
+from kviewer.errors import AnalysisError, KViewerError, QueryError
+from kviewer.io.sqlite_safety import QueryStopped, clear_authorizer, harden_query_connection, query_authorizer, run_query
+from kviewer.tempdir import remove_quietly, signals_deferred, track_temp_file, untrack_temp_file
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
-    from kviewer.core import Trace
+    import kviewer.io.cache
+    import kviewer.io.cache.derived
+    import kviewer.io.source
+    import kviewer.session.analysis_cache
 
 SCHEMA_VERSION = 1
 EVENT_TABLES = ("kernels", "gpu_ops", "cpu_slices")
@@ -159,8 +175,6 @@ _PLAIN_TYPES = frozenset({str, int, type(None)})
 def _sql_value(v: Any) -> Any:
     """One value as SQLite stores it: numpy scalars as Python ones, NaN/inf and NA as NULL, lists
     and dicts as JSON (as sqlite-utils stores them)."""
-    from sqlite_utils.db import jsonify_if_needed
-
     if v is None or v is pd.NA:
         return None
     if isinstance(v, (np.integer,)):
@@ -236,8 +250,6 @@ def _foreign_keys(name: str, columns: Sequence[str]) -> list[tuple[str, str, str
 def _create(db: sqlite_utils.Database, name: str, columns: dict[str, type], pk: str | None = None) -> None:
     """CREATE TABLE with sqlite-utils' type names and the table's foreign keys declared (the
     tables they point at need not exist yet: a partial build makes them when a query names them)."""
-    from sqlite_utils.db import COLUMN_TYPE_MAPPING, quote_identifier
-
     refs = {col: (table, other) for col, table, other in _foreign_keys(name, list(columns))}
     defs = []
     for col, typ in columns.items():
@@ -258,8 +270,6 @@ def _index(db: sqlite_utils.Database, name: str) -> None:
 def _insert(db: sqlite_utils.Database, name: str, df: pd.DataFrame, trace_id: int | None, pk: np.ndarray | None = None) -> None:
     """Append ``df``'s rows (with ``trace_id`` and ``pk``) to table ``name``, creating it first
     (columns ``pk``, ``trace_id``, then the frame's) or adding columns it lacks."""
-    from sqlite_utils.db import quote_identifier
-
     columns: dict[str, Any] = {}
     data: list[Any] = []
     if pk is not None:
@@ -314,9 +324,6 @@ def _constant(values: list[Any]) -> str | None:
 def _insert_row(db: sqlite_utils.Database, name: str, row: dict[str, Any], pk: str | None = None) -> None:
     """One row; the table made first with the types sqlite-utils gives these values (as its
     ``insert`` would), without the commit ``insert`` makes."""
-    from sqlite_utils.db import quote_identifier
-    from sqlite_utils.utils import suggest_column_types
-
     if not db[name].exists():
         _create(db, name, suggest_column_types([row]), pk=pk)
     names = ", ".join(quote_identifier(c) for c in row)
@@ -326,8 +333,6 @@ def _insert_row(db: sqlite_utils.Database, name: str, row: dict[str, Any], pk: s
 def _create_fts(db: sqlite_utils.Database, fts: str) -> None:
     """A full-text index over its table's rows, built once from the table (no triggers: the
     database is not written again), as sqlite-utils' ``enable_fts`` writes it."""
-    from sqlite_utils.db import quote_identifier
-
     table, cols = FTS[fts]
     names = ", ".join(quote_identifier(c) for c in cols)
     db.conn.execute(f"CREATE VIRTUAL TABLE {quote_identifier(fts)} USING FTS5 (\n    {names},\n    content={quote_identifier(table)}\n)")
@@ -392,8 +397,6 @@ class _Builder:
                 frame = frame.assign(kernel_pk=_or_null(base + kernel, kernel >= 0))
             _insert(self.db, name, frame, trace_id)
         elif name == "steps":
-            from kviewer.analysis.steps import find_steps
-
             steps = find_steps(trace).rename(columns={"gpu_span": "gpu_span_ns", "gpu_start": "gpu_start_ns", "gpu_end": "gpu_end_ns"})
             _insert(self.db, "steps", _frame_for_sql(steps, None), trace_id)
         elif name == "kernel_sol":
@@ -422,24 +425,18 @@ class _Builder:
             return done
         out = _Analyses()
         if self.analysis and len(trace.kernels):
-            from kviewer.analysis.fusion import fusion_candidates
-            from kviewer.analysis.sol import speed_of_light
-            from kviewer.errors import AnalysisError
-
             sol = self.sols[trace_id - 1]
             sid = trace.meta.source_id
             if sol is None and sid is not None:
                 # a trace loaded through the cache: its analyses come from (and go to) the
                 # analysis cache, as in the window (computed once per file, not per export)
-                from kviewer.session.analysis_cache import fusion_for_open, sol_for_open
-
-                info = sol_for_open(trace, sid)
+                info = session.analysis_cache.sol_for_open(trace, sid)
                 if info is None or info.sol is None:
                     out.sol_note = info.why if info is not None else None
                 else:
                     out.sol, out.sol_device = info.sol, _sol_device(info.sol)
                     try:
-                        out.fusion = fusion_for_open(trace, info, sid).candidates
+                        out.fusion = session.analysis_cache.fusion_for_open(trace, info, sid).candidates
                     except AnalysisError as exc:
                         out.sol_note = str(exc)
             else:
@@ -509,11 +506,6 @@ def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> No
     or an error remove it (:func:`kviewer.tempdir.track_temp_file`); a file left by a killed
     writer (SIGKILL) holds no lock and is simply replaced."""
     import fcntl
-    import os
-
-    import sqlite_utils
-
-    from kviewer.tempdir import remove_quietly, signals_deferred, track_temp_file, untrack_temp_file
 
     tmp = f"{out}.partial"
     # signals wait while the file is made, locked and registered for removal: a Ctrl+C or SIGTERM
@@ -554,8 +546,6 @@ def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> No
 
 
 def _schema_row(db: sqlite_utils.Database, **extra: Any) -> None:
-    from kviewer import __version__
-
     _insert_row(db, "kviewer_schema", {"version": SCHEMA_VERSION, "kviewer_version": __version__, **extra})
 
 
@@ -566,13 +556,10 @@ def export(traces: Sequence[Trace], out: str, analysis: bool = True) -> None:
 
 def in_memory(traces: Sequence[Trace], analysis: bool = True, sols: Sequence[pd.DataFrame | None] | None = None) -> sqlite3.Connection:
     """The schema for ``traces`` in an in-memory database, read-only from then on."""
-    import sqlite_utils
-
     conn = sqlite3.connect(":memory:", check_same_thread=False)
     db = sqlite_utils.Database(conn)
     build(db, traces, analysis, sols=sols)
     conn.commit()
-    from kviewer.io.sqlite_safety import harden_query_connection
 
     harden_query_connection(conn)
     return conn
@@ -582,8 +569,6 @@ def write_tables(tables: dict[str, pd.DataFrame], out: str, kind: str, keys: dic
     """Write analysis tables (``kviewer fleet``'s) as a new database ``out`` in this module's
     style: sqlite-utils types, unknown values NULL, one ``kviewer_schema`` row (with ``kind``), and an
     index on each table's ``keys``. Replaced when it exists."""
-    from sqlite_utils.db import quote_identifier
-
     def fill(db: sqlite_utils.Database) -> None:
         _schema_row(db, kind=kind)
         for name, df in tables.items():
@@ -608,8 +593,6 @@ def write_tables(tables: dict[str, pd.DataFrame], out: str, kind: str, keys: dic
 
 
 def _empty_trace() -> Trace:
-    from kviewer.core import Trace, TraceMeta
-
     return Trace(meta=TraceMeta(path="", source_format=""))
 
 
@@ -618,16 +601,10 @@ class _Skeleton:
     views), made once per process; prepares statements to see what they read."""
 
     def __init__(self) -> None:
-        import threading
-
         self.lock = threading.Lock()
         self.conn: sqlite3.Connection | None = None
 
     def _make(self) -> sqlite3.Connection:
-        import sqlite_utils
-
-        from kviewer.analysis.fusion import FUSION_COLUMNS
-
         conn = sqlite3.connect(":memory:", check_same_thread=False)
         db = sqlite_utils.Database(conn)
         conn.execute("BEGIN")
@@ -643,8 +620,6 @@ class _Skeleton:
     def reads(self, sql: str) -> set[str] | None:
         """The parts ``sql`` reads; None when that cannot be told (everything is built then); an
         empty set for a statement that will be refused (a write, more than one statement)."""
-        from kviewer.io.sqlite_safety import clear_authorizer, query_authorizer
-
         names: set[str] = set()
         state = {"all": False, "refused": False}
 
@@ -733,8 +708,6 @@ def wanted_tables(parts: Sequence[str], analysis: bool = True) -> dict[str, list
 def _start(conn: sqlite3.Connection) -> None:
     """A new database of the schema: the ``kviewer_schema`` row and the views (whose tables come
     when a query reads them)."""
-    import sqlite_utils
-
     db = sqlite_utils.Database(conn)
     conn.execute("BEGIN")
     _schema_row(db)
@@ -746,10 +719,6 @@ def add_parts(conn: sqlite3.Connection, traces: Sequence[Trace], parts: Sequence
               sols: Sequence[pd.DataFrame | None] | None = None) -> None:
     """Write ``parts`` for ``traces`` into ``conn`` in one transaction (the query policy is lifted
     meanwhile and put back after, when it was on)."""
-    import sqlite_utils
-
-    from kviewer.io.sqlite_safety import clear_authorizer, harden_query_connection
-
     hardened = conn.execute("PRAGMA query_only").fetchone()[0] == 1
     clear_authorizer(conn)
     conn.execute("PRAGMA query_only=OFF")
@@ -772,8 +741,6 @@ class LazyDatabase:
     (the Query dock; ``kviewer sql`` without the cache). Not thread-safe: one thread uses it."""
 
     def __init__(self, traces: Sequence[Trace], analysis: bool = True, sols: Sequence[pd.DataFrame | None] | None = None) -> None:
-        from kviewer.io.sqlite_safety import harden_query_connection
-
         self.traces, self.analysis, self.sols = list(traces), analysis, sols
         self.conn = sqlite3.connect(":memory:", check_same_thread=False)
         _start(self.conn)
@@ -792,25 +759,15 @@ class LazyDatabase:
 
 def _code_fingerprint() -> str:
     """What decides the built schema besides the files: this module and the analyses."""
-    import hashlib
-    from pathlib import Path
-
-    from kviewer.session.analysis_cache import analysis_fingerprint
-
     st = Path(__file__).stat()
-    return hashlib.sha256(f"{SCHEMA_VERSION} {st.st_size} {st.st_mtime_ns} {analysis_fingerprint()}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{SCHEMA_VERSION} {st.st_size} {st.st_mtime_ns} {session.analysis_cache.analysis_fingerprint()}".encode()).hexdigest()[:32]
 
 
 def _cache_key(paths: Sequence[str], analysis: bool) -> str | None:
     """The key of the cached database of ``paths`` (as given: ``traces.path`` says them so), None
     when a file cannot be identified."""
-    import hashlib
-    import json
-
-    from kviewer.io.cache import source_id
-
     try:
-        ids = [source_id(p).key() for p in paths]
+        ids = [kio.cache.source_id(p).key() for p in paths]
     except OSError:
         return None
     text = json.dumps([ids, list(paths), analysis, _code_fingerprint()])
@@ -850,21 +807,17 @@ def _cached(paths: Sequence[str], sql: str, load: Callable[[str, Mapping[str, Co
             analysis: bool) -> sqlite3.Connection | None:
     """The cached database of ``paths`` holding what ``sql`` reads, opened read-only under the query
     policy; None when the cache cannot serve (then the caller builds in memory)."""
-    import logging
-
-    from kviewer.io.cache import derived
-
     log = logging.getLogger(__name__)
     key = _cache_key(paths, analysis)
     if key is None:
         return None
     try:
-        path = derived.derived_path("sql", key)
-    except (derived.UnsafeCache, OSError) as exc:
+        path = kio.cache.derived.derived_path("sql", key)
+    except (kio.cache.derived.UnsafeCache, OSError) as exc:
         log.info("sql cache not used: %s", exc)
         return None
     try:
-        with derived.locked(path):
+        with kio.cache.derived.locked(path):
             conn = sqlite3.connect(path, timeout=30.0)
             try:
                 if "kviewer_schema" not in built_parts(conn):
@@ -875,17 +828,16 @@ def _cached(paths: Sequence[str], sql: str, load: Callable[[str, Mapping[str, Co
                     add_parts(conn, traces, missing, analysis)
             finally:
                 conn.close()
-        derived.touch(path)
-        derived.evict("sql", keep=path)
+        kio.cache.derived.touch(path)
+        kio.cache.derived.evict("sql", keep=path)
         return open_readonly(str(path))
     except sqlite3.DatabaseError as exc:  # a damaged cache file: dropped, the query runs in memory
         log.warning("sql cache %s was damaged (%s); it has been removed", path, exc)
-        derived.remove(path)
+        kio.cache.derived.remove(path)
         return None
     except QueryError:
         raise
     except Exception as exc:  # noqa: BLE001 - a load error is the caller's; a cache problem is a miss
-        from kviewer.errors import KViewerError
 
         if isinstance(exc, (KViewerError, KeyboardInterrupt)):
             raise
@@ -895,8 +847,6 @@ def _cached(paths: Sequence[str], sql: str, load: Callable[[str, Mapping[str, Co
 
 def open_export(path: str) -> sqlite3.Connection | None:
     """A database written by :func:`export`, opened read-only; None when ``path`` is not one."""
-    from kviewer.errors import KViewerError
-
     try:
         with open(path, "rb") as f:
             if f.read(16) != b"SQLite format 3\x00":
@@ -918,9 +868,7 @@ def open_readonly(path: str) -> sqlite3.Connection:
     (:func:`kviewer.io.source.connect_readonly`) under the ``query`` policy, for user SQL (views
     allowed, every write, ATTACH and PRAGMA write refused). Raises
     :class:`~kviewer.errors.LoadError` when it cannot be opened."""
-    from kviewer.io.source import connect_readonly
-
-    return connect_readonly(path, "kviewer database", policy="query")
+    return kio.source.connect_readonly(path, "kviewer database", policy="query")
 
 
 def query(conn: sqlite3.Connection, sql: str, timeout_s: float | None = None, cancel: Callable[[], bool] | None = None) -> pd.DataFrame:
@@ -929,8 +877,6 @@ def query(conn: sqlite3.Connection, sql: str, timeout_s: float | None = None, ca
     The statement runs under the ``query`` policy (:mod:`kviewer.io.sqlite_safety`: read-only,
     no ATTACH, no PRAGMA writes) and within ``timeout_s``, the memory budget
     (``KVIEWER_MAX_MEMORY``) and ``cancel()``."""
-    from kviewer.io.sqlite_safety import QueryStopped, harden_query_connection, run_query
-
     refusals = harden_query_connection(conn)
     try:
         return run_query(conn, sql, timeout_s, cancel)

@@ -34,10 +34,21 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kviewer.core import Trace
+from kviewer.analysis.matching import kernel_op_info
 from kviewer.analysis.merge import (
-    MEASURED, MatchReport, aligned_pairs, copy_values, kernel_keys, known, launch_order, match_kernels, merge_ncu,
+    MEASURED,
+    MatchReport,
+    aligned_pairs,
+    copy_values,
+    kernel_keys,
+    known,
+    launch_order,
+    match_kernels,
+    merge_ncu,
 )
+from kviewer.analysis.model import model_kernels
+from kviewer.analysis.steps import find_steps, kernel_steps
+from kviewer.core import Trace
 
 #: measured and modelled differing by more than this share is reported (the model gets caught)
 GAP_LIMIT = 0.25
@@ -140,8 +151,6 @@ class AttachResult:
 
 def _steps_of(trace: Trace) -> tuple[np.ndarray, list[str]]:
     """Step row per kernel (-1 none) and the step names."""
-    from kviewer.analysis.steps import find_steps, kernel_steps
-
     try:
         steps = find_steps(trace)
     except Exception:  # noqa: BLE001  # a trace whose steps cannot be found simply has none
@@ -338,8 +347,6 @@ class Inherited:
 def _identity(trace: Trace) -> list[tuple]:
     """Per kernel what makes two launches the same kernel: the full name, grid, block (x, y, z), and
     the launching op and its input shapes where the trace has them ("" otherwise)."""
-    from kviewer.analysis.matching import kernel_op_info
-
     k = trace.kernels
     ops, shapes = kernel_op_info(trace)
     cols = [k[c].to_numpy(np.int64) for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")]
@@ -446,8 +453,6 @@ def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT,
 def with_model(trace: Trace) -> Trace:
     """The kernels' ``model_flops``/``model_bytes`` filled from the launching ops' model where
     they are unknown (a trace without ops is returned unchanged)."""
-    from kviewer.analysis.model import model_kernels
-
     k = trace.kernels
     if not len(k):
         return trace

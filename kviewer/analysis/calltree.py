@@ -17,6 +17,7 @@ time is its samples times the interval, and each frame knows its sample count. :
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import Trace
+from kviewer.core.schema import STACK_SEP
 
 #: what :func:`call_tree` reads of a trace
 CALLTREE_READS = {"cpu_slices": ("name", "category", "start", "end", "dur", "pid", "tid"),
@@ -89,8 +91,6 @@ def call_tree(trace: Trace, source: str = "auto") -> CallTree:
 
 def sampled_call_tree(trace: Trace) -> CallTree:
     """Frames from the CPU samples' call stacks (see the module): per thread in time order."""
-    from kviewer.core.schema import STACK_SEP
-
     s = trace.cpu_samples
     ids: list[int] = []
     parent: list[int] = []
@@ -230,8 +230,6 @@ def tree_json(tree: CallTree, limit_depth: int | None = None) -> dict[str, Any]:
         if limit_depth is None or d < limit_depth:
             out["children"] = [node(j, d + 1) for j in kids[i]]
         return out
-
-    import sys
 
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old, int(tree.depth.max(initial=0)) * 3 + 1000))

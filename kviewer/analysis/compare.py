@@ -56,6 +56,7 @@ A and B by position. :attr:`CompareResult.align_offset_ns` is the shift that put
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -64,8 +65,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from kviewer.analysis import kinds as _kinds
-from kviewer.analysis import matching
+from kviewer.analysis import kinds as _kinds, matching
 from kviewer.analysis.matching import MatchOptions
 from kviewer.analysis.merge import aligned_pairs, launch_order
 from kviewer.analysis.steps import busy_ns, find_steps, kernel_steps
@@ -590,8 +590,6 @@ def _labels(name_a: np.ndarray, name_b: np.ndarray, variant_a: np.ndarray, varia
 
 def _short_shapes(text: str) -> str:
     """``[[4, 1024, 2048], [2048], []]`` -> ``4x1024x2048, 2048`` (the op's tensor inputs)."""
-    import json
-
     try:
         dims = json.loads(text)
     except ValueError:

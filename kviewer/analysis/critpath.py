@@ -36,9 +36,23 @@ import numpy as np
 import pandas as pd
 
 from kviewer.analysis.depgraph import (
-    B_CROSS, B_LAUNCH, B_STREAM, B_WAIT, E_COLL, G_COMM, G_KERNEL, G_MEMCPY, H_LAUNCH, H_SYNC,
-    DepGraph, Replay, build_graph, map_host_time, replay,
+    B_CROSS,
+    B_LAUNCH,
+    B_STREAM,
+    B_WAIT,
+    E_COLL,
+    G_COMM,
+    G_KERNEL,
+    G_MEMCPY,
+    H_LAUNCH,
+    H_SYNC,
+    DepGraph,
+    Replay,
+    build_graph,
+    map_host_time,
+    replay,
 )
+from kviewer.analysis.steps import GPU_MARKER, find_steps
 from kviewer.core import Trace
 from kviewer.errors import AnalysisError
 
@@ -177,8 +191,6 @@ def step_windows(trace: Trace, graph: DepGraph, step: str | None = None) -> tupl
     """
     # here, not at the top: the step rules (and the kernel name rules they import) are not needed
     # to replay or walk a graph read back from the cache (issue 24)
-    from kviewer.analysis.steps import GPU_MARKER, find_steps
-
     c = trace.cpu_slices
     if step is not None:
         cat = c["category"].astype(str)

@@ -43,6 +43,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kviewer.analysis.activity import BLOCKING_COPY_CALLS, SYNC_CALLS, op_launch_calls
+from kviewer.analysis.collectives import match_collectives
+from kviewer.analysis.kinds import is_communication
+from kviewer.analysis.steps import kernel_launch_calls
 from kviewer.core import Diagnostic, Trace
 
 # activity, collectives, kinds and steps (with the kernel name rules they compile) are imported
@@ -73,8 +77,6 @@ def _enqueues(name: str) -> bool:
 
 def is_sync_call(name: str) -> bool:
     """A host call that waits for GPU work (the one list of :mod:`kviewer.analysis.activity`)."""
-    from kviewer.analysis.activity import BLOCKING_COPY_CALLS, SYNC_CALLS
-
     return name in SYNC_CALLS or name in BLOCKING_COPY_CALLS
 
 
@@ -180,10 +182,6 @@ def _median(values: np.ndarray, default: float) -> float:
 
 def build_graph(trace: Trace) -> DepGraph:
     """The dependency graph of ``trace`` (see the module doc)."""
-    from kviewer.analysis.activity import op_launch_calls
-    from kviewer.analysis.kinds import is_communication
-    from kviewer.analysis.steps import kernel_launch_calls
-
     c = trace.cpu_slices
     k = trace.kernels
     g = trace.gpu_ops
@@ -334,8 +332,6 @@ def build_graph(trace: Trace) -> DepGraph:
 def _collectives(trace: Trace, comm: np.ndarray, kernel_node: np.ndarray, start: np.ndarray, end: np.ndarray, ng: int) -> dict[str, Any]:
     """The cross-rank collective edges (see the module doc) as DepGraph fields; ``comm``: which
     kernels rows are communication."""
-    from kviewer.analysis.collectives import match_collectives
-
     match = match_collectives(trace, comm)
     c_group = np.full(ng, -1, dtype=np.int64)
     hit = np.flatnonzero(match.group >= 0)

@@ -42,6 +42,7 @@ Identical chains (same kernels, ops and shapes) are aggregated across steps and 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -51,6 +52,8 @@ import numpy as np
 import pandas as pd
 
 from kviewer.analysis.devices import DeviceSpec
+from kviewer.analysis.kinds import kernel_op_info
+from kviewer.analysis.model import _parse, _tensors, model_kernels
 from kviewer.analysis.sol import SolResult, speed_of_light
 from kviewer.core import Trace
 
@@ -154,8 +157,6 @@ class _Links:
 
 
 def _links(trace: Trace, n: int) -> _Links:
-    from kviewer.analysis.model import _parse, _tensors, model_kernels
-
     m = model_kernels(trace)
     op = m["op_id"].to_numpy(np.int64)
     c = trace.cpu_slices
@@ -357,8 +358,6 @@ def _empty() -> pd.DataFrame:
 
 
 def _op_dims(trace: Trace, sol: pd.DataFrame) -> np.ndarray:
-    from kviewer.analysis.kinds import kernel_op_info
-
     return kernel_op_info(trace)[1]
 
 
@@ -545,8 +544,6 @@ def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray
 
 def _shapes(dims_text: str) -> str:
     """``[[4096, 2048], [2048, 2048]]`` -> ``(4096x2048, 2048x2048)``; '' when none."""
-    import json
-
     try:
         dims = json.loads(dims_text) if dims_text else []
     except ValueError:

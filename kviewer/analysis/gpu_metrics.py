@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from kviewer.analysis.devices import recognise_trace
 from kviewer.core import Trace
 
 #: role -> patterns (regex on the lower-cased name without its [unit])
@@ -125,8 +126,6 @@ def window_stats(trace: Trace, t0: int, t1: int) -> pd.DataFrame:
 
 def dram_peak_gbps(trace: Trace) -> dict[int, float]:
     """Peak DRAM bandwidth (GB/s) of each recognised device of the trace (devices.toml)."""
-    from kviewer.analysis.devices import recognise_trace
-
     out: dict[int, float] = {}
     for dev, rec in recognise_trace(trace).items():
         if rec.spec is not None and rec.spec.dram_gbs > 0:

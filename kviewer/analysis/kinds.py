@@ -27,6 +27,7 @@ such a helper: it keeps the kind its name gives and gets none of the op's FLOPs
 
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
 
@@ -390,8 +391,6 @@ def op_dtypes_precision(input_types: str, input_dims: str = "") -> str:
     a Python scalar (``aten::mul(x, 0.5)``'s ``double``, AdamW's learning rate, randn's sizes) is
     not the precision of the math.
     """
-    import json
-
     try:
         types = json.loads(input_types) if input_types else []
         dims = json.loads(input_dims) if input_dims else None

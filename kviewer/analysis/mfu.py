@@ -43,8 +43,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from kviewer.analysis.devices import find_device
+from kviewer.analysis.kinds import DATA_KINDS, classify
+from kviewer.analysis.model import attention_recompute_share, model_kernels
+from kviewer.analysis.ranks import rank_subtrace, ranks_of
+from kviewer.analysis.sol import sol_result
+from kviewer.analysis.steps import busy_ns, find_steps, kernel_steps
 from kviewer.core import Trace
 from kviewer.core.schema import MFU, MFU_JOB, empty
+from kviewer.errors import AnalysisError, UserError
 
 if TYPE_CHECKING:
     from kviewer.analysis.sol import SolResult
@@ -94,9 +101,6 @@ class KernelFlops:
 
 def kernel_flops(trace: Trace, sol: SolResult) -> KernelFlops:
     """Model and hardware FLOPs of every kernel (see the module doc)."""
-    from kviewer.analysis.kinds import DATA_KINDS, classify
-    from kviewer.analysis.model import attention_recompute_share, model_kernels
-
     k = trace.kernels
     n = len(k)
     t = sol.table
@@ -210,10 +214,6 @@ def mfu(trace: Trace, sol: SolResult | None = None, device: str | None = None) -
         when the GPU cannot be recognised and no ``device`` is given (through
         :func:`kviewer.analysis.sol.sol_result`).
     """
-    from kviewer.analysis.ranks import rank_subtrace, ranks_of
-    from kviewer.analysis.sol import sol_result
-    from kviewer.analysis.steps import find_steps, kernel_steps
-
     k = trace.kernels
     rank_col = k["rank"].to_numpy(np.int64)
     ranks = ranks_of(trace)
@@ -272,8 +272,6 @@ class _SolColumns:
 
 
 def _step_row(rank: int, s: Any, idx: np.ndarray, t: _SolColumns, kf: KernelFlops, sol: SolResult) -> dict[str, Any]:
-    from kviewer.analysis.steps import busy_ns
-
     dur = t.dur[idx]
     start = t.start[idx]
     end = t.end[idx]
@@ -461,11 +459,7 @@ def mfu_or_unknown(trace: Trace, device: str | None = None, sol: SolResult | Non
     utilisation unknown (NaN) and ``totals["error"]`` saying why. ``summary --steps`` then still
     prints its step times. A ``device`` the caller named that the table does not know is the
     caller's error: it raises UserError (the command line's exit 2)."""
-    from kviewer.errors import AnalysisError, UserError
-
     if device:
-        from kviewer.analysis.devices import find_device
-
         try:
             find_device(device)
         except AnalysisError as exc:

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from kviewer.core import Trace
+from kviewer.analysis.matching import normalise_kernel_name
 from kviewer.analysis.merge import launch_order
+from kviewer.core import Trace
 
 #: relative difference below which two printed values are the same number
 PRINT_PRECISION = 1e-5
@@ -59,8 +60,6 @@ class Baseline:
 
 
 def _keys(trace: Trace) -> list[tuple]:
-    from kviewer.analysis.matching import normalise_kernel_name
-
     k = trace.kernels
     names = k["name"].astype(str).to_numpy()
     norm = {n: normalise_kernel_name(n) for n in set(names.tolist())}

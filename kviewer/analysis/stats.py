@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.core import Trace
+from kviewer.core.names import short_name
 from kviewer.errors import ReportUnavailable
 
 #: the columns of :func:`duration_stats` (and of ``kviewer summary``)
@@ -122,8 +123,6 @@ def stats_file_summary(trace: Trace, by: str = "name") -> pd.DataFrame:
     out = pd.DataFrame({c: ks[c] for c in SUMMARY_COLUMNS if c in ks.columns})
     out["name"] = ks["name"].astype(str).to_numpy(dtype=object)
     if by == "short_name" and len(out):
-        from kviewer.core.names import short_name
-
         out["name"] = [short_name(n) for n in out["name"]]
         g = out.groupby("name", sort=False)
         agg = pd.DataFrame({

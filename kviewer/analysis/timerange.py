@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from kviewer.analysis.gpu_metrics import tensor_check, window_stats
 from kviewer.core import Trace
 
 if TYPE_CHECKING:
@@ -161,8 +162,6 @@ def range_summary(trace: Trace, start: int, end: int, sol: pd.DataFrame | None =
     metrics = None
     tensor = None
     if len(trace.gpu_samples):
-        from kviewer.analysis.gpu_metrics import tensor_check, window_stats
-
         metrics = window_stats(trace, t0, t1)
         if sol is not None:
             tensor = tensor_check(trace, sol, t0, t1)

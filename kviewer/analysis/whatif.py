@@ -24,6 +24,7 @@ read.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -32,10 +33,21 @@ import numpy as np
 import pandas as pd
 
 from kviewer.analysis.critpath import (
-    CritPathResult, StepPath, StepWindow, check_graph, step_bounds, step_windows, summarise, walk, walk_lists,
+    CritPathResult,
+    StepPath,
+    StepWindow,
+    check_graph,
+    step_bounds,
+    step_windows,
+    summarise,
+    walk,
+    walk_lists,
 )
 from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, map_host_times, replay
-from kviewer.core import Trace
+from kviewer.analysis.fusion import fusion_candidates
+from kviewer.analysis.kinds import KINDS
+from kviewer.analysis.sol import speed_of_light
+from kviewer.core import Trace, Trace as _Trace
 from kviewer.errors import AnalysisError
 
 if TYPE_CHECKING:
@@ -171,15 +183,11 @@ class WhatIfModel:
 
     def sol_table(self) -> pd.DataFrame:
         if self._sol is None:
-            from kviewer.analysis.sol import speed_of_light
-
             self._sol = speed_of_light(self.tables(), self.device)
         return self._sol
 
     def fusion_table(self) -> pd.DataFrame:
         if self._fusion is None:
-            from kviewer.analysis.fusion import fusion_candidates
-
             self._fusion = fusion_candidates(self.tables(), self.device, sol=self.sol_table())
         return self._fusion
 
@@ -225,8 +233,6 @@ class WhatIfModel:
                 notes.append({"change": f"--kernel {name}={factor:g}", "what": f"{int(hit.sum())} kernel(s) x {factor:g}",
                               "count": int(hit.sum())})
         if ch.sol:
-            from kviewer.analysis.kinds import KINDS  # the kernel name rules: only --sol needs them
-
             sol = self.sol_table()
             kind = sol["kind"].astype(str).to_numpy()
             t_sol = sol["t_sol_ns"].to_numpy(np.float64)
@@ -493,10 +499,6 @@ def projected_trace(model: WhatIfModel, projection: Projection) -> Trace:
     """The trace as the projection would run it: every kernel, copy and host range at its
     replayed time (ranges between API calls move with the calls around them), so the projected
     timeline can be laid beside the measured one. Removed GPU ops keep a zero duration."""
-    import copy
-
-    from kviewer.core import Trace as _Trace
-
     g = model.graph
     rep = projection.replayed
     t = model.tables()

@@ -16,11 +16,13 @@ or environment variables set at run time.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
 from typing import Any, Sequence
 
+from kviewer import __version__
 from kviewer.cli.common import (
     EXIT_OK,
     EXIT_SLOWER,
@@ -33,11 +35,14 @@ from kviewer.cli.common import (
     say,
     write_frame,
 )
-from kviewer.cli.completion import SHELLS
-from kviewer.cli.completion import script as completion_script
+from kviewer.cli.completion import SHELLS, script as completion_script
 from kviewer.cli.helptext import HelpFormatter, epilog
 from kviewer.cli.signals import CtrlCCancels
+from kviewer.desktop import main as install_desktop
 from kviewer.errors import UserError
+from kviewer.io.memory import check_budget_setting
+from kviewer.tempdir import install_signal_cleanup
+from kviewer.ui.display import display_problem
 
 __all__ = [
     "EXIT_OK",
@@ -72,7 +77,6 @@ USAGE = """kviewer [FILE ...]            open the desktop app with these files
        kviewer COMMAND [ARGS ...]    work on traces without a display (kviewer COMMAND --help)
        kviewer [-h] [--version] [--install-desktop] [--completion {bash,zsh,fish}]"""
 
-
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # examples and environment tables in epilogs keep their lines (cli.helptext)
@@ -84,8 +88,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kviewer import __version__
-
     p = _Parser(
         prog="kviewer",
         # the two forms: argparse would show only the subcommands, and the desktop app is the first
@@ -112,12 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        from kviewer.tempdir import install_signal_cleanup
-
         install_signal_cleanup()  # SIGTERM mid-load must not leave temporary files behind
         if argv == ["--install-desktop"]:
-            from kviewer.desktop import main as install_desktop
-
             return install_desktop()
         if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version", "--completion") for a in argv[:1]):
             parser = build_parser()
@@ -125,7 +123,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             if getattr(args, "completion", None):
                 sys.stdout.write(completion_script(args.completion, parser))
                 return EXIT_OK
-            from kviewer.io.memory import check_budget_setting
 
             problem = check_budget_setting()
             if problem:
@@ -159,7 +156,6 @@ def not_a_command(argv: Sequence[str]) -> None:
     file. A path that exists opens in the desktop app whatever its name."""
     if not argv or argv[0].startswith("-") or os.path.exists(argv[0]):
         return
-    import difflib
 
     word = argv[0]
     near = difflib.get_close_matches(word, SUBCOMMANDS, n=1, cutoff=0.6)
@@ -178,7 +174,6 @@ def run_gui(files: Sequence[str]) -> int:
     missing = [f for f in files if not os.path.exists(f)]
     if missing:
         raise UserError(f"{missing[0]}: no such file or directory")
-    from kviewer.ui.display import display_problem
 
     problem = display_problem()
     if problem is not None:

@@ -5,22 +5,25 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kviewer import analysis
+from kviewer.cli.common import EXIT_OK, add_command, dump_json, load_for
+from kviewer.core.text import display_text
+
+if TYPE_CHECKING:
+    import kviewer.analysis.calltree
 
 
 def cmd_calltree(args: argparse.Namespace) -> int:
-    from kviewer.analysis.calltree import CALLTREE_READS, call_tree, folded, tree_json
-    from kviewer.cli.common import EXIT_OK, dump_json, load_for
-    from kviewer.core.text import display_text
-
-    tree = call_tree(load_for(args, args.file, tables=CALLTREE_READS), source=args.source)
+    tree = analysis.calltree.call_tree(load_for(args, args.file, tables=analysis.calltree.CALLTREE_READS), source=args.source)
     if not len(tree):
         print("kviewer: no python frames (PyTorch profiler: with_stack=True) and no CPU samples with stacks "
               "(nsys profile --sample=cpu --backtrace=dwarf) in this trace", file=sys.stderr)
     if args.format == "json":
-        dump_json(tree_json(tree, args.max_depth))
+        dump_json(analysis.calltree.tree_json(tree, args.max_depth))
     else:
-        for stack, self_ns in folded(tree, per_thread=not args.merge_threads):
+        for stack, self_ns in analysis.calltree.folded(tree, per_thread=not args.merge_threads):
             # one line per stack: a newline in a frame name would break the format
             sys.stdout.write(f"{display_text(stack)} {self_ns}\n")
     return EXIT_OK
@@ -31,7 +34,6 @@ def register(sub: Any) -> None:
             "(nsys --sample=cpu --backtrace=...): folded stacks (flamegraph.pl, speedscope, inferno; values are self "
             "time in ns) or JSON (inclusive = the event's duration; for samples, the samples times the thread's "
             "sampling interval, with the sample count)")
-    from kviewer.cli.common import add_command
 
     sp = add_command(sub, "calltree", text, cmd_calltree, ("folded", "json"))
     sp.add_argument("--merge-threads", action="store_true", help="folded: one flame graph for all threads (no thread frame)")

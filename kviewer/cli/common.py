@@ -7,20 +7,28 @@ module global or an environment variable set at run time.
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import math
 import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
+from kviewer import analysis, core, io as kio, session
 from kviewer.cli.signals import CtrlCCancels
 from kviewer.core.text import csv_cell, display_text, map_text_columns
-from kviewer.errors import UserError
+from kviewer.errors import LoadCancelled, LoadError, UserError
 from kviewer.session.format import UNKNOWN, format_duration
 
 if TYPE_CHECKING:  # heavy imports stay out of start-up
     import pandas as pd
 
+    import kviewer.analysis.attach
+    import kviewer.core.jsonout
+    import kviewer.io
+    import kviewer.io.registry
+    import kviewer.session.filterexpr
     from kviewer.core import Diagnostic, Trace
     from kviewer.io.registry import Wanted
 
@@ -121,15 +129,11 @@ class TerminalProgress:
 def load_trace(path: str, quiet: bool = False, tables: "Wanted | None" = None, use_cache: bool | None = None) -> "Trace":
     """Load ``path`` for a command; ``tables``: what the command reads (see kviewer.io.load);
     ``use_cache=False`` bypasses the trace cache (``--no-cache``)."""
-    from kviewer.errors import LoadCancelled, LoadError
-    from kviewer.io import load
-    from kviewer.io.registry import CancelToken
-
     progress = TerminalProgress(say(os.path.basename(path))) if not quiet else None
-    token = CancelToken()
+    token = kio.registry.CancelToken()
     try:
         with CtrlCCancels(token):
-            trace = load(path, progress=progress, cancel=token, tables=tables, use_cache=use_cache)
+            trace = kio.load(path, progress=progress, cancel=token, tables=tables, use_cache=use_cache)
     except LoadError as exc:
         raise UserError(str(exc)) from exc
     except LoadCancelled:
@@ -161,23 +165,22 @@ def attach_report(trace: "Trace", args: argparse.Namespace, report: "Trace | Non
         if getattr(args, "ncu_step", None) is not None or getattr(args, "ncu_start", None) is not None:
             raise UserError("--ncu-step and --ncu-start choose where --ncu REPORT attaches: give --ncu too")
         return trace
-    from kviewer.analysis.attach import attach_counters, describe, is_counter_report, is_timeline
 
     if report is None:
         report = load_for(args, path)
-    if not is_counter_report(report):
+    if not analysis.attach.is_counter_report(report):
         raise UserError(f"{path}: --ncu expects a counter report (Nsight Compute .ncu-rep or ncu --csv, rocprof --pmc), "
                         f"got {report.meta.format_label or report.meta.source_format}")
-    if not is_timeline(trace):
+    if not analysis.attach.is_timeline(trace):
         raise UserError(f"{trace.meta.path}: --ncu attaches a report to a timeline trace (PyTorch, Nsight Systems, rocprof), "
                         f"got {trace.meta.format_label or trace.meta.source_format}")
     if getattr(args, "ncu_step", None) is not None and getattr(args, "ncu_start", None) is not None:
         raise UserError("give --ncu-step or --ncu-start, not both")
     try:
-        result = attach_counters(trace, report, start=getattr(args, "ncu_start", None), step=getattr(args, "ncu_step", None))
+        result = analysis.attach.attach_counters(trace, report, start=getattr(args, "ncu_start", None), step=getattr(args, "ncu_step", None))
     except ValueError as exc:
         raise UserError(f"--ncu-step: {exc}") from None
-    for line in describe(result):
+    for line in analysis.attach.describe(result):
         print(f"kviewer: {line.strip() if not line.startswith('  ') else '  ' + line.strip()}", file=sys.stderr)
     return result.trace
 
@@ -185,9 +188,7 @@ def attach_report(trace: "Trace", args: argparse.Namespace, report: "Trace | Non
 def attach_pair(traces: "list[Trace]", args: argparse.Namespace) -> "list[Trace]":
     """``screenshot|report TRACE REPORT``: a timeline and a counter report are one trace with the
     report attached (as the desktop app opens them), not a comparison; ``--ncu`` attaches too."""
-    from kviewer.analysis.attach import is_counter_report, is_timeline
-
-    if len(traces) == 2 and not getattr(args, "ncu", None) and is_timeline(traces[0]) and is_counter_report(traces[1]):
+    if len(traces) == 2 and not getattr(args, "ncu", None) and analysis.attach.is_timeline(traces[0]) and analysis.attach.is_counter_report(traces[1]):
         return [attach_report(traces[0], args, report=traces[1])]
     return [attach_report(traces[0], args)] + traces[1:]
 
@@ -239,8 +240,6 @@ def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int
     """
     out = out or sys.stdout
     if fmt == "csv":
-        import csv
-
         from kviewer.cli.stream import nul_stand_in, write_csv
 
         if write_csv(df, out, raw_csv):  # each distinct value formatted once, written in pieces
@@ -253,8 +252,6 @@ def write_frame(df: "pd.DataFrame", fmt: str, out: Any = None, float_digits: int
         # would break its row. Quote every text field then (such names are rare).
         quoting: Literal[0, 1, 2, 3] = csv.QUOTE_NONNUMERIC if has_char(df, "\r") else csv.QUOTE_MINIMAL
         if sys.version_info < (3, 11) and has_char(df, "\0"):
-            import io
-
             sub = nul_stand_in(lambda c: has_char(df, c))
             buf = io.StringIO()
             map_text_columns(df, lambda v: v.replace("\0", sub)).to_csv(buf, index=False, lineterminator="\n", quoting=quoting)
@@ -284,9 +281,7 @@ def human_table(df: "pd.DataFrame", float_digits: int = 1, max_name: int = 80, n
 def dump_json(doc: Any, out: Any = None) -> None:
     """One JSON document (numpy numbers as numbers, NaN and infinities as null), then a newline:
     the one encoder, :mod:`kviewer.core.jsonout`."""
-    from kviewer.core import jsonout
-
-    jsonout.write(doc, out or sys.stdout, indent=1)
+    core.jsonout.write(doc, out or sys.stdout, indent=1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -322,16 +317,14 @@ MAX_RANGE_NS = 1e18
 
 def parse_time_range(text: str) -> tuple[float | None, float | None]:
     """``1.5ms:3ms`` -> (1.5e6, 3e6) ns; an empty side is open (the start or end of the trace)."""
-    from kviewer.session.filterexpr import FilterError, parse_number
-
     parts = text.split(":")
     if len(parts) != 2 or not (parts[0].strip() or parts[1].strip()):
         raise UserError(f"--range: expected START:END (e.g. 1.5ms:3ms or 1000000:2000000), got {text!r}")
     ends: list[float | None] = []
     for part in parts:
         try:
-            ends.append(parse_number(part, "time") if part.strip() else None)
-        except FilterError as exc:
+            ends.append(session.filterexpr.parse_number(part, "time") if part.strip() else None)
+        except session.filterexpr.FilterError as exc:
             raise UserError(f"--range: {exc}") from None
     for end in ends:
         # 1e400 parses as inf; nothing a timeline can show lies beyond ~30 years in ns

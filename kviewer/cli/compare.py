@@ -8,6 +8,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
+from kviewer import analysis
 from kviewer.cli.common import (
     EXIT_OK,
     EXIT_SLOWER,
@@ -22,8 +23,15 @@ from kviewer.cli.common import (
     write_frame,
 )
 from kviewer.errors import UserError
+from kviewer.session.documents import compare_document, records
+from kviewer.session.mfu_view import compare_mfu_text
 
 if TYPE_CHECKING:
+    import kviewer.analysis.attach
+    import kviewer.analysis.compare
+    import kviewer.analysis.matching
+    import kviewer.analysis.mfu
+    import kviewer.analysis.ncu_baseline
     from kviewer.analysis.compare import CompareResult
     from kviewer.analysis.ncu_baseline import Baseline
     from kviewer.core import Trace
@@ -73,10 +81,6 @@ def register(sub: Any) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from kviewer.analysis.compare import compare
-    from kviewer.analysis.matching import MatchOptions
-    from kviewer.session.documents import compare_document
-
     limit = args.fail_if_slower
     if limit is not None and (math.isnan(limit) or math.isinf(limit) or limit < 0):
         raise UserError(f"--fail-if-slower: expected a percentage >= 0, got {limit}")
@@ -85,7 +89,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base = _baseline(a, b, args.by == "metric")
     if base is not None and args.by == "metric":
         return _print_baseline(base, args.format, wants_raw_csv(args))
-    result = compare(a, b, MatchOptions(strip_templates=args.strip_templates))
+    result = analysis.compare.compare(a, b, analysis.matching.MatchOptions(strip_templates=args.strip_templates))
     table = result.groups
     if args.by == "op":
         if result.ops is None:
@@ -95,19 +99,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
         write_frame(table, "csv", raw_csv=wants_raw_csv(args))
     elif args.format == "json":
         doc = compare_document(result, a, b)
-        from kviewer.analysis.mfu import compare_traces_mfu  # MFU per step (issue 31)
-        from kviewer.session.documents import records
 
-        doc["mfu"] = records(compare_traces_mfu(a, b))
+        doc["mfu"] = records(analysis.mfu.compare_traces_mfu(a, b))
         if base is not None:
             doc["baseline"] = {**base.summary(), "unmatched_a": base.unmatched_a, "unmatched_b": base.unmatched_b}
         dump_json(doc)
     else:
         _print_compare(result, args.by)
-        from kviewer.analysis.mfu import compare_traces_mfu
-        from kviewer.session.mfu_view import compare_mfu_text
 
-        print("\n" + compare_mfu_text(compare_traces_mfu(a, b)))
+        print("\n" + compare_mfu_text(analysis.mfu.compare_traces_mfu(a, b)))
         if base is not None:
             print()
             _baseline_summary(base)
@@ -122,15 +122,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _baseline(a: "Trace", b: "Trace", required: bool) -> "Baseline | None":
     """The per-metric baseline when both files are counter reports (None otherwise)."""
-    from kviewer.analysis.attach import is_counter_report
-
-    if not (is_counter_report(a) and is_counter_report(b) and len(a.metrics) and len(b.metrics)):
+    if not (analysis.attach.is_counter_report(a) and analysis.attach.is_counter_report(b) and len(a.metrics) and len(b.metrics)):
         if required:
             raise UserError("--by metric compares two counter reports (Nsight Compute, rocprof --pmc), metric by metric")
         return None
-    from kviewer.analysis.ncu_baseline import baseline
 
-    return baseline(a, b)
+    return analysis.ncu_baseline.baseline(a, b)
 
 
 def _baseline_summary(base: "Baseline") -> None:

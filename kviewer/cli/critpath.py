@@ -5,17 +5,33 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kviewer.errors import UserError
+from kviewer import analysis, session
+from kviewer.cli.common import (
+    EXIT_OK,
+    add_command,
+    cache_choice,
+    dump_json,
+    format_ns,
+    human_table,
+    load_for,
+    print_warnings,
+    wants_raw_csv,
+    write_frame,
+)
+from kviewer.errors import AnalysisError, UserError
+
+if TYPE_CHECKING:
+    import kviewer.analysis.critpath
+    import kviewer.session.analysis_cache
+    import kviewer.session.graph_cache
 
 HELP = ("the critical path of every step (ProfilerStep#N, an NVTX/annotation step range, --step NAME, else the whole "
         "trace) and each nanosecond of it attributed to gpu_kernel, memcpy, launch, cpu, sync, comm or idle")
 
 
 def register(sub: Any) -> None:
-    from kviewer.cli.common import add_command
-
     p = add_command(sub, "critpath", HELP, cmd_critpath, ("table", "csv", "json"))
     p.add_argument("--step", metavar="NAME", help="use the ranges of this name (a user annotation / NVTX range) as the steps")
     p.add_argument("--top", type=int, default=10, metavar="N", help="operations on the path listed per step (default: %(default)s)")
@@ -24,21 +40,15 @@ def register(sub: Any) -> None:
 def cmd_critpath(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from kviewer.analysis.critpath import CLASSES
-    from kviewer.cli.common import (
-        EXIT_OK, cache_choice, dump_json, format_ns, human_table, print_warnings, wants_raw_csv, write_frame,
-    )
-    from kviewer.session import analysis_cache, graph_cache
-
     if args.top < 0:
         raise UserError(f"--top: expected a number of rows >= 0, got {args.top}")
     # a file seen before (by critpath, whatif or the window): its paths from the analysis cache,
     # without loading the trace
     cached = cache_choice(args) is not False
-    sid = analysis_cache.identity(args.file) if cached else None
-    doc = graph_cache.get_critpath(sid, args.step) if cached else None
+    sid = session.analysis_cache.identity(args.file) if cached else None
+    doc = session.graph_cache.get_critpath(sid, args.step) if cached else None
     if doc is not None:  # the file is not loaded: its load warnings from the cached trace
-        print_warnings(args.file, analysis_cache.cached_warnings(sid) or [])
+        print_warnings(args.file, session.analysis_cache.cached_warnings(sid) or [])
     else:
         doc = compute(args, cached)
     missing: dict[str, int] = doc.get("unlinked", {})
@@ -56,12 +66,12 @@ def cmd_critpath(args: argparse.Namespace) -> int:
         dump_json({"steps": steps, "step_source": doc["step_source"]})
         return EXIT_OK
     rows = [{"step": s["name"], "measured_ns": s["measured_ns"], "critical_path_ns": s["critical_path_ns"], **s["breakdown"]} for s in steps]
-    df = pd.DataFrame(rows, columns=["step", "measured_ns", "critical_path_ns", *CLASSES])
+    df = pd.DataFrame(rows, columns=["step", "measured_ns", "critical_path_ns", *analysis.critpath.CLASSES])
     if args.format == "csv":
         write_frame(df, "csv", raw_csv=wants_raw_csv(args))
         return EXIT_OK
     view = df.copy()
-    for c in CLASSES:
+    for c in analysis.critpath.CLASSES:
         view[c] = [f"{v / m * 100:.1f}%" if m > 0 else "—" for v, m in zip(df[c], df["critical_path_ns"])]
     view["measured_ns"] = [format_ns(v) for v in df["measured_ns"]]
     view["critical_path_ns"] = [format_ns(v) for v in df["critical_path_ns"]]
@@ -93,20 +103,15 @@ def cmd_critpath(args: argparse.Namespace) -> int:
 def compute(args: argparse.Namespace, cached: bool) -> dict[str, Any]:
     """Load the trace and walk its critical paths (the graph from the analysis cache when it is
     there); the document is stored for the next run."""
-    from kviewer.analysis.critpath import critical_paths
-    from kviewer.cli.common import load_for
-    from kviewer.errors import AnalysisError
-    from kviewer.session import graph_cache
-
     trace = load_for(args, args.file)
     try:
-        base = graph_cache.graph_base(trace, args.step, use_cache=cached)
-        result = critical_paths(trace, step=args.step, base=(base.graph, base.windows, base.source, base.measured))
+        base = session.graph_cache.graph_base(trace, args.step, use_cache=cached)
+        result = analysis.critpath.critical_paths(trace, step=args.step, base=(base.graph, base.windows, base.source, base.measured))
     except AnalysisError as exc:
         raise UserError(str(exc)) from exc
     doc: dict[str, Any] = result.as_dict()
     doc["unlinked"] = result.unlinked_launches()
     doc["notes"] = [n.message for n in result.graph.notes]
     if cached:
-        graph_cache.put_critpath(trace.meta.source_id, trace, args.step, doc)
+        session.graph_cache.put_critpath(trace.meta.source_id, trace, args.step, doc)
     return doc

@@ -6,10 +6,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import kviewer
 from kviewer.cli.common import EXIT_OK, add_load_options, load_for
 from kviewer.errors import UserError
+
+if TYPE_CHECKING:
+    import kviewer.sqldb
 
 
 def register(sub: Any) -> None:
@@ -28,13 +32,11 @@ def register(sub: Any) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """The unified model of the files as one SQLite database (see kviewer/sqldb.py)."""
-    from kviewer import sqldb
-
     if os.path.abspath(args.output) in {os.path.abspath(f) for f in args.file}:
         raise UserError(f"{args.output}: the output would overwrite an input file")
     traces = [load_for(args, f) for f in args.file]
     try:
-        sqldb.export(traces, args.output, analysis=not args.no_analysis)
+        kviewer.sqldb.export(traces, args.output, analysis=not args.no_analysis)
     except OSError as exc:
         raise UserError(f"{args.output}: cannot write: {exc.strerror or exc}") from exc
     sizes = ", ".join(f"{os.path.basename(t.meta.path)} as trace_id {i}" for i, t in enumerate(traces, start=1))

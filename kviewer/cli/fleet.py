@@ -4,9 +4,14 @@ shell over :mod:`kviewer.fleet.command`)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kviewer import fleet
 from kviewer.errors import UserError
+
+if TYPE_CHECKING:
+    import kviewer.fleet.command
+    import kviewer.fleet.engine
 
 FLEET_HELP = """Step times, kernel groups, communication and idle time per rank and across ranks, the
 stragglers and why, and kernel-group time across runs, over folders or globs of rank traces
@@ -37,10 +42,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
-    from kviewer.fleet.command import run_fleet
-    from kviewer.fleet.engine import FleetError
-
     try:
-        return run_fleet(args)
-    except FleetError as exc:
+        return fleet.command.run_fleet(args)
+    except fleet.engine.FleetError as exc:
         raise UserError(str(exc)) from exc

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kviewer import analysis
 from kviewer.cli.common import EXIT_OK, add_command, add_ncu_options, format_ns, wants_raw_csv, write_frame
 from kviewer.cli.sol import DEVICE_HELP, trace_with_kernels
-from kviewer.errors import UserError
+from kviewer.errors import AnalysisError, UserError
+
+if TYPE_CHECKING:
+    import kviewer.analysis.fusion
 
 
 def register(sub: Any) -> None:
@@ -19,12 +23,9 @@ def register(sub: Any) -> None:
 
 def cmd_fusion(args: argparse.Namespace) -> int:
     """Fusion candidates with estimated savings, ranked by total saving."""
-    from kviewer.analysis.fusion import fusion
-    from kviewer.errors import AnalysisError
-
     trace = trace_with_kernels(args)
     try:
-        result = fusion(trace, device=args.device)
+        result = analysis.fusion.fusion(trace, device=args.device)
     except AnalysisError as exc:
         raise UserError(str(exc)) from exc
     df = result.candidates

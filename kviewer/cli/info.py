@@ -4,14 +4,18 @@ timeline and a counter report, how the report's kernels match the timeline's."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from kviewer import analysis
 from kviewer.cli.common import EXIT_OK, add_command, dump_json, format_ns, load_for, say
+from kviewer.session.documents import trace_info
 from kviewer.session.format import format_time
 
 if TYPE_CHECKING:
+    import kviewer.analysis.attach
     from kviewer.core import Trace
 
 
@@ -37,17 +41,12 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def info_several(traces: "list[Trace]", fmt: str) -> int:
     """Each trace's info, then how the kernels of each Nsight Compute report match each timeline."""
-    import dataclasses
-
-    from kviewer.analysis.attach import attach_counters, describe, is_counter_report, is_timeline
-    from kviewer.session.documents import trace_info
-
-    reports = [t for t in traces if is_counter_report(t)]
-    timelines = [t for t in traces if is_timeline(t)]
+    reports = [t for t in traces if analysis.attach.is_counter_report(t)]
+    timelines = [t for t in traces if analysis.attach.is_timeline(t)]
     matches = []
     for tl in timelines:
         for nc in reports:
-            res = attach_counters(tl, nc)
+            res = analysis.attach.attach_counters(tl, nc)
             matches.append((tl, nc, res))
     if fmt == "json":
         out = {
@@ -68,7 +67,7 @@ def info_several(traces: "list[Trace]", fmt: str) -> int:
         print_info(trace, "table")
     for tl, nc, rep in matches:
         print()
-        lines = describe(rep)
+        lines = analysis.attach.describe(rep)
         print(say(f"{lines[0]} ({os.path.basename(nc.meta.path)} onto {os.path.basename(tl.meta.path)})"))
         for line in lines[1:]:
             print(say(line))
@@ -76,8 +75,6 @@ def info_several(traces: "list[Trace]", fmt: str) -> int:
 
 
 def print_info(trace: "Trace", fmt: str) -> int:
-    from kviewer.session.documents import trace_info
-
     info = trace_info(trace)
     if fmt == "json":
         dump_json(info)

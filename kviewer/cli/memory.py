@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kviewer import analysis
+from kviewer.cli.common import EXIT_OK, add_command, dump_json, human_table, load_for, wants_raw_csv, write_frame
+
+if TYPE_CHECKING:
+    import kviewer.analysis.memory
 
 
 def write_table(df: Any, fmt: str, raw_csv: bool = False) -> None:
     """``write_frame``, with unknown cells (None) printed "—" in the human table (empty in CSV, null in JSON);
     ``raw_csv``: ``--raw-csv`` (CSV cells exactly as in the trace)."""
-    from kviewer.cli.common import human_table, write_frame
-
     if fmt != "table":
         write_frame(df, fmt, raw_csv=raw_csv)
         return
@@ -31,14 +35,11 @@ def write_table(df: Any, fmt: str, raw_csv: bool = False) -> None:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    from kviewer.analysis.memory import MEMORY_READS, memory_frame, memory_summary
-    from kviewer.cli.common import EXIT_OK, dump_json, load_for, wants_raw_csv
-
-    result = memory_summary(load_for(args, args.file, tables=MEMORY_READS), include_host=args.host)
+    result = analysis.memory.memory_summary(load_for(args, args.file, tables=analysis.memory.MEMORY_READS), include_host=args.host)
     if args.format == "json":
         dump_json(result.to_json())
     else:
-        write_table(memory_frame(result), args.format, wants_raw_csv(args))
+        write_table(analysis.memory.memory_frame(result), args.format, wants_raw_csv(args))
         if args.format == "table" and not result.devices:
             print("no memory events in this trace (PyTorch: profile_memory=True; Nsight Systems: --cuda-memory-usage=true)",
                   file=sys.stderr)
@@ -48,7 +49,6 @@ def cmd_memory(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     text = ("device memory: peak allocated and reserved per device, when, and the live allocations at the peak by the "
             "op that made them (PyTorch profile_memory=True; Nsight Systems --cuda-memory-usage=true)")
-    from kviewer.cli.common import add_command
 
     sp = add_command(sub, "memory", text, cmd_memory, ("table", "csv", "json"))
     sp.add_argument("--host", action="store_true", help="also host (CPU) memory")

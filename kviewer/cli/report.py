@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import kviewer
 from kviewer.cli.common import EXIT_OK, add_load_options, add_ncu_options, attach_pair, load_for, one_or_two, output_dir_exists
 from kviewer.errors import UserError
+
+if TYPE_CHECKING:
+    import kviewer.report
 
 
 def register(sub: Any) -> None:
@@ -33,18 +37,16 @@ def register(sub: Any) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """A review document: facts, top kernels, SOL and roofline, fusion, comparison."""
-    from kviewer.report import build_report, report_format, write_report
-
     one_or_two(args.file)
     try:
-        report_format(args.output)
+        kviewer.report.report_format(args.output)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     output_dir_exists(args.output)
     if args.top < 1:
         raise UserError(f"--top: expected a positive number of rows, got {args.top}")
     traces = attach_pair([load_for(args, f) for f in args.file], args)
-    report = build_report(traces, device=args.device, top=args.top, pictures=not args.no_pictures, show_paths=args.show_paths)
+    report = kviewer.report.build_report(traces, device=args.device, top=args.top, pictures=not args.no_pictures, show_paths=args.show_paths)
     images: dict[str, bytes] = {}
     if not args.no_pictures:
         try:
@@ -54,7 +56,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         else:
             images = render_pictures(report)
     try:
-        written = write_report(report, args.output, images)
+        written = kviewer.report.write_report(report, args.output, images)
     except OSError as exc:
         raise UserError(f"{args.output}: cannot write the report: {exc.strerror or exc}") from exc
     for path in written:

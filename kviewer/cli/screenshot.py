@@ -19,6 +19,7 @@ from kviewer.cli.common import (
     parse_time_range,
 )
 from kviewer.errors import UserError
+from kviewer.tempdir import deferred_interrupt
 
 SCREENSHOT_VIEWS = ("window", "timeline", "table", "roofline", "compare")
 SCREENSHOT_HELP = """\
@@ -66,7 +67,6 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
     traces = attach_pair([load_for(args, f) for f in args.file], args)
     if args.view == "compare" and len(traces) != 2:
         raise UserError("--view compare needs two reports to compare; a timeline and a counter report are one trace (the report attached)")
-    from kviewer.tempdir import deferred_interrupt
 
     with deferred_interrupt() as stop:  # Ctrl+C must not land inside PySide's import or a Qt callback
         try:

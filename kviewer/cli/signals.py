@@ -10,6 +10,8 @@ import signal
 import threading
 from typing import Any
 
+from kviewer.tempdir import remove_private_tmpdir
+
 __all__ = ["CtrlCCancels"]
 
 
@@ -80,7 +82,6 @@ class CtrlCCancels:
         def force() -> None:
             if self.done.wait(self.GRACE):
                 return
-            from kviewer.tempdir import remove_private_tmpdir
 
             remove_private_tmpdir()
             if words:

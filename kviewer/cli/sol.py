@@ -6,10 +6,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from kviewer import analysis, session
 from kviewer.cli.common import EXIT_OK, add_command, add_ncu_options, attach_report, load_for, wants_raw_csv, write_frame
-from kviewer.errors import UserError
+from kviewer.errors import AnalysisError, UserError
+from kviewer.session.analyses import SolInfo
 
 if TYPE_CHECKING:
+    import kviewer.analysis.sol
+    import kviewer.session.analysis_cache
     from kviewer.core import Trace
     from kviewer.io.registry import Wanted
 
@@ -35,25 +39,20 @@ def trace_with_kernels(args: argparse.Namespace, tables: "Wanted | None" = None)
 
 def cmd_sol(args: argparse.Namespace) -> int:
     """Per-kernel speed of light: FLOPs, bytes (measured or modelled), T_SOL, SOL%, bound."""
-    from kviewer.analysis.sol import SOL_READS, sol_result
-    from kviewer.errors import AnalysisError
-    from kviewer.session import analysis_cache
-    from kviewer.session.analyses import SolInfo
-
     # the window's analysis cache answers for the file as loaded on its own GPU (its identity, taken
     # by the load before it read the file; None with the cache off)
     own = args.device is None and not getattr(args, "ncu", None) and not args.no_cache
-    trace = trace_with_kernels(args, SOL_READS)
+    trace = trace_with_kernels(args, analysis.sol.SOL_READS)
     source = trace.meta.source_id if own else None
-    cached = analysis_cache.get(source, trace)
+    cached = session.analysis_cache.get(source, trace)
     if cached is not None and cached.result is not None:
         result = cached.result
     else:
         try:
-            result = sol_result(trace, device=args.device)
+            result = analysis.sol.sol_result(trace, device=args.device)
         except AnalysisError as exc:
             raise UserError(str(exc)) from exc
-        analysis_cache.put(source, trace, SolInfo(result))
+        session.analysis_cache.put(source, trace, SolInfo(result))
     warn_exceeds(result.warnings())
     df = result.table.rename(columns={"start": "start_ns", "dur": "dur_ns"})
     if args.format == "table":

@@ -4,10 +4,16 @@ model (or a database written by ``kviewer export``)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import kviewer
+from kviewer import io as kio
 from kviewer.cli.common import EXIT_OK, add_load_options, cache_choice, load_for, write_frame
 from kviewer.errors import UserError
+
+if TYPE_CHECKING:
+    import kviewer.io.cache
+    import kviewer.sqldb
 
 
 def register(sub: Any) -> None:
@@ -28,26 +34,23 @@ def register(sub: Any) -> None:
 
 def cmd_sql(args: argparse.Namespace) -> int:
     """Run one SQL statement against the files' unified model (read-only, nothing written)."""
-    from kviewer import sqldb
-    from kviewer.io.cache import cache_disabled
-
     if len(args.items) < 2:
         raise UserError("sql needs at least one FILE and a QUERY (kviewer sql FILE [FILE ...] \"SELECT ...\")")
     *files, sql = args.items
-    conn = sqldb.open_export(files[0]) if len(files) == 1 else None  # a database written by kviewer export
+    conn = kviewer.sqldb.open_export(files[0]) if len(files) == 1 else None  # a database written by kviewer export
     try:
         if conn is not None:
             try:
-                df = sqldb.query(conn, sql, timeout_s=args.timeout)
+                df = kviewer.sqldb.query(conn, sql, timeout_s=args.timeout)
             finally:
                 conn.close()
         else:
             # only the tables the query reads are built, and kept in the cache beside the traces'
             # (unless the cache is off): a second query on the same files loads nothing
-            use_cache = cache_choice(args) is not False and not cache_disabled()
-            df = sqldb.query_files(files, sql, lambda f, tables: load_for(args, f, tables=tables), analysis=not args.no_analysis,
+            use_cache = cache_choice(args) is not False and not kio.cache.cache_disabled()
+            df = kviewer.sqldb.query_files(files, sql, lambda f, tables: load_for(args, f, tables=tables), analysis=not args.no_analysis,
                                    use_cache=use_cache, timeout_s=args.timeout)
-    except sqldb.QueryError as exc:
+    except kviewer.sqldb.QueryError as exc:
         raise UserError(str(exc)) from exc
     write_frame(df, args.format)
     return EXIT_OK

@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from kviewer import analysis
 from kviewer.cli.common import (
     EXIT_OK,
     add_command,
@@ -18,11 +19,13 @@ from kviewer.cli.common import (
     write_frame,
 )
 from kviewer.core.text import csv_cell, map_text_columns
-from kviewer.errors import UserError
+from kviewer.errors import ReportUnavailable, UserError
 from kviewer.session.format import UNKNOWN, UNKNOWN_CSV
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    import kviewer.analysis.stats
 
 
 def register(sub: Any) -> None:
@@ -43,31 +46,28 @@ def register(sub: Any) -> None:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """``nsys stats`` reports for any trace: the same columns, order, units and rounding."""
-    from kviewer.analysis.stats import REPORTS, report_reads, run_report
-    from kviewer.errors import ReportUnavailable
-
     names = [n.strip() for n in args.report.split(",") if n.strip()]
-    unknown = [n for n in names if n not in REPORTS]
+    unknown = [n for n in names if n not in analysis.stats.REPORTS]
     if unknown or not names:
-        raise UserError(f"unknown report {', '.join(unknown) or repr(args.report)}; the reports are: {', '.join(REPORTS)}")
+        raise UserError(f"unknown report {', '.join(unknown) or repr(args.report)}; the reports are: {', '.join(analysis.stats.REPORTS)}")
     if args.output:
         output_dir_exists(args.output)
-    trace = load_for(args, args.file, tables=report_reads(names))  # only what the reports read
+    trace = load_for(args, args.file, tables=analysis.stats.report_reads(names))  # only what the reports read
     unavailable = []
     for i, name in enumerate(names):
         try:
-            df = run_report(trace, name)
+            df = analysis.stats.run_report(trace, name)
         except ReportUnavailable as exc:
             unavailable.append(exc)
             continue
         if args.output:
             path = f"{args.output}_{name}.{'json' if args.format == 'json' else 'csv' if args.format == 'csv' else 'txt'}"
             with open(path, "w", encoding="utf-8", newline="") as fh:
-                write_report(df, REPORTS[name], args.format, fh, wants_raw_csv(args))
+                write_report(df, analysis.stats.REPORTS[name], args.format, fh, wants_raw_csv(args))
             continue
         if len(names) > 1:  # as nsys prints several reports
-            sys.stdout.write(f"{chr(10) if i else ''} ** {REPORTS[name].title} ({name}):\n\n")
-        write_report(df, REPORTS[name], args.format, sys.stdout, wants_raw_csv(args))
+            sys.stdout.write(f"{chr(10) if i else ''} ** {analysis.stats.REPORTS[name].title} ({name}):\n\n")
+        write_report(df, analysis.stats.REPORTS[name], args.format, sys.stdout, wants_raw_csv(args))
     if len(unavailable) == len(names) == 1:
         raise UserError(str(unavailable[0]))  # the one report asked for: an error, one line
     for problem in unavailable:

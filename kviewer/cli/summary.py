@@ -6,10 +6,20 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from kviewer import analysis
 from kviewer.cli.common import EXIT_OK, add_command, dump_json, format_ns, load_for, parse_time_range, wants_raw_csv, write_frame
-from kviewer.errors import UserError
+from kviewer.errors import AnalysisError, UserError
+from kviewer.session.documents import range_document, steps_document
+from kviewer.session.mfu_view import mfu_report
 
 if TYPE_CHECKING:
+    import kviewer.analysis.gpu_metrics
+    import kviewer.analysis.mfu
+    import kviewer.analysis.ranks
+    import kviewer.analysis.sol
+    import kviewer.analysis.steps
+    import kviewer.analysis.summary
+    import kviewer.analysis.timerange
     from kviewer.core import Trace
 
 
@@ -26,12 +36,10 @@ def register(sub: Any) -> None:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from kviewer.analysis.summary import SUMMARY_READS, kernel_summary
-
     plain = not (args.steps or args.by_rank or args.range is not None)
     # a plain summary reads the kernels' names and durations alone (without the cache, an nsys
     # export is read only that far); a range needs every table (streams, copies, NVTX)
-    trace = load_for(args, args.file, tables=SUMMARY_READS if plain else None)
+    trace = load_for(args, args.file, tables=analysis.summary.SUMMARY_READS if plain else None)
     by = "short_name" if args.short else "name"
     raw = wants_raw_csv(args)
     if args.range is not None:
@@ -39,11 +47,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if args.steps:
         return summary_steps(trace, args.format, raw, args.device)
     if args.by_rank:
-        from kviewer.analysis.ranks import kernel_summary_by_rank
-
-        df = kernel_summary_by_rank(trace, by=by)
+        df = analysis.ranks.kernel_summary_by_rank(trace, by=by)
     else:
-        df = kernel_summary(trace, by=by)
+        df = analysis.summary.kernel_summary(trace, by=by)
     write_frame(df, args.format, raw_csv=raw)
     return EXIT_OK
 
@@ -52,9 +58,6 @@ def summary_range(trace: "Trace", text: str, fmt: str, raw_csv: bool = False) ->
     """What lies inside a range of the trace's own times (its clock, as the timeline's axis):
     the tables of the window's Range panel (kernels by name, streams busy/idle, copies by
     direction, NVTX ranges). csv prints the kernels table; json and table all four."""
-    from kviewer.analysis.timerange import range_summary
-    from kviewer.session.documents import range_document
-
     if trace.meta.summary_only:
         raise UserError(f"{trace.meta.path}: {trace.meta.timeline_needs}")
     lo, hi = parse_time_range(text)  # the same range syntax as screenshot --range
@@ -63,7 +66,7 @@ def summary_range(trace: "Trace", text: str, fmt: str, raw_csv: bool = False) ->
     t1 = float(span[1]) if hi is None and span else (hi or 0.0)
     if t1 <= t0:
         raise UserError(f"--range: the range {text!r} holds nothing of {trace.meta.path}")
-    summary = range_summary(trace, int(round(t0)), int(round(t1)))
+    summary = analysis.timerange.range_summary(trace, int(round(t0)), int(round(t1)))
     if fmt == "csv":
         write_frame(summary.kernels, "csv", raw_csv=raw_csv)
     elif fmt == "json":
@@ -78,32 +81,24 @@ def summary_range(trace: "Trace", text: str, fmt: str, raw_csv: bool = False) ->
 
 def summary_steps(trace: "Trace", fmt: str, raw_csv: bool = False, device: str | None = None) -> int:
     """Per step the spread of step time across ranks, then per rank (slowest first)."""
-    from kviewer.analysis.ranks import rank_step_stats, step_spread, step_times, straggler
-    from kviewer.session.documents import steps_document
-
-    steps = step_times(trace)
+    steps = analysis.ranks.step_times(trace)
     if not len(steps):
         raise UserError(f"{trace.meta.path}: no steps found (no ProfilerStep#N or step_N ranges)")
-    spread, per_rank, slow = step_spread(trace, steps), rank_step_stats(trace, steps), straggler(trace, steps)
-    from kviewer.analysis.sol import SolResult, sol_result
-    from kviewer.errors import AnalysisError
+    spread, per_rank, slow = analysis.ranks.step_spread(trace, steps), analysis.ranks.rank_step_stats(trace, steps), analysis.ranks.straggler(trace, steps)
 
-    sol: SolResult | None = None
+    sol: analysis.sol.SolResult | None = None
     try:  # once, for the sampled metrics' tensor check and the MFU
-        sol = sol_result(trace, device) if len(trace.kernels) else None
+        sol = analysis.sol.sol_result(trace, device) if len(trace.kernels) else None
     except AnalysisError:  # the MFU says why (mfu_or_unknown)
         sol = None
-    from kviewer.analysis.mfu import mfu_or_unknown, with_mfu_columns  # MFU per step (issue 31)
 
-    mfu = mfu_or_unknown(trace, device, sol)
+    mfu = analysis.mfu.mfu_or_unknown(trace, device, sol)
     if len(trace.gpu_samples):  # sampled GPU metrics (nsys --gpu-metrics-devices): their means per step
-        from kviewer.analysis.gpu_metrics import steps_with_metrics
-        from kviewer.analysis.steps import find_steps
 
         # the step's SOL tensor-pipe time and its MFU, each against the sampled Tensor Active
-        spread = steps_with_metrics(trace, find_steps(trace, detect=False), spread, sol.table if sol is not None else None,
+        spread = analysis.gpu_metrics.steps_with_metrics(trace, analysis.steps.find_steps(trace, detect=False), spread, sol.table if sol is not None else None,
                                     mfu=mfu.job)
-    spread = with_mfu_columns(spread, mfu)
+    spread = analysis.mfu.with_mfu_columns(spread, mfu)
     if fmt == "json":
         doc = steps_document(spread, per_rank, slow)
         doc["mfu"] = mfu.as_json()
@@ -113,7 +108,6 @@ def summary_steps(trace: "Trace", fmt: str, raw_csv: bool = False, device: str |
     else:
         print("step time across ranks (ns)")
         write_frame(spread.drop(columns=["model_flops", "mfu", "hfu", "sol_step"]), "table", float_digits=1)
-        from kviewer.session.mfu_view import mfu_report
 
         print("\n" + mfu_report(mfu))
         print("\nper rank, slowest first (ns)")

@@ -4,11 +4,19 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
-from kviewer.errors import UserError
+from kviewer import analysis, session
+from kviewer.cli.common import EXIT_OK, add_command, cache_choice, dump_json, format_ns, load_for, print_warnings, wants_raw_csv, write_frame
+from kviewer.errors import AnalysisError, UserError
 
 if TYPE_CHECKING:
+    import kviewer.analysis.mfu
+    import kviewer.analysis.sol
+    import kviewer.analysis.whatif
+    import kviewer.session.analysis_cache
+    import kviewer.session.graph_cache
     from kviewer.analysis.mfu import MfuResult
     from kviewer.analysis.sol import SolResult
     from kviewer.core import Trace
@@ -18,8 +26,6 @@ HELP = ("projected step time if kernel chains were fused, the steps ran as CUDA 
 
 
 def register(sub: Any) -> None:
-    from kviewer.cli.common import add_command
-
     p = add_command(sub, "whatif", HELP, cmd_whatif, ("table", "csv", "json"))
     p.add_argument("--fuse", metavar="all|ID[,ID...]", help="fuse these fusion candidates (ranks as kviewer fusion prints them)")
     p.add_argument("--cuda-graphs", action="store_true", help="each step's launches become one CUDA graph launch")
@@ -34,8 +40,6 @@ def register(sub: Any) -> None:
 
 
 def changes_from_args(args: argparse.Namespace) -> Any:
-    from kviewer.analysis.whatif import Changes, parse_assignment
-
     fuse: tuple[int, ...] | None = None
     if args.fuse is not None:
         text = args.fuse.strip()
@@ -49,19 +53,12 @@ def changes_from_args(args: argparse.Namespace) -> Any:
             if not fuse or min(fuse) < 1:
                 raise UserError(f"--fuse: expected all or candidate numbers >= 1, got {args.fuse!r}")
     no_sync = None if args.no_sync is None else ((args.no_sync,) if args.no_sync else ())
-    return Changes(fuse=fuse, cuda_graphs=bool(args.cuda_graphs), sol=tuple(parse_assignment(s, "--sol") for s in args.sol),
-                   no_sync=no_sync, kernel=tuple(parse_assignment(s, "--kernel") for s in args.kernel))
+    return analysis.whatif.Changes(fuse=fuse, cuda_graphs=bool(args.cuda_graphs), sol=tuple(analysis.whatif.parse_assignment(s, "--sol") for s in args.sol),
+                   no_sync=no_sync, kernel=tuple(analysis.whatif.parse_assignment(s, "--kernel") for s in args.kernel))
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
     import pandas as pd
-
-    from kviewer.analysis.whatif import whatif_model
-    from kviewer.cli.common import EXIT_OK, dump_json, format_ns, load_for, print_warnings, wants_raw_csv, write_frame
-    from kviewer.errors import AnalysisError
-
-    from kviewer.cli.common import cache_choice
-    from kviewer.session import analysis_cache, graph_cache
 
     cached = cache_choice(args) is not False
     own_gpu = args.device is None and cached  # the trace's own GPU: its analyses may come from the cache
@@ -75,12 +72,10 @@ def cmd_whatif(args: argparse.Namespace) -> int:
                 if not len(trace.kernels):
                     sols.append(None)
                 elif own_gpu:
-                    info = analysis_cache.sol_for_open(trace, trace.meta.source_id)
+                    info = session.analysis_cache.sol_for_open(trace, trace.meta.source_id)
                     sols.append(info.result if info is not None else None)  # None: unknown GPU, as sol_result's error
                 else:
-                    from kviewer.analysis.sol import sol_result
-
-                    sols.append(sol_result(trace, args.device))
+                    sols.append(analysis.sol.sol_result(trace, args.device))
             except AnalysisError:  # a change that needs it says why; the MFU is unknown
                 sols.append(None)
         return sols[0]
@@ -95,33 +90,31 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         base = None
         sid = None
         if own_gpu and not changes.reads_tables:
-            sid = analysis_cache.identity(args.file)
-            base = graph_cache.cached_base(sid, args.step)
-            mfu = analysis_cache.cached_mfu(sid) if base is not None else None
+            sid = session.analysis_cache.identity(args.file)
+            base = session.graph_cache.cached_base(sid, args.step)
+            mfu = session.analysis_cache.cached_mfu(sid) if base is not None else None
         if base is not None and mfu is not None:  # the file is not loaded: its load warnings from the cached trace
-            print_warnings(args.file, analysis_cache.cached_warnings(sid) or [])
+            print_warnings(args.file, session.analysis_cache.cached_warnings(sid) or [])
         else:
             trace = load_for(args, args.file)
             # the graph, steps and measured replay: from the analysis cache when critpath (or a
             # whatif) built them before
             if base is None or base.graph.kernel_node.shape != (len(trace.kernels),):
-                base = graph_cache.graph_base(trace, args.step, use_cache=cached)
-        model = whatif_model(trace, step=args.step, device=args.device, sol=sol_of() if changes.sol or changes.fuse is not None else None,
+                base = session.graph_cache.graph_base(trace, args.step, use_cache=cached)
+        model = analysis.whatif.whatif_model(trace, step=args.step, device=args.device, sol=sol_of() if changes.sol or changes.fuse is not None else None,
                              base=(base.graph, base.windows, base.measured))
         proj = model.project(changes)
     except AnalysisError as exc:
         raise UserError(str(exc)) from exc
-    import sys
 
     for diag in model.graph.notes:  # collectives of several ranks that could not be matched: no edge drawn
         print(f"warning: {diag.message}", file=sys.stderr)
-    from kviewer.analysis.mfu import mfu_or_unknown, projected_mfu
 
     # MFU beside the projected step time: the step's model FLOPs at the projected time (#31)
     if mfu is None:
         assert trace is not None  # loaded whenever the MFU was not read from the cache
-        mfu = analysis_cache.mfu_for(trace, sol_of, trace.meta.source_id) if own_gpu else mfu_or_unknown(trace, args.device, sol_of())
-    pm = projected_mfu(mfu, proj)
+        mfu = session.analysis_cache.mfu_for(trace, sol_of, trace.meta.source_id) if own_gpu else analysis.mfu.mfu_or_unknown(trace, args.device, sol_of())
+    pm = analysis.mfu.projected_mfu(mfu, proj)
     def known(values: Any) -> list[float | None]:
         return [None if v != v else float(v) for v in values.to_numpy(dtype=float)]
 

@@ -7,3 +7,8 @@ writes tables, a SQLite database and a report (:mod:`kviewer.fleet.write`).
 
 Dask is imported only by :mod:`kviewer.fleet.engine`, and only when a fleet runs.
 """
+
+import lazy_loader
+
+# submodules (and the names in __init__.pyi) are imported on first use
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -7,8 +7,14 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kviewer.fleet.engine import FleetError
+from kviewer import fleet
+from kviewer.fleet.engine import FleetError, TerminalFleetProgress, choose_here, expand, summarize_here, summarize_on_dask
+
+if TYPE_CHECKING:
+    import kviewer.fleet.analyze
+    import kviewer.fleet.write
 
 #: ``--fail-if-slower``: a run is slower than the baseline by more than allowed
 EXIT_SLOWER = 1
@@ -16,10 +22,6 @@ EXIT_SLOWER = 1
 
 def run_fleet(args: argparse.Namespace) -> int:
     """Raises FleetError for what the user can fix (the CLI prints it, exit 2)."""
-    from kviewer.fleet.analyze import analyze
-    from kviewer.fleet.engine import TerminalFleetProgress, choose_here, expand, summarize_here, summarize_on_dask
-    from kviewer.fleet.write import write_all
-
     limit = args.fail_if_slower
     if limit is not None and (math.isnan(limit) or math.isinf(limit) or limit < 0):
         raise FleetError(f"--fail-if-slower: expected a percentage >= 0, got {limit}")
@@ -58,11 +60,11 @@ def run_fleet(args: argparse.Namespace) -> int:
             print(f"kviewer: warning: skipped {s.path}: {s.error}", file=sys.stderr)
     if not any(s.ok for s in summaries):
         raise FleetError(f"none of the {len(summaries)} files could be read; first: {summaries[0].error}")
-    result = analyze(summaries, runs, baseline)
+    result = fleet.analyze.analyze(summaries, runs, baseline)
     for w in result.warnings:
         print(f"kviewer: warning: {w}", file=sys.stderr)
     try:
-        written = write_all(result, out, args.report, pictures=not args.no_pictures)
+        written = fleet.write.write_all(result, out, args.report, pictures=not args.no_pictures)
     except OSError as exc:
         raise FleetError(f"{out}: cannot write the fleet output: {exc.strerror or exc}") from exc
     for p in written:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from typing import Any
 
 from kviewer.errors import KViewerError
 from kviewer.fleet.record import FileSummary, is_url, summarize_file
+from kviewer.io.folders import outside, survey
 
 INSTALL_HINT = "kviewer fleet needs Dask: pip install 'kviewer[fleet]'"
 #: error_kind of a file whose worker was lost twice (the first loss is retried)
@@ -41,8 +43,6 @@ class FleetFile:
 
 
 def _natural_key(name: str) -> list[Any]:
-    import re
-
     return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", name)]
 
 
@@ -90,8 +90,6 @@ def _expand_local(p: str, notes: list[str] | None = None) -> list[FleetFile]:
 
 
 def _folder(folder: Path, notes: list[str] | None = None) -> list[FleetFile]:
-    from kviewer.io.folders import outside, survey
-
     def files_of(d: Path) -> list[Path]:
         s = survey(d, within=folder)
         if notes is not None:

@@ -13,12 +13,17 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kviewer import io as kio
 from kviewer.errors import CorruptTrace, KViewerError
 
-if TYPE_CHECKING:  # both imported where a database is read (on a worker): the app's start-up
-    import sqlite3  # asks is_fleet_candidate without them
+if TYPE_CHECKING:  # sqlite3 and pandas are imported where a database is read (on a worker): the
+    # app's start-up asks is_fleet_candidate without them
+    import sqlite3
 
     import pandas as pd
+
+    import kviewer.io.source
+    import kviewer.io.sqlite_safety
 
 DB = "fleet.sqlite"
 RECOGNISED = "kviewer fleet output"
@@ -35,11 +40,9 @@ def is_fleet_candidate(path: str | os.PathLike[str]) -> bool:
 def _open(db: Path) -> sqlite3.Connection:
     import sqlite3
 
-    from kviewer.io.source import connect_readonly, tables_only
-
-    conn = connect_readonly(db, RECOGNISED)  # strict: views and triggers never act
+    conn = kio.source.connect_readonly(db, RECOGNISED)  # strict: views and triggers never act
     try:
-        missing = {"kviewer_schema", "fleet_ranks"} - tables_only(conn)
+        missing = {"kviewer_schema", "fleet_ranks"} - kio.source.tables_only(conn)
     except sqlite3.Error as exc:
         conn.close()
         raise CorruptTrace(db, f"not a readable SQLite database ({exc})", RECOGNISED) from exc
@@ -54,11 +57,9 @@ def _query(conn: sqlite3.Connection, db: Path, sql: str) -> pd.DataFrame:
     (:func:`kviewer.io.sqlite_safety.run_query`); a typed error."""
     import sqlite3
 
-    from kviewer.io.sqlite_safety import QueryStopped, run_query
-
     try:
-        return run_query(conn, sql, READ_TIMEOUT_S)
-    except QueryStopped as exc:
+        return kio.sqlite_safety.run_query(conn, sql, READ_TIMEOUT_S)
+    except kio.sqlite_safety.QueryStopped as exc:
         raise CorruptTrace(db, str(exc), RECOGNISED) from exc.__cause__
     except sqlite3.Error as exc:
         raise CorruptTrace(db, f"cannot be read ({exc})", RECOGNISED) from exc

@@ -18,9 +18,24 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+from kviewer import io as kio
+from kviewer.analysis.collectives import is_communication
+from kviewer.analysis.kinds import op_kind
+from kviewer.analysis.mfu import FLEET_FIELDS, mfu_or_unknown
+from kviewer.analysis.ranks import step_times
+from kviewer.analysis.steps import busy_ns
+from kviewer.errors import KViewerError, LoadError
+from kviewer.io.memory import parse_size
+
+if TYPE_CHECKING:
+    import kviewer.io.ranks
+    import kviewer.io.registry
+    import kviewer.io.source
 
 #: the step columns a summary keeps (those of :data:`kviewer.analysis.ranks.STEP_COLUMNS` less rank,
 #: then the MFU inputs of :data:`kviewer.analysis.mfu.FLEET_FIELDS`, NaN where unknown)
@@ -76,8 +91,6 @@ def is_url(path: str) -> bool:
 
 def summarize_file(path: str, run: str = "") -> FileSummary:
     """Read one trace and reduce it to its :class:`FileSummary` (runs on a worker)."""
-    from kviewer.errors import KViewerError
-
     t0 = time.perf_counter()
     name = path.rstrip("/").rsplit("/", 1)[-1]
     out = FileSummary(path=path, run=run, name=name)
@@ -108,24 +121,19 @@ def summarize_file(path: str, run: str = "") -> FileSummary:
 def max_url_bytes() -> int:
     """The most bytes one URL input may bring (``KVIEWER_MAX_URL_BYTES``, e.g. ``2G``; by default
     the cap on one file's decompressed bytes, :func:`kviewer.io.source.max_decompressed`)."""
-    from kviewer.io.memory import parse_size
-    from kviewer.io.source import max_decompressed
-
     value = os.environ.get("KVIEWER_MAX_URL_BYTES", "").strip()
     if value:
         try:
             return parse_size(value)
         except ValueError:
             pass
-    return max_decompressed()
+    return kio.source.max_decompressed()
 
 
 def _fetch(url: str, dest: str) -> str:
     """Copy a URL's bytes to ``dest``, at most :func:`max_url_bytes` (and never filling the disk):
     a larger file is refused before or while it is read."""
     import fsspec
-
-    from kviewer.errors import LoadError
 
     cap = max_url_bytes()
     try:
@@ -148,18 +156,11 @@ def _fetch(url: str, dest: str) -> str:
 
 
 def _summarize(path: Path, out: FileSummary) -> None:
-    from kviewer.analysis.collectives import is_communication
-    from kviewer.analysis.ranks import step_times
-    from kviewer.analysis.steps import busy_ns
-    from kviewer.io.ranks import rank_in_trace
-    from kviewer.io.registry import load
-    from kviewer.io.source import read_head
-
     # no trace cache: a fleet reads each rank once, and a cache of thousands of ranks would
     # fill the workers' disks
-    trace = load(path, use_cache=False)
+    trace = kio.registry.load(path, use_cache=False)
     out.format = trace.meta.source_format
-    out.rank_in_file = rank_in_trace(trace, read_head(path))
+    out.rank_in_file = kio.ranks.rank_in_trace(trace, kio.source.read_head(path))
     out.warnings = trace.meta.warning_texts()
     st = step_times(trace)
     if len(st) and st["rank"].nunique() > 1:
@@ -168,8 +169,6 @@ def _summarize(path: Path, out: FileSummary) -> None:
         out.warnings.append(f"holds the steps of {st['rank'].nunique()} ranks; rank {first}'s are used")
         st = st[st["rank"] == first]
     if len(st):
-        from kviewer.analysis.mfu import FLEET_FIELDS, mfu_or_unknown  # MFU per step (issue 31)
-
         m = mfu_or_unknown(trace).steps
         m = m[m["rank"] == int(st["rank"].iloc[0])][["step", *FLEET_FIELDS]] if len(m) else m
         st = st.merge(m.astype({c: "float64" for c in FLEET_FIELDS}), on="step", how="left") if len(m) else st.assign(**{c: float("nan") for c in FLEET_FIELDS})
@@ -257,8 +256,6 @@ def _summarize(path: Path, out: FileSummary) -> None:
 def cpu_collectives(trace: object) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) of the host-side collective ops of a trace (``gloo:all_reduce``,
     ``c10d::allreduce_``, ``record_param_comms``: the taxonomy's communication ops), ns."""
-    from kviewer.analysis.kinds import op_kind
-
     c = getattr(trace, "cpu_slices")
     if not len(c):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)

@@ -3,10 +3,11 @@ drawn as SVG from the numbers (no Qt, no matplotlib)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import time
 from pathlib import Path
-
 from typing import Any
 
 import numpy as np
@@ -15,8 +16,8 @@ import pandas as pd
 from kviewer.core import jsonout
 from kviewer.fleet.analyze import FleetResult
 from kviewer.report import Facts, Paragraph, Picture, Report, Section, Svg, Table, fmt_pct, html_escape, write_report
-from kviewer.session.format import UNKNOWN, format_count_int, format_duration, format_signed_duration, number
-from kviewer.session.format import format_ratio, format_util
+from kviewer.session.format import UNKNOWN, format_count_int, format_duration, format_ratio, format_signed_duration, format_util, number
+from kviewer.sqldb import write_tables as write_db
 
 #: index columns of the SQLite tables
 KEYS = {"runs": ["run"], "files": ["run", "rank"], "ranks": ["run", "rank"], "steps": ["run", "step"], "rank_steps": ["run", "rank", "step"],
@@ -49,8 +50,6 @@ def write_tables(result: FleetResult, out: Path) -> list[Path]:
 
 
 def write_sqlite(result: FleetResult, path: Path) -> Path:
-    from kviewer.sqldb import write_tables as write_db
-
     write_db({TABLE_PREFIX + n: df for n, df in result.tables().items()}, str(path), kind="fleet",
              keys={TABLE_PREFIX + n: k for n, k in KEYS.items()})
     return path
@@ -61,8 +60,6 @@ def write_sqlite(result: FleetResult, path: Path) -> Path:
 
 
 def build_fleet_report(result: FleetResult, pictures: bool = True, max_runs: int = 4) -> Report:
-    import time
-
     r = result
     ok = r.files[r.files["status"] == "ok"]
     bad = r.files[r.files["status"] != "ok"]
@@ -153,8 +150,6 @@ def _int(v: object) -> str:
 
 
 def _key(prefix: str, run: str) -> str:
-    import hashlib
-
     return f"{prefix}_{hashlib.sha1(run.encode()).hexdigest()[:8]}"
 
 

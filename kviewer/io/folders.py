@@ -18,7 +18,13 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kviewer import io as kio
+from kviewer.errors import LoadError, UnsupportedFormat
+
+if TYPE_CHECKING:
+    import kviewer.io.source
 
 #: a folder with more files than this is not taken for one run's per-rank traces
 MAX_RANK_FILES = 4096
@@ -82,8 +88,6 @@ def survey(folder: str | os.PathLike[str], within: str | os.PathLike[str] | None
 
     ``within``: the tree the user named; a symbolic link leading out of it is not followed (it is
     skipped, and says where it leads)."""
-    from kviewer.io.source import _not_regular
-
     out = Survey(Path(folder))
     with os.scandir(folder) as it:
         for entry in it:
@@ -108,7 +112,7 @@ def survey(folder: str | os.PathLike[str], within: str | os.PathLike[str] | None
             if stat.S_ISDIR(st.st_mode):
                 out.skipped.append((name, "a folder, not searched"))
                 continue
-            kind = _not_regular(st.st_mode)
+            kind = kio.source._not_regular(st.st_mode)
             if kind is not None:
                 out.skipped.append((name, kind))
                 continue
@@ -123,8 +127,6 @@ def survey(folder: str | os.PathLike[str], within: str | os.PathLike[str] | None
 def kinds(files: list[Path], detect: Callable[[Path], Any]) -> tuple[Counter[str], int]:
     """How many files are of which format (by content, ``detect``: the registry's, passed in so this
     module stays below the registry), and how many were not looked at (bounds)."""
-    from kviewer.errors import LoadError, UnsupportedFormat
-
     counts: Counter[str] = Counter()
     t0 = time.monotonic()
     for i, f in enumerate(files):

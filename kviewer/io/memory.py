@@ -18,6 +18,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from kviewer.errors import MemoryLimitExceeded
+
 ENV = "KVIEWER_MAX_MEMORY"
 #: share of physical memory one process may use by default
 DEFAULT_SHARE = 0.6
@@ -157,8 +159,6 @@ class MemoryWatch:
         self.peak = max(self.peak, now)
         vm = _vm_size() if self.vm_budget is not None else 0
         if now > self.budget or (self.vm_budget is not None and vm > self.vm_budget):
-            from kviewer.errors import MemoryLimitExceeded
-
             used, budget = (vm, self.vm_budget) if self.vm_budget is not None and vm > self.vm_budget else (now, self.budget)
             self.token.fail(
                 MemoryLimitExceeded(

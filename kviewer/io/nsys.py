@@ -40,6 +40,7 @@ from kviewer.core.names import strip_api_version
 from kviewer.core.schema import OPS, STACK_SEP
 from kviewer.errors import CorruptTrace, LoadError, TruncatedTrace
 from kviewer.io.graphs import GRAPH_LAUNCH, link_graphs
+from kviewer.io.nsys_gpu_metrics import describe, read_samples_counted
 from kviewer.io.registry import CancelToken, LoaderSpec, Wanted
 from kviewer.io.source import (
     SQLITE_MAGIC,
@@ -660,12 +661,9 @@ def _read_tables(db: _Db, meta: TraceMeta, progress: Progress, cancel: CancelTok
     if wants("gpu_samples"):
         progress(0.9, "GPU metrics")
         cancel.check()
-        from kviewer.io.nsys_gpu_metrics import read_samples_counted
 
         samples, rows = read_samples_counted(db.con, db.tables, gpus.by_gpu_id, db.check)
         if len(samples):
-            from kviewer.io.nsys_gpu_metrics import describe
-
             meta.extra["gpu metrics"] = describe(samples)
             lost = rows - len(samples)
             if lost > 0:

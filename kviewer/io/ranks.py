@@ -33,17 +33,21 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from kviewer import io as kio
 from kviewer.core import Diagnostic, Trace, TraceMeta, make_table
 from kviewer.errors import KViewerError, LoadCancelled, LoadError, NotOneRun, TruncatedTrace, UnsupportedFormat
-from kviewer.io.folders import MAX_RANK_FILES, Survey, survey
+from kviewer.io.folders import MAX_RANK_FILES, Survey, describe, survey
 from kviewer.io.graphs import link_graphs
 from kviewer.io.registry import CancelToken, LoaderSpec, detect
 from kviewer.io.source import Progress, private_tmpdir, read_head, track_temp_dir, untrack_temp_dir
+
+if TYPE_CHECKING:
+    import kviewer.io.cache.codec
 
 log = logging.getLogger(__name__)
 
@@ -184,14 +188,11 @@ def load_member(path: str, encode: bool = True, cancel: CancelToken | None = Non
 
     Errors come back as text: a LoadError's custom ``__init__`` does not survive pickling.
     """
-    from kviewer.io.cache.codec import encode_trace
-    from kviewer.io.registry import load
-
     try:
-        trace = load(path, cancel=cancel, use_cache=False)  # the merged folder is what gets cached
+        trace = kio.registry.load(path, cancel=cancel, use_cache=False)  # the merged folder is what gets cached
         if not encode:
             return MemberResult(path, encoded=trace)
-        enc = encode_trace(trace, compress=False)
+        enc = kio.cache.codec.encode_trace(trace, compress=False)
         del trace
         if not spill_dir:
             return MemberResult(path, encoded=enc)
@@ -694,8 +695,6 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
         else:
             specs.append((f, spec))
     if not specs:
-        from kviewer.io.folders import describe
-
         raise UnsupportedFormat(folder, describe(folder, detect), LABEL)
     # one format per folder: the most common one (a stray report next to the ranks is ignored)
     counts: dict[str, int] = {}
@@ -710,8 +709,6 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     if any(r.cancelled for r in results):
         raise LoadCancelled("load cancelled")
 
-    from kviewer.io.cache.codec import CacheDamaged, decode_trace
-
     traces: list[Trace] = []
     good_paths: list[Path] = []
     failed: list[MemberResult] = []
@@ -721,8 +718,8 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
             continue
         try:
             # zero copy: the merge only reads the ranks' columns, and writes fresh ones
-            traces.append(r.encoded if isinstance(r.encoded, Trace) else decode_trace(r.encoded, zero_copy=True))
-        except CacheDamaged as exc:  # pragma: no cover - in-memory blobs do not get damaged
+            traces.append(r.encoded if isinstance(r.encoded, Trace) else kio.cache.codec.decode_trace(r.encoded, zero_copy=True))
+        except kio.cache.codec.CacheDamaged as exc:  # pragma: no cover - in-memory blobs do not get damaged
             failed.append(MemberResult(str(p), error=f"{p}: {exc}"))
             continue
         good_paths.append(p)

@@ -14,12 +14,17 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Collection, Mapping, Protocol
+from typing import TYPE_CHECKING, Callable, Collection, Mapping, Protocol
 
+from kviewer import io as kio
 from kviewer.core import Trace
 from kviewer.errors import LoadCancelled, LoadError, MemoryLimitExceeded, UnsupportedFormat
+from kviewer.io.folders import describe
 from kviewer.io.memory import MemoryWatch
 from kviewer.io.source import Progress, compression_of, read_head
+
+if TYPE_CHECKING:
+    import kviewer.io.cache
 
 #: loader modules, imported on first use (keeps start-up light)
 LOADER_MODULES: list[str] = [
@@ -150,7 +155,6 @@ def detect(path: str | os.PathLike[str]) -> LoaderSpec:
         for spec in loaders():
             if spec.directories and spec.sniff(b"", p):
                 return spec
-        from kviewer.io.folders import describe
 
         raise UnsupportedFormat(p, describe(p, detect))
     head = read_head(p)
@@ -220,15 +224,13 @@ def load(
     store = None
     sid = None  # the file's identity (stat and content digest), taken once for the whole load
     if use_cache is None or use_cache:
-        from kviewer.io import cache
-
-        if use_cache or not cache.cache_disabled():
+        if use_cache or not kio.cache.cache_disabled():
             try:
-                sid = cache.source_id(p)
+                sid = kio.cache.source_id(p)
             except OSError:
                 sid = None  # detect() below names the problem
             if sid is not None:
-                store = cache.default_cache()
+                store = kio.cache.default_cache()
                 hit = store.get(p, sid)
                 if hit is not None:
                     hit.meta.warnings.extend(store.take_warnings())

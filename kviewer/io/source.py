@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
 from kviewer.errors import CorruptTrace, LoadError, MissingDependency
+from kviewer.io.memory import parse_size
 from kviewer.io.sqlite_safety import harden_query_connection, harden_strict_connection
 from kviewer.tempdir import (  # noqa: F401 - re-exported: the loaders' one place for temporary files
     private_tmpdir,
@@ -235,8 +236,6 @@ def max_decompressed() -> int:
     """The absolute cap on one file's decompressed bytes (``KVIEWER_MAX_DECOMPRESSED``, e.g. 2G)."""
     value = os.environ.get("KVIEWER_MAX_DECOMPRESSED")
     if value:
-        from kviewer.io.memory import parse_size
-
         try:
             return parse_size(value)
         except ValueError:

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kviewer.io.memory import ENV, memory_budget, rss
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -235,7 +236,6 @@ class QueryWatch:
         self, conn: sqlite3.Connection, timeout_s: float | None = None, budget: int | None = None,
         cancel: Callable[[], bool] | None = None,
     ) -> None:  # fmt: skip
-        from kviewer.io.memory import memory_budget
 
         self.conn = conn
         self.timeout_s = timeout_s
@@ -248,8 +248,6 @@ class QueryWatch:
 
     def over(self) -> bool:
         """True (and :attr:`reason` set) when the query must stop now."""
-        from kviewer.io.memory import rss
-
         if self.reason is not None:
             return True
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -287,8 +285,6 @@ class QueryWatch:
 
     def message(self) -> str:
         """Why the query stopped, in words (for :class:`~kviewer.errors.QueryError`)."""
-        from kviewer.io.memory import ENV
-
         if self.reason == "timeout":
             return f"the query ran longer than {self.timeout_s:g} s and was interrupted"
         if self.reason == "memory":

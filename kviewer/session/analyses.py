@@ -12,9 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kviewer import analysis
+from kviewer.core import Diagnostic
+from kviewer.errors import AnalysisError
+
 if TYPE_CHECKING:
     import pandas as pd
 
+    import kviewer.analysis.fusion
+    import kviewer.analysis.sol
     from kviewer.analysis.devices import DeviceSpec
     from kviewer.analysis.fusion import FusionResult
     from kviewer.analysis.sol import SolResult
@@ -58,14 +64,11 @@ class SolInfo:
 def compute_sol(trace: Trace, device: str | None = None) -> SolInfo:
     """The speed of light of ``trace`` on its recognised GPU (or on ``device``); never raises for
     an analysis problem, which is returned as ``why`` instead."""
-    from kviewer.analysis.sol import sol_result
-    from kviewer.errors import AnalysisError
-
     if not len(trace.kernels):
         error = AnalysisError("the trace has no kernels", path=trace.meta.path)
         return SolInfo(None, str(error), device, no_kernels=True, problem=error.problem)
     try:
-        return SolInfo(sol_result(trace, device), "", device)
+        return SolInfo(analysis.sol.sol_result(trace, device), "", device)
     except AnalysisError as exc:
         return SolInfo(None, str(exc), device, problem=exc.problem)
     except Exception as exc:  # noqa: BLE001  # an analysis bug must not take the window down
@@ -88,8 +91,6 @@ def note_uncoloured(trace: Trace, info: SolInfo | None) -> None:
     """When the speed of light could not be computed, the trace's warnings say why its kernels
     are not coloured (on the thread that owns the trace: the GUI thread in the window)."""
     if info is not None and not info.ok and not info.no_kernels:
-        from kviewer.core import Diagnostic
-
         # the problem without the file name (the status bar shows it) or the CLI's advice
         trace.meta.warnings.append(Diagnostic.warning("unknown_device", trace.meta.path, f"{UNCOLOURED_WARNING}: {info.problem}"))
 
@@ -102,7 +103,5 @@ def drop_uncoloured_warning(trace: Trace) -> None:
 
 def fusion_for(trace: Trace, info: SolInfo) -> FusionResult:
     """Fusion candidates of ``trace`` from its known speed of light."""
-    from kviewer.analysis.fusion import fusion
-
     assert info.result is not None
-    return fusion(trace, sol=info.result)
+    return analysis.fusion.fusion(trace, sol=info.result)

@@ -27,13 +27,23 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
+from kviewer import __version__, analysis, core, io as kio
 from kviewer.core import jsonout
+from kviewer.session import analyses
+from kviewer.session.analyses import SolInfo
 
 if TYPE_CHECKING:
+    import kviewer.analysis.devices
+    import kviewer.analysis.fusion
+    import kviewer.analysis.mfu
+    import kviewer.analysis.sol
+    import kviewer.core.schema
+    import kviewer.io.cache
     from kviewer.analysis.fusion import FusionResult
     from kviewer.core import Trace
     from kviewer.io.cache import SourceId
-    from kviewer.session.analyses import SolInfo
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +55,8 @@ FORMAT = 2  # 2: stored in the trace cache database (io/cache), one bound and ev
 def analysis_fingerprint() -> str:
     """A hash of what decides a trace's speed of light: the analysis sources, the device table
     and the SOL schema (a development checkout edits them without a version bump)."""
-    from kviewer import __version__
-    from kviewer.core.schema import SOL
-
     h = hashlib.sha256(f"kviewer {__version__} sol cache {FORMAT}\n".encode())
-    h.update(repr([(c.name, c.dtype) for c in SOL.columns]).encode())
+    h.update(repr([(c.name, c.dtype) for c in core.schema.SOL.columns]).encode())
     pkg = Path(__file__).resolve().parent.parent
     files = sorted((pkg / "analysis").glob("*.py")) + [pkg / "resources" / "devices.toml"]
     for f in files:
@@ -65,21 +72,17 @@ def identity(path: str) -> SourceId | None:
     """What identifies the file now (its stat and a digest of its content:
     :func:`kviewer.io.cache.source_id`); None when the cache is off or the file is gone. A loaded
     trace already carries the identity taken by its load (``trace.meta.source_id``)."""
-    from kviewer.io.cache import cache_disabled, source_id
-
-    if not path or cache_disabled():
+    if not path or kio.cache.cache_disabled():
         return None
     try:
-        return source_id(path)
+        return kio.cache.source_id(path)
     except OSError:
         return None
 
 
 def _unchanged(sid: SourceId) -> bool:
     """The cache is on and the file stats as it did when ``sid`` was taken (no new digest)."""
-    from kviewer.io.cache import cache_disabled
-
-    return not cache_disabled() and sid.unchanged()
+    return not kio.cache.cache_disabled() and sid.unchanged()
 
 
 def _key(sid: SourceId, table: str) -> str:
@@ -88,15 +91,11 @@ def _key(sid: SourceId, table: str) -> str:
 
 def _read(sid: SourceId, table: str) -> tuple[str, bytes] | None:
     """(info, data) of ``sid``'s ``table`` result ("sol" or "fusion"), marked as used now; None on a miss."""
-    from kviewer.io.cache import default_cache
-
-    return default_cache().get_extra(_key(sid, table))
+    return kio.cache.default_cache().get_extra(_key(sid, table))
 
 
 def _write(sid: SourceId, table: str, info: str, data: bytes) -> bool:
-    from kviewer.io.cache import default_cache
-
-    return default_cache().put_extra(_key(sid, table), table, info, data)
+    return kio.cache.default_cache().put_extra(_key(sid, table), table, info, data)
 
 
 def get(sid: SourceId | None, trace: Trace) -> SolInfo | None:
@@ -115,10 +114,8 @@ def get(sid: SourceId | None, trace: Trace) -> SolInfo | None:
 
 def put(sid: SourceId | None, trace: Trace, info: SolInfo) -> bool:
     """Store the speed of light of a complete load, unless the file changed since ``sid``."""
-    from kviewer.io.cache import load_was_complete
-
     result = info.result
-    if sid is None or result is None or info.device is not None or not load_was_complete(trace):
+    if sid is None or result is None or info.device is not None or not kio.cache.load_was_complete(trace):
         return False
     try:
         if not _unchanged(sid):
@@ -131,33 +128,21 @@ def put(sid: SourceId | None, trace: Trace, info: SolInfo) -> bool:
 
 
 def _encode(info: SolInfo) -> tuple[str, bytes]:
-    import msgspec
-
-    from kviewer.io.cache import encode_frame
-
     assert info.result is not None
     specs = jsonout.to_text({str(dev): spec.id for dev, spec in info.result.specs.items()})
-    blobs = encode_frame("sol", info.result.table)
+    blobs = kio.cache.encode_frame("sol", info.result.table)
     return specs, msgspec.msgpack.encode(blobs)
 
 
 def _decode(specs_text: str, data: bytes, trace: Trace) -> SolInfo | None:
-    import msgspec
-
-    from kviewer.analysis.devices import load_devices
-    from kviewer.analysis.sol import SolResult
-    from kviewer.core.schema import SOL
-    from kviewer.io.cache import ColumnBlob, decode_frame
-    from kviewer.session.analyses import SolInfo
-
-    table = decode_frame("sol", msgspec.msgpack.decode(data, type=list[ColumnBlob]))
-    if list(table.columns) != SOL.names or len(table) != len(trace.kernels):
+    table = kio.cache.decode_frame("sol", msgspec.msgpack.decode(data, type=list[kio.cache.ColumnBlob]))
+    if list(table.columns) != core.schema.SOL.names or len(table) != len(trace.kernels):
         return None
-    known = load_devices()
+    known = analysis.devices.load_devices()
     ids: dict[str, Any] = json.loads(specs_text)
     if any(v not in known for v in ids.values()):
         return None
-    return SolInfo(SolResult(table, {int(dev): known[v] for dev, v in ids.items()}))
+    return SolInfo(analysis.sol.SolResult(table, {int(dev): known[v] for dev, v in ids.items()}))
 
 
 def sol_for_open(trace: Trace, source: SourceId | None = None) -> SolInfo | None:
@@ -165,8 +150,6 @@ def sol_for_open(trace: Trace, source: SourceId | None = None) -> SolInfo | None
     (``source``: the file's identity taken before the load), else computed and stored here. None
     for a trace without kernels. The trace is not changed
     (:func:`kviewer.session.analyses.note_uncoloured` does that on the GUI thread)."""
-    from kviewer.session import analyses
-
     if not len(trace.kernels):
         return None
     cached = get(source, trace)
@@ -193,9 +176,7 @@ def get_fusion(sid: SourceId | None, trace: Trace) -> FusionResult | None:
 
 def put_fusion(sid: SourceId | None, trace: Trace, result: FusionResult) -> bool:
     """Store the fusion candidates of a complete load on its own GPU, unless the file changed."""
-    from kviewer.io.cache import load_was_complete
-
-    if sid is None or not load_was_complete(trace):
+    if sid is None or not kio.cache.load_was_complete(trace):
         return False
     try:
         if not _unchanged(sid):
@@ -208,38 +189,27 @@ def put_fusion(sid: SourceId | None, trace: Trace, result: FusionResult) -> bool
 
 
 def _encode_fusion(result: FusionResult) -> bytes:
-    import msgspec
-
-    from kviewer.io.cache import encode_frame
-
     df = result.candidates
     # kernel ids: one tuple per instance, as JSON text (the codec stores flat columns)
     flat = df.assign(kernel_ids=[jsonout.to_text([list(map(int, inst)) for inst in ids]) for ids in df["kernel_ids"]])
-    return msgspec.msgpack.encode(encode_frame("fusion", flat))
+    return msgspec.msgpack.encode(kio.cache.encode_frame("fusion", flat))
 
 
-def _decode_fusion(kernel_ns: float, data: bytes) -> FusionResult | None:
-    import msgspec
-
-    from kviewer.analysis.fusion import FUSION_COLUMNS, FusionResult
-    from kviewer.io.cache import ColumnBlob, decode_frame
-
-    df = decode_frame("fusion", msgspec.msgpack.decode(data, type=list[ColumnBlob]))
-    if list(df.columns) != FUSION_COLUMNS:
+def _decode_fusion(kernel_ns: float, data: bytes) -> analysis.fusion.FusionResult | None:
+    df = kio.cache.decode_frame("fusion", msgspec.msgpack.decode(data, type=list[kio.cache.ColumnBlob]))
+    if list(df.columns) != analysis.fusion.FUSION_COLUMNS:
         return None
     import pandas as pd
 
     ids = [[tuple(inst) for inst in json.loads(text)] for text in df["kernel_ids"]]
     df["kernel_ids"] = pd.Series(ids, index=df.index, dtype=object)
-    return FusionResult(df, kernel_ns)
+    return analysis.fusion.FusionResult(df, kernel_ns)
 
 
 def fusion_for_open(trace: Trace, info: SolInfo, source: SourceId | None = None) -> FusionResult:
     """Worker side of the Fusion dock: the candidates from this cache, else computed from the
     trace's speed of light and stored here. ``source`` is None for a trace this cache must not
     describe (counters attached, another GPU chosen)."""
-    from kviewer.session import analyses
-
     if info.device is not None:
         source = None
     cached = get_fusion(source, trace)
@@ -255,18 +225,13 @@ def mfu_for(trace: Trace, sol_of: Any, source: SourceId | None = None) -> Any:
     from this cache, else computed (``sol_of()`` gives the speed of light it needs, or None) and
     stored. ``source`` None: neither read nor stored. The MFU is the same whatever a what-if
     projects (a projection changes time, not work), so ``kviewer whatif`` reads it here."""
-    import msgspec
-
-    from kviewer.analysis.mfu import mfu_or_unknown
-    from kviewer.io.cache import encode_frame
-
     cached = cached_mfu(source)
     if cached is not None:
         return cached
-    result = mfu_or_unknown(trace, None, sol_of())
+    result = analysis.mfu.mfu_or_unknown(trace, None, sol_of())
     if source is not None and not result.totals.get("error"):
         try:
-            data = msgspec.msgpack.encode((encode_frame("mfu", result.steps), encode_frame("mfu_job", result.job)))
+            data = msgspec.msgpack.encode((kio.cache.encode_frame("mfu", result.steps), kio.cache.encode_frame("mfu_job", result.job)))
             put_blob(source, trace, "mfu", json.dumps(result.totals, default=_plain), data)
         except Exception as exc:  # noqa: BLE001
             log.warning("MFU cache not written: %s", exc)
@@ -276,18 +241,12 @@ def mfu_for(trace: Trace, sol_of: Any, source: SourceId | None = None) -> Any:
 def cached_mfu(source: SourceId | None) -> Any:
     """The stored MFU (an :class:`~kviewer.analysis.mfu.MfuResult`) of the file ``source``
     names on its own GPU, None on a miss: read without loading the trace."""
-    import msgspec
-
-    from kviewer.io.cache import ColumnBlob, decode_frame
-
     row = get_blob(source, "mfu")
     if row is None:
         return None
     try:
-        from kviewer.analysis.mfu import MfuResult
-
-        steps_b, job_b = msgspec.msgpack.decode(row[1], type=tuple[list[ColumnBlob], list[ColumnBlob]])
-        return MfuResult(decode_frame("mfu", steps_b), decode_frame("mfu_job", job_b), json.loads(row[0]))
+        steps_b, job_b = msgspec.msgpack.decode(row[1], type=tuple[list[kio.cache.ColumnBlob], list[kio.cache.ColumnBlob]])
+        return analysis.mfu.MfuResult(kio.cache.decode_frame("mfu", steps_b), kio.cache.decode_frame("mfu_job", job_b), json.loads(row[0]))
     except Exception as exc:  # noqa: BLE001
         log.warning("MFU cache not read: %s", exc)
         return None
@@ -302,12 +261,10 @@ def cached_warnings(sid: SourceId | None) -> list[Any] | None:
     """The load warnings of the file ``sid`` names, from its cached trace's metadata; None when
     the trace is not cached (or the cache is off). For commands that answer from cached analyses
     without loading the file, so its warnings are said all the same."""
-    from kviewer.io.cache import cache_disabled, default_cache
-
-    if sid is None or cache_disabled():
+    if sid is None or kio.cache.cache_disabled():
         return None
     try:
-        meta = default_cache().get_meta(sid)
+        meta = kio.cache.default_cache().get_meta(sid)
     except Exception as exc:  # noqa: BLE001  # a cache problem is a miss
         log.warning("trace cache not read: %s", exc)
         return None
@@ -317,9 +274,7 @@ def cached_warnings(sid: SourceId | None) -> list[Any] | None:
 def get_blob(sid: SourceId | None, table: str) -> tuple[str, bytes] | None:
     """(info, data) another analysis stored for the file ``sid`` names under ``table`` (its own
     encoding), None on a miss or when the cache is off; a cache problem is a miss."""
-    from kviewer.io.cache import cache_disabled
-
-    if sid is None or cache_disabled():
+    if sid is None or kio.cache.cache_disabled():
         return None
     try:
         return _read(sid, table)
@@ -332,9 +287,7 @@ def put_blob(sid: SourceId | None, trace: Trace | None, table: str, info: str, d
     """Store another analysis's result for the file ``sid`` names (``trace``: the complete load
     it was computed from, None when it was computed from cached results of one), unless the file
     changed since ``sid`` was taken."""
-    from kviewer.io.cache import load_was_complete
-
-    if sid is None or (trace is not None and not load_was_complete(trace)):
+    if sid is None or (trace is not None and not kio.cache.load_was_complete(trace)):
         return False
     try:
         if not _unchanged(sid):
@@ -347,6 +300,4 @@ def put_blob(sid: SourceId | None, trace: Trace | None, table: str, info: str, d
 
 def clear() -> None:
     """Forget every cached analysis result (tests)."""
-    from kviewer.io.cache import default_cache
-
-    default_cache().clear_extras()
+    kio.cache.default_cache().clear_extras()

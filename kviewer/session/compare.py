@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kviewer import analysis
 from kviewer.session.document import ComparePair
 
 if TYPE_CHECKING:
+    import kviewer.analysis.compare
     from kviewer.analysis.compare import CompareResult
     from kviewer.session.document import Document
 
@@ -46,12 +48,10 @@ def compare_open(document: Document) -> CompareResult | None:
     """Compare the two open traces (the first opened is A) synchronously and show the
     comparison; None when not exactly two are open. The headless path's way to what the
     window does in the background."""
-    from kviewer.analysis.compare import compare
-
     if len(document.traces) != 2:
         return None
     a, b = document.traces
-    result = compare(a.trace, b.trace)
+    result = analysis.compare.compare(a.trace, b.trace)
     start_compare(document, a.key, b.key, result)
     return result
 

@@ -20,15 +20,22 @@ Like every cache here it never makes anything fail: a problem is a miss.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
+import zstandard
 
+from kviewer import analysis
+from kviewer.core import Diagnostic
 from kviewer.session import analysis_cache
 
 if TYPE_CHECKING:
+    import kviewer.analysis.critpath
+    import kviewer.analysis.depgraph
     from kviewer.analysis.critpath import StepWindow
     from kviewer.analysis.depgraph import DepGraph, Replay
     from kviewer.core import Trace
@@ -72,13 +79,8 @@ def _unpack(value: Any) -> Any:
 
 
 def encode_base(base: GraphBase) -> bytes:
-    import msgspec
-    import zstandard
-
-    from kviewer.analysis.depgraph import DepGraph
-
     g: dict[str, Any] = {}
-    for f in dataclasses.fields(DepGraph):
+    for f in dataclasses.fields(analysis.depgraph.DepGraph):
         v = getattr(base.graph, f.name)
         if f.name == "notes":
             v = [[d.kind, d.severity, d.file, d.message] for d in v]
@@ -93,21 +95,14 @@ def encode_base(base: GraphBase) -> bytes:
 
 
 def decode_base(data: bytes) -> GraphBase:
-    import msgspec
-    import zstandard
-
-    from kviewer.analysis.critpath import StepWindow
-    from kviewer.analysis.depgraph import DepGraph, Replay
-    from kviewer.core import Diagnostic
-
     doc = msgspec.msgpack.decode(zstandard.ZstdDecompressor().decompress(data))
     g = {k: _unpack(v) for k, v in doc["graph"].items()}
     g["threads"] = [tuple(t) for t in g["threads"]]
     g["streams"] = [tuple(t) for t in g["streams"]]
     g["notes"] = [Diagnostic(*n) for n in g["notes"]]
-    graph = DepGraph(**g)
-    windows = [StepWindow(str(n), int(a), int(b), int(t), _unpack(gpu)) for n, a, b, t, gpu in doc["windows"]]
-    measured = Replay(**{k: _unpack(v) for k, v in doc["measured"].items()})
+    graph = analysis.depgraph.DepGraph(**g)
+    windows = [analysis.critpath.StepWindow(str(n), int(a), int(b), int(t), _unpack(gpu)) for n, a, b, t, gpu in doc["windows"]]
+    measured = analysis.depgraph.Replay(**{k: _unpack(v) for k, v in doc["measured"].items()})
     return GraphBase(graph, windows, str(doc["source"]), measured)
 
 
@@ -134,17 +129,14 @@ def graph_base(trace: Trace, step: str | None = None, use_cache: bool = True) ->
     AnalysisError
         as :func:`kviewer.analysis.critpath.check_graph` and ``step_windows`` do.
     """
-    from kviewer.analysis.critpath import check_graph, step_windows
-    from kviewer.analysis.depgraph import build_graph, replay
-
     sid = trace.meta.source_id if use_cache else None
     cached = cached_base(sid, step)
     if cached is not None and cached.graph.kernel_node.shape == (len(trace.kernels),):
         return cached
-    graph = build_graph(trace)
-    check_graph(trace, graph)
-    windows, source = step_windows(trace, graph, step)
-    base = GraphBase(graph, windows, source, replay(graph))
+    graph = analysis.depgraph.build_graph(trace)
+    analysis.critpath.check_graph(trace, graph)
+    windows, source = analysis.critpath.step_windows(trace, graph, step)
+    base = GraphBase(graph, windows, source, analysis.depgraph.replay(graph))
     try:
         analysis_cache.put_blob(sid, trace, _table("depgraph", step), "", encode_base(base))
     except Exception as exc:  # noqa: BLE001
@@ -154,8 +146,6 @@ def graph_base(trace: Trace, step: str | None = None, use_cache: bool = True) ->
 
 def get_critpath(sid: SourceId | None, step: str | None) -> dict[str, Any] | None:
     """The stored ``kviewer critpath`` document of the file ``sid`` names (None on a miss)."""
-    import json
-
     row = analysis_cache.get_blob(sid, _table("critpath", step))
     if row is None:
         return None
@@ -168,6 +158,4 @@ def get_critpath(sid: SourceId | None, step: str | None) -> dict[str, Any] | Non
 
 def put_critpath(sid: SourceId | None, trace: Trace, step: str | None, doc: dict[str, Any]) -> bool:
     """Store a ``kviewer critpath`` document (the result's ``as_dict`` with ``unlinked`` and ``notes``)."""
-    import json
-
     return analysis_cache.put_blob(sid, trace, _table("critpath", step), "", json.dumps(doc).encode())

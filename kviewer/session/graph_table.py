@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kviewer import analysis
 from kviewer.session.table_data import Col, TableData, _trace_col
 
 if TYPE_CHECKING:
+    import kviewer.analysis.graphs
     from kviewer.session.tracks import TraceTracks
 
 #: the label of the row of kernels that no graph launch ran
@@ -25,8 +27,6 @@ def graph_grouped_data(traces: Sequence[TraceTracks]) -> TableData:
     """One row per graph that ran kernels, with what ``kviewer graphs`` says of it
     (:func:`kviewer.analysis.graphs.graph_summary`: launches, median kernels per launch, median GPU
     span and launch call), and one row of the kernels outside graphs."""
-    from kviewer.analysis.graphs import graph_summary
-
     labels: list[str] = []
     keys: list[int] = []
     members: list[np.ndarray] = []
@@ -41,7 +41,7 @@ def graph_grouped_data(traces: Sequence[TraceTracks]) -> TableData:
         k = t.trace.kernels
         if not len(k):
             continue
-        summary = {info.graph_id: info for info in graph_summary(t.trace).graphs}
+        summary = {info.graph_id: info for info in analysis.graphs.graph_summary(t.trace).graphs}
         gid = k["graph_id"].to_numpy()
         gl = k["graph_launch"].to_numpy()
         dur = k["dur"].to_numpy()

@@ -6,9 +6,18 @@ The numbers come from :func:`kviewer.analysis.mfu.mfu`; unknown is "—", never 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import html
+import math
+from typing import TYPE_CHECKING, Any, Mapping
 
+from kviewer import analysis
+from kviewer.core.text import display_text
 from kviewer.session.format import UNKNOWN, format_count, format_duration, format_ratio, format_util, known, number
+
+if TYPE_CHECKING:
+    import kviewer.analysis.gpu_metrics
+    import kviewer.analysis.mfu
+    import kviewer.analysis.steps
 
 def _positive(v: Any) -> bool:
     n = number(v)
@@ -99,8 +108,6 @@ def mfu_cells(steps: Any) -> tuple[list[str], list[list[str]]]:
 def mfu_report(result: Any) -> str:
     """The text ``summary --steps`` prints: the MFU table per (rank, step), the job's MFU per step
     when there are several ranks, and the totals line."""
-    from kviewer.core.text import display_text
-
     if result.totals.get("error"):
         return "MFU per step: unknown (" + display_text(str(result.totals["error"]).splitlines()[0]) + ")"
     lines = ["MFU per step (model FLOPs / (step time x dense peak); HFU with recomputation and counters)"]
@@ -153,26 +160,21 @@ def compute_mfu(trace: Any, info: Any) -> Any:
     """The :class:`~kviewer.analysis.mfu.MfuResult` of an open trace for its speed of light
     ``info`` (a :class:`~kviewer.session.analyses.SolInfo`, None when not known): pure, for a
     worker thread."""
-    from kviewer.analysis.mfu import mfu_or_unknown, unknown_mfu
-
     sol = info.result if info is not None else None
     device = info.device if info is not None else None
     if info is not None and sol is None and not info.no_kernels:
         # no speed of light (the GPU is not recognised): no peaks, and nothing to compute again
-        return unknown_mfu(info.why or "the GPU is not known")
-    return mfu_or_unknown(trace, device, sol)
+        return analysis.mfu.unknown_mfu(info.why or "the GPU is not known")
+    return analysis.mfu.mfu_or_unknown(trace, device, sol)
 
 
 def marker_tooltip_lines(result: Any, name: str, rank: int) -> list[str]:
     """The timeline tooltip's MFU line of a step marker, when its trace's MFU ``result`` is known
     (computed once the trace's speed of light is: :meth:`kviewer.ui.mfu_requests.MfuRequests.warm`;
     None before)."""
-    from kviewer.analysis.mfu import step_of_marker
-    from kviewer.analysis.steps import is_step_marker_name
-
-    if result is None or not is_step_marker_name(name):
+    if result is None or not analysis.steps.is_step_marker_name(name):
         return []
-    row = step_of_marker(result, name, rank)
+    row = analysis.mfu.step_of_marker(result, name, rank)
     return [mfu_line(row)] if row is not None else []
 
 
@@ -180,18 +182,13 @@ def marker_mfu_html(result: Any, name: str, rank: int) -> str | None:
     """The Details lines of a selected step marker from its trace's MFU ``result``: its MFU line
     and the split of its time; "" while not computed (``result`` None); None when the slice is no
     step marker."""
-    import html
-
-    from kviewer.analysis.mfu import step_of_marker
-    from kviewer.analysis.steps import is_step_marker_name
-
-    if not is_step_marker_name(name):
+    if not analysis.steps.is_step_marker_name(name):
         return None
     if result is None:
         return ""
     if result.totals.get("error"):
         return f"<p style='color:#777'>MFU unknown: {html.escape(str(result.totals['error']).splitlines()[0])}</p>"
-    row = step_of_marker(result, name, rank)
+    row = analysis.mfu.step_of_marker(result, name, rank)
     if row is None:
         return None
     return (f"<p><b>{html.escape(mfu_line(row))}</b><br>"
@@ -204,18 +201,16 @@ def range_mfu_text(result: Any, marker: tuple[str, int] | None, rng: tuple[float
     the whole steps inside the time range (``rng`` in display ns, ``offset_ns`` from the trace's
     origin). "" when neither holds a step. With ``trace`` (when it has sampled GPU metrics), the
     line also says when that MFU and the sampled Tensor Active disagree (:func:`mfu_tensor_sentence`)."""
-    from kviewer.analysis.mfu import step_of_marker, steps_in_range
-
     if result.totals.get("error"):
         return "MFU unknown: " + str(result.totals["error"]).splitlines()[0]
     if marker is not None:
-        row = step_of_marker(result, marker[0], marker[1])
+        row = analysis.mfu.step_of_marker(result, marker[0], marker[1])
         if row is not None:
             return (f"step {row['step']} ({marker[0]}): {mfu_line(row)} · {split_line(row)}"
                     + mfu_tensor_sentence(trace, row.get("mfu"), row.get("start"), row.get("end")))
     if rng is not None:
         t0, t1 = int(round(rng[0])) + offset_ns, int(round(rng[1])) + offset_ns
-        tot = steps_in_range(result, t0, t1)
+        tot = analysis.mfu.steps_in_range(result, t0, t1)
         if tot is not None:
             steps = tot["step_list"]
             which = f"step {steps[0]}" if len(steps) == 1 else f"{len(steps)} whole steps ({steps[0]}–{steps[-1]})"
@@ -230,8 +225,6 @@ def mfu_tensor_sentence(trace: Any, mfu: Any, start: Any, end: Any) -> str:
     """" — " and what :class:`~kviewer.analysis.gpu_metrics.TensorCheck` says when the MFU (a
     fraction) of the steps over ``[start, end]`` (trace time) and the sampled Tensor Active there
     disagree by more than its threshold; "" when they agree, or either is unknown."""
-    import math
-
     if trace is None or not len(trace.gpu_samples) or mfu is None or start is None or end is None:
         return ""
     try:
@@ -240,7 +233,6 @@ def mfu_tensor_sentence(trace: Any, mfu: Any, start: Any, end: Any) -> str:
         return ""
     if not math.isfinite(pct) or t1 <= t0:
         return ""
-    from kviewer.analysis.gpu_metrics import tensor_check
 
-    said = tensor_check(trace, None, t0, t1, mfu_pct=pct).sentence()
+    said = analysis.gpu_metrics.tensor_check(trace, None, t0, t1, mfu_pct=pct).sentence()
     return f" — {said}" if said else ""

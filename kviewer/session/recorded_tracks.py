@@ -18,9 +18,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kviewer import analysis
+from kviewer.session.format import format_bytes
 from kviewer.session.lod import StepCounter
 
 if TYPE_CHECKING:
+    import kviewer.analysis.memory
     from kviewer.core import Trace
 
 
@@ -57,9 +60,6 @@ def graph_lane_label(n: int, trace: Trace) -> str:
 
 def memory_counters(trace: Trace) -> dict[tuple[int, int], list[tuple[str, StepCounter, float, str, int]]]:
     """(rank, device) -> [(label, counter, scale, tooltip, peak time)] for allocated and reserved memory."""
-    from kviewer.analysis.memory import memory_series
-    from kviewer.session.format import format_bytes
-
     m = trace.memory
     out: dict[tuple[int, int], list[tuple[str, StepCounter, float, str, int]]] = {}
     if not len(m):
@@ -71,7 +71,7 @@ def memory_counters(trace: Trace) -> dict[tuple[int, int], list[tuple[str, StepC
         if d < 0:
             continue
         for column, what in (("total_allocated", "allocated"), ("total_reserved", "reserved")):
-            t, v = memory_series(trace, int(d), column, rank=int(r))
+            t, v = analysis.memory.memory_series(trace, int(d), column, rank=int(r))
             if not len(t):
                 continue
             counter = step_counter(t, v, max(last, int(t.max())) + 1)

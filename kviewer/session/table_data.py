@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kviewer.core.names import short_name
 from kviewer.session.filterexpr import FilterColumn
-from kviewer.session.format import UNKNOWN, format_count, format_duration, format_time, format_value
+from kviewer.session.format import UNKNOWN, display_text, format_count, format_duration, format_time, format_value
 from kviewer.session.tracks import clock_label
 
 if TYPE_CHECKING:
@@ -138,8 +139,6 @@ class Col:
         return v.item() if hasattr(v, "item") else v
 
     def text(self, i: int) -> str:
-        from kviewer.session.format import display_text  # trace text: control and bidi characters shown, not obeyed
-
         if self.display is not None:
             return display_text(self.display(i))
         v = self.values[i]
@@ -376,8 +375,6 @@ def grouped_data(traces: Sequence[TraceTracks]) -> TableData:
 def _stats_file_rows(ks: Any) -> Any:
     """The grouped table's columns from a ``kernel_stats`` table."""
     import pandas as pd
-
-    from kviewer.core.names import short_name
 
     names = ks["name"].astype(str).tolist()
     return pd.DataFrame({

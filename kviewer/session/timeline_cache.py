@@ -34,16 +34,22 @@ import functools
 import hashlib
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import zstandard
+
+from kviewer import __version__, io as kio
+from kviewer.session.lod import LaneLOD, Level, SampledCounter, StepCounter
+from kviewer.session.tracks import CounterTrack, Group, Lane, TraceTracks
 
 if TYPE_CHECKING:
+    import kviewer.io.cache
     from kviewer.core import Trace
     from kviewer.io.cache import SourceId
     from kviewer.session.analyses import SolInfo
-    from kviewer.session.tracks import TraceTracks
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +67,6 @@ _NOT_LAYOUT = ("trace", "key", "sol_info", "counters", "source", "emphasis")
 def layout_fingerprint() -> str:
     """A hash of what lays a timeline out: the session, analysis and core sources (a development
     checkout edits them without a version bump) and this module's format."""
-    from kviewer import __version__
-
     h = hashlib.sha256(f"kviewer {__version__} timeline cache {FORMAT}\n".encode())
     pkg = Path(__file__).resolve().parent.parent
     for sub in ("session", "analysis", "core"):
@@ -78,9 +82,6 @@ def layout_fingerprint() -> str:
 @functools.lru_cache(maxsize=1)
 def _classes() -> dict[str, type]:
     """The dataclasses a stored layout may name (nothing else is ever built from a cache row)."""
-    from kviewer.session.lod import LaneLOD, Level, SampledCounter, StepCounter
-    from kviewer.session.tracks import CounterTrack, Group, Lane
-
     return {c.__name__: c for c in (Group, Lane, CounterTrack, LaneLOD, Level, StepCounter, SampledCounter)}
 
 
@@ -186,8 +187,6 @@ def snapshot(tracks: TraceTracks) -> Snapshot:
 def encode(snap: Snapshot) -> bytes:
     """The layout as bytes: the length of a JSON header, the header, then the arrays' bytes
     compressed as one zstd frame."""
-    import zstandard
-
     specs = []
     offset = 0
     cobj = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compressobj()
@@ -205,8 +204,6 @@ def encode(snap: Snapshot) -> bytes:
 
 def decode(data: bytes) -> dict[str, Any]:
     """The stored layout's fields (what :func:`encode` took from a TraceTracks, by name)."""
-    import zstandard
-
     n = int.from_bytes(data[:8], "little")
     head = json.loads(data[8:8 + n])
     if head.get("format") != FORMAT:
@@ -263,13 +260,10 @@ def _key(sid: SourceId) -> str:
 def get(sid: SourceId | None, trace: Trace) -> TraceTracks | None:
     """The cached layout of ``trace`` (loaded from the file ``sid`` names) as a new TraceTracks
     without a speed of light, None on a miss."""
-    from kviewer.io.cache import cache_disabled, default_cache
-    from kviewer.session.tracks import TraceTracks
-
-    if sid is None or cache_disabled():
+    if sid is None or kio.cache.cache_disabled():
         return None
     try:
-        row = default_cache().get_extra(_key(sid))
+        row = kio.cache.default_cache().get_extra(_key(sid))
         if row is None:
             return None
         fields = decode(row[1])
@@ -292,9 +286,7 @@ def put(sid: SourceId | None, tracks: TraceTracks, background: bool = False) -> 
     the file changed since ``sid``. With ``background``, the layout is taken apart here and
     compressed and written on a writer thread (True: the write was started; :func:`flush` waits
     for it), so a cold open paints without waiting for it."""
-    from kviewer.io.cache import cache_disabled, load_was_complete
-
-    if sid is None or cache_disabled() or tracks.sol_info is not None or not load_was_complete(tracks.trace):
+    if sid is None or kio.cache.cache_disabled() or tracks.sol_info is not None or not kio.cache.load_was_complete(tracks.trace):
         return False
     try:
         snap = snapshot(tracks)
@@ -305,8 +297,6 @@ def put(sid: SourceId | None, tracks: TraceTracks, background: bool = False) -> 
         return _write(sid, snap)
     global _writer
     if _writer is None:
-        from concurrent.futures import ThreadPoolExecutor
-
         _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kviewer-timeline-cache")
     _writes[:] = [f for f in _writes if not f.done()]
     _writes.append(_writer.submit(_write, sid, snap))
@@ -314,12 +304,10 @@ def put(sid: SourceId | None, tracks: TraceTracks, background: bool = False) -> 
 
 
 def _write(sid: SourceId, snap: Snapshot) -> bool:
-    from kviewer.io.cache import default_cache
-
     try:
         if not sid.unchanged():
             return False  # the file changed during the load: the entry could describe other bytes
-        return default_cache().put_extra(_key(sid), KIND, "", encode(snap))
+        return kio.cache.default_cache().put_extra(_key(sid), KIND, "", encode(snap))
     except Exception as exc:  # noqa: BLE001  # a cache problem is a miss, never a failure
         log.warning("timeline cache not written: %s", exc)
         return False
@@ -327,8 +315,6 @@ def _write(sid: SourceId, snap: Snapshot) -> bool:
 
 def flush(timeout: float | None = None) -> None:
     """Wait for the background writes started so far (tests, benchmarks, shutdown)."""
-    from concurrent.futures import wait
-
     pending = list(_writes)
     if pending:
         wait(pending, timeout=timeout)
@@ -339,8 +325,6 @@ def tracks_for_open(trace: Trace, sol: SolInfo | None = None, source: SourceId |
     """Worker side of opening a trace in the window: its timeline from this cache, else laid out
     and stored here (on the writer thread with ``background``); coloured by ``sol`` when given.
     ``source``: the file's identity taken by the load (None: not cached)."""
-    from kviewer.session.tracks import TraceTracks
-
     tracks = get(source, trace)
     if tracks is None:
         tracks = TraceTracks.build(trace)

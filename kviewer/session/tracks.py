@@ -21,19 +21,24 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kviewer import analysis
 from kviewer.core.intervals import nesting_depth
-from kviewer.session import colors
+from kviewer.session import colors, recorded_tracks
 from kviewer.session.lod import LaneLOD, SampledCounter, StepCounter
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    import kviewer.analysis.activity
+    import kviewer.analysis.gpu_metrics
+    import kviewer.analysis.steps
     from kviewer.core import Trace
     from kviewer.session.analyses import SolInfo
 
@@ -176,8 +181,6 @@ class TraceTracks:
     def build(cls, trace: Trace, label: str | None = None, sol: SolInfo | None = None, source: Any = None) -> TraceTracks:
         """Lay out ``trace``; ``sol`` colours its kernels by bound (grey-blue "unknown" without);
         ``source``: the file's identity at load (for the analysis cache)."""
-        import os
-
         trace_key = cls.new_key()
         label = label or os.path.basename(trace.meta.path) or trace.meta.source_format
         span = trace.span_ns() or (0, 0)
@@ -198,12 +201,10 @@ class TraceTracks:
         kcol, kinner = _kernel_colours(trace, sol)
         gcol = colors.gpu_op_colours(g["kind"], g["name"], g["direction"])
         ccol = colors.cpu_colours(c["category"], c["name"])
-        from kviewer.analysis.activity import launch_latency, sync_points  # pandas: not on the way to the window
-        from kviewer.analysis.steps import kernel_launch_calls
 
         # synchronisations are marked in the sync colour (red), on the host call and on the
         # device-to-host copy the host waits for
-        sync = sync_points(trace)
+        sync = analysis.activity.sync_points(trace)
         sync_colour = colors.FAMILY_INDEX["sync"] * colors.SHADES
         ccol = np.where(sync["cpu_slices"], sync_colour + ccol % colors.SHADES, ccol).astype(np.uint16)
         gcol = np.where(sync["gpu_ops"], sync_colour + gcol % colors.SHADES, gcol).astype(np.uint16)
@@ -243,7 +244,7 @@ class TraceTracks:
 
         device_names = _device_names(trace.devices)
         gpu_number = device_ordinals(trace.devices)
-        launch = kernel_launch_calls(trace)
+        launch = analysis.steps.kernel_launch_calls(trace)
 
         ranks = sorted(set(_ints(k, "rank")) | set(_ints(g, "rank")) | set(_ints(c, "rank")))
         multi_rank = len(ranks) > 1 or (ranks and ranks[0] != -1)
@@ -261,7 +262,6 @@ class TraceTracks:
         # a sixth of the layout of a big Kineto trace)
         slice_kind, gpu_annotation = _slice_kinds(c)
         projections = projected_ranges(trace, launch)
-        from kviewer.session import recorded_tracks  # graph launches and memory counters (their own module)
 
         graph_spans = recorded_tracks.graph_launch_spans(trace)
         memory_rows = recorded_tracks.memory_counters(trace)
@@ -359,7 +359,7 @@ class TraceTracks:
 
         _remember_as_built(root)
         return cls(trace, trace_key, label, offset, root, lanes, lane_of, pos_of, launch, (int(span[0]) - offset, int(span[1]) - offset),
-                   launch_latency=launch_latency(trace, launch), sync=sync, sol_info=sol, source=source)
+                   launch_latency=analysis.activity.launch_latency(trace, launch), sync=sync, sol_info=sol, source=source)
 
     # -----------------------------------------------------------------------------------------
     def set_kernel_emphasis(self, mask: np.ndarray | None) -> None:
@@ -500,31 +500,30 @@ def gpu_metric_tracks(trace: Trace) -> dict[int, list[CounterTrack | Group]]:
     order), every other one in a closed group below them (open it to show them, or pin one)."""
     if not len(trace.gpu_samples):
         return {}
-    from kviewer.analysis.gpu_metrics import DEFAULT_ROLES, is_percent, series, split_name
 
     out: dict[int, list[CounterTrack | Group]] = {}
     by_dev: dict[int, list[CounterTrack]] = {}
     rank_of: dict[int, int] = {}
-    all_series = series(trace)
+    all_series = analysis.gpu_metrics.series(trace)
     base_count: dict[tuple[int, str], int] = {}
     for x in all_series:
-        key = (x.device, split_name(x.metric)[0])
+        key = (x.device, analysis.gpu_metrics.split_name(x.metric)[0])
         base_count[key] = base_count.get(key, 0) + 1
     for x in all_series:
         counter = SampledCounter.build(x.t, x.v)
-        name, unit = split_name(x.metric)
+        name, unit = analysis.gpu_metrics.split_name(x.metric)
         if base_count[(x.device, name)] > 1:  # one quantity in several units: the unit tells them apart
             name = x.metric
-        scale = 100.0 if is_percent(x.metric) else max(counter.peak, 1e-12)
+        scale = 100.0 if analysis.gpu_metrics.is_percent(x.metric) else max(counter.peak, 1e-12)
         track = CounterTrack(name, "gpu_metric", counter, scale,
                              f"{x.metric}: sampled by the profiler; each pixel shows the lowest to the highest sample in its time"
-                             + ("" if is_percent(x.metric) else f" (full height {scale:g} {unit})"))
+                             + ("" if analysis.gpu_metrics.is_percent(x.metric) else f" (full height {scale:g} {unit})"))
         by_dev.setdefault(x.device, []).append(track)
         role = x.role
-        rank_of[id(track)] = DEFAULT_ROLES.index(role) if role in DEFAULT_ROLES else len(DEFAULT_ROLES)
+        rank_of[id(track)] = analysis.gpu_metrics.DEFAULT_ROLES.index(role) if role in analysis.gpu_metrics.DEFAULT_ROLES else len(analysis.gpu_metrics.DEFAULT_ROLES)
     for dev, tracks in by_dev.items():
-        first = sorted((t for t in tracks if rank_of[id(t)] < len(DEFAULT_ROLES)), key=lambda t: rank_of[id(t)])
-        rest = [t for t in tracks if rank_of[id(t)] >= len(DEFAULT_ROLES)]
+        first = sorted((t for t in tracks if rank_of[id(t)] < len(analysis.gpu_metrics.DEFAULT_ROLES)), key=lambda t: rank_of[id(t)])
+        rest = [t for t in tracks if rank_of[id(t)] >= len(analysis.gpu_metrics.DEFAULT_ROLES)]
         items: list[CounterTrack | Group] = list(first)
         if rest:
             items.append(Group(f"more GPU metrics ({len(rest)})", list(rest), collapsed=True,

@@ -21,12 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kviewer import session
 from kviewer.session.document import Document
 from kviewer.session.events import Event
 
 if TYPE_CHECKING:
     import numpy as np
 
+    import kviewer.session.tracks
     from kviewer.session.tracks import TraceTracks
 
 #: highlight layers (see the module doc)
@@ -133,9 +135,7 @@ class ViewState:
 
     def clock(self) -> str:
         """What the time axis counts from (:func:`~kviewer.session.tracks.clock_label`)."""
-        from kviewer.session.tracks import clock_label
-
-        return clock_label(self.traces)
+        return session.tracks.clock_label(self.traces)
 
     # range -------------------------------------------------------------------------------------
     def set_range(self, t0: float, t1: float) -> None:

@@ -1,1 +1,6 @@
 """The desktop app: the only package that imports PySide6 or pyqtgraph."""
+
+import lazy_loader
+
+# submodules (and the names in __init__.pyi) are imported on first use
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

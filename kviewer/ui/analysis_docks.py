@@ -42,16 +42,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from kviewer import analysis, session, ui
+from kviewer.errors import AnalysisError
+from kviewer.session.analyses import SolInfo, compute_sol, drop_uncoloured_warning, note_uncoloured
+from kviewer.session.open_trace import FUSION, SOL, Failed, Pending, Ready, run_analysis
+from kviewer.ui.dock_gate import DockGate
 from kviewer.ui.viewstate import PICK, Selection, ViewState
 
 if TYPE_CHECKING:
+    import kviewer.analysis.devices
+    import kviewer.session.analysis_cache
+    import kviewer.ui.fusion_panel
+    import kviewer.ui.roofline
+    from kviewer.analysis.fusion import FusionResult
+    from kviewer.session.tracks import TraceTracks
     from kviewer.ui.background import BackgroundRunner
     from kviewer.ui.fusion_panel import FusionPanel
     from kviewer.ui.roofline import RooflineWidget
-    from kviewer.analysis.fusion import FusionResult
-    from kviewer.session.analyses import SolInfo
-    from kviewer.session.open_trace import Failed, Ready
-    from kviewer.session.tracks import TraceTracks
 
 #: rings drawn in the roofline for a highlight (a broad filter would otherwise ring everything)
 MAX_RINGS = 5000
@@ -105,13 +112,10 @@ class RooflinePanel(QWidget):
         self.shown: tuple[int, int] | None = None
         """(trace key, id of its SolInfo) on display"""
 
-    def ensure_widgets(self) -> RooflineWidget:
+    def ensure_widgets(self) -> ui.roofline.RooflineWidget:
         """Create the roofline and fill the device list (imports pandas: first trace only)."""
         if self.roofline is None:
-            from kviewer.analysis.devices import load_devices
-            from kviewer.ui.roofline import RooflineWidget
-
-            self.roofline = RooflineWidget()
+            self.roofline = ui.roofline.RooflineWidget()
             self.roofline.setObjectName("roofline")
             # a dock is narrow and tall: a small legend in one column (below the plot, never over its points)
             self.roofline.legend.setLabelTextSize("7pt")
@@ -119,7 +123,7 @@ class RooflinePanel(QWidget):
             self.roofline.hide()
             self.layout_.addWidget(self.roofline, 1)
             self.device_box.addItem("Choose the GPU…", None)
-            for spec in sorted(load_devices().values(), key=lambda s: (s.vendor, s.name)):
+            for spec in sorted(analysis.devices.load_devices().values(), key=lambda s: (s.vendor, s.name)):
                 self.device_box.addItem(spec.name, spec.id)
         return self.roofline
 
@@ -167,9 +171,8 @@ class RooflinePanel(QWidget):
         if info.device is not None:
             self.message.setStyleSheet(_MUTED)
             self.message.setText("GPU chosen by you (the trace does not say which one ran it).")
-        from kviewer.ui.roofline import counter_marks
 
-        roofline.set_data(info.sol, info.spec, counter_marks(tracks.trace.kernels))
+        roofline.set_data(info.sol, info.spec, ui.roofline.counter_marks(tracks.trace.kernels))
         bad = info.result.warnings() if info.result is not None else {}
         if bad:
             why = ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in sorted(bad.items()))
@@ -206,11 +209,9 @@ class FusionDockPanel(QWidget):
         self.shown: tuple[int, int] | None = None
         """(trace key, id of the candidates frame) on display"""
 
-    def ensure_widgets(self) -> FusionPanel:
+    def ensure_widgets(self) -> ui.fusion_panel.FusionPanel:
         if self.panel is None:
-            from kviewer.ui.fusion_panel import FusionPanel
-
-            self.panel = FusionPanel()
+            self.panel = ui.fusion_panel.FusionPanel()
             self.panel.setObjectName("fusionPanel")
             self.panel.hide()
             self.layout_.insertWidget(1, self.panel, 1)
@@ -267,8 +268,6 @@ class AnalysisDocks(QObject):
         state.highlightChanged.connect(self.sync_roofline_selection)
         self.roofline_panel.deviceChosen.connect(self.choose_device)
         # filled only while on screen (a dock in a hidden tab says isVisible() too)
-        from kviewer.ui.dock_gate import DockGate
-
         self.gates: dict[str, DockGate] = {}
         for dock in (self.roofline_dock, self.fusion_dock):
             self.gates[dock.objectName()] = gate = DockGate(self.refresh)
@@ -312,8 +311,6 @@ class AnalysisDocks(QObject):
             self._fill_fusion(tracks)
 
     def _fill_fusion(self, tracks: TraceTracks) -> None:
-        from kviewer.session.open_trace import FUSION, Failed, Pending, Ready
-
         info = tracks.sol_info
         key = tracks.key
         if info is None and self.computing_sol(key):
@@ -340,9 +337,6 @@ class AnalysisDocks(QObject):
     def _compute_fusion(self, tracks: TraceTracks) -> None:
         """Fusion candidates of the trace from its speed of light, on the runner (one channel per
         trace: a trace left before its candidates arrived still gets them)."""
-        from kviewer.session.analysis_cache import fusion_for_open
-        from kviewer.session.open_trace import FUSION, Failed, Ready, run_analysis
-
         trace, info, key = tracks.trace, tracks.sol_info, tracks.key
         assert info is not None
         # the analysis cache describes the file as loaded, on its own GPU
@@ -355,7 +349,7 @@ class AnalysisDocks(QObject):
                 self.document.settle(key, FUSION, state)
                 self.refresh()
 
-        self.runner.run(f"fusion:{key}", lambda: run_analysis(lambda: fusion_for_open(trace, info, source), trace.meta.path),
+        self.runner.run(f"fusion:{key}", lambda: run_analysis(lambda: session.analysis_cache.fusion_for_open(trace, info, source), trace.meta.path),
                         done, lambda message: done(_failed(message, trace.meta.path)))
 
     def _connect_roofline(self) -> None:
@@ -443,12 +437,8 @@ class AnalysisDocks(QObject):
         """A trace has just been shown without its speed of light (not in the analysis cache):
         compute it in the background; the docks say so meanwhile, and the bars are recoloured and
         the docks filled when it arrives. The window stays usable throughout."""
-        from kviewer.session.analyses import SolInfo, note_uncoloured
-        from kviewer.session.analysis_cache import sol_for_open
-
         if tracks.sol_info is not None or not len(tracks.trace.kernels):
             return
-        from kviewer.session.open_trace import SOL
 
         key, trace, source = tracks.key, tracks.trace, tracks.source
         self.document.begin(key, SOL)
@@ -472,22 +462,17 @@ class AnalysisDocks(QObject):
                 self.document.set_sol(key, info)
                 self.refresh()
 
-        self.runner.run(f"sol:{key}", lambda: sol_for_open(trace, source), done, failed)
+        self.runner.run(f"sol:{key}", lambda: session.analysis_cache.sol_for_open(trace, source), done, failed)
         self.refresh()
 
     def computing_sol(self, key: int | None = None) -> bool:
         """Whether the speed of light of trace ``key`` (None: of any trace) is being computed."""
-        from kviewer.session.open_trace import SOL
-
         keys = [key] if key is not None else [t.key for t in self.state.traces]
         return any(o is not None and o.pending(SOL) for o in map(self.document.get, keys))
 
     # device picker ----------------------------------------------------------------------------
     def choose_device(self, device: str) -> None:
         """Recompute the shown trace's speed of light on ``device`` (in the background)."""
-        from kviewer.session.analyses import compute_sol
-        from kviewer.session.open_trace import SOL
-
         shown = self.roofline_panel.shown
         tracks = self.state.trace(shown[0]) if shown is not None else None
         if tracks is None:
@@ -508,8 +493,6 @@ class AnalysisDocks(QObject):
 
     def apply_sol(self, key: int, info: SolInfo) -> None:
         """Take a recomputed SOL for an open trace: recolour its bars, refill the docks."""
-        from kviewer.session.analyses import drop_uncoloured_warning
-
         tracks = self.state.trace(key)
         if tracks is None:
             return
@@ -524,7 +507,4 @@ class AnalysisDocks(QObject):
 
 def _failed(message: str, path: str) -> Failed:
     """A background computation's error message (the runner's) as a failed analysis."""
-    from kviewer.errors import AnalysisError
-    from kviewer.session.open_trace import Failed
-
     return Failed(AnalysisError(message.split("\n", 1)[0], path=path))

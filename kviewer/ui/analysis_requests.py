@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kviewer.errors import AnalysisError
 from kviewer.session.open_trace import Failed, Ready, run_analysis
 
 
@@ -65,8 +66,6 @@ class AnalysisRequests:
             doc.settle(key, self.name, settled)
 
         def failed(message: str) -> None:
-            from kviewer.errors import AnalysisError
-
             done(Failed(AnalysisError(message.split("\n", 1)[0], path=path)))
 
         self.runner.run(f"{self.name}:{key}", lambda: run_analysis(fn, path), done, failed)

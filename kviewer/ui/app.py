@@ -11,26 +11,40 @@ error on stderr instead of a dialog). ``KVIEWER_WINDOW_SIZE=1600x1000`` sets the
 
 from __future__ import annotations
 
+import gc
+import importlib
 import os
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kviewer import ui
+from kviewer.fleet.read import is_fleet_candidate, open_fleet
+from kviewer.ui import resources
+from kviewer.ui.open_work import prefetch
+
+if TYPE_CHECKING:
+    import kviewer.ui.dialogs
+    import kviewer.ui.fleet_window
+    import kviewer.ui.mainwindow
 
 ENV_SCREENSHOT = "KVIEWER_SCREENSHOT"
 ENV_SIZE = "KVIEWER_WINDOW_SIZE"
+
+
+#: imported by :func:`_warm_up`: the loaders (pandas and the core tables), and what the GUI thread
+#: imports when a trace arrives (counter-report matching, the table's columns): 0.2-0.3 s of it
+#: before the first paint otherwise
+WARM_UP = ("kviewer.io.registry", "kviewer.analysis.attach", "kviewer.session.table_data")
 
 
 def _warm_up() -> None:
     """Import the loaders and what a trace's arrival needs in the background, so neither the first
     open nor the GUI thread waits for them."""
     try:
-        import kviewer.io  # noqa: F401
-        import kviewer.io.registry  # noqa: F401  # pandas and the core tables
-        # what the GUI thread imports when a trace arrives (counter-report matching, the table's
-        # columns): 0.2-0.3 s of it before the first paint otherwise
-        import kviewer.analysis.attach  # noqa: F401
-        import kviewer.session.table_data  # noqa: F401
+        for name in WARM_UP:
+            importlib.import_module(name)
     except Exception:  # the load itself reports any real problem
         pass
 
@@ -38,25 +52,19 @@ def _warm_up() -> None:
 def _prefetch_first(files: Sequence[str]) -> None:
     """Start loading the first trace file before Qt is imported (start-up work off the critical
     path: the window's load adopts it, :func:`kviewer.ui.open_work.prefetch`)."""
-    from kviewer.fleet.read import is_fleet_candidate
-
     first = next((f for f in files if not is_fleet_candidate(f)), None)
     if first is None or not os.path.isfile(first):
         return
-    import gc
 
     # the cyclic collector runs on the GUI thread only (kviewer.ui.dispatch, from the first
     # dispatcher on): with Qt objects about to exist, none may be collected on the loading thread
     gc.disable()
-    from kviewer.ui.open_work import prefetch
 
     prefetch(first)
 
 
 def create_app() -> Any:
     from PySide6.QtWidgets import QApplication
-
-    from kviewer.ui import resources
 
     existing = QApplication.instance()
     app: QApplication = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
@@ -112,9 +120,7 @@ def run(files: Sequence[str]) -> int:
     app = create_app()
     from PySide6.QtCore import QTimer
 
-    from kviewer.ui.mainwindow import MainWindow
-
-    window = MainWindow()
+    window = ui.mainwindow.MainWindow()
     size = os.environ.get(ENV_SIZE, "")
     if "x" in size:
         w, h = (int(v) for v in size.lower().split("x", 1))
@@ -140,12 +146,8 @@ def _open_fleets(window: Any, files: list[str]) -> list[str]:
     hold views that never end) is opened and read on a worker thread (:func:`kviewer.fleet.read.
     open_fleet`, bounded in time and memory). A candidate that is no fleet output after all is
     opened as a trace; one that cannot be read says why in an error dialog."""
-    from kviewer.fleet.read import is_fleet_candidate
-
     if not any(is_fleet_candidate(f) for f in files):
         return files
-    from kviewer.fleet.read import open_fleet
-    from kviewer.ui import dialogs
 
     rest = []
     runner = window.runner  # the window's: its shutdown drops a read still in flight
@@ -159,15 +161,14 @@ def _open_fleets(window: Any, files: list[str]) -> list[str]:
             if result is None:
                 window.open_files([f])
                 return
-            from kviewer.ui.fleet_window import FleetWindow
 
             db, ranks = result
-            fw = FleetWindow(db, lambda path: window.open_files([path]), ranks=ranks)
+            fw = ui.fleet_window.FleetWindow(db, lambda path: window.open_files([path]), ranks=ranks)
             fw.show()
             window.fleet_windows.append(fw)  # kept alive with the main window
 
         def failed(message: str, f: str = f) -> None:
-            dialogs.show_error(window, "Could not open the fleet output", f"{f}: {message}")
+            ui.dialogs.show_error(window, "Could not open the fleet output", f"{f}: {message}")
 
         runner.run(f"fleet:{f}", lambda f=f: open_fleet(f), done, failed)
     return rest
@@ -177,13 +178,11 @@ def _screenshot_mode(app: Any, window: Any, out: str, status: dict[str, int], ha
     """Save a picture of the window once every file is open, then quit (no blocking dialogs)."""
     from PySide6.QtCore import QTimer
 
-    from kviewer.ui import dialogs
-
     def report(_parent: Any, title: str, text: str) -> None:
         status["code"] = 2
         print(f"kviewer: error: {text}", file=sys.stderr)
 
-    dialogs.show_error = report  # type: ignore[assignment]
+    ui.dialogs.show_error = report  # type: ignore[assignment]
 
     def save() -> None:
         runner = getattr(window, "runner", None)

@@ -18,13 +18,12 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from kviewer.errors import KViewerError
 from kviewer.ui.dispatch import Owner, Task, dispatcher
 
 
 def error_message(exc: BaseException) -> str:
     """What the user is told about a failed background computation."""
-    from kviewer.errors import KViewerError
-
     if isinstance(exc, KViewerError):  # a typed error already says what went wrong
         return str(exc)
     detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=3))

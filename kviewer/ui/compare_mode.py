@@ -31,15 +31,19 @@ import numpy as np
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QStackedWidget
 
+from kviewer import analysis, ui
+from kviewer.session.compare import start_compare, stop_compare
 from kviewer.ui import dialogs
 from kviewer.ui.viewstate import PICK, Selection, ViewState
 
 if TYPE_CHECKING:
+    import kviewer.analysis.compare
+    import kviewer.ui.compare_view
     from kviewer.analysis.compare import CompareResult
+    from kviewer.session.tracks import TraceTracks
     from kviewer.ui.background import BackgroundRunner
     from kviewer.ui.compare_view import CompareSelection, CompareView
     from kviewer.ui.loading import LoadController
-    from kviewer.session.tracks import TraceTracks
 
 PLACEHOLDER = (
     "Drop a second report on the window to compare it with the open one, "
@@ -183,8 +187,6 @@ class CompareMode(QObject):
 
     def start(self, a_key: int, b_key: int) -> None:
         """Compare trace ``b_key`` with ``a_key`` (in the background); show it when done."""
-        from kviewer.analysis.compare import compare
-
         a, b = self.state.trace(a_key), self.state.trace(b_key)
         if a is None or b is None or a_key == b_key:
             return
@@ -211,7 +213,7 @@ class CompareMode(QObject):
             self.status("")
             dialogs.show_error(self.window, "Could not compare the traces", f"{b.label} with {a.label}: {message}")
 
-        self.runner.run("compare", lambda: compare(ta, tb), done, failed)
+        self.runner.run("compare", lambda: analysis.compare.compare(ta, tb), done, failed)
 
     def _end_pending(self) -> None:
         """No comparison is coming: the dock goes back to its hint (hidden unless one is shown)."""
@@ -221,8 +223,6 @@ class CompareMode(QObject):
             self.dock.hide()
 
     def _show(self, a: TraceTracks, b: TraceTracks, result: CompareResult) -> None:
-        from kviewer.session.compare import start_compare
-
         start_compare(self.state.document, a.key, b.key, result)  # -> _on_compare_changed
 
     def _on_compare_changed(self) -> None:
@@ -239,12 +239,11 @@ class CompareMode(QObject):
             self.status("")
             self.changed.emit()
             return
-        from kviewer.ui.compare_view import CompareView
 
         result = pair.result
         self.placeholder.setText(PLACEHOLDER)
         if self.view is None:
-            self.view = CompareView(a.trace, b.trace, result)
+            self.view = ui.compare_view.CompareView(a.trace, b.trace, result)
             self.view.rowSelected.connect(lambda sel: self.select_row(sel, reveal=False))
             self.view.rowActivated.connect(lambda sel: self.select_row(sel, reveal=True))
             self.stack.addWidget(self.view)
@@ -274,7 +273,6 @@ class CompareMode(QObject):
         if not self.active:
             self._end_pending()
             return
-        from kviewer.session.compare import stop_compare
 
         stop_compare(self.state.document)  # -> _on_compare_changed
 

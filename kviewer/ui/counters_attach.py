@@ -25,23 +25,23 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
+from kviewer import analysis as kv_analysis
+from kviewer.session.analyses import compute_sol, sol_for_load
 from kviewer.ui import dialogs
 
 if TYPE_CHECKING:
+    import kviewer.analysis.attach
     from kviewer.core import Trace
+    from kviewer.session.tracks import TraceTracks
     from kviewer.ui.analysis_docks import AnalysisDocks
     from kviewer.ui.background import BackgroundRunner
-    from kviewer.session.tracks import TraceTracks
     from kviewer.ui.viewstate import ViewState
 
 
 def attach_work(base: Trace, report: Trace, start: int | None, device: str | None = None) -> tuple[Any, Any]:
     """Worker side (no Qt): the attach result and the speed of light of the merged trace
     (on ``device`` when the user chose the GPU for this trace)."""
-    from kviewer.analysis.attach import attach_counters
-    from kviewer.session.analyses import compute_sol, sol_for_load
-
-    result = attach_counters(base, report, start=start)
+    result = kv_analysis.attach.attach_counters(base, report, start=start)
     info = compute_sol(result.trace, device) if device is not None else sol_for_load(result.trace)
     return result, info
 
@@ -90,22 +90,20 @@ class CounterAttach(QObject):
 
     def take(self, tracks: TraceTracks) -> bool:
         """Called with every loaded file before it opens: True when it was attached instead."""
-        from kviewer.analysis.attach import is_counter_report, is_timeline
-
         path = os.path.abspath(tracks.trace.meta.path)
         if path in self._alone_paths:
             self._alone_paths.discard(path)
             return False
         explicit = path in self._expect
         want = self._expect.pop(path, None)
-        if not is_counter_report(tracks.trace):
+        if not kv_analysis.attach.is_counter_report(tracks.trace):
             if explicit:
                 self.status(f"{os.path.basename(path)} is not a counter report: opened as a trace")
             return False
         if self.blocked() and not explicit:
             return False
         target = self.state.trace(want) if want is not None else None
-        if target is None or not is_timeline(target.trace):
+        if target is None or not kv_analysis.attach.is_timeline(target.trace):
             target = self._target()
         if target is None:
             if explicit:
@@ -121,9 +119,7 @@ class CounterAttach(QObject):
 
     def adopt(self, timeline: TraceTracks) -> None:
         """A timeline has opened: attach the reports of this request that opened alone before it."""
-        from kviewer.analysis.attach import is_timeline
-
-        if self.blocked() or not is_timeline(timeline.trace):
+        if self.blocked() or not kv_analysis.attach.is_timeline(timeline.trace):
             self._alone = []
             return
         for key in self._alone:
@@ -138,13 +134,11 @@ class CounterAttach(QObject):
         self._alone = []
 
     def _target(self) -> TraceTracks | None:
-        from kviewer.analysis.attach import is_timeline
-
         cur = self.state.current
-        if cur is not None and is_timeline(self.document.base_of(cur.key) or cur.trace):
+        if cur is not None and kv_analysis.attach.is_timeline(self.document.base_of(cur.key) or cur.trace):
             return cur
         for t in reversed(self.state.traces):
-            if is_timeline(self.document.base_of(t.key) or t.trace):
+            if kv_analysis.attach.is_timeline(self.document.base_of(t.key) or t.trace):
                 return t
         return None
 

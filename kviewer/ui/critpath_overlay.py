@@ -19,15 +19,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PySide6.QtGui import QColor
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
+from kviewer import analysis
 from kviewer.session.format import format_duration, format_percent
+from kviewer.session.open_trace import CRITPATH, Failed
 from kviewer.ui.analysis_requests import AnalysisRequests
 from kviewer.ui.background import BackgroundRunner
 
 if TYPE_CHECKING:
+    import kviewer.analysis.critpath
     from kviewer.analysis.critpath import CritPathResult
     from kviewer.session.tracks import TraceTracks
 
@@ -46,17 +49,13 @@ BAND_PX = 4.0
 
 
 def _critpath_job(tracks: TraceTracks) -> Callable[[], CritPathResult]:
-    from kviewer.analysis.critpath import critical_paths
-
     trace = tracks.trace
-    return lambda: critical_paths(trace)
+    return lambda: analysis.critpath.critical_paths(trace)
 
 
 def critpath_requests(runner: BackgroundRunner, state: Any) -> AnalysisRequests:
     """Requests for the critical paths of open traces, kept in each trace's
     :data:`~kviewer.session.open_trace.CRITPATH` slot (computed once per trace, on the runner)."""
-    from kviewer.session.open_trace import CRITPATH
-
     return AnalysisRequests(runner, state, CRITPATH, _critpath_job)
 
 
@@ -64,8 +63,6 @@ def path_bands(result: CritPathResult, lane_of: dict[str, np.ndarray]) -> tuple[
     """(start, end, class, lane) of every path segment of ``result`` that lies on a lane, sorted by
     start; times in trace ns, lanes index the trace's lanes (``lane_of``: the view model's
     ``TraceTracks.lane_of``, row -> lane per table). Pure: built on a worker with the paths."""
-    from kviewer.analysis.critpath import LANE_GAP, LANE_GPU, LANE_HOST
-
     g = result.graph
     starts, ends, classes, lanes = [], [], [], []
     k_lane = lane_of.get("kernels", np.zeros(0, dtype=np.int64))
@@ -76,7 +73,7 @@ def path_bands(result: CritPathResult, lane_of: dict[str, np.ndarray]) -> tuple[
         node = seg["node"].to_numpy()
         lane_kind = seg["lane"].to_numpy()
         lane = np.full(len(seg), -1, dtype=np.int64)
-        gpu = (lane_kind == LANE_GPU) & (node >= 0)
+        gpu = (lane_kind == analysis.critpath.LANE_GPU) & (node >= 0)
         if gpu.any():
             tab = g.g_table[node[gpu]]
             row = g.g_row[node[gpu]]
@@ -88,7 +85,7 @@ def path_bands(result: CritPathResult, lane_of: dict[str, np.ndarray]) -> tuple[
                 got[~kk] = o_lane[row[~kk]]
             lane[gpu] = got
         # host calls, and the host work between calls on the lane of the call next to it
-        host = ((lane_kind == LANE_HOST) | (lane_kind == LANE_GAP)) & (node >= 0)
+        host = ((lane_kind == analysis.critpath.LANE_HOST) | (lane_kind == analysis.critpath.LANE_GAP)) & (node >= 0)
         if host.any() and len(c_lane):
             lane[host] = c_lane[g.h_row[node[host]]]
         keep = lane >= 0
@@ -196,8 +193,6 @@ class StepBreakdown(QWidget):
 
     def refresh(self, tracks: TraceTracks | None, t0: int, t1: int) -> None:
         """Show the breakdown of the step whose window is [t0, t1] (trace ns), if any."""
-        from kviewer.session.open_trace import Failed
-
         self.step = None
         self._want = None if tracks is None else (tracks, t0, t1)
         if tracks is None:
@@ -215,8 +210,6 @@ class StepBreakdown(QWidget):
             self.refresh(*self._want)
 
     def _show(self, result: CritPathResult, t0: int, t1: int) -> None:
-        from kviewer.analysis.critpath import CLASSES
-
         for s in result.steps:
             tol = 0.01 * max(s.measured_ns, 1)
             if abs(s.start - t0) <= tol and abs(s.end - t1) <= tol:
@@ -230,7 +223,7 @@ class StepBreakdown(QWidget):
         total = max(s.critical_path_ns, 1)
         parts = "".join(
             f"<tr><td><span style='color:{CLASS_COLOURS[i].name()}'>■</span> {c}</td><td align=right>{format_duration(s.breakdown[c])}</td>"
-            f"<td align=right>{format_percent(s.breakdown[c] / total * 100)}</td></tr>" for i, c in enumerate(CLASSES))
+            f"<td align=right>{format_percent(s.breakdown[c] / total * 100)}</td></tr>" for i, c in enumerate(analysis.critpath.CLASSES))
         top = "".join(f"<tr><td>{html.escape(str(t['name'])[:80])}</td><td>{t['kind']}</td><td align=right>{format_duration(float(t['ns']))}</td>"
                       f"<td align=right>{format_percent(t['pct'])}</td></tr>" for t in s.top[:8])
         self.label.setText(f"<b>{html.escape(s.name)}</b>: critical path {format_duration(s.critical_path_ns)} "

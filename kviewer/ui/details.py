@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QUrl
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
+from kviewer import analysis
 from kviewer.session.details import never_filled
 from kviewer.session.format import format_bytes, format_count, format_duration, format_time
+from kviewer.session.mfu_view import marker_mfu_html
+from kviewer.session.open_trace import MFU
 from kviewer.ui.viewstate import Selection, ViewState
+
+if TYPE_CHECKING:
+    import kviewer.analysis.attach
 
 _TIME_COLS = {"start", "end", "dur", "t_sol_ns"}
 _SKIP = {"id"}
@@ -86,10 +92,6 @@ class DetailsPanel(QTextBrowser):
 
     def _step_mfu(self, tracks: Any, r: Any) -> list[str]:
         """A step marker's MFU, HFU, step SOL and the split of its time."""
-        from kviewer.session.mfu_view import marker_mfu_html
-
-        from kviewer.session.open_trace import MFU
-
         rank = int(r["rank"]) if "rank" in r else -1
         text = marker_mfu_html(self.state.document.ready(tracks.key, MFU), str(r["name"]), rank)
         if text is None:
@@ -167,8 +169,6 @@ def _value_text(col: str, value: Any, offset: int) -> str:
 
 def _counter_notes(tracks: Any, row: int) -> list[str]:
     """Where the kernel's measured columns came from, and where they disagree with the model."""
-    from kviewer.analysis.attach import GAP_LIMIT, model_gaps
-
     k = tracks.trace.kernels
     out: list[str] = []
     status = str(k["counters"].iloc[row]) if "counters" in k.columns else ""
@@ -180,11 +180,11 @@ def _counter_notes(tracks: Any, row: int) -> list[str]:
         )
     elif status == "measured":
         out.append("<p style='color:#3c9646'>Measured values from the attached counter report (this launch was profiled).</p>")
-    gaps = model_gaps(k, row)
+    gaps = analysis.attach.model_gaps(k, row)
     for gap in gaps:
         colour = "#9a4b00" if gap.compared else "#666"
         mark = "⚠ " if gap.compared else ""
         out.append(f"<p style='color:{colour}'>{mark}{html.escape(gap.text)}</p>")
     if not gaps and status and not math.isnan(float(k["model_flops"].iloc[row])):
-        out.append(f"<p style='color:#666'>Measured and modelled work agree within {GAP_LIMIT * 100:.0f} %.</p>")
+        out.append(f"<p style='color:#666'>Measured and modelled work agree within {analysis.attach.GAP_LIMIT * 100:.0f} %.</p>")
     return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QMessageBox, QWidget
+from PySide6.QtWidgets import QCheckBox, QMessageBox, QWidget
 
 
 def show_error(parent: QWidget | None, title: str, text: str) -> None:
@@ -18,8 +18,6 @@ def show_info(parent: QWidget | None, title: str, text: str) -> None:
 
 def ask_open_mode(parent: QWidget | None, new_label: str, current_label: str) -> tuple[str, bool] | None:
     """File › Open with a trace open: ("beside" | "compare", remember) or None when cancelled."""
-    from PySide6.QtWidgets import QCheckBox
-
     box = QMessageBox(QMessageBox.Icon.Question, "Open", f"{new_label}: a trace is already open ({current_label}).", QMessageBox.StandardButton.NoButton, parent)
     beside = box.addButton("Open Beside", QMessageBox.ButtonRole.AcceptRole)
     compare = box.addButton(f"Compare With {current_label}", QMessageBox.ButtonRole.ActionRole)

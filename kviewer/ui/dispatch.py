@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -110,8 +111,6 @@ class Dispatcher:
     def wait(self, owner: Owner | None = None, timeout: float = 10.0) -> bool:
         """Block until the workers of the tasks (of ``owner``) have returned — without delivering
         their results (that happens in :meth:`drain`). For shutdown and tests."""
-        import time
-
         deadline = time.monotonic() + timeout
         for task in list(self._tasks.values()):
             if owner is not None and task.owner is not owner:

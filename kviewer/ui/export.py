@@ -33,6 +33,7 @@ from PySide6.QtCore import (
     Qt,
 )
 from PySide6.QtGui import QColor, QGuiApplication, QImage, QPainter, QRegion
+from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import (
     QButtonGroup,
     QComboBox,
@@ -157,8 +158,6 @@ def paint_widget(painter: QPainter, widget: QWidget, origin: QPoint | None = Non
 
 def svg_bytes(widget: QWidget, title: str = "", description: str = "") -> bytes:
     """The widget as an SVG document (vector shapes and text where Qt has them)."""
-    from PySide6.QtSvg import QSvgGenerator
-
     _settle(widget)
     size = widget.size()
     data = QByteArray()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QToolButton, QWidget
+from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QLineEdit, QToolButton, QWidget
 
 from kviewer.ui.viewstate import Selection, ViewState
 
@@ -59,7 +59,6 @@ class FindBar(QWidget):
     def _on_return(self) -> None:
         if self._timer.isActive():
             self.search()
-        from PySide6.QtWidgets import QApplication
 
         if QApplication.keyboardModifiers() & Qt.KeyboardModifier.ShiftModifier:
             self.previous()

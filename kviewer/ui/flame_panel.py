@@ -8,17 +8,22 @@ shows it), selects its time range, zooms the timeline to it and highlights the k
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
+from kviewer import analysis
 from kviewer.session.colors import SHADES, stable_shade
+from kviewer.session.format import format_duration
 from kviewer.ui.background import BackgroundRunner
 from kviewer.ui.dock_gate import DockGate
 from kviewer.ui.viewstate import Selection, ViewState
+
+if TYPE_CHECKING:
+    import kviewer.analysis.calltree
 
 ROW_H = 16
 #: one warm colour per stable shade of a frame's name (the same in every run, unlike hash())
@@ -89,7 +94,6 @@ class IcicleView(QWidget):
         if i is None or p.tree is None:
             self.setToolTip("")
             return
-        from kviewer.session.format import format_duration
 
         self.setToolTip(f"{p.tree.names[i]}\ninclusive {format_duration(float(p.tree.inclusive_ns[i]))}, "
                         f"self {format_duration(float(p.tree.self_ns[i]))}")
@@ -185,8 +189,6 @@ class FlamePanel(QWidget):
 
     def choose(self, i: int) -> None:
         """Select frame ``i`` (a call-tree position): its range, its row, the kernels it launched."""
-        from kviewer.analysis.calltree import launched_between, launched_kernels
-
         tracks = self.state.trace(self.key)
         if tracks is None or self.tree is None:
             return
@@ -196,10 +198,10 @@ class FlamePanel(QWidget):
         slice_id = int(self.tree.ids[i])
         if slice_id >= 0:  # an event frame; a sampled frame has no row of its own
             self.state.set_selection(Selection(self.key, "cpu_slices", slice_id))
-            kernels = launched_kernels(tracks.trace, slice_id)
+            kernels = analysis.calltree.launched_kernels(tracks.trace, slice_id)
         else:
             s0 = int(self.tree.start[i])
-            kernels = launched_between(tracks.trace, int(self.tree.pid[i]), int(self.tree.tid[i]), s0, s0 + int(self.tree.inclusive_ns[i]))
+            kernels = analysis.calltree.launched_between(tracks.trace, int(self.tree.pid[i]), int(self.tree.tid[i]), s0, s0 + int(self.tree.inclusive_ns[i]))
         if len(kernels):
             ks = tracks.trace.kernels
             mask = np.zeros(len(ks), dtype=bool)  # the highlight is a mask over the trace's kernels
@@ -212,9 +214,7 @@ class FlamePanel(QWidget):
 
 def _tree_and_shades(trace: Any) -> tuple[Any, np.ndarray]:
     """The call tree of ``trace`` and the colour shade of each frame (on a worker)."""
-    from kviewer.analysis.calltree import call_tree
-
-    tree = call_tree(trace)
+    tree = analysis.calltree.call_tree(trace)
     return tree, _shades(tree.names)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from PySide6.QtCore import QModelIndex
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from kviewer.fleet.read import read_ranks
 from kviewer.session.tables import FLEET_COLUMNS
 from kviewer.ui.table_model import TableModel, TableView
 
@@ -22,7 +23,6 @@ class FleetWindow(QWidget):
 
     def __init__(self, db: Path, open_trace: Callable[[str], None], parent: Any = None, ranks: Any = None) -> None:
         super().__init__(parent)
-        from kviewer.fleet.read import read_ranks
 
         self.setObjectName("fleetWindow")
         self.setWindowTitle(f"kviewer fleet — {db.parent}")

@@ -16,7 +16,22 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QCoreApplication, Qt, QtMsgType, qInstallMessageHandler
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QWidget
 
+from kviewer import session, ui
+from kviewer.errors import KViewerError
+from kviewer.session.analyses import compute_sol
+from kviewer.session.compare import compare_open
+from kviewer.tempdir import deferred_interrupt
+from kviewer.ui.app import create_app
+from kviewer.ui.export import picture_format, save_picture
+from kviewer.ui.viewstate import ViewState
+
 if TYPE_CHECKING:
+    import kviewer.session.tracks
+    import kviewer.ui.compare_view
+    import kviewer.ui.kernel_table
+    import kviewer.ui.mainwindow
+    import kviewer.ui.roofline
+    import kviewer.ui.timeline
     from kviewer.core import Trace
 
 VIEWS = ("window", "timeline", "table", "roofline", "compare")
@@ -60,7 +75,6 @@ def application() -> QApplication:
         return app
     ensure_platform()
     qInstallMessageHandler(_message_handler)
-    from kviewer.ui.app import create_app
 
     created = create_app()
     QCoreApplication.setApplicationName("kviewer-headless")
@@ -133,34 +147,22 @@ def build_view(
     if view == "compare":
         if len(traces) != 2:
             raise ViewError("the compare view needs two files: the reference A and the report B compared with it")
-        from kviewer.ui.compare_view import CompareView
 
-        return _show(CompareView(traces[0], traces[1]), size)
+        return _show(ui.compare_view.CompareView(traces[0], traces[1]), size)
     if view == "roofline":
         return _show(_rooflines(traces, device), size)
 
-    from kviewer.session.analyses import compute_sol
-    from kviewer.session.tracks import TraceTracks
-
-    tracks = [TraceTracks.build(t, sol=compute_sol(t, device)) for t in traces]
+    tracks = [session.tracks.TraceTracks.build(t, sol=compute_sol(t, device)) for t in traces]
     if view == "window":
-        from kviewer.ui.mainwindow import MainWindow
-
-        widget: QWidget = MainWindow()
+        widget: QWidget = ui.mainwindow.MainWindow()
         state = widget.state  # type: ignore[attr-defined]
         timeline = widget.timeline  # type: ignore[attr-defined]
     else:
-        from kviewer.ui.viewstate import ViewState
-
         state = ViewState()
         if view == "timeline":
-            from kviewer.ui.timeline import TimelineView
-
-            widget = timeline = TimelineView(state)
+            widget = timeline = ui.timeline.TimelineView(state)
         else:
-            from kviewer.ui.kernel_table import KernelTable
-
-            widget, timeline = KernelTable(state), None
+            widget, timeline = ui.kernel_table.KernelTable(state), None
         state.setParent(widget)  # the state lives as long as its view
     for t in tracks:
         state.add_trace(t)
@@ -168,9 +170,6 @@ def build_view(
     if len(tracks) == 2:
         # what the window does with ``kviewer A B`` once both are open: B aligned on A, labelled A
         # and B, the Compare dock filled and on top (the same session command; computed here)
-        from kviewer.errors import KViewerError
-        from kviewer.session.compare import compare_open
-
         try:
             compare_open(state.document)
         except KViewerError:
@@ -192,9 +191,6 @@ def build_view(
 
 def _rooflines(traces: Sequence[Trace], device: str | None) -> QWidget:
     """One roofline per trace, side by side, each titled with its GPU and file."""
-    from kviewer.session.analyses import compute_sol
-    from kviewer.ui.roofline import RooflineWidget, counter_marks
-
     holder = QWidget()
     lay = QHBoxLayout(holder)
     lay.setContentsMargins(0, 0, 0, 0)
@@ -203,8 +199,8 @@ def _rooflines(traces: Sequence[Trace], device: str | None) -> QWidget:
         if info.sol is None:
             raise ViewError(info.why)
         spec = info.spec
-        roof = RooflineWidget()
-        roof.set_data(info.sol, spec, counter_marks(t.kernels))
+        roof = ui.roofline.RooflineWidget()
+        roof.set_data(info.sol, spec, ui.roofline.counter_marks(t.kernels))
         name = os.path.basename(t.meta.path) or t.meta.source_format
         roof.plot.setTitle(f"{spec.name} · {name}" if spec is not None else name)
         lay.addWidget(roof)
@@ -221,10 +217,6 @@ def screenshot(
     device: str | None = None,
 ) -> str:
     """Build a view offscreen and save its picture (PNG or SVG by the suffix of ``out``)."""
-    from kviewer.ui.export import picture_format, save_picture
-
-    from kviewer.tempdir import deferred_interrupt
-
     picture_format(out)  # a bad suffix fails before any work
     with deferred_interrupt() as stop:  # Ctrl+C: no picture, exit 130 (never swallowed by a Qt callback)
         widget = build_view(view, traces, size, time_range, device)

@@ -7,12 +7,19 @@ shades the same gaps. Choosing a row selects the gap as a range and zooms the ti
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable
 
 from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from kviewer import analysis, session, ui
 from kviewer.ui.background import BackgroundRunner
 from kviewer.ui.viewstate import ViewState
+
+if TYPE_CHECKING:
+    import kviewer.analysis.activity
+    import kviewer.session.table_data
+    import kviewer.ui.table_model
 
 
 class IdlePanel(QWidget):
@@ -61,12 +68,11 @@ class IdlePanel(QWidget):
             if self.model is not None and self.model.frame is not None:
                 self.model.set_frame(self.model.frame.iloc[0:0], self.cols)
             return
-        from kviewer.analysis.activity import IDLE_GAP_NS, idle_gaps
 
         if not self._init_threshold:
             self._init_threshold = True
             self.threshold.blockSignals(True)
-            self.threshold.setValue(IDLE_GAP_NS / 1e3)
+            self.threshold.setValue(analysis.activity.IDLE_GAP_NS / 1e3)
             self.threshold.blockSignals(False)
         trace = tracks.trace
         min_ns = int(round(self.threshold.value() * 1e3))
@@ -74,34 +80,30 @@ class IdlePanel(QWidget):
         key = tracks.key
         clock = tracks.clock
         self.status.setText("computing…")
-        self.runner.run("idle", lambda: idle_gaps(trace, min_ns), lambda df: self._show(df, offset, key, clock), self._failed)
+        self.runner.run("idle", lambda: analysis.activity.idle_gaps(trace, min_ns), lambda df: self._show(df, offset, key, clock), self._failed)
 
     def _ensure_table(self) -> None:
         if self.model is not None:
             return
-        from kviewer.session.table_data import Col
-        from kviewer.ui.table_model import TableModel, TableView
 
         cols = (
-            Col("where", "Stream", "text"),
-            Col("start_display", "Start", "instant", header_tip="when the stream went idle"),
-            Col("gap_ns", "Gap", "time"),
-            Col("nvtx", "NVTX range (host)", "text", header_tip="the innermost NVTX / user range open when the gap began: on the "
+            session.table_data.Col("where", "Stream", "text"),
+            session.table_data.Col("start_display", "Start", "instant", header_tip="when the stream went idle"),
+            session.table_data.Col("gap_ns", "Gap", "time"),
+            session.table_data.Col("nvtx", "NVTX range (host)", "text", header_tip="the innermost NVTX / user range open when the gap began: on the "
                 "launching thread, else on another thread of its process (PyTorch's autograd thread launches the backward)"),
-            Col("range_thread", "Range on thread", "text", header_tip="the thread the range is on"),
-            Col("call_before", "Call before next launch", "text", header_tip="the runtime call on that thread just before the launch that ended the gap"),
-            Col("next_name", "Next work", "text"),
+            session.table_data.Col("range_thread", "Range on thread", "text", header_tip="the thread the range is on"),
+            session.table_data.Col("call_before", "Call before next launch", "text", header_tip="the runtime call on that thread just before the launch that ended the gap"),
+            session.table_data.Col("next_name", "Next work", "text"),
         )
         self.cols = cols
-        self.model = TableModel()
-        self.view = TableView(self.model, sortable=True)
+        self.model = ui.table_model.TableModel()
+        self.view = ui.table_model.TableView(self.model, sortable=True)
         self.view.clicked.connect(self._on_row)
         self.view.activated.connect(self._on_row)
         self._lay.addWidget(self.view, 1)
 
     def _show(self, df: Any, offset: int, key: int, clock: str = "") -> None:
-        from dataclasses import replace
-
         self._ensure_table()
         # the header says which clock the start is on (the timeline's, SQL's, the CLI's)
         cols = tuple(replace(c, header_tip=f"when the stream went idle, time {clock}") if c.key == "start_display" else c for c in self.cols)

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from kviewer.session.filterexpr import FilterError, apply_filter
+from kviewer.session.graph_table import graph_grouped_data
 from kviewer.session.table_data import ALIASES, grouped_data, instance_data
 from kviewer.ui.table_model import TableModel, TableView
 from kviewer.ui.viewstate import FILTER, Selection, ViewState
@@ -57,8 +58,6 @@ class KernelTableModel(TableModel):
         if mode is not None:
             self.mode = mode
         if self.mode == GRAPHS:
-            from kviewer.session.graph_table import graph_grouped_data
-
             data = graph_grouped_data(self._traces)
         else:
             data = instance_data(self._traces) if self.mode == INSTANCES else grouped_data(self._traces)

@@ -19,18 +19,19 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QProgressDialog, QWidget
 
+from kviewer import io as kio
+from kviewer.errors import LoadCancelled, LoadError
 from kviewer.ui import dialogs
 from kviewer.ui.dispatch import Owner, Task, dispatcher
 from kviewer.ui.open_work import load_file
 
 if TYPE_CHECKING:
+    import kviewer.io
     from kviewer.io import CancelToken
 
 
 def failure_message(path: str, exc: BaseException) -> str | None:
     """What the user is told when ``path`` did not open (None: cancelled, nothing to say)."""
-    from kviewer.errors import LoadCancelled, LoadError
-
     if isinstance(exc, LoadCancelled):
         return None
     if isinstance(exc, LoadError):
@@ -83,13 +84,12 @@ class LoadController(QObject):
             self.busy = False
             self.idle.emit()
             return
-        from kviewer.io import CancelToken
 
         self._batch, self.pending = self.pending, []
         self._index = 0
         self.busy = True
         self.errors = []
-        self.token = CancelToken()
+        self.token = kio.CancelToken()
         names = ", ".join(os.path.basename(p) for p in self._batch)
         dlg = QProgressDialog(f"Opening {names}", "Cancel", 0, 1000, self.parent_widget)
         dlg.setWindowTitle("kviewer")

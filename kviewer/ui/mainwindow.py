@@ -4,31 +4,45 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from PySide6.QtCore import QSettings, Qt, QUrl
+import PySide6
+from PySide6.QtCore import QSettings, Qt, QUrl, qVersion
 from PySide6.QtGui import QAction, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QApplication,
     QDockWidget,
     QFileDialog,
     QLabel,
+    QLineEdit,
     QMainWindow,
+    QPlainTextEdit,
+    QSizePolicy,
+    QTextEdit,
     QVBoxLayout,
     QWidget,
 )
 
-from kviewer.ui import resources
+from kviewer import __version__, analysis, core, io as kio
+from kviewer.session.format import format_duration
+from kviewer.session.lanes import SavedLayout
+from kviewer.ui import dialogs, open_choice, resources
 from kviewer.ui.analysis_docks import AnalysisDocks
 from kviewer.ui.background import BackgroundRunner
 from kviewer.ui.compare_mode import CompareMode
 from kviewer.ui.counters_attach import CounterAttach
 from kviewer.ui.details import DetailsPanel
+from kviewer.ui.diagnostics_panel import DiagnosticsButton, DiagnosticsPanel
 from kviewer.ui.findbar import FindBar
-from kviewer.session.format import format_duration
+from kviewer.ui.flame_panel import FlamePanel
+from kviewer.ui.idle_panel import IdlePanel
 from kviewer.ui.kernel_table import KernelTable
 from kviewer.ui.loading import LoadController
-from kviewer.ui.query_dock import QueryPanel
+from kviewer.ui.memory_panel import MemoryPanel
+from kviewer.ui.mfu_requests import MfuRequests
 from kviewer.ui.ncu_panel import NcuPanel
 from kviewer.ui.picture_actions import (
     COMPARE,
@@ -39,8 +53,16 @@ from kviewer.ui.picture_actions import (
     WINDOW,
     PictureActions,
 )
+from kviewer.ui.query_dock import QueryPanel
+from kviewer.ui.range_panel import RangePanel
 from kviewer.ui.timeline import TimelineView
 from kviewer.ui.viewstate import ViewState
+from kviewer.ui.whatif_dock import WhatIfPanel
+
+if TYPE_CHECKING:
+    import kviewer.analysis.attach
+    import kviewer.core.jsonout
+    import kviewer.io.cache
 
 MAX_RECENT = 10
 #: the docks the saved layout knows; a layout saved with another set (an older kviewer, before
@@ -126,29 +148,22 @@ class MainWindow(QMainWindow):
         self.query = QueryPanel(self.state, self.runner)
         self.query_dock = self._dock("Query", "queryDock", self.query, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.counters_dock = self._dock("Counters", "countersDock", self.ncu_panel, Qt.DockWidgetArea.RightDockWidgetArea)
-        from kviewer.ui.range_panel import RangePanel
 
         self.range_panel = RangePanel(self.state, self.runner)
-        from kviewer.ui.mfu_requests import MfuRequests  # MFU per step in Details and Range
 
         self.details.mfu_requests = self.range_panel.mfu_requests = mfu_requests = MfuRequests(self.runner, self.state)
         self.state.tracesChanged.connect(lambda: mfu_requests.warm(self.state))
         self.range_dock = self._dock("Range", "rangeDock", self.range_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
-        from kviewer.ui.idle_panel import IdlePanel
 
         self.idle_panel = IdlePanel(self.state, self.runner, self.timeline.set_idle_threshold)
         self.idle_dock = self._dock("Idle Gaps", "idleDock", self.idle_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
-        from kviewer.ui.diagnostics_panel import DiagnosticsPanel
 
         self.diagnostics = DiagnosticsPanel(self.state)
         self.diagnostics_dock = self._dock("Diagnostics", "diagnosticsDock", self.diagnostics, Qt.DockWidgetArea.BottomDockWidgetArea)
-        from kviewer.ui.whatif_dock import WhatIfPanel
 
         self.whatif_panel = WhatIfPanel(self.state, self.runner, self.timeline, compare=self.compare.start)
         self.whatif_dock = self._dock("What-if", "whatifDock", self.whatif_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.whatif_panel.gate.watch(self.whatif_dock)  # the analysis docks compute only on screen
-        from kviewer.ui.flame_panel import FlamePanel
-        from kviewer.ui.memory_panel import MemoryPanel
 
         self.memory_panel = MemoryPanel(self.state, self.runner)
         self.memory_dock = self._dock("Memory", "memoryDock", self.memory_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
@@ -318,8 +333,6 @@ class MainWindow(QMainWindow):
             self.close_menu.addAction("(no trace open)").setEnabled(False)
 
     def _show_keys(self) -> None:
-        from kviewer.ui import dialogs
-
         dialogs.show_info(
             self,
             "Keys",
@@ -338,34 +351,21 @@ class MainWindow(QMainWindow):
 
     def about_text(self) -> str:
         """Version, Python and Qt versions, the cache location."""
-        import platform
-
-        import PySide6
-        from PySide6.QtCore import qVersion
-
-        from kviewer import __version__
-        from kviewer.io.cache import cache_dir
-
         return (f"kviewer {__version__}\nGPU profiler traces on one timeline, with speed of light, fusion and compare.\n\n"
                 f"Python {platform.python_version()} · Qt {qVersion()} · PySide6 {PySide6.__version__} · pyqtgraph "
-                f"{__import__('pyqtgraph').__version__}\nTrace cache: {cache_dir()}\nSettings: {self._settings().fileName()}")
+                f"{__import__('pyqtgraph').__version__}\nTrace cache: {kio.cache.cache_dir()}\nSettings: {self._settings().fileName()}")
 
     def _show_about(self) -> None:
-        from kviewer.ui import dialogs
-
         dialogs.show_info(self, "About kviewer", self.about_text())
 
     # status bar --------------------------------------------------------------------------------
     def _build_status(self) -> None:
-        from PySide6.QtWidgets import QSizePolicy
-
         self.status_label = ElidedLabel()
         self.range_label = QLabel()
         # the trace description gives way (elided) to the view-range label, never overlaps it
         self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.statusBar().addWidget(self.status_label, 1)
         self.statusBar().addPermanentWidget(self.range_label)
-        from kviewer.ui.diagnostics_panel import DiagnosticsButton
 
         self.diagnostics_button = DiagnosticsButton()
         self.diagnostics_button.clicked.connect(self.show_diagnostics)
@@ -414,8 +414,6 @@ class MainWindow(QMainWindow):
     def _focus_timeline(self) -> None:
         """W/S/A/D work as soon as a trace opens: focus goes to the timeline unless the user is
         typing somewhere (the filter box, the query editor)."""
-        from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QLineEdit, QPlainTextEdit, QTextEdit
-
         if not self.state.traces:
             return
         focus = QApplication.focusWidget()
@@ -486,9 +484,8 @@ class MainWindow(QMainWindow):
             return
         self.state.add_trace(tracks)
         self.analysis.analyse(tracks)  # paint first: the speed of light follows in the background
-        from kviewer.analysis.attach import is_counter_report
 
-        if is_counter_report(tracks.trace):
+        if analysis.attach.is_counter_report(tracks.trace):
             self.counters.note_alone(tracks)
             self._raise_counters()
         else:
@@ -496,10 +493,8 @@ class MainWindow(QMainWindow):
 
     def _counter_pair(self) -> Any:
         """(A, B) while two counter reports are compared (the Counters dock shows the baseline)."""
-        from kviewer.analysis.attach import is_counter_report
-
         a, b = self.compare.traces() if self.compare.active else (None, None)
-        if a is None or b is None or not (is_counter_report(a.trace) and is_counter_report(b.trace)):
+        if a is None or b is None or not (analysis.attach.is_counter_report(a.trace) and analysis.attach.is_counter_report(b.trace)):
             return None
         return a, b
 
@@ -524,16 +519,14 @@ class MainWindow(QMainWindow):
     def open_chosen(self, paths: list[str]) -> None:
         """File › Open: with a trace open, one file opens beside it or is compared with it, as the
         user says (asked once, or remembered in the settings); never silently a comparison."""
-        from kviewer.ui.open_choice import BESIDE, COMPARE, choose_open_mode
-
         current = self.state.current
         if current is None or len(paths) != 1 or self.compare.active:
             self.open_files(paths)
             return
-        mode = choose_open_mode(self, self._settings(), os.path.basename(paths[0]), current.label)
-        if mode == COMPARE:
+        mode = open_choice.choose_open_mode(self, self._settings(), os.path.basename(paths[0]), current.label)
+        if mode == open_choice.COMPARE:
             self.compare.compare_with(paths[0])
-        elif mode == BESIDE:
+        elif mode == open_choice.BESIDE:
             self.loader.open(paths)
 
     def close_trace(self, key: int) -> None:
@@ -601,16 +594,13 @@ class MainWindow(QMainWindow):
         s.setValue("window/state", self.saveState())
         s.setValue("window/docks", LAYOUT_DOCKS)
         saved = self.timeline.lanes_layout.saved(self.state.traces)
-        from kviewer.core import jsonout  # at closing: msgspec stays out of the window's start-up
 
-        s.setValue("timeline/lanes", jsonout.to_text(saved.to_json()))  # the row layout, by label path
+        s.setValue("timeline/lanes", core.jsonout.to_text(saved.to_json()))  # the row layout, by label path
         s.sync()
 
     def _restore_lanes(self, text: Any) -> None:
         """The timeline's row layout saved with the window (pins, hidden rows, order, collapsed
         groups, lane filter); a malformed value is ignored."""
-        from kviewer.session.lanes import SavedLayout
-
         try:
             data = json.loads(str(text)) if text else None
         except ValueError:

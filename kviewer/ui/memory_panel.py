@@ -8,13 +8,21 @@ time range and zooms the timeline to it.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from kviewer import analysis, session, ui
+from kviewer.session.format import format_bytes, format_time
 from kviewer.ui.background import BackgroundRunner
 from kviewer.ui.dock_gate import DockGate
 from kviewer.ui.viewstate import ViewState
+
+if TYPE_CHECKING:
+    import kviewer.analysis.memory
+    import kviewer.session.table_data
+    import kviewer.ui.table_model
 
 
 class MemoryPanel(QWidget):
@@ -60,36 +68,31 @@ class MemoryPanel(QWidget):
             if self.model is not None:
                 self._show_rows([])
             return
-        from kviewer.analysis.memory import memory_summary
 
         trace = tracks.trace
         offset = tracks.offset_ns
         self._clock = tracks.clock
         self.status.setText("computing…")
-        self.runner.run("memory", lambda: memory_summary(trace), lambda res: self._show(res, offset), self._failed)
+        self.runner.run("memory", lambda: analysis.memory.memory_summary(trace), lambda res: self._show(res, offset), self._failed)
 
     def _ensure_table(self) -> None:
         if self.model is not None:
             return
-        from kviewer.session.table_data import Col
-        from kviewer.ui.table_model import TableModel, TableView
 
         self.cols = (
-            Col("device", "Device", "text"),
-            Col("bytes", "Size", "bytes"),
-            Col("op", "Made by", "text", header_tip="the op around the allocation (allocation helpers such as aten::empty skipped)"),
-            Col("at", "Allocated at", "instant", header_tip="when it was allocated"),
-            Col("age", "Live before the peak", "time"),
+            session.table_data.Col("device", "Device", "text"),
+            session.table_data.Col("bytes", "Size", "bytes"),
+            session.table_data.Col("op", "Made by", "text", header_tip="the op around the allocation (allocation helpers such as aten::empty skipped)"),
+            session.table_data.Col("at", "Allocated at", "instant", header_tip="when it was allocated"),
+            session.table_data.Col("age", "Live before the peak", "time"),
         )
-        self.model = TableModel()
-        self.view = TableView(self.model, sortable=True)
+        self.model = ui.table_model.TableModel()
+        self.view = ui.table_model.TableView(self.model, sortable=True)
         self.view.clicked.connect(self._on_row)
         self.view.activated.connect(self._on_row)
         self._lay.addWidget(self.view, 1)
 
     def _show(self, res: Any, offset: int) -> None:
-        from kviewer.session.format import format_bytes, format_time
-
         self.result = res
         self._offset = offset
         lines = []
@@ -109,8 +112,6 @@ class MemoryPanel(QWidget):
         self._show_rows(rows)
 
     def _show_rows(self, rows: list[dict[str, Any]]) -> None:
-        from dataclasses import replace
-
         import pandas as pd
 
         self._ensure_table()

@@ -5,15 +5,18 @@ the speed of light it was computed from; a failure is kept, not asked again)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from kviewer import analysis
+from kviewer.session.mfu_view import compute_mfu
 from kviewer.session.open_trace import MFU, Failed
 from kviewer.ui.analysis_requests import AnalysisRequests, same_sol
 
+if TYPE_CHECKING:
+    import kviewer.analysis.mfu
+
 
 def _job(tracks: Any) -> Callable[[], Any]:
-    from kviewer.session.mfu_view import compute_mfu
-
     trace, info = tracks.trace, tracks.sol_info
     return lambda: compute_mfu(trace, info)
 
@@ -26,11 +29,9 @@ class MfuRequests(AnalysisRequests):
         """The trace's :class:`~kviewer.analysis.mfu.MfuResult`, or None while it is computed;
         ``then()`` is called on the GUI thread when it is ready. A failed computation is a result
         whose totals say the error (shown as "MFU unknown: ...")."""
-        from kviewer.analysis.mfu import unknown_mfu
-
         got = self.request(tracks, then)
         if isinstance(got, Failed):
-            return unknown_mfu(got.problem)
+            return analysis.mfu.unknown_mfu(got.problem)
         return got.result if got is not None else None
 
     def warm(self, state: Any) -> None:

@@ -17,15 +17,20 @@ from __future__ import annotations
 
 import html
 import math
+import os
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
+from kviewer import analysis
 from kviewer.session.format import UNKNOWN, format_bytes, format_count, format_duration, number
 from kviewer.ui.viewstate import Selection, ViewState
 
 if TYPE_CHECKING:
+    import kviewer.analysis.attach
+    import kviewer.analysis.ncu_baseline
+    import kviewer.analysis.ncu_view
     from kviewer.analysis.attach import AttachResult
     from kviewer.analysis.ncu_view import KernelCounters, Row
     from kviewer.session.tracks import TraceTracks
@@ -71,8 +76,6 @@ def _bar(label: str, pct: float, colour: str) -> str:
 
 def counters_html(kc: KernelCounters, extra: list[str] | None = None) -> str:
     """The kernel's sections as HTML (the bars as ncu draws them)."""
-    from kviewer.analysis.ncu_view import sections_hint
-
     parts = [f"<h3 style='margin:2px 0'>{html.escape(kc.name)}</h3>"]
     parts += extra or []
     sol = kc.section("SpeedOfLight")
@@ -113,7 +116,7 @@ def counters_html(kc: KernelCounters, extra: list[str] | None = None) -> str:
     missing = kc.missing
     if missing:
         names = ", ".join(html.escape(s.title) for s in missing)
-        parts.append(f"<p style='{_MUTED}'>Not collected: {names}. Collect with <code>ncu {html.escape(sections_hint(missing))}</code>"
+        parts.append(f"<p style='{_MUTED}'>Not collected: {names}. Collect with <code>ncu {html.escape(analysis.ncu_view.sections_hint(missing))}</code>"
                      " (or <code>--set full</code>).</p>")
     if not kc.rules and any(s.collected for s in kc.sections):
         parts.append(f"<p style='{_MUTED}'>No rule results in this report (CSV raw pages hold none; the .ncu-rep or "
@@ -123,9 +126,7 @@ def counters_html(kc: KernelCounters, extra: list[str] | None = None) -> str:
 
 def sections_html(trace: Any, row: int) -> str:
     """Every section the report stored for the kernel, all its metrics (ncu's details page)."""
-    from kviewer.analysis.ncu_view import all_sections
-
-    sections, loose = all_sections(trace, row)
+    sections, loose = analysis.ncu_view.all_sections(trace, row)
     if not sections and not loose:
         return ""
     parts = ["<hr><b>All sections of the report</b>"]
@@ -149,8 +150,6 @@ def _table(rows: list[Row]) -> str:
 
 def match_html(result: AttachResult) -> str:
     """The match report of an attached counter report."""
-    from kviewer.analysis.attach import WHY_TEXT
-
     m = result.match
     lines = [f"<b>{m.matched} of {m.ncu_total}</b> kernels of {html.escape(_base(result.report_path))} matched"]
     if result.steps:
@@ -160,7 +159,7 @@ def match_html(result: AttachResult) -> str:
     if result.inheritance.refused:
         lines.append(f"{len(result.inheritance.refused)} inheritances refused: modelled FLOPs or bytes differ from the measured launch's by more than 25 %")
     for u in result.unmatched:
-        lines.append(f"unmatched in the report: {u.count} × {html.escape(u.name)}: {html.escape(WHY_TEXT.get(u.why, u.why))}")
+        lines.append(f"unmatched in the report: {u.count} × {html.escape(u.name)}: {html.escape(analysis.attach.WHY_TEXT.get(u.why, u.why))}")
     if result.timeline_outside or result.timeline_skipped:
         lines.append(f"unmatched in the timeline: {result.timeline_outside} outside the window, {result.timeline_skipped} inside it")
     if result.gaps:
@@ -169,8 +168,6 @@ def match_html(result: AttachResult) -> str:
 
 
 def _base(path: str) -> str:
-    import os
-
     return os.path.basename(path) or path
 
 
@@ -266,9 +263,6 @@ class NcuPanel(QWidget):
         return int(ids[int(np.argmax(dur))])
 
     def show_kernel(self, tracks: TraceTracks, row: int) -> None:
-        from kviewer.analysis.attach import model_gaps
-        from kviewer.analysis.ncu_view import kernel_counters
-
         k = tracks.trace.kernels
         extra: list[str] = []
         status = str(k["counters"].iloc[row]) if "counters" in k.columns else ""
@@ -281,10 +275,10 @@ class NcuPanel(QWidget):
             shown_row = source
         elif status == "measured":
             extra.append("<p style='color:#3c9646'>Counters <b>measured</b> by the attached report for this launch.</p>")
-        for gap in model_gaps(k, row):
+        for gap in analysis.attach.model_gaps(k, row):
             colour = "#9a4b00" if gap.compared else "#666"
             extra.append(f"<p style='color:{colour}'>⚠ {html.escape(gap.text)}</p>" if gap.compared else f"<p style='color:{colour}'>{html.escape(gap.text)}</p>")
-        kc = kernel_counters(tracks.trace, shown_row)
+        kc = analysis.ncu_view.kernel_counters(tracks.trace, shown_row)
         if not kc.has_counters and status == "":
             self.shown_kernel = (tracks.key, row)
             self.body.setHtml(f"<h3 style='margin:2px 0'>{html.escape(kc.name)}</h3><p style='{_MUTED}'>No counters for this kernel "
@@ -299,13 +293,11 @@ class NcuPanel(QWidget):
         pair = self.compare_pair() if self.compare_pair is not None else None
         if pair is None or tracks.key not in (pair[0].key, pair[1].key):
             return ""
-        from kviewer.analysis.ncu_baseline import baseline, pair_kernels
-        from kviewer.analysis.ncu_view import section_metrics
 
         a, b = pair
         key = (a.key, b.key)
         if key not in self._pairs:
-            self._pairs = {key: pair_kernels(a.trace, b.trace)[0]}
+            self._pairs = {key: analysis.ncu_baseline.pair_kernels(a.trace, b.trace)[0]}
         pairs = self._pairs[key]
         col, other = ("kernel_a", "kernel_b") if tracks.key == a.key else ("kernel_b", "kernel_a")
         hit = pairs[pairs[col] == row]
@@ -313,8 +305,8 @@ class NcuPanel(QWidget):
             return f"<p style='{_MUTED}'>Baseline: no launch of this kernel in the other report.</p>"
         ka = int(hit["kernel_a"].iloc[0])
         kb = int(hit["kernel_b"].iloc[0])
-        rows = baseline(a.trace, b.trace, only=(ka, kb)).rows
-        shown = section_metrics()
+        rows = analysis.ncu_baseline.baseline(a.trace, b.trace, only=(ka, kb)).rows
+        shown = analysis.ncu_view.section_metrics()
         main = rows[rows["metric"].isin(shown)]
         differ = rows[~rows["same"] & rows["a"].notna() & rows["b"].notna() & ~rows["metric"].isin(shown)]
         both = rows["a"].notna() & rows["b"].notna()

@@ -15,11 +15,15 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
+from kviewer import io as kio, session
+
 if TYPE_CHECKING:
+    import kviewer.io
+    import kviewer.session.analysis_cache
+    import kviewer.session.timeline_cache
     from kviewer.io import CancelToken
 
 Progress = Callable[[float, str], None]
@@ -36,9 +40,6 @@ def load_file(path: str, token: CancelToken, progress: Progress) -> Any:
 
 
 def _load_file(path: str, token: CancelToken, progress: Progress) -> Any:
-    from kviewer.io import load
-    from kviewer.session import analysis_cache, timeline_cache
-
     name = os.path.basename(path) or path
     last = [0.0]
 
@@ -51,7 +52,7 @@ def _load_file(path: str, token: CancelToken, progress: Progress) -> Any:
         progress(max(0.0, min(1.0, fraction)) * 0.9, f"{name}: {message}" if message else name)
 
     token.check()
-    trace = load(path, progress=report, cancel=token)
+    trace = kio.load(path, progress=report, cancel=token)
     token.check()
     # the file's identity taken by the load, before it read the file (None with the cache off): an
     # analysis of a file that changes meanwhile is not cached
@@ -60,7 +61,7 @@ def _load_file(path: str, token: CancelToken, progress: Progress) -> Any:
     # paint first: the speed of light comes with the trace from the analysis cache, or the window
     # computes it after showing the trace (AnalysisDocks.analyse); the layout comes from the
     # timeline cache, or is laid out here and stored on the cache's writer thread
-    tracks = timeline_cache.tracks_for_open(trace, sol=analysis_cache.get(source, trace), source=source)
+    tracks = session.timeline_cache.tracks_for_open(trace, sol=session.analysis_cache.get(source, trace), source=source)
     token.check()
     return tracks
 
@@ -81,10 +82,8 @@ class _Prefetch:
     def run(self) -> Any:
         """The load itself, on the prefetch thread (which imports the loaders and pandas, so the
         main thread does not wait for them)."""
-        from kviewer.io import CancelToken
-
         with self._lock:
-            self.token = CancelToken()
+            self.token = kio.CancelToken()
             if self.cancelled:
                 self.token.cancel()
         return _load_file(self.path, self.token, self.progress)

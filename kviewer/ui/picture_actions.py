@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from PySide6.QtCore import QObject, QPoint, QRect, QSettings
 from PySide6.QtWidgets import QApplication, QWidget
 
+from kviewer.ui.export import copy_picture, export_dialog
+
 TIMELINE = "Timeline (visible range)"
 TABLE = "Kernel table"
 ROOFLINE = "Roofline"
@@ -66,8 +68,6 @@ class PictureActions(QObject):
 
     def export(self) -> None:
         """Show the export dialog; remember where the picture went."""
-        from kviewer.ui.export import export_dialog
-
         views = self.views()
         current = self.focused_view() or (TIMELINE if TIMELINE in views else None)
         path = export_dialog(self.window, views, current=current, directory=self.directory())
@@ -77,8 +77,6 @@ class PictureActions(QObject):
 
     def copy(self) -> str | None:
         """Copy the focused view (else the timeline) to the clipboard; returns its name."""
-        from kviewer.ui.export import copy_picture
-
         views = self.views()
         name = self.focused_view()
         if name is None:

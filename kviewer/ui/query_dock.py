@@ -19,11 +19,16 @@ from PySide6.QtCore import QModelIndex, QSettings, Qt
 from PySide6.QtGui import QFontDatabase, QKeySequence, QShortcut
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSplitter, QVBoxLayout, QWidget
 
+import kviewer
+from kviewer.session.tables import query_columns
+from kviewer.ui.table_model import TableModel, TableView
+from kviewer.ui.viewstate import Selection
+
 if TYPE_CHECKING:
     import pandas as pd
 
+    import kviewer.sqldb
     from kviewer.ui.background import BackgroundRunner
-    from kviewer.ui.table_model import TableModel, TableView
     from kviewer.ui.viewstate import ViewState
 
 RECENT_KEY = "query/recent"
@@ -141,8 +146,6 @@ class QueryPanel(QWidget):
     # running ---------------------------------------------------------------------------------
     def run_query(self, sql: str | None = None) -> None:
         """Run ``sql`` (else the editor's text) on the open traces, in the background."""
-        from kviewer import sqldb
-
         sql = (sql if isinstance(sql, str) else self.editor.toPlainText()).strip()
         if not sql:
             self.status.setText("Write a query first, e.g. " + EXAMPLE)
@@ -167,16 +170,13 @@ class QueryPanel(QWidget):
                 if holder.conn is not None:
                     holder.conn.close()
                 holder.conn = None
-                holder.conn = sqldb.LazyDatabase(plain, sols=sols)
+                holder.conn = kviewer.sqldb.LazyDatabase(plain, sols=sols)
                 holder.signature, holder.keys = signature, keys
             return holder.conn.query(sql, timeout_s=60.0), list(holder.keys)
 
         self.runner.run("query", work, self._show, self._failed)
 
     def _show(self, result: tuple[pd.DataFrame, list[int]]) -> None:
-        from kviewer.session.tables import query_columns
-        from kviewer.ui.table_model import TableModel, TableView
-
         df, keys = result
         df = df.reset_index(drop=True)
         self.result, self._keys = df, keys
@@ -209,8 +209,6 @@ class QueryPanel(QWidget):
         return event_of(list(df.columns), {str(k): v for k, v in df.iloc[0].to_dict().items()}, self._keys) is not None or {"start_ns", "end_ns"} <= set(df.columns)
 
     def _on_row(self, index: QModelIndex) -> None:
-        from kviewer.ui.viewstate import Selection
-
         df = self.result
         if df is None or self.model is None or not index.isValid():
             return

@@ -7,21 +7,28 @@ The tables come from :func:`kviewer.analysis.timerange.range_summary` (the same 
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QTabWidget, QToolButton, QVBoxLayout, QWidget
 
+from kviewer import analysis
 from kviewer.session.format import format_duration, format_time
+from kviewer.session.mfu_view import range_mfu_text
+from kviewer.session.table_data import Col
 from kviewer.ui.background import BackgroundRunner
+from kviewer.ui.critpath_overlay import StepBreakdown
+from kviewer.ui.table_model import TableModel, TableView
 from kviewer.ui.viewstate import ViewState
+
+if TYPE_CHECKING:
+    import kviewer.analysis.steps
+    import kviewer.analysis.timerange
 
 HINT = "Drag along the timeline's time axis (or Shift+drag over the lanes) to select a range."
 
 
 def _columns() -> dict[str, tuple[Any, ...]]:
-    from kviewer.session.table_data import Col
-
     return {
         "kernels": (
             Col("name", "Kernel", "text"),
@@ -99,7 +106,6 @@ class RangePanel(QWidget):
         lay.addLayout(head)
         lay.addWidget(self.mfu_label)
         lay.addWidget(self.tabs, 1)
-        from kviewer.ui.critpath_overlay import StepBreakdown
 
         self.critpath = StepBreakdown(runner, state)  # the breakdown when the range is a step
         state.timeSelectionChanged.connect(lambda _r: self.refresh())
@@ -110,16 +116,12 @@ class RangePanel(QWidget):
 
     def refresh_mfu(self) -> None:
         """The MFU of the selected step marker, else of the whole steps inside the range."""
-        from kviewer.session.mfu_view import range_mfu_text
-
         tracks = self.state.current
         sel, rng = self.state.selection, self.state.time_selection
         marker = None
         if tracks is not None and sel is not None and sel.table == "cpu_slices" and self.state.trace(sel.trace) is tracks:
-            from kviewer.analysis.steps import is_step_marker_name
-
             c = tracks.trace.cpu_slices
-            if 0 <= sel.row < len(c) and is_step_marker_name(str(c["name"].iloc[sel.row])):
+            if 0 <= sel.row < len(c) and analysis.steps.is_step_marker_name(str(c["name"].iloc[sel.row])):
                 marker = (str(c["name"].iloc[sel.row]), int(c["rank"].iloc[sel.row]))
         if self.mfu_requests is None or tracks is None or (marker is None and rng is None):
             self.mfu_label.hide()
@@ -133,7 +135,6 @@ class RangePanel(QWidget):
         """The tables, made on first use (their model module imports pandas: not at start-up)."""
         if self.models:
             return
-        from kviewer.ui.table_model import TableModel, TableView
 
         self.columns = _columns()
         for key in self.columns:
@@ -156,7 +157,6 @@ class RangePanel(QWidget):
                 if model.frame is not None:
                     model.set_frame(model.frame.iloc[0:0], self.columns[key])
             return
-        from kviewer.analysis.timerange import range_summary
 
         self._ensure_tables()
         trace = tracks.trace
@@ -167,7 +167,7 @@ class RangePanel(QWidget):
         info = tracks.sol_info
         sol = info.result.table if info is not None and info.result is not None else None
         self.title.setText(f"<b>{format_duration(rng[1] - rng[0])}</b> · {format_time(rng[0])} – {format_time(rng[1])} {html.escape(tracks.clock)} · {label} · computing…")
-        self.runner.run("range", lambda: range_summary(trace, t0, t1, sol), lambda s: self._show(s, rng, label, clock), self._failed)
+        self.runner.run("range", lambda: analysis.timerange.range_summary(trace, t0, t1, sol), lambda s: self._show(s, rng, label, clock), self._failed)
         self.critpath.refresh(tracks, t0, t1)
 
     def _show(self, summary: Any, rng: tuple[float, float], label: str, clock: str = "") -> None:

@@ -15,6 +15,7 @@ fixed height when the window is resized and drag pans both ways.
 from __future__ import annotations
 
 import bisect
+import html
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from PySide6.QtGui import (
     QColor,
     QFont,
     QFontMetricsF,
+    QImage,
     QPainter,
     QPainterPath,
     QPen,
@@ -34,17 +36,22 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QScrollBar, QToolButton, QToolTip, QVBoxLayout, QWidget
 
+from kviewer import analysis
 from kviewer.session import colors
-from kviewer.ui.colors import qbrushes
 from kviewer.session.axis_ticks import tick_labels
 from kviewer.session.format import display_text, format_duration, format_time
 from kviewer.session.lanes import LANE_H, LaneLayout, Row
 from kviewer.session.lod import SampledCounter
+from kviewer.session.mfu_view import marker_tooltip_lines
+from kviewer.session.open_trace import MFU
 from kviewer.session.tracks import CounterTrack, Group, Lane, TraceTracks, bring_out_metric, metric_tracks_of
+from kviewer.ui.colors import qbrushes
 from kviewer.ui.viewstate import Selection, ViewState
 
 if TYPE_CHECKING:
     from PySide6.QtGui import QKeyEvent
+
+    import kviewer.analysis.activity
 
 LABEL_W = 230
 INDENT = 12.0
@@ -734,9 +741,7 @@ class TimelineView(QWidget):
 
     def idle_threshold(self) -> float:
         if self.idle_threshold_ns is None:
-            from kviewer.analysis.activity import IDLE_GAP_NS
-
-            self.idle_threshold_ns = float(IDLE_GAP_NS)
+            self.idle_threshold_ns = float(analysis.activity.IDLE_GAP_NS)
         return self.idle_threshold_ns
 
     def set_idle_threshold(self, ns: float | None) -> None:
@@ -1069,7 +1074,6 @@ class TimelineView(QWidget):
         if found is None:
             QToolTip.hideText()
             return
-        from kviewer.session.open_trace import MFU
 
         tracks, lane, pos = found
         text = tooltip_text(tracks, *lane.entry(pos), mfu=self.state.document.ready(tracks.key, MFU))
@@ -1090,8 +1094,6 @@ class TimelineView(QWidget):
     def render_image(self, width: int, height: int) -> Any:
         """Render the timeline offscreen into a QImage of the given size (tests, benchmarks,
         screenshots)."""
-        from PySide6.QtGui import QImage
-
         self.resize(width, height)
         img = QImage(width, height, QImage.Format.Format_ARGB32_Premultiplied)
         img.fill(QColor("white"))
@@ -1133,7 +1135,6 @@ def tooltip_text(tracks: TraceTracks, table: str, row: int, mfu: Any = None) -> 
         lines.append(f"device {r['device']} · stream {r['stream']}")
     else:
         lines.append(f"{r['category']} · tid {r['tid']}")
-        from kviewer.session.mfu_view import marker_tooltip_lines  # a step marker's MFU
 
         lines.extend(_esc(x) for x in marker_tooltip_lines(mfu, str(r["name"]), int(r["rank"])))
     sync = tracks.sync.get(table)
@@ -1143,7 +1144,5 @@ def tooltip_text(tracks: TraceTracks, table: str, row: int, mfu: Any = None) -> 
 
 
 def _esc(s: str) -> str:
-    import html
-
     s = display_text(s)  # control and bidi characters shown, not obeyed
     return html.escape(s if len(s) < 200 else s[:199] + "…")

@@ -11,19 +11,39 @@ breaks down (its "Critical path" tab).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QCheckBox, QFrame, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton, QScrollArea, QSpinBox,
-    QVBoxLayout, QWidget,
+    QCheckBox,
+    QFrame,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
 )
 
+from kviewer import analysis
+from kviewer.errors import AnalysisError
 from kviewer.session.format import format_duration, format_signed_pct
+from kviewer.session.open_trace import Failed
+from kviewer.session.table_data import Col
+from kviewer.session.tracks import TraceTracks
 from kviewer.ui.background import BackgroundRunner
-from kviewer.ui.dock_gate import DockGate
 from kviewer.ui.critpath_overlay import CriticalPathOverlay, critpath_requests, path_bands
+from kviewer.ui.dock_gate import DockGate
+from kviewer.ui.table_model import TableModel, TableView
 from kviewer.ui.viewstate import ViewState
+
+if TYPE_CHECKING:
+    import kviewer.analysis.whatif
 
 #: kinds offered a speed-of-light target
 SOL_KINDS = ("gemm", "attention", "elementwise", "norm")
@@ -43,10 +63,7 @@ def _base(trace: Any, device: str | None, paths: Any, lane_of: dict[str, Any], s
     """The model of ``trace`` from its critical paths, and the paths on its lanes (on a worker);
     ``sol`` and ``fusion``: the trace's speed of light and fusion candidates when the window has
     them (the Roofline and Fusion docks' own, for the GPU chosen there), else computed."""
-    from kviewer.analysis.whatif import whatif_model
-    from kviewer.errors import AnalysisError
-
-    model = whatif_model(trace, device=device, paths=paths, sol=sol, fusion=fusion)
+    model = analysis.whatif.whatif_model(trace, device=device, paths=paths, sol=sol, fusion=fusion)
     try:
         fusion, error = model.fusion_table(), ""
     except AnalysisError as exc:
@@ -176,8 +193,6 @@ class WhatIfPanel(QWidget):
 
     def _build(self) -> None:
         """Ask for the base once the trace's critical paths are known (called again when they are)."""
-        from kviewer.session.open_trace import Failed
-
         tracks, shown = self.state.current, self.shown
         if tracks is None or shown is None or tracks is not self._tracks or self._base_for == shown:
             return
@@ -223,12 +238,10 @@ class WhatIfPanel(QWidget):
 
     def changes(self) -> Any:
         """The ticked changes as :class:`~kviewer.analysis.whatif.Changes`."""
-        from kviewer.analysis.whatif import Changes
-
         ranks = tuple(int(self.fusion.item(i).data(Qt.ItemDataRole.UserRole)) for i in range(self.fusion.count())
                       if self.fusion.item(i).checkState() == Qt.CheckState.Checked)
         sol = tuple((k, float(s.value())) for k, s in self.sol.items() if s.value() > 0)
-        return Changes(fuse=ranks or None, cuda_graphs=self.graphs.isChecked(), sol=sol, no_sync=() if self.no_sync.isChecked() else None)
+        return analysis.whatif.Changes(fuse=ranks or None, cuda_graphs=self.graphs.isChecked(), sol=sol, no_sync=() if self.no_sync.isChecked() else None)
 
     def project(self) -> None:
         base = self.base
@@ -265,8 +278,6 @@ class WhatIfPanel(QWidget):
     def _ensure_table(self) -> None:
         if self.model is not None:
             return
-        from kviewer.session.table_data import Col
-        from kviewer.ui.table_model import TableModel, TableView
 
         self.cols = (
             Col("step", "Step", "text"),
@@ -296,12 +307,10 @@ class WhatIfPanel(QWidget):
         base, proj, tracks = self.base, self.projection, self._tracks
         if base is None or proj is None or tracks is None:
             return
-        from kviewer.analysis.whatif import projected_trace
-        from kviewer.session.tracks import TraceTracks
 
         label = f"{tracks.label} (projected: {proj.changes.label()})"
         self.result.setText(self.result.text() + "<br>laying out the projected timeline…")
-        self.runner.run("whatif-beside", lambda: TraceTracks.build(projected_trace(base.model, proj), label),
+        self.runner.run("whatif-beside", lambda: TraceTracks.build(analysis.whatif.projected_trace(base.model, proj), label),
                         lambda t: self._beside_ready(tracks, t), self._failed)
 
     def _beside_ready(self, measured: Any, projected: Any) -> None:

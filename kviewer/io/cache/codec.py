@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 import numpy as np
 import pandas as pd
+import zstandard
 
 from kviewer.core import Trace, TraceMeta, jsonout, schema
 from kviewer.errors import CacheProblem
@@ -87,7 +88,6 @@ def decode_meta(data: bytes) -> TraceMeta:
 def _compress(data: bytes, compress: bool) -> tuple[bytes, str]:
     if not compress or len(data) < 256:
         return data, "raw"
-    import zstandard
 
     return zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True).compress(data), "zstd"
 
@@ -104,7 +104,6 @@ def _array_from(blob: ColumnBlob, dtype: np.dtype[Any], count: int) -> np.ndarra
         return out
     if blob.codec != "zstd":
         raise CacheDamaged(f"{blob.table}.{blob.column}: unknown codec {blob.codec!r}")
-    import zstandard
 
     try:
         params = zstandard.get_frame_parameters(blob.data)
@@ -131,7 +130,6 @@ def _array_from(blob: ColumnBlob, dtype: np.dtype[Any], count: int) -> np.ndarra
 def _bytes_from(blob: ColumnBlob) -> bytes:
     if blob.codec == "raw":
         return blob.data
-    import zstandard
 
     try:
         return zstandard.ZstdDecompressor().decompress(blob.data)

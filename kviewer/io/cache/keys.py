@@ -11,13 +11,18 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from kviewer import __version__, io as kio
 from kviewer.core import schema
+from kviewer.errors import LoadError
 from kviewer.io.memory import parse_size
+
+if TYPE_CHECKING:
+    import kviewer.io.source
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +89,6 @@ def fingerprint() -> str:
     ``core`` and ``io`` sources cover a development checkout, where a loader is edited without a
     version bump (a stale cached parse would silently hide the edit).
     """
-    from kviewer import __version__
-
     h = hashlib.sha256()
     h.update(f"kviewer {__version__} cache {CACHE_FORMAT}\n".encode())
     for table in schema.TABLES.values():
@@ -112,15 +115,12 @@ def content_digest(path: str | os.PathLike[str], size: int, whole_max: int | Non
     spread evenly from the first to the last byte (4 MiB read, whatever the size). With the
     inode change time beside it (which no tool can set back), a file rewritten with the same
     size and modification time misses. Raises OSError when it cannot be read."""
-    from kviewer.io.source import open_input  # regular files only (a FIFO never blocks here)
-    from kviewer.errors import LoadError
-
     whole_max = WHOLE_HASH_MAX if whole_max is None else whole_max
     samples = SAMPLES if samples is None else samples
     block = SAMPLE_BLOCK
     h = hashlib.blake2b(digest_size=16)
     try:
-        f = open_input(path)
+        f = kio.source.open_input(path)
     except LoadError as exc:
         raise OSError(str(exc)) from exc
     with f:

@@ -17,6 +17,7 @@ from kviewer.errors import CacheProblem
 from kviewer.io.cache import keys
 from kviewer.io.cache.codec import CacheDamaged, ColumnBlob, NotCacheable, decode_frame, decode_meta, encode_meta, iter_encoded
 from kviewer.io.cache.keys import SourceId, cache_dir, max_bytes_from_env, source_id
+from kviewer.io.memory import memory_budget, rss
 
 log = logging.getLogger(__name__)
 
@@ -343,7 +344,6 @@ class TraceCache:
         key = before.key()
         path_as_given = int(trace.meta.path == os.fspath(path))
         now = time.time()
-        from kviewer.io.memory import memory_budget, rss
 
         budget = memory_budget()
 

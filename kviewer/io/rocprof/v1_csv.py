@@ -29,8 +29,9 @@ import pandas as pd
 
 from kviewer.core import Diagnostic, Trace, TraceMeta, schema
 from kviewer.errors import CorruptTrace, LoadError
-from kviewer.io.rocprof import common as rc
 from kviewer.io.registry import CancelToken, LoaderSpec
+from kviewer.io.rocprof import common as rc
+from kviewer.io.rocprof.stats import load_stats
 from kviewer.io.source import Progress, read_content
 
 RECOGNISED = "rocprof v1 results.csv"
@@ -68,8 +69,6 @@ def load(path: Path, progress: Progress, cancel: CancelToken) -> Trace:
     cancel.check()
     fields = rc.header_fields(content.data[:65536])
     if rc.is_stats_header(fields):
-        from kviewer.io.rocprof.stats import load_stats
-
         return load_stats(path, content.data, stats_siblings(path))
     table = rc.read_csv_text(content.data, path, RECOGNISED, as_text=_as_text)
     if content.truncated:
