@@ -34,10 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kviewer import __version__, analysis
+from kviewer import __version__, analysis, session
 from kviewer.core.text import display_text
 from kviewer.errors import AnalysisError
-from kviewer.session.analyses import compute_sol
 
 # the one formatting module's formatters, under this module's short names (an unknown value is
 # "—" in a report, as in the window)
@@ -214,7 +213,7 @@ def build_report(
         generated=f"kviewer {__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
     )
 
-    sols = [compute_sol(t, device) for t in traces]
+    sols = [session.analyses.compute_sol(t, device) for t in traces]
     tags = ["A", "B"] if two else [""]
 
     mfus = [analysis.mfu.mfu_or_unknown(t, device, sols[i].result) for i, t in enumerate(traces)]

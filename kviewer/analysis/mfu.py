@@ -43,11 +43,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from kviewer import analysis
 from kviewer.analysis.devices import find_device
 from kviewer.analysis.kinds import DATA_KINDS, classify
 from kviewer.analysis.model import attention_recompute_share, model_kernels
 from kviewer.analysis.ranks import rank_subtrace, ranks_of
-from kviewer.analysis.sol import sol_result
 from kviewer.analysis.steps import busy_ns, find_steps, kernel_steps
 from kviewer.core import Trace
 from kviewer.core.schema import MFU, MFU_JOB, empty
@@ -232,7 +232,7 @@ def mfu(trace: Trace, sol: SolResult | None = None, device: str | None = None) -
             found.append((rank, srow, full[of == i]))
     rows: list[dict[str, Any]] = []
     if found:  # the FLOPs and speed of light only for a trace with steps
-        sol = sol if sol is not None else sol_result(trace, device)
+        sol = sol if sol is not None else analysis.sol.sol_result(trace, device)
         kf = kernel_flops(trace, sol)
         cols = _SolColumns.of(sol.table)
         rows = [_step_row(rank, srow, idx, cols, kf, sol) for rank, srow, idx in found]

@@ -8,7 +8,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from kviewer import analysis
-from kviewer.cli.common import EXIT_OK, add_command, dump_json, load_for
+from kviewer.cli import common
+from kviewer.cli.common import EXIT_OK, add_command, dump_json
 from kviewer.core.text import display_text
 
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def cmd_calltree(args: argparse.Namespace) -> int:
-    tree = analysis.calltree.call_tree(load_for(args, args.file, tables=analysis.calltree.CALLTREE_READS), source=args.source)
+    tree = analysis.calltree.call_tree(common.load_for(args, args.file, tables=analysis.calltree.CALLTREE_READS), source=args.source)
     if not len(tree):
         print("kviewer: no python frames (PyTorch profiler: with_stack=True) and no CPU samples with stacks "
               "(nsys profile --sample=cpu --backtrace=dwarf) in this trace", file=sys.stderr)

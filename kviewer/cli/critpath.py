@@ -8,18 +8,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from kviewer import analysis, session
-from kviewer.cli.common import (
-    EXIT_OK,
-    add_command,
-    cache_choice,
-    dump_json,
-    format_ns,
-    human_table,
-    load_for,
-    print_warnings,
-    wants_raw_csv,
-    write_frame,
-)
+from kviewer.cli import common
+from kviewer.cli.common import EXIT_OK, add_command, cache_choice, dump_json, format_ns, human_table, print_warnings, wants_raw_csv, write_frame
 from kviewer.errors import AnalysisError, UserError
 
 if TYPE_CHECKING:
@@ -103,7 +93,7 @@ def cmd_critpath(args: argparse.Namespace) -> int:
 def compute(args: argparse.Namespace, cached: bool) -> dict[str, Any]:
     """Load the trace and walk its critical paths (the graph from the analysis cache when it is
     there); the document is stored for the next run."""
-    trace = load_for(args, args.file)
+    trace = common.load_for(args, args.file)
     try:
         base = session.graph_cache.graph_base(trace, args.step, use_cache=cached)
         result = analysis.critpath.critical_paths(trace, step=args.step, base=(base.graph, base.windows, base.source, base.measured))

@@ -7,7 +7,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from kviewer import analysis
-from kviewer.cli.common import EXIT_OK, add_command, dump_json, load_for, wants_raw_csv
+from kviewer.cli import common
+from kviewer.cli.common import EXIT_OK, add_command, dump_json, wants_raw_csv
 from kviewer.cli.memory import write_table
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def cmd_graphs(args: argparse.Namespace) -> int:
-    result = analysis.graphs.graph_summary(load_for(args, args.file, tables=analysis.graphs.GRAPHS_READS))
+    result = analysis.graphs.graph_summary(common.load_for(args, args.file, tables=analysis.graphs.GRAPHS_READS))
     if args.format == "json":
         dump_json(result.to_json())
     else:

@@ -7,7 +7,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from kviewer import analysis
-from kviewer.cli.common import EXIT_OK, add_command, dump_json, human_table, load_for, wants_raw_csv, write_frame
+from kviewer.cli import common
+from kviewer.cli.common import EXIT_OK, add_command, dump_json, human_table, wants_raw_csv, write_frame
 
 if TYPE_CHECKING:
     import kviewer.analysis.memory
@@ -35,7 +36,7 @@ def write_table(df: Any, fmt: str, raw_csv: bool = False) -> None:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    result = analysis.memory.memory_summary(load_for(args, args.file, tables=analysis.memory.MEMORY_READS), include_host=args.host)
+    result = analysis.memory.memory_summary(common.load_for(args, args.file, tables=analysis.memory.MEMORY_READS), include_host=args.host)
     if args.format == "json":
         dump_json(result.to_json())
     else:

@@ -8,7 +8,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from kviewer import analysis, session
-from kviewer.cli.common import EXIT_OK, add_command, cache_choice, dump_json, format_ns, load_for, print_warnings, wants_raw_csv, write_frame
+from kviewer.cli import common
+from kviewer.cli.common import EXIT_OK, add_command, cache_choice, dump_json, format_ns, print_warnings, wants_raw_csv, write_frame
 from kviewer.errors import AnalysisError, UserError
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         if base is not None and mfu is not None:  # the file is not loaded: its load warnings from the cached trace
             print_warnings(args.file, session.analysis_cache.cached_warnings(sid) or [])
         else:
-            trace = load_for(args, args.file)
+            trace = common.load_for(args, args.file)
             # the graph, steps and measured replay: from the analysis cache when critpath (or a
             # whatif) built them before
             if base is None or base.graph.kernel_node.shape != (len(trace.kernels),):

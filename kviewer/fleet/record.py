@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from kviewer import io as kio
+from kviewer import analysis, io as kio
 from kviewer.analysis.collectives import is_communication
 from kviewer.analysis.kinds import op_kind
-from kviewer.analysis.mfu import FLEET_FIELDS, mfu_or_unknown
+from kviewer.analysis.mfu import FLEET_FIELDS
 from kviewer.analysis.ranks import step_times
 from kviewer.analysis.steps import busy_ns
 from kviewer.errors import KViewerError, LoadError
@@ -169,7 +169,7 @@ def _summarize(path: Path, out: FileSummary) -> None:
         out.warnings.append(f"holds the steps of {st['rank'].nunique()} ranks; rank {first}'s are used")
         st = st[st["rank"] == first]
     if len(st):
-        m = mfu_or_unknown(trace).steps
+        m = analysis.mfu.mfu_or_unknown(trace).steps
         m = m[m["rank"] == int(st["rank"].iloc[0])][["step", *FLEET_FIELDS]] if len(m) else m
         st = st.merge(m.astype({c: "float64" for c in FLEET_FIELDS}), on="step", how="left") if len(m) else st.assign(**{c: float("nan") for c in FLEET_FIELDS})
     out.steps = st[STEP_FIELDS].reset_index(drop=True) if len(st) else empty_steps()

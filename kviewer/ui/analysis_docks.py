@@ -44,7 +44,7 @@ from PySide6.QtWidgets import (
 
 from kviewer import analysis, session, ui
 from kviewer.errors import AnalysisError
-from kviewer.session.analyses import SolInfo, compute_sol, drop_uncoloured_warning, note_uncoloured
+from kviewer.session.analyses import SolInfo, drop_uncoloured_warning, note_uncoloured
 from kviewer.session.open_trace import FUSION, SOL, Failed, Pending, Ready, run_analysis
 from kviewer.ui.dock_gate import DockGate
 from kviewer.ui.viewstate import PICK, Selection, ViewState
@@ -489,7 +489,7 @@ class AnalysisDocks(QObject):
                 self.refresh()
 
         # the channel of the trace's load-time SOL: a choice made while that runs supersedes it
-        self.runner.run(f"sol:{key}", lambda: compute_sol(trace, device), lambda info: self.apply_sol(key, info), failed)
+        self.runner.run(f"sol:{key}", lambda: session.analyses.compute_sol(trace, device), lambda info: self.apply_sol(key, info), failed)
 
     def apply_sol(self, key: int, info: SolInfo) -> None:
         """Take a recomputed SOL for an open trace: recolour its bars, refill the docks."""

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
-from kviewer import analysis as kv_analysis
-from kviewer.session.analyses import compute_sol, sol_for_load
+from kviewer import analysis as kv_analysis, session
+from kviewer.session.analyses import sol_for_load
 from kviewer.ui import dialogs
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def attach_work(base: Trace, report: Trace, start: int | None, device: str | Non
     """Worker side (no Qt): the attach result and the speed of light of the merged trace
     (on ``device`` when the user chose the GPU for this trace)."""
     result = kv_analysis.attach.attach_counters(base, report, start=start)
-    info = compute_sol(result.trace, device) if device is not None else sol_for_load(result.trace)
+    info = session.analyses.compute_sol(result.trace, device) if device is not None else sol_for_load(result.trace)
     return result, info
 
 

@@ -18,7 +18,6 @@ from PySide6.QtWidgets import QApplication, QHBoxLayout, QWidget
 
 from kviewer import session, ui
 from kviewer.errors import KViewerError
-from kviewer.session.analyses import compute_sol
 from kviewer.session.compare import compare_open
 from kviewer.tempdir import deferred_interrupt
 from kviewer.ui.app import create_app
@@ -152,7 +151,7 @@ def build_view(
     if view == "roofline":
         return _show(_rooflines(traces, device), size)
 
-    tracks = [session.tracks.TraceTracks.build(t, sol=compute_sol(t, device)) for t in traces]
+    tracks = [session.tracks.TraceTracks.build(t, sol=session.analyses.compute_sol(t, device)) for t in traces]
     if view == "window":
         widget: QWidget = ui.mainwindow.MainWindow()
         state = widget.state  # type: ignore[attr-defined]
@@ -195,7 +194,7 @@ def _rooflines(traces: Sequence[Trace], device: str | None) -> QWidget:
     lay = QHBoxLayout(holder)
     lay.setContentsMargins(0, 0, 0, 0)
     for t in traces:
-        info = compute_sol(t, device)
+        info = session.analyses.compute_sol(t, device)
         if info.sol is None:
             raise ViewError(info.why)
         spec = info.spec

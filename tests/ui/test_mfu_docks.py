@@ -75,7 +75,7 @@ def test_mfu_is_computed_once_the_speed_of_light_is_known(qtbot: Any, window: An
 def test_a_failed_mfu_is_kept_and_said_not_asked_again(qtbot: Any, window: Any, sample_traces: Path, monkeypatch: Any) -> None:
     """The MFU lives in the trace's slot: a computation that fails is Failed there, Details says
     why, and later traces-changed events (which warm the MFU) do not start it again."""
-    import kviewer.session.mfu_view as mfu_view
+    import kviewer.ui.mfu_requests as mfu_requests
     from kviewer.io import load
     from kviewer.session.open_trace import MFU, Failed
 
@@ -85,7 +85,7 @@ def test_a_failed_mfu_is_kept_and_said_not_asked_again(qtbot: Any, window: Any, 
         calls.append(1)
         raise ValueError("no FLOPs today")
 
-    monkeypatch.setattr(mfu_view, "compute_mfu", broken)
+    monkeypatch.setattr(mfu_requests, "compute_mfu", broken)  # where the request looks it up
     trace = load(sample_traces / "gpt_train.pt.trace.json.gz")
     tracks = TraceTracks.build(trace)
     window.state.add_trace(tracks)

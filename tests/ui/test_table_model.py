@@ -181,7 +181,7 @@ def test_fusion_saving_visible_at_the_default_dock_width(qtbot: Any, window: Any
 
 
 def test_fleet_unknown_last_both_ways(qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import kviewer.fleet.read as read
+    import kviewer.ui.fleet_window as fleet_window
     from kviewer.ui.fleet_window import FleetWindow
 
     ranks = pd.DataFrame({
@@ -194,7 +194,7 @@ def test_fleet_unknown_last_both_ways(qtbot: Any, tmp_path: Path, monkeypatch: p
         "reason": ["gemm", "", "idle", "", "layer_norm"],
         "path": [f"/x/rank-{i}.json" for i in range(5)],
     })
-    monkeypatch.setattr(read, "read_ranks", lambda _db: ranks)
+    monkeypatch.setattr(fleet_window, "read_ranks", lambda _db: ranks)  # where the window looks it up
     fw = FleetWindow(tmp_path / "fleet.sqlite", lambda _p: None)
     qtbot.addWidget(fw)
     model = fw.view.model()

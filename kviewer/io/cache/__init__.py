@@ -44,6 +44,8 @@ blobs), :mod:`.store` (the database: get, put, eviction, privacy checks).
 
 from __future__ import annotations
 
+import lazy_loader
+
 from kviewer.io.cache.codec import (
     CacheDamaged,
     ColumnBlob,
@@ -67,6 +69,9 @@ from kviewer.io.cache.keys import (
     source_id,
 )
 from kviewer.io.cache.store import DB_NAME, TraceCache, UnsafeCache, default_cache, load_was_complete, secure_cache_files
+
+# the derived-results store (sqldb's exports, POSIX file locks) loads on first use: kviewer.io.cache.derived
+__getattr__, _, _ = lazy_loader.attach(__name__, submodules=["derived"])
 
 __all__ = [
     "CACHE_FORMAT",
