@@ -10,7 +10,7 @@ import html
 import math
 from typing import TYPE_CHECKING, Any, Mapping
 
-from kviewer import analysis
+from kviewer import analysis, session
 from kviewer.core.text import display_text
 from kviewer.session.format import UNKNOWN, format_count, format_duration, format_ratio, format_util, known, number
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import kviewer.analysis.gpu_metrics
     import kviewer.analysis.mfu
     import kviewer.analysis.steps
+    import kviewer.session.analysis_cache
 
 def _positive(v: Any) -> bool:
     n = number(v)
@@ -165,6 +166,10 @@ def compute_mfu(trace: Any, info: Any) -> Any:
     if info is not None and sol is None and not info.no_kernels:
         # no speed of light (the GPU is not recognised): no peaks, and nothing to compute again
         return analysis.mfu.unknown_mfu(info.why or "the GPU is not known")
+    if device is None:
+        # the trace's own GPU: the MFU kviewer whatif and a reopen read from the analysis cache
+        # (stored by the first of them to compute it; None source, the cache off: computed)
+        return session.analysis_cache.mfu_for(trace, lambda: sol, trace.meta.source_id)
     return analysis.mfu.mfu_or_unknown(trace, device, sol)
 
 

@@ -94,3 +94,40 @@ def test_fusion_candidates_are_cached_too(cache_on: Path, sample_traces: Path, m
     pd.testing.assert_frame_equal(again.candidates.drop(columns="kernel_ids"), first.candidates.drop(columns="kernel_ids"))
     assert again.candidates["kernel_ids"].tolist() == [[tuple(i) for i in ids] for ids in first.candidates["kernel_ids"]]
     assert again.kernel_ns == first.kernel_ns and again.summary() == first.summary()
+
+
+def test_the_windows_mfu_is_the_cached_one_kviewer_whatif_reads(cache_on: Path, sample_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window's MFU of a trace on its own GPU goes through the analysis cache: a reopen reads
+    what the first open (or kviewer whatif) stored instead of computing it again, and a GPU the
+    user chose is computed and never stored."""
+    import kviewer.analysis.mfu as mfu_mod
+    from kviewer.session.mfu_view import compute_mfu
+
+    path = cache_on / EAGER
+    shutil.copy(sample_traces / EAGER, path)
+    trace = load(path)  # through the trace cache: the load takes the file's identity
+    source = trace.meta.source_id
+    assert source is not None and analysis_cache.cached_mfu(source) is None
+    info = sol_for_open(trace, source)
+    assert info is not None and info.ok and info.device is None
+    first = compute_mfu(trace, info)
+    assert len(first.steps) and not first.totals.get("error")
+    stored = analysis_cache.cached_mfu(source)
+    assert stored is not None
+    pd.testing.assert_frame_equal(stored.steps, first.steps)
+
+    monkeypatch.setattr(mfu_mod, "mfu_or_unknown", lambda *a, **k: pytest.fail("computed again"))
+    again = load(path)
+    back = compute_mfu(again, sol_for_open(again, again.meta.source_id))
+    pd.testing.assert_frame_equal(back.steps, first.steps)
+    assert back.totals == first.totals
+
+    monkeypatch.undo()
+    monkeypatch.delenv("KVIEWER_NO_CACHE", raising=False)
+    monkeypatch.setenv("KVIEWER_CACHE_DIR", str(cache_on / "cache"))
+    chosen = compute_sol(again, "h100_sxm")
+    assert chosen.ok and chosen.device is not None
+    analysis_cache.clear()
+    other = compute_mfu(again, chosen)
+    assert len(other.steps) and analysis_cache.cached_mfu(source) is None  # a chosen GPU is not stored
+    assert not np.allclose(other.steps["mfu"].to_numpy(float), first.steps["mfu"].to_numpy(float), equal_nan=True)
