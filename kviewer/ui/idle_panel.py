@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, 
 
 from kviewer import analysis, session, ui
 from kviewer.ui.background import BackgroundRunner
+from kviewer.ui.dock_gate import DockGate
 from kviewer.ui.viewstate import ViewState
 
 if TYPE_CHECKING:
@@ -51,6 +52,10 @@ class IdlePanel(QWidget):
         lay.addLayout(head)
         self._lay = lay
         self._init_threshold = False
+        self.gate = DockGate(self.refresh)
+        """computes only while the dock is on screen (the window tells it the dock)"""
+        self.shown: tuple[int, int, int, int] | None = None
+        """(trace key, id of its trace, display offset, threshold in ns) filled for"""
         self.threshold.valueChanged.connect(self._threshold_changed)
         state.currentTraceChanged.connect(lambda _t: self.refresh())
         state.tracesChanged.connect(self.refresh)
@@ -60,8 +65,10 @@ class IdlePanel(QWidget):
         self.refresh()
 
     def refresh(self) -> None:
+        """List the current trace's gaps, when on screen and the trace or threshold changed since."""
         tracks = self.state.current
         if tracks is None:
+            self.shown = None
             self.runner.cancel("idle")
             self.gaps = None
             self.status.setText("")
@@ -77,6 +84,10 @@ class IdlePanel(QWidget):
         trace = tracks.trace
         min_ns = int(round(self.threshold.value() * 1e3))
         offset = tracks.offset_ns
+        want = (tracks.key, id(trace), offset, min_ns)
+        if want == self.shown or not self.gate.on_screen():
+            return
+        self.shown = want
         key = tracks.key
         clock = tracks.clock
         self.status.setText("computing…")

@@ -170,6 +170,7 @@ class MainWindow(QMainWindow):
         self.flame_panel = FlamePanel(self.state, self.runner)
         self.flame_dock = self._dock("Call Tree", "callTreeDock", self.flame_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.memory_panel.gate.watch(self.memory_dock)
+        self.idle_panel.gate.watch(self.idle_dock)
         self.flame_panel.gate.watch(self.flame_dock)
         # a range dragged on the time axis brings its summary forward
         self.state.timeSelectionChanged.connect(self._show_range_dock)

@@ -58,6 +58,8 @@ def test_idle_gap_list_matches_numpy_and_is_shaded(qtbot: Any, window: Any) -> N
     tracks = TraceTracks.build(trace)
     window.state.add_trace(tracks)
     panel = window.idle_panel
+    assert panel.gaps is None and not window.runner.pending("idle")  # in a tab behind the kernels: not computed
+    window.idle_dock.raise_()  # brought forward: listed
     qtbot.waitUntil(lambda: panel.gaps is not None, timeout=10_000)
     panel.threshold.setValue(20.0)  # µs
     qtbot.waitUntil(lambda: not window.runner.pending("idle"), timeout=10_000)
