@@ -42,6 +42,9 @@ def nesting_depth(start: np.ndarray, end: np.ndarray, *track: np.ndarray) -> np.
         k_s = k[order]
         change |= k_s[1:] != k_s[:-1]
     group = np.cumsum(np.concatenate([[True], change]))
+    # every end ranked once: a level's running maximum compares ranks (one sort, not one a level)
+    distinct, e_rank = np.unique(e_all, return_inverse=True)
+    e_rank = e_rank.reshape(-1).astype(np.int64)
     d_s = np.zeros(n, dtype=np.int32)
     idx = np.arange(n)
     level = 0
@@ -50,7 +53,7 @@ def nesting_depth(start: np.ndarray, end: np.ndarray, *track: np.ndarray) -> np.
         first = np.ones(len(idx), dtype=bool)
         first[1:] = group[1:] != group[:-1]
         # the latest end so far in the group, before each interval
-        latest = _group_cummax(e, group)
+        latest = _group_cummax(e_rank[idx], group, distinct)
         run_start = first.copy()
         run_start[1:] |= s[1:] >= latest[:-1]
         heads = np.flatnonzero(run_start)
@@ -66,13 +69,13 @@ def nesting_depth(start: np.ndarray, end: np.ndarray, *track: np.ndarray) -> np.
     return depth
 
 
-def _group_cummax(values: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """Running maximum of ``values`` within each run of equal ``group`` (non-decreasing group
-    numbers). Values are ranked so that (group, rank) fits one int64, then one accumulate."""
-    distinct, rank = np.unique(values, return_inverse=True)
+def _group_cummax(rank: np.ndarray, group: np.ndarray, distinct: np.ndarray) -> np.ndarray:
+    """Running maximum within each run of equal ``group`` (non-decreasing group numbers) of the
+    values ``distinct[rank]`` (``distinct`` sorted): (group, rank) fits one int64, then one
+    accumulate."""
     g = (group - group[0]).astype(np.int64) if len(group) else group.astype(np.int64)
     width = np.int64(len(distinct) + 1)
-    best = np.maximum.accumulate(g * width + rank.reshape(-1))
+    best = np.maximum.accumulate(g * width + rank)
     return distinct[best - g * width]
 
 
