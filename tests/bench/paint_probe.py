@@ -4,10 +4,12 @@
     python tests/bench/paint_probe.py TRACE [EVERY_S [FIRST_PAINT.png]]
 
 Prints one JSON line: the epoch time of the first grab whose timeline shows bars (``paint``), of
-the first grab of the whole window that equals the one before it once the load and the analyses
-are done (``complete``), the process's CPU time (all threads) at both (``cpu_paint``,
-``cpu_complete``), and how many grabs were taken. The probe's timer runs on the GUI thread:
-while that thread is busy no grab is taken, as no frame would be painted on a real screen.
+the first grab of the whole window, once the load and the analyses are done, that the next grab
+equals (``complete``: the window was seen in its final state then; ``confirmed``: the next grab,
+``EVERY_S`` later, that showed it had not changed), the process's CPU time (all threads) at
+``paint`` and ``complete`` (``cpu_paint``, ``cpu_complete``), and how many grabs were taken.
+The probe's timer runs on the GUI thread: while that thread is busy no grab is taken, as no
+frame would be painted on a real screen.
 """
 
 from __future__ import annotations
@@ -56,13 +58,15 @@ def main() -> int:
             img = pixels(w.grab().toImage())
             last = state["last"]
             if isinstance(last, np.ndarray) and last.shape == img.shape and np.array_equal(last, img):
-                seen["complete"] = now
-                seen["cpu_complete"] = time.process_time()
+                # the window was complete at the grab before this one (this one confirms it)
+                seen["complete"], seen["cpu_complete"] = state["last_at"]  # type: ignore[misc]
+                seen["confirmed"] = now
                 print(json.dumps({**seen, "grabs": state["grabs"]}), flush=True)
                 w.close()
                 QApplication.instance().quit()  # type: ignore[union-attr]
                 return
             state["last"] = img
+            state["last_at"] = (now, time.process_time())
         else:
             state["last"] = None
 
