@@ -148,6 +148,11 @@ def test_modelled_work_equals_per_kernel_in_the_rare_cases() -> None:
     # classes a caller made: the name's kind where the op's model knows better
     named = classes.assign(kind="other", kind_source="name")
     _identical(model_kernels(trace, named), model_kernels_per_kernel(trace, named))
+    # text columns that are not categorical
+    text = ["name", "input_dims", "input_types", "concrete_inputs"]
+    plain = Trace(meta=trace.meta, kernels=trace.kernels.astype({"name": object}), cpu_slices=trace.cpu_slices.astype(dict.fromkeys(text, object)))
+    assert not isinstance(plain.cpu_slices["input_dims"].dtype, pd.CategoricalDtype)
+    _identical(model_kernels(plain, classes), model_kernels_per_kernel(plain, classes))
 
 
 def test_modelled_work_equals_per_kernel_whatever_the_classes(sample_traces: Path) -> None:
