@@ -33,7 +33,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -692,84 +692,153 @@ def model_kernels(trace: Trace, classes: pd.DataFrame | None = None) -> pd.DataF
     c = trace.cpu_slices
     rows = np.nonzero(has_op)[0]
     ids = op_id[rows]
-    op_names = c["name"].astype(str).to_numpy()[ids]
-    op_dims = c["input_dims"].astype(str).to_numpy()[ids]
-    op_types = c["input_types"].astype(str).to_numpy()[ids]
-    op_conc = c["concrete_inputs"].astype(str).to_numpy()[ids] if "concrete_inputs" in c else np.full(len(ids), "", dtype=object)
+    m = len(rows)
+    # the launching ops' columns, the kernels' rows taken before they are made text: converting a
+    # whole cpu_slices column (~375k rows) cost more than the rest
+    op_names = c["name"].iloc[ids].astype(str).to_numpy()
+    op_dims = c["input_dims"].iloc[ids].astype(str).to_numpy()
+    op_types = c["input_types"].iloc[ids].astype(str).to_numpy()
+    op_conc = c["concrete_inputs"].iloc[ids].astype(str).to_numpy() if "concrete_inputs" in c else np.full(m, "", dtype=object)
     op_flops = c["flops"].to_numpy(np.float64)[ids]
-    counts = pd.Series(ids).map(pd.Series(ids).value_counts()).to_numpy()
+    _, op_at, per_op = np.unique(ids, return_inverse=True, return_counts=True)
+    n_ops = len(per_op)
+    counts = per_op[op_at]
     out["op_kernels"][rows] = counts
     out["op_dims"][rows] = op_dims
-    helper = out["helper"]
-    # the kernels doing each op's arithmetic, and their measured time
-    mains: dict[int, int] = {}
-    main_ns: dict[int, float] = {}
-    kdur = k["dur"].to_numpy(np.float64)
-    for r, i in zip(rows, ids):
-        if not helper[r]:
-            mains[int(i)] = mains.get(int(i), 0) + 1
-            main_ns[int(i)] = main_ns.get(int(i), 0.0) + max(kdur[r], 0.0)
+    helper = out["helper"][rows]
+    main = ~helper
+    kdur = k["dur"].to_numpy(np.float64)[rows]
+    dur = np.where(kdur < 0.0, 0.0, kdur)  # max(dur, 0.0), NaN kept as max() keeps it
+    # the kernels doing each op's arithmetic, and their measured time (bincount adds in row order)
+    n_main = np.bincount(op_at[main], minlength=n_ops)
+    main_ns = np.bincount(op_at[main], weights=dur[main], minlength=n_ops)
+    # each distinct kernel name once: the gradient it computes (1 dgrad, 2 wgrad, 0 neither) and
+    # whether it runs on the FMA pipe
+    kname_text = k["name"].iloc[rows].astype(str).to_numpy()
+    kname_at, kname_first = _distinct(_row_codes(k["name"], rows, kname_text))
+    knames = kname_text[kname_first]
+    words = [_kinds.name_words(str(nm)) for nm in knames]
+    grad = np.array([1 if "dgrad" in w else 2 if "wgrad" in w else 0 for w in words], dtype=np.int64)[kname_at]
+    fma = np.array([_kinds.fma_pipe(str(nm)) for nm in knames], dtype=bool)[kname_at]
     # ops whose main kernels are each one gradient (dgrad / wgrad), as many as the op computes
-    knames = k["name"].astype(str).to_numpy()
-    grads: dict[int, set[str]] = {}
-    for r, i in zip(rows, ids):
-        if not helper[r]:
-            words = set(_kinds.name_words(str(knames[r])))
-            grads.setdefault(int(i), set()).add("dgrad" if "dgrad" in words else "wgrad" if "wgrad" in words else "")
     # (each gradient may run as several kernels, a split-K wgrad: those share its FLOPs by time)
-    per_grad = {i for i, g in grads.items() if "" not in g}
-    grad_of = {int(r): ("dgrad" if "dgrad" in _kinds.name_words(str(knames[r])) else "wgrad") for r, i in zip(rows, ids)
-               if int(i) in per_grad and not helper[r]}
-    grad_ns: dict[tuple[int, str], float] = {}
-    for r, i in zip(rows, ids):
-        if int(r) in grad_of:
-            grad_ns[(int(i), grad_of[int(r)])] = grad_ns.get((int(i), grad_of[int(r)]), 0.0) + max(kdur[r], 0.0)
-    enclosing = _enclosing_flops(trace, np.unique(ids))
-    for r, i, nm, d, t, f, cc in zip(rows, ids, op_names, op_dims, op_types, op_flops, op_conc):
-        w = op_work(nm, d, t, float(f), cc)
-        if math.isnan(w.flops) and int(i) in enclosing and w.kind in ("conv", "gemm", "attention"):
+    has = [np.bincount(op_at[main & (grad == g)], minlength=n_ops) > 0 for g in (0, 1, 2)]
+    per_grad = (n_main > 0) & ~has[0]
+    n_grads = has[1].astype(np.int64) + has[2]
+    grad_key = op_at * 2 + grad - 1
+    in_grad = main & per_grad[op_at]
+    grad_ns = np.bincount(grad_key[in_grad], weights=dur[in_grad], minlength=2 * n_ops)
+
+    # each distinct op call (name, shapes, dtypes, FLOPs arg, scalars) modelled once
+    name_at = _row_codes(c["name"], ids, op_names)
+    call, first = _distinct(name_at, *(_row_codes(c[col], ids, text) for col, text in
+                                       (("input_dims", op_dims), ("input_types", op_types), ("concrete_inputs", op_conc)) if col in c),
+                            pd.factorize(op_flops, use_na_sentinel=False)[0])
+    works = [op_work(op_names[j], op_dims[j], op_types[j], float(op_flops[j]), op_conc[j]) for j in first]
+    w_flops = np.array([w.flops for w in works], dtype=np.float64)[call]
+    w_kind = np.array([w.kind for w in works], dtype=object)[call]
+    w_prec = np.array([w.precision for w in works], dtype=object)[call]
+    w_pipe = np.array([w.pipe for w in works], dtype=object)[call]
+    w_notes = [w.note for w in works]  # the op's own note of each row: w_notes[w_note]
+    w_note = call.copy()
+    matrix = np.array([w.kind in ("conv", "gemm", "attention") for w in works], dtype=bool)[call]
+    need = np.flatnonzero(np.isnan(w_flops) & matrix)
+    enclosing = _enclosing_flops(trace, np.unique(ids[need])) if len(need) else {}
+    for r in need:
+        if int(ids[r]) in enclosing:
             # the innermost op (aten::cudnn_convolution) has no formula here, but an op around it
             # (aten::conv2d) carries the profiler's own FLOP count
-            flops, outer = enclosing[int(i)]
-            w = OpWork(w.kind, flops, w.bytes_read, w.bytes_written, w.precision or "", w.pipe or "tensor",
-                       _join(w.note, f"FLOPs from the profiler's arg on the enclosing {outer}"), w.out_numel)
-        out["precision"][r] = w.precision
-        out["out_numel"][r] = w.out_numel
-        if helper[r]:
-            out["pipe"][r] = "vector"
-            if out["kind"][r] in DATA_KINDS:
-                out["model_flops"][r] = 0.0
-            out["model_note"][r] = f"helper kernel of {nm}: none of the op's FLOPs or bytes (they go to its main kernels)"
-            continue
-        share = 1.0
-        note = w.note
-        members, n_main = int(counts[np.searchsorted(rows, r)]), mains.get(int(i), 1)
-        if n_main > 1 and int(i) in per_grad:
-            # a convolution backward's dgrad and wgrad kernels each compute one gradient, and
-            # each gradient costs the forward's FLOPs: each gets exactly its own, not a time share
-            kinds_here = grads[int(i)]  # the gradients its main kernels compute
-            same_ns = grad_ns.get((int(i), grad_of[int(r)]), 0.0)
-            share = (1.0 / len(kinds_here)) * (max(kdur[r], 0.0) / same_ns if same_ns > 0 else 1.0)
-            note = _join(note, f"{nm} launched {members} kernels: its {grad_of[int(r)]} kernel(s) compute one of its "
-                               f"{len(kinds_here)} gradients, 1/{len(kinds_here)} of the op's work")
-        elif n_main > 1:
-            # several kernels share the op's arithmetic (statistics then normalise, split-K
-            # partials): in proportion to their time, so each runs at the op's own SOL%
-            total_ns = main_ns.get(int(i), 0.0)
-            share = max(kdur[r], 0.0) / total_ns if total_ns > 0 else 1.0 / n_main
-            note = _join(note, f"{nm} launched {members} kernels: its work is split over the {n_main} doing its arithmetic in proportion to their time")
-        elif members > 1:
-            note = _join(note, f"{nm} launched {members} kernels: all its work is attributed to this one")
-        if out["kind_source"][r] != "counters" and w.kind not in ("other", ""):
-            if out["kind"][r] != w.kind and w.kind in _kinds.KINDS and out["kind_source"][r] != "op":
-                out["kind"][r] = w.kind
-        out["model_flops"][r] = w.flops * share
-        out["model_bytes"][r] = w.bytes * share
-        out["model_bytes_written"][r] = w.bytes_written * share
-        # an fp32 GEMM run by an FMA-pipe kernel (volta_sgemm, cutlass simt, ffma): the vector peak applies
-        out["pipe"][r] = "vector" if w.pipe == "tensor" and _kinds.fma_pipe(str(knames[r])) else w.pipe
-        out["model_note"][r] = note
+            w = works[call[r]]
+            flops, outer = enclosing[int(ids[r])]
+            w_flops[r], w_prec[r], w_pipe[r] = flops, w.precision or "", w.pipe or "tensor"
+            w_notes.append(_join(w.note, f"FLOPs from the profiler's arg on the enclosing {outer}"))
+            w_note[r] = len(w_notes) - 1
+    out["precision"][rows] = w_prec
+    out["out_numel"][rows] = np.array([w.out_numel for w in works], dtype=np.float64)[call]
+
+    kind = out["kind"][rows]
+    source = out["kind_source"][rows]
+    note = np.empty(m, dtype=object)
+    # helpers: none of the op's FLOPs or bytes; a copy or fill helper is known to do no FLOPs
+    out["model_flops"][rows[helper & pd.Index(kind).isin(list(DATA_KINDS))]] = 0.0
+    _notes(note, np.flatnonzero(helper), (name_at,),
+           lambda j: f"helper kernel of {op_names[j]}: none of the op's FLOPs or bytes (they go to its main kernels)")
+    mains = n_main[op_at]
+    by_grad = main & (mains > 1) & per_grad[op_at]
+    by_time = main & (mains > 1) & ~by_grad
+    alone = main & (mains <= 1) & (counts > 1)
+    single = main & (mains <= 1) & (counts <= 1)
+    share = np.ones(m)
+    # a convolution backward's dgrad and wgrad kernels each compute one gradient, and each
+    # gradient costs the forward's FLOPs: each gets exactly its own, not a time share
+    same_ns = grad_ns[grad_key[by_grad]]
+    share[by_grad] = (1.0 / n_grads[op_at[by_grad]]) * _ratio(dur[by_grad], same_ns, np.ones(len(same_ns)))
+    grad_word = ("", "dgrad", "wgrad")
+    _notes(note, np.flatnonzero(by_grad), (w_note, name_at, counts, grad, n_grads[op_at]),
+           lambda j: _join(w_notes[w_note[j]], f"{op_names[j]} launched {counts[j]} kernels: its {grad_word[grad[j]]} kernel(s) "
+                           f"compute one of its {n_grads[op_at[j]]} gradients, 1/{n_grads[op_at[j]]} of the op's work"))
+    # several kernels share the op's arithmetic (statistics then normalise, split-K partials): in
+    # proportion to their time, so each runs at the op's own SOL%
+    share[by_time] = _ratio(dur[by_time], main_ns[op_at[by_time]], 1.0 / mains[by_time])
+    _notes(note, np.flatnonzero(by_time), (w_note, name_at, counts, mains),
+           lambda j: _join(w_notes[w_note[j]], f"{op_names[j]} launched {counts[j]} kernels: its work is split over the "
+                           f"{mains[j]} doing its arithmetic in proportion to their time"))
+    _notes(note, np.flatnonzero(alone), (w_note, name_at, counts),
+           lambda j: _join(w_notes[w_note[j]], f"{op_names[j]} launched {counts[j]} kernels: all its work is attributed to this one"))
+    _notes(note, np.flatnonzero(single), (w_note,), lambda j: w_notes[w_note[j]])
+    out["model_note"][rows] = note
+
+    # the op's kind where the name alone gave another (never over the counters or the op's own kind)
+    kind_ok = np.array([w.kind not in ("other", "") and w.kind in _kinds.KINDS for w in works], dtype=bool)[call]
+    retyped = main & kind_ok & (source != "counters") & (source != "op") & (kind != w_kind)
+    kind[retyped] = w_kind[retyped]
+    out["kind"][rows] = kind
+    at = rows[main]
+    with np.errstate(all="ignore"):  # IEEE results, as Python's float arithmetic gives them
+        out["model_flops"][at] = (w_flops * share)[main]
+        out["model_bytes"][at] = (np.array([w.bytes for w in works], dtype=np.float64)[call] * share)[main]
+        out["model_bytes_written"][at] = (np.array([w.bytes_written for w in works], dtype=np.float64)[call] * share)[main]
+    pipe = w_pipe.copy()
+    pipe[helper] = "vector"
+    # an fp32 GEMM run by an FMA-pipe kernel (volta_sgemm, cutlass simt, ffma): the vector peak applies
+    pipe[main & (w_pipe == "tensor") & fma] = "vector"
+    out["pipe"][rows] = pipe
     return pd.DataFrame(out, columns=MODEL_COLUMNS)
+
+
+def _row_codes(col: pd.Series, at: np.ndarray, text: np.ndarray) -> np.ndarray:
+    """Non-negative codes of the rows ``at`` of ``col``, equal only where their ``text`` is equal: a
+    categorical column's codes (hashing ~25k JSON shapes cost more than the rest), else the text's."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(np.int64)[at] + 1  # a missing value's -1 is 0
+    return pd.factorize(text, use_na_sentinel=False)[0]
+
+
+def _distinct(*codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct tuples of equally long non-negative integer columns: each row's tuple number
+    (in order of first appearance) and the first row of each tuple."""
+    key = codes[0]
+    for col in codes[1:]:
+        key = pd.factorize(key * (int(col.max(initial=0)) + 1) + col)[0]
+    key = pd.factorize(key)[0]
+    return key, np.unique(key, return_index=True)[1]
+
+
+def _notes(note: np.ndarray, where: np.ndarray, key: tuple[np.ndarray, ...], text: Callable[[int], str]) -> None:
+    """``note[where] = text(row)``, each distinct note made once: rows whose ``key`` columns are
+    equal get the text of the first of them."""
+    if not len(where):
+        return
+    at, first = _distinct(*(col[where] for col in key))
+    note[where] = np.array([text(int(where[j])) for j in first], dtype=object)[at]
+
+
+def _ratio(num: np.ndarray, den: np.ndarray, otherwise: np.ndarray | float) -> np.ndarray:
+    """``num / den`` where ``den > 0``, else ``otherwise`` (a NaN ``den`` too, as ``if den > 0`` is)."""
+    out = np.broadcast_to(np.asarray(otherwise, dtype=np.float64), num.shape).copy()
+    with np.errstate(all="ignore"):  # IEEE results, as Python's float division gives them
+        np.divide(num, den, out=out, where=den > 0)
+    return out
 
 
 def _enclosing_flops(trace: Trace, rows: np.ndarray) -> dict[int, tuple[float, str]]:

@@ -1,6 +1,8 @@
 """The per-kernel speed of light and kernel classification as they were computed before they were
-vectorised (kviewer 36d99ae, analysis/sol.py and analysis/kinds.py): one Python pass per kernel.
-Kept verbatim as the reference the vectorised versions must equal exactly (test_sol_vectorised.py).
+vectorised (kviewer 36d99ae, analysis/sol.py and analysis/kinds.py), and the per-kernel modelled
+work as it was computed before it was vectorised (kviewer 3305054, analysis/model.py
+``model_kernels``): one Python pass per kernel. Kept verbatim as the references the vectorised
+versions must equal exactly (test_sol_vectorised.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from kviewer.analysis.devices import DeviceSpec, devices_for_trace
 from kviewer.analysis.kinds import (
     MATRIX_KINDS, kernel_op_info, kernel_op_rows, name_kind, op_kind, precision_from_name, precision_pipe,
 )
-from kviewer.analysis.model import model_kernels
+from kviewer.analysis import kinds as _kinds
+from kviewer.analysis.kinds import DATA_KINDS
+from kviewer.analysis.model import MODEL_COLUMNS, OpWork, _enclosing_flops, _join, model_kernels, op_work
 from kviewer.analysis.sol import _REASON_TEXT, _TENSOR_ACTIVE_PCT, SOL_COLUMNS, SOL_EXCEEDS, SOL_OK, SOL_UNKNOWN, _over_100_reason, _peak
 from kviewer.core import Trace
 from kviewer.analysis.kinds import CLASSIFY_COLUMNS
@@ -269,3 +273,123 @@ def classify_per_kernel(trace: Trace, ops: np.ndarray | None = None) -> pd.DataF
          "op_kind": okind, "name_kind": nkind},
         columns=CLASSIFY_COLUMNS,
     )
+
+
+def model_kernels_per_kernel(trace: Trace, classes: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The modelled work of every kernel (one row per kernel, in ``trace.kernels`` order).
+
+    Columns: ``op_id``, ``op_name``, ``op_dims`` (the op's input shapes, JSON text), ``kind``,
+    ``kind_source`` and ``helper`` (from :func:`kviewer.analysis.kinds.classify`),
+    ``model_flops``, ``model_bytes`` (read + written), ``model_bytes_written`` (the output, which a
+    fused consumer would no longer read back), ``out_numel`` (elements of the op's output),
+    ``precision``, ``pipe`` (tensor | vector), ``op_kernels`` (how many kernels the op launched)
+    and ``model_note``.
+
+    An op's FLOPs and bytes go to the kernels doing its arithmetic (split evenly when there are
+    several); its helper kernels (layout transforms, converts, fills, copies, split-K reductions)
+    get none of them: a copy or fill helper is known to do no FLOPs, its bytes are unknown.
+    """
+    k = trace.kernels
+    n = len(k)
+    cls = _kinds.classify(trace) if classes is None else classes
+    op_id = cls["op_row"].to_numpy(np.int64)
+    out = {
+        "op_id": op_id,
+        "op_name": cls["op_name"].to_numpy(dtype=object).copy(),
+        "op_dims": np.full(n, "", dtype=object),
+        "kind": cls["kind"].to_numpy(dtype=object).copy(),
+        "kind_source": cls["kind_source"].to_numpy(dtype=object),
+        "helper": cls["helper"].to_numpy(dtype=bool),
+        "model_flops": np.full(n, np.nan),
+        "model_bytes": np.full(n, np.nan),
+        "model_bytes_written": np.full(n, np.nan),
+        "out_numel": np.full(n, np.nan),
+        "precision": np.full(n, "", dtype=object),
+        "pipe": np.full(n, "", dtype=object),
+        "op_kernels": np.zeros(n, dtype=np.int64),
+        "model_note": np.full(n, "", dtype=object),
+    }
+    has_op = op_id >= 0
+    if not has_op.any():
+        return pd.DataFrame(out, columns=MODEL_COLUMNS)
+    c = trace.cpu_slices
+    rows = np.nonzero(has_op)[0]
+    ids = op_id[rows]
+    op_names = c["name"].astype(str).to_numpy()[ids]
+    op_dims = c["input_dims"].astype(str).to_numpy()[ids]
+    op_types = c["input_types"].astype(str).to_numpy()[ids]
+    op_conc = c["concrete_inputs"].astype(str).to_numpy()[ids] if "concrete_inputs" in c else np.full(len(ids), "", dtype=object)
+    op_flops = c["flops"].to_numpy(np.float64)[ids]
+    counts = pd.Series(ids).map(pd.Series(ids).value_counts()).to_numpy()
+    out["op_kernels"][rows] = counts
+    out["op_dims"][rows] = op_dims
+    helper = out["helper"]
+    # the kernels doing each op's arithmetic, and their measured time
+    mains: dict[int, int] = {}
+    main_ns: dict[int, float] = {}
+    kdur = k["dur"].to_numpy(np.float64)
+    for r, i in zip(rows, ids):
+        if not helper[r]:
+            mains[int(i)] = mains.get(int(i), 0) + 1
+            main_ns[int(i)] = main_ns.get(int(i), 0.0) + max(kdur[r], 0.0)
+    # ops whose main kernels are each one gradient (dgrad / wgrad), as many as the op computes
+    knames = k["name"].astype(str).to_numpy()
+    grads: dict[int, set[str]] = {}
+    for r, i in zip(rows, ids):
+        if not helper[r]:
+            words = set(_kinds.name_words(str(knames[r])))
+            grads.setdefault(int(i), set()).add("dgrad" if "dgrad" in words else "wgrad" if "wgrad" in words else "")
+    # (each gradient may run as several kernels, a split-K wgrad: those share its FLOPs by time)
+    per_grad = {i for i, g in grads.items() if "" not in g}
+    grad_of = {int(r): ("dgrad" if "dgrad" in _kinds.name_words(str(knames[r])) else "wgrad") for r, i in zip(rows, ids)
+               if int(i) in per_grad and not helper[r]}
+    grad_ns: dict[tuple[int, str], float] = {}
+    for r, i in zip(rows, ids):
+        if int(r) in grad_of:
+            grad_ns[(int(i), grad_of[int(r)])] = grad_ns.get((int(i), grad_of[int(r)]), 0.0) + max(kdur[r], 0.0)
+    enclosing = _enclosing_flops(trace, np.unique(ids))
+    for r, i, nm, d, t, f, cc in zip(rows, ids, op_names, op_dims, op_types, op_flops, op_conc):
+        w = op_work(nm, d, t, float(f), cc)
+        if math.isnan(w.flops) and int(i) in enclosing and w.kind in ("conv", "gemm", "attention"):
+            # the innermost op (aten::cudnn_convolution) has no formula here, but an op around it
+            # (aten::conv2d) carries the profiler's own FLOP count
+            flops, outer = enclosing[int(i)]
+            w = OpWork(w.kind, flops, w.bytes_read, w.bytes_written, w.precision or "", w.pipe or "tensor",
+                       _join(w.note, f"FLOPs from the profiler's arg on the enclosing {outer}"), w.out_numel)
+        out["precision"][r] = w.precision
+        out["out_numel"][r] = w.out_numel
+        if helper[r]:
+            out["pipe"][r] = "vector"
+            if out["kind"][r] in DATA_KINDS:
+                out["model_flops"][r] = 0.0
+            out["model_note"][r] = f"helper kernel of {nm}: none of the op's FLOPs or bytes (they go to its main kernels)"
+            continue
+        share = 1.0
+        note = w.note
+        members, n_main = int(counts[np.searchsorted(rows, r)]), mains.get(int(i), 1)
+        if n_main > 1 and int(i) in per_grad:
+            # a convolution backward's dgrad and wgrad kernels each compute one gradient, and
+            # each gradient costs the forward's FLOPs: each gets exactly its own, not a time share
+            kinds_here = grads[int(i)]  # the gradients its main kernels compute
+            same_ns = grad_ns.get((int(i), grad_of[int(r)]), 0.0)
+            share = (1.0 / len(kinds_here)) * (max(kdur[r], 0.0) / same_ns if same_ns > 0 else 1.0)
+            note = _join(note, f"{nm} launched {members} kernels: its {grad_of[int(r)]} kernel(s) compute one of its "
+                               f"{len(kinds_here)} gradients, 1/{len(kinds_here)} of the op's work")
+        elif n_main > 1:
+            # several kernels share the op's arithmetic (statistics then normalise, split-K
+            # partials): in proportion to their time, so each runs at the op's own SOL%
+            total_ns = main_ns.get(int(i), 0.0)
+            share = max(kdur[r], 0.0) / total_ns if total_ns > 0 else 1.0 / n_main
+            note = _join(note, f"{nm} launched {members} kernels: its work is split over the {n_main} doing its arithmetic in proportion to their time")
+        elif members > 1:
+            note = _join(note, f"{nm} launched {members} kernels: all its work is attributed to this one")
+        if out["kind_source"][r] != "counters" and w.kind not in ("other", ""):
+            if out["kind"][r] != w.kind and w.kind in _kinds.KINDS and out["kind_source"][r] != "op":
+                out["kind"][r] = w.kind
+        out["model_flops"][r] = w.flops * share
+        out["model_bytes"][r] = w.bytes * share
+        out["model_bytes_written"][r] = w.bytes_written * share
+        # an fp32 GEMM run by an FMA-pipe kernel (volta_sgemm, cutlass simt, ffma): the vector peak applies
+        out["pipe"][r] = "vector" if w.pipe == "tensor" and _kinds.fma_pipe(str(knames[r])) else w.pipe
+        out["model_note"][r] = note
+    return pd.DataFrame(out, columns=MODEL_COLUMNS)
