@@ -41,6 +41,7 @@ import pandas as pd
 from kviewer.analysis import kinds as _kinds
 from kviewer.analysis.kinds import DATA_KINDS, DTYPE_BYTES, DTYPE_PRECISION, op_base
 from kviewer.core import Trace
+from kviewer.core.groups import distinct_rows
 
 
 _ELEMENTWISE = frozenset(
@@ -715,7 +716,7 @@ def model_kernels(trace: Trace, classes: pd.DataFrame | None = None) -> pd.DataF
     # each distinct kernel name once: the gradient it computes (1 dgrad, 2 wgrad, 0 neither) and
     # whether it runs on the FMA pipe
     kname_text = k["name"].iloc[rows].astype(str).to_numpy()
-    kname_at, kname_first = _distinct(_row_codes(k["name"], rows, kname_text))
+    kname_at, kname_first = distinct_rows(_row_codes(k["name"], rows, kname_text))
     knames = kname_text[kname_first]
     words = [_kinds.name_words(str(nm)) for nm in knames]
     grad = np.array([1 if "dgrad" in w else 2 if "wgrad" in w else 0 for w in words], dtype=np.int64)[kname_at]
@@ -731,7 +732,7 @@ def model_kernels(trace: Trace, classes: pd.DataFrame | None = None) -> pd.DataF
 
     # each distinct op call (name, shapes, dtypes, FLOPs arg, scalars) modelled once
     name_at = _row_codes(c["name"], ids, op_names)
-    call, first = _distinct(name_at, *(_row_codes(c[col], ids, text) for col, text in
+    call, first = distinct_rows(name_at, *(_row_codes(c[col], ids, text) for col, text in
                                        (("input_dims", op_dims), ("input_types", op_types), ("concrete_inputs", op_conc)) if col in c),
                             pd.factorize(op_flops, use_na_sentinel=False)[0])
     works = [op_work(op_names[j], op_dims[j], op_types[j], float(op_flops[j]), op_conc[j]) for j in first]
@@ -814,22 +815,12 @@ def _row_codes(col: pd.Series, at: np.ndarray, text: np.ndarray) -> np.ndarray:
     return pd.factorize(text, use_na_sentinel=False)[0]
 
 
-def _distinct(*codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct tuples of equally long non-negative integer columns: each row's tuple number
-    (in order of first appearance) and the first row of each tuple."""
-    key = codes[0]
-    for col in codes[1:]:
-        key = pd.factorize(key * (int(col.max(initial=0)) + 1) + col)[0]
-    key = pd.factorize(key)[0]
-    return key, np.unique(key, return_index=True)[1]
-
-
 def _notes(note: np.ndarray, where: np.ndarray, key: tuple[np.ndarray, ...], text: Callable[[int], str]) -> None:
     """``note[where] = text(row)``, each distinct note made once: rows whose ``key`` columns are
     equal get the text of the first of them."""
     if not len(where):
         return
-    at, first = _distinct(*(col[where] for col in key))
+    at, first = distinct_rows(*(col[where] for col in key))
     note[where] = np.array([text(int(where[j])) for j in first], dtype=object)[at]
 
 

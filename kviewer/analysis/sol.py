@@ -42,6 +42,7 @@ from kviewer.analysis.devices import DeviceSpec, devices_for_trace
 from kviewer.analysis.kinds import precision_from_name, precision_pipe
 from kviewer.analysis.model import model_kernels
 from kviewer.core import Trace
+from kviewer.core.groups import distinct_rows
 from kviewer.core.schema import OPS, SOL
 
 #: the columns of a SOL table, declared with their dtypes in :data:`kviewer.core.schema.SOL`
@@ -353,18 +354,12 @@ _TERM_NOTES = (
 
 
 def _per_distinct(*columns: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
-    """Each row's position among the distinct value combinations of ``columns`` (equal length),
-    and those combinations: per-name (per-GPU, per-note) work is done once per combination and
-    spread over its rows with ``np.array(results + [filler])[group]``."""
-    n = len(columns[0])
-    key = np.zeros(n, dtype=np.int64)
-    for col in columns:
-        codes, uniques = pd.factorize(col, use_na_sentinel=False)
-        # re-factorised after each column: the key stays below n (no overflow however many columns)
-        key = pd.factorize(key * len(uniques) + codes)[0] if len(uniques) > 1 else key
-    _, first, group = np.unique(key, return_index=True, return_inverse=True)
-    combos = [tuple(col[i] for col in columns) for i in first]
-    return group.reshape(-1), combos
+    """Each row's position among the distinct value combinations of ``columns``
+    (:func:`kviewer.core.groups.distinct_rows`) and those combinations: per-name (per-GPU,
+    per-note) work is done once per combination and spread over its rows with
+    ``np.array(results + [filler])[group]``."""
+    group, first = distinct_rows(*columns)
+    return group, [tuple(col[i] for col in columns) for i in first]
 
 
 def _measured_flops(

@@ -1,6 +1,7 @@
 """Names of :mod:`kviewer.core`, imported on first use (``lazy_loader.attach_stub``)."""
 
 from . import diagnostics as diagnostics
+from . import groups as groups
 from . import intervals as intervals
 from . import jsonout as jsonout
 from . import names as names
