@@ -1,5 +1,6 @@
 """Child of ``bench_paint_first.py``: ``kviewer FILE`` as the desktop app starts it
-(:func:`kviewer.ui.app.run`), with a probe that grabs the timeline every ``--every`` seconds::
+(:func:`kviewer.cli.main`, then :func:`kviewer.ui.app.run`), with a probe that grabs the
+timeline every ``--every`` seconds::
 
     python tests/bench/paint_probe.py TRACE [EVERY_S [FIRST_PAINT.png]]
 
@@ -21,59 +22,61 @@ import time
 
 def main() -> int:
     path, every = sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 0.2
-    import numpy as np
-    from PySide6.QtCore import QTimer
-    from PySide6.QtGui import QImage
-    from PySide6.QtWidgets import QApplication
-
+    # only what `kviewer FILE` itself imports before it starts the load: the probe's numpy and Qt
+    # imports wait for create_app, which the app calls once the load is on its way
+    from kviewer import cli
     from kviewer.ui import app as app_module
 
     seen: dict[str, float] = {}
     state: dict[str, object] = {"grabs": 0, "last": None}
-
-    def pixels(img: QImage) -> np.ndarray:
-        img = img.convertToFormat(QImage.Format.Format_RGB32)
-        buf = np.array(img.constBits(), dtype=np.uint8, copy=True)  # a copy: the image dies here
-        h, w = img.height(), img.width()
-        return buf[: h * img.bytesPerLine()].reshape(h, img.bytesPerLine())[:, : w * 4].reshape(h, w, 4)[..., :3]
-
-    def probe() -> None:
-        windows = [w for w in QApplication.topLevelWidgets() if type(w).__name__ == "MainWindow" and w.isVisible()]
-        if not windows:
-            return
-        w = windows[0]
-        now = time.time()
-        state["grabs"] = int(state["grabs"]) + 1  # type: ignore[call-overload]
-        if "paint" not in seen:
-            px = pixels(w.timeline.grab().toImage()).astype(np.int16)
-            # bars are coloured; the empty timeline is grey (axes, labels, background)
-            saturated = int(((px.max(axis=2) - px.min(axis=2)) > 60).sum())
-            if saturated > 2000:
-                seen["paint"] = now
-                seen["cpu_paint"] = time.process_time()
-                if len(sys.argv) > 3:  # where to save the window as it was first seen painted
-                    w.grab().save(sys.argv[3])
-        busy = w.loader.busy or w.analysis.computing_sol() or w.runner.pending()
-        if "paint" in seen and not busy:
-            img = pixels(w.grab().toImage())
-            last = state["last"]
-            if isinstance(last, np.ndarray) and last.shape == img.shape and np.array_equal(last, img):
-                # the window was complete at the grab before this one (this one confirms it)
-                seen["complete"], seen["cpu_complete"] = state["last_at"]  # type: ignore[misc]
-                seen["confirmed"] = now
-                print(json.dumps({**seen, "grabs": state["grabs"]}), flush=True)
-                w.close()
-                QApplication.instance().quit()  # type: ignore[union-attr]
-                return
-            state["last"] = img
-            state["last_at"] = (now, time.process_time())
-        else:
-            state["last"] = None
-
     real_create = app_module.create_app
 
     def create_app() -> object:
         app = real_create()
+        import numpy as np
+        from PySide6.QtCore import QTimer
+        from PySide6.QtGui import QImage
+        from PySide6.QtWidgets import QApplication
+
+        def pixels(img: QImage) -> np.ndarray:
+            img = img.convertToFormat(QImage.Format.Format_RGB32)
+            buf = np.array(img.constBits(), dtype=np.uint8, copy=True)  # a copy: the image dies here
+            h, w = img.height(), img.width()
+            return buf[: h * img.bytesPerLine()].reshape(h, img.bytesPerLine())[:, : w * 4].reshape(h, w, 4)[..., :3]
+
+        def probe() -> None:
+            windows = [w for w in QApplication.topLevelWidgets() if type(w).__name__ == "MainWindow" and w.isVisible()]
+            if not windows:
+                return
+            w = windows[0]
+            now = time.time()
+            state["grabs"] = int(state["grabs"]) + 1  # type: ignore[call-overload]
+            if "paint" not in seen:
+                px = pixels(w.timeline.grab().toImage()).astype(np.int16)
+                # bars are coloured; the empty timeline is grey (axes, labels, background)
+                saturated = int(((px.max(axis=2) - px.min(axis=2)) > 60).sum())
+                if saturated > 2000:
+                    seen["paint"] = now
+                    seen["cpu_paint"] = time.process_time()
+                    if len(sys.argv) > 3:  # where to save the window as it was first seen painted
+                        w.grab().save(sys.argv[3])
+            busy = w.loader.busy or w.analysis.computing_sol() or w.runner.pending()
+            if "paint" in seen and not busy:
+                img = pixels(w.grab().toImage())
+                last = state["last"]
+                if isinstance(last, np.ndarray) and last.shape == img.shape and np.array_equal(last, img):
+                    # the window was complete at the grab before this one (this one confirms it)
+                    seen["complete"], seen["cpu_complete"] = state["last_at"]  # type: ignore[misc]
+                    seen["confirmed"] = now
+                    print(json.dumps({**seen, "grabs": state["grabs"]}), flush=True)
+                    w.close()
+                    QApplication.instance().quit()  # type: ignore[union-attr]
+                    return
+                state["last"] = img
+                state["last_at"] = (now, time.process_time())
+            else:
+                state["last"] = None
+
         timer = QTimer(app)
         timer.setInterval(int(every * 1000))
         timer.timeout.connect(probe)
@@ -81,7 +84,7 @@ def main() -> int:
         return app
 
     app_module.create_app = create_app  # type: ignore[assignment]
-    return app_module.run([path])
+    return cli.main([path])  # as `kviewer FILE` starts: the command line, then kviewer.ui.app.run
 
 
 if __name__ == "__main__":
