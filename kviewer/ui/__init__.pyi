@@ -30,6 +30,7 @@ from . import mfu_requests as mfu_requests
 from . import ncu_panel as ncu_panel
 from . import open_choice as open_choice
 from . import open_work as open_work
+from . import paint_order as paint_order
 from . import picture_actions as picture_actions
 from . import query_dock as query_dock
 from . import range_panel as range_panel

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     import kviewer.analysis.devices
     import kviewer.session.analysis_cache
     import kviewer.ui.fusion_panel
+    import kviewer.ui.paint_order
     import kviewer.ui.roofline
     from kviewer.analysis.fusion import FusionResult
     from kviewer.session.tracks import TraceTracks
@@ -433,10 +434,12 @@ class AnalysisDocks(QObject):
         return [int(ids[0])]
 
     # paint first, analyse after ---------------------------------------------------------------
-    def analyse(self, tracks: TraceTracks) -> None:
+    def analyse(self, tracks: TraceTracks, after: QWidget | None = None) -> None:
         """A trace has just been shown without its speed of light (not in the analysis cache):
         compute it in the background; the docks say so meanwhile, and the bars are recoloured and
-        the docks filled when it arrives. The window stays usable throughout."""
+        the docks filled when it arrives. The window stays usable throughout. With ``after`` (the
+        timeline), the computation starts once that widget has painted the trace (paint first:
+        :func:`kviewer.ui.paint_order.after_next_paint`); it counts as being computed from now."""
         if tracks.sol_info is not None or not len(tracks.trace.kernels):
             return
 
@@ -462,7 +465,14 @@ class AnalysisDocks(QObject):
                 self.document.set_sol(key, info)
                 self.refresh()
 
-        self.runner.run(f"sol:{key}", lambda: session.analysis_cache.sol_for_open(trace, source), done, failed)
+        def start() -> None:
+            if current() is not None:
+                self.runner.run(f"sol:{key}", lambda: session.analysis_cache.sol_for_open(trace, source), done, failed)
+
+        if after is None:
+            start()
+        else:
+            ui.paint_order.after_next_paint(after, start)
         self.refresh()
 
     def computing_sol(self, key: int | None = None) -> bool:

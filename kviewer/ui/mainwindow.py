@@ -484,7 +484,8 @@ class MainWindow(QMainWindow):
         if self.counters.take(tracks):
             return
         self.state.add_trace(tracks)
-        self.analysis.analyse(tracks)  # paint first: the speed of light follows in the background
+        # paint first: the speed of light follows in the background, once the timeline has drawn it
+        self.analysis.analyse(tracks, after=self.timeline.canvas.viewport())
 
         if analysis.attach.is_counter_report(tracks.trace):
             self.counters.note_alone(tracks)
