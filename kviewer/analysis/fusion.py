@@ -160,18 +160,22 @@ def _links(trace: Trace, n: int) -> _Links:
     m = model_kernels(trace)
     op = m["op_id"].to_numpy(np.int64)
     c = trace.cpu_slices
-    dims = c["input_dims"].astype(str).to_numpy() if len(c) else np.zeros(0, dtype=object)
-    types = c["input_types"].astype(str).to_numpy() if len(c) else np.zeros(0, dtype=object)
-    cache: dict[int, list[tuple[float, float]]] = {}
-    inputs: list[list[tuple[float, float]]] = []
-    for o in op:
-        if o < 0:
-            inputs.append([])
-            continue
-        if int(o) not in cache:
-            ts = [t for t in _tensors(_parse(str(dims[o])), _parse(str(types[o]))) if t is not None]
-            cache[int(o)] = [(float(t.numel), float(t.nbytes)) for t in ts]
-        inputs.append(cache[int(o)])
+    # the launching ops' input tensors, parsed once per distinct (shapes, dtypes) text: a training
+    # step's ~15k ops repeat a few dozen signatures (the whole 375k-row columns are not made text)
+    ops = np.unique(op[op >= 0])
+    dims = c["input_dims"].iloc[ops].astype(str).to_numpy() if len(ops) else np.zeros(0, dtype=object)
+    types = c["input_types"].iloc[ops].astype(str).to_numpy() if len(ops) else np.zeros(0, dtype=object)
+    parsed: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    of_op: dict[int, list[tuple[float, float]]] = {}
+    for o, d, ty in zip(ops.tolist(), dims, types):
+        key = (str(d), str(ty))
+        got = parsed.get(key)
+        if got is None:
+            ts = [t for t in _tensors(_parse(key[0]), _parse(key[1])) if t is not None]
+            got = parsed[key] = [(float(t.numel), float(t.nbytes)) for t in ts]
+        of_op[o] = got
+    none: list[tuple[float, float]] = []
+    inputs = [of_op[o] if o >= 0 else none for o in op.tolist()]
     total = m["model_bytes"].to_numpy(np.float64)
     written = m["model_bytes_written"].to_numpy(np.float64)
     return _Links(
