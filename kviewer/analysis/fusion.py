@@ -156,8 +156,8 @@ class _Links:
     kind_source: np.ndarray
 
 
-def _links(trace: Trace, n: int) -> _Links:
-    m = model_kernels(trace)
+def _links(trace: Trace, model: pd.DataFrame | None = None) -> _Links:
+    m = model if model is not None else model_kernels(trace)
     op = m["op_id"].to_numpy(np.int64)
     c = trace.cpu_slices
     # the launching ops' input tensors, parsed once per distinct (shapes, dtypes) text: a training
@@ -290,7 +290,8 @@ def fusion(trace: Trace, sol: SolResult | None = None, device: str | None = None
     AnalysisError
         when ``sol`` is not given and the GPU cannot be recognised.
     """
-    table = fusion_candidates(trace, device, options=options, sol=sol.table if sol is not None else None)
+    table = fusion_candidates(trace, device, options=options, sol=sol.table if sol is not None else None,
+                              model=sol.model if sol is not None else None)
     return FusionResult(table, float(trace.kernels["dur"].sum()))
 
 
@@ -300,15 +301,17 @@ def fusion_candidates(
     devices: Mapping[str, DeviceSpec] | None = None,
     options: FusionOptions = FusionOptions(),
     sol: pd.DataFrame | None = None,
+    model: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Fusion candidates of a trace, aggregated and ranked (columns ``FUSION_COLUMNS``).
 
     ``kernel_ids`` holds, per candidate, a list of tuples of ``kernels.id`` (one tuple per
-    instance) so a view can select them. ``sol`` may be passed when already computed.
+    instance) so a view can select them. ``sol`` may be passed when already computed, and
+    ``model`` (:func:`kviewer.analysis.model.model_kernels` of the trace, ``SolResult.model``) with it.
     """
     if sol is None:
         sol = speed_of_light(trace, device, devices)
-    links = _links(trace, len(sol)) if len(sol) else None
+    links = _links(trace, model) if len(sol) else None
     chains = find_chains(sol, kernel_steps(trace), options, links)
     total_ns = float(sol["dur"].sum())
     if not chains or links is None:
