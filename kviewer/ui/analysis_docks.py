@@ -434,11 +434,11 @@ class AnalysisDocks(QObject):
         return [int(ids[0])]
 
     # paint first, analyse after ---------------------------------------------------------------
-    def analyse(self, tracks: TraceTracks, after: QWidget | None = None) -> None:
+    def analyse(self, tracks: TraceTracks, after: QWidget) -> None:
         """A trace has just been shown without its speed of light (not in the analysis cache):
         compute it in the background; the docks say so meanwhile, and the bars are recoloured and
-        the docks filled when it arrives. The window stays usable throughout. With ``after`` (the
-        timeline), the computation starts once that widget has painted the trace (paint first:
+        the docks filled when it arrives. The window stays usable throughout. The computation starts
+        once ``after`` (the timeline) has painted the trace (paint first:
         :func:`kviewer.ui.paint_order.after_next_paint`); it counts as being computed from now."""
         if tracks.sol_info is not None or not len(tracks.trace.kernels):
             return
@@ -469,10 +469,7 @@ class AnalysisDocks(QObject):
             if current() is not None:
                 self.runner.run(f"sol:{key}", lambda: session.analysis_cache.sol_for_open(trace, source), done, failed)
 
-        if after is None:
-            start()
-        else:
-            ui.paint_order.after_next_paint(after, start)
+        ui.paint_order.after_next_paint(after, start)
         self.refresh()
 
     def computing_sol(self, key: int | None = None) -> bool:
