@@ -402,6 +402,39 @@ def test_codec_round_trips_unusual_frames() -> None:
     pd.testing.assert_frame_equal(sub, cache.decode_frame("t", cache.encode_frame("t", sub, compress=False)), check_exact=True)
 
 
+def test_repeated_texts_are_stored_once_each_and_read_back_exactly() -> None:
+    """A text column whose values repeat (kernel names, kinds, notes) is stored as its distinct
+    texts and a code per row (``strdict``); it reads back as the same column, missing values and
+    dtype included. A column of mostly distinct texts keeps the per-row list (``str``)."""
+    rng = np.random.default_rng(7)
+    words = np.array(["gemm", "ü-norm", "", "a,b \"q\"", "x" * 300], dtype=object)
+    n = 5000
+    picks = words[rng.integers(0, len(words), n)]
+    s_missing = pd.array(np.where(rng.random(n) < 0.1, None, picks), dtype="str")
+    df = pd.DataFrame({"obj": picks.copy(), "s": s_missing, "unique": pd.array([f"k{i}" for i in range(n)], dtype="str"),
+                       "all_missing": pd.array([None] * n, dtype="str")})
+    for compress in (True, False):
+        blobs = cache.encode_frame("t", df, compress=compress)
+        kinds = {b.column: b.kind for b in blobs}
+        assert kinds == {"obj": "strdict", "s": "strdict", "unique": "str", "all_missing": "strdict"}
+        back = cache.decode_frame("t", blobs)
+        pd.testing.assert_frame_equal(df, back, check_exact=True)
+        assert back["s"].isna().sum() == df["s"].isna().sum() > 0
+
+
+def test_damaged_text_codes_are_a_cache_problem() -> None:
+    df = pd.DataFrame({"s": pd.array(["a", "b"] * 100, dtype="str")})
+    (blob,) = cache.encode_frame("t", df, compress=False)
+    assert blob.kind == "strdict"
+    short = dataclasses.replace(blob, data=blob.data[:-1])
+    with pytest.raises(cache.CacheDamaged):
+        cache.decode_frame("t", [short])
+    split = blob.info["texts_bytes"]
+    out_of_range = dataclasses.replace(blob, data=blob.data[:split] + np.full(200, 9, dtype=blob.info["codes_dtype"]).tobytes())
+    with pytest.raises(cache.CacheDamaged):
+        cache.decode_frame("t", [out_of_range])
+
+
 def test_uncacheable_trace_still_loads(sample_traces: Path, tmp_path: Path, cache_dir: Path) -> None:
     f = copy_sample(sample_traces / EAGER, tmp_path / "in")
     trace = load(f, use_cache=False)
