@@ -7,12 +7,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from kviewer import analysis, session
-from kviewer.cli.common import EXIT_OK, add_command, add_ncu_options, attach_report, load_for, wants_raw_csv, write_frame
+from kviewer.cli.common import EXIT_OK, add_command, add_ncu_options, attach_report, load_for, print_warnings, wants_raw_csv, write_frame
 from kviewer.errors import AnalysisError, UserError
 from kviewer.session.analyses import SolInfo
 
 if TYPE_CHECKING:
     import kviewer.analysis.sol
+    import kviewer.io.cache
     import kviewer.session.analysis_cache
     from kviewer.core import Trace
     from kviewer.io.registry import Wanted
@@ -42,17 +43,15 @@ def cmd_sol(args: argparse.Namespace) -> int:
     # the window's analysis cache answers for the file as loaded on its own GPU (its identity, taken
     # by the load before it read the file; None with the cache off)
     own = args.device is None and not getattr(args, "ncu", None) and not args.no_cache
-    trace = trace_with_kernels(args, analysis.sol.SOL_READS)
-    source = trace.meta.source_id if own else None
-    cached = session.analysis_cache.get(source, trace)
-    if cached is not None and cached.result is not None:
-        result = cached.result
+    # the file's identity before anything reads it: a file seen before (by sol, the window or an
+    # export) answers from the cache without being loaded, its load warnings said all the same
+    sid = session.analysis_cache.identity(args.file) if own else None
+    stored = session.analysis_cache.sol_of_file(sid, for_output=True)
+    if stored is not None and stored[0].result is not None:
+        print_warnings(args.file, stored[1])
+        result = stored[0].result
     else:
-        try:
-            result = analysis.sol.sol_result(trace, device=args.device)
-        except AnalysisError as exc:
-            raise UserError(str(exc)) from exc
-        session.analysis_cache.put(source, trace, SolInfo(result))
+        result = _computed(args, own, sid)
     warn_exceeds(result.warnings())
     df = result.table.rename(columns={"start": "start_ns", "dur": "dur_ns"})
     if args.format == "table":
@@ -64,6 +63,26 @@ def cmd_sol(args: argparse.Namespace) -> int:
     else:
         write_frame(df, args.format, raw_csv=wants_raw_csv(args))
     return EXIT_OK
+
+
+def _computed(args: argparse.Namespace, own: bool, sid: "kviewer.io.cache.SourceId | None") -> "kviewer.analysis.sol.SolResult":
+    """FILE loaded (the part the speed of light reads) and its speed of light, stored for the
+    file on its own GPU (``own``). A part read from an export in place is not in the trace cache
+    and has no identity of its own: ``sid``, taken before the load, names it, and its load
+    warnings are kept beside the result. The part's speed of light is the whole trace's
+    (tests/analysis/test_sol_vectorised.py), so the window reopening the file reads it too."""
+    trace = trace_with_kernels(args, analysis.sol.SOL_READS)
+    source = (trace.meta.source_id or sid) if own else None
+    cached = session.analysis_cache.get(source, trace)
+    if cached is not None and cached.result is not None:
+        return cached.result
+    try:
+        result = analysis.sol.sol_result(trace, device=args.device)
+    except AnalysisError as exc:
+        raise UserError(str(exc)) from exc
+    if session.analysis_cache.put(source, trace, SolInfo(result)) and trace.meta.source_id is None:
+        session.analysis_cache.put_load_warnings(source, trace)
+    return result
 
 
 def warn_exceeds(bad: dict[str, int]) -> None:

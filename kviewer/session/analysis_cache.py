@@ -134,15 +134,46 @@ def _encode(info: SolInfo) -> tuple[str, bytes]:
     return specs, msgspec.msgpack.encode(blobs)
 
 
-def _decode(specs_text: str, data: bytes, trace: Trace) -> SolInfo | None:
-    table = kio.cache.decode_frame("sol", msgspec.msgpack.decode(data, type=list[kio.cache.ColumnBlob]))
-    if list(table.columns) != core.schema.SOL.names or len(table) != len(trace.kernels):
+def _decode(specs_text: str, data: bytes, trace: Trace | None, text_categories: bool = False) -> SolInfo | None:
+    table = kio.cache.decode_frame("sol", msgspec.msgpack.decode(data, type=list[kio.cache.ColumnBlob]), text_categories=text_categories)
+    if list(table.columns) != core.schema.SOL.names or (trace is not None and len(table) != len(trace.kernels)):
         return None
     known = analysis.devices.load_devices()
     ids: dict[str, Any] = json.loads(specs_text)
     if any(v not in known for v in ids.values()):
         return None
     return SolInfo(analysis.sol.SolResult(table, {int(dev): known[v] for dev, v in ids.items()}))
+
+
+def sol_of_file(sid: SourceId | None, for_output: bool = False) -> tuple[SolInfo, list[Any]] | None:
+    """The stored speed of light of the file ``sid`` names on its own GPU, with the file's load
+    warnings, read without loading the file (``kviewer sol`` on a file seen before); None on a
+    miss, also when its warnings are not known (neither its cached trace nor
+    :func:`put_load_warnings` kept them): the caller then loads the file, which says them.
+    ``for_output``: its repeated text columns as Categoricals (the same values, for a writer)."""
+    if sid is None or kio.cache.cache_disabled():
+        return None
+    try:
+        row = _read(sid, "sol")
+        if row is None:
+            return None
+        warnings = cached_warnings(sid)
+        if warnings is None:
+            kept = get_blob(sid, "load_warnings")
+            if kept is None:
+                return None
+            warnings = msgspec.json.decode(kept[1], type=list[core.Diagnostic])
+        info = _decode(row[0], row[1], None, text_categories=for_output)
+    except Exception as exc:  # noqa: BLE001  # a cache problem is a miss, never a failure
+        log.warning("speed-of-light cache not read: %s", exc)
+        return None
+    return None if info is None else (info, warnings)
+
+
+def put_load_warnings(sid: SourceId | None, trace: Trace) -> bool:
+    """Keep the load warnings of a file whose trace is not in the trace cache (a part of an
+    export read in place), so :func:`sol_of_file` can say them without loading the file."""
+    return put_blob(sid, trace, "load_warnings", "", msgspec.json.encode(list(trace.meta.warnings)))
 
 
 def sol_for_open(trace: Trace, source: SourceId | None = None) -> SolInfo | None:

@@ -103,3 +103,59 @@ def test_sol_from_the_analysis_cache(capsys: pytest.CaptureFixture[str], sample_
     assert code == 0 and other != first and len(calls) == 1
     code, fresh, _ = run(capsys, "sol", str(f), "--format", "csv", "-q", "--no-cache")
     assert code == 0 and fresh == first and len(calls) == 2
+
+
+@pytest.mark.parametrize("fmt", ("csv", "table", "json"))
+def test_sol_of_an_export_seen_before_answers_without_loading_it(capsys: pytest.CaptureFixture[str], samples: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
+    """An Nsight Systems export's kernels are read in place (not through the trace cache), yet
+    its speed of light is stored for the file: a second ``kviewer sol`` answers from it without
+    loading the file, byte for byte what ``--no-cache`` prints."""
+    import kviewer.cli.sol as cli_sol
+
+    monkeypatch.delenv("KVIEWER_NO_CACHE", raising=False)
+    monkeypatch.setenv("KVIEWER_CACHE_DIR", str(tmp_path / "cache"))
+    f = str(samples / "nsys" / "h200_llm_train_nvtx.sqlite")
+    code, fresh, _ = run(capsys, "sol", f, "--format", fmt, "-q", "--no-cache")
+    assert code == 0
+    code, first, _ = run(capsys, "sol", f, "--format", fmt, "-q")
+    assert code == 0 and first == fresh
+    loads: list[str] = []
+    real = cli_sol.load_for
+    monkeypatch.setattr(cli_sol, "load_for", lambda *a, **k: loads.append("load") or real(*a, **k))
+    code, again, err = run(capsys, "sol", f, "--format", fmt, "-q")
+    assert code == 0 and again == fresh and loads == [] and err == ""
+    # its kept load warnings gone: the file is loaded again (it says its own warnings)
+    from kviewer import session
+
+    sid = session.analysis_cache.identity(f)
+    session.analysis_cache.put_blob(sid, None, "load_warnings", "", b"not json")
+    code, again, _ = run(capsys, "sol", f, "--format", fmt, "-q")
+    assert code == 0 and again == fresh and loads == ["load"]
+
+
+def test_load_warnings_kept_beside_the_sol_are_said_without_the_file(samples: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A part of an export read in place has no cached trace to keep its load warnings: they are
+    kept beside its speed of light and come back with it."""
+    from kviewer import analysis, session
+    from kviewer.core import Diagnostic
+    from kviewer.io import load
+    from kviewer.session.analyses import SolInfo
+
+    monkeypatch.delenv("KVIEWER_NO_CACHE", raising=False)
+    monkeypatch.setenv("KVIEWER_CACHE_DIR", str(tmp_path / "cache"))
+    f = str(samples / "nsys" / "perlmutter-cloverleaf-cuda.sqlite")
+    sid = session.analysis_cache.identity(f)
+    trace = load(f, tables=analysis.sol.SOL_READS)
+    assert trace.meta.source_id is None  # read in place: not in the trace cache
+    trace.meta.warnings.append(Diagnostic.warning("ignored", f, "something the loader left out"))
+    result = analysis.sol.sol_result(trace)
+    assert session.analysis_cache.sol_of_file(sid) is None
+    assert session.analysis_cache.put(sid, trace, SolInfo(result))
+    assert session.analysis_cache.sol_of_file(sid) is None  # its warnings are not known yet
+    assert session.analysis_cache.put_load_warnings(sid, trace)
+    got = session.analysis_cache.sol_of_file(sid)
+    assert got is not None and got[1] == trace.meta.warnings
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(got[0].result.table, result.table, check_exact=True)
