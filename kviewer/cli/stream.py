@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TypeAlias
 import numpy as np
 import pandas as pd
 
+from kviewer.core.groups import missing_coded
 from kviewer.core.text import csv_cell, display_text
 from kviewer.session.format import UNKNOWN
 
@@ -49,10 +50,10 @@ def _distinct(col: pd.Series, exact_na: bool) -> tuple[np.ndarray, list[Any]] | 
         if nulls.any():  # factorize makes None, NaN and pd.NA one NaN
             return None
     try:
-        codes, uniques = pd.factorize(values, use_na_sentinel=False)
+        codes, distinct = missing_coded(values)
     except TypeError:  # unhashable cells (lists)
         return None
-    return _narrow(np.asarray(codes)), list(uniques.tolist() if hasattr(uniques, "tolist") else uniques)
+    return _narrow(codes), distinct
 
 
 def _narrow(codes: np.ndarray) -> np.ndarray:
