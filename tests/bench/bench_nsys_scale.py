@@ -16,9 +16,9 @@ of other jobs, so CPU times are printed too):
   sqlite3 module (the same interpreter start-up as kviewer) is shown for reference. Target 3x.
 * full load: ``kviewer.io.nsys.load`` in this process against reading the same columns of the
   same tables (kernels, memcpy, memset, CUDA API calls, NVTX, OS runtime, StringIds) with the
-  sqlite3 module alone (``fetchall``). Target 3x.
+  sqlite3 module alone (``fetchall``). Target 2x (issue #29; ``--tiles 450`` is its 6M kernels).
 * peak memory: a fresh process loads the export (cache off); its peak RSS over its RSS before
-  the load, against the loaded tables' size (``memory_usage(deep=True)``). Target 2x.
+  the load, against the loaded tables' size (``memory_usage(deep=True)``). Target 1.5x (issue #29).
 
 ``--tree DIR`` also runs the summary and the peak-memory process with another checkout's
 kviewer (``PYTHONPATH=DIR``), e.g. the main branch, for a before/after in the same run.
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nfull load (best of {args.reps})                       wall s   CPU s")
         print(f"  {'SQLite alone: the same columns, fetchall':<45} {fw:>6.2f}  {fc:>6.2f}")
         print(f"  {'kviewer.io.nsys.load':<45} {lw:>6.2f}  {lc:>6.2f}   {lw / fw:>5.2f}x  {lc / fc:>5.2f}x")
-        ok &= lw / fw <= 3.0
+        ok &= lw / fw <= 2.0  # issue #29 (was 3x)
 
         # peak memory, fresh processes
         print("\npeak memory (fresh process, cache off)   RSS before   peak     tables   (peak - before) / tables   load wall / CPU")
@@ -189,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {name + ' ' + what:<38} {m['before'] / 1e6:>7.0f} MB {m['peak'] / 1e6:>6.0f} MB {m['tables'] / 1e6:>6.0f} MB"
                       f"   {ratio:>5.2f}x                    {m['wall']:>5.2f} s / {m['cpu']:>5.2f} s")  # fmt: skip
                 if name == "kviewer" and what == "full":
-                    ok &= ratio <= 2.0
-    print("\ntargets (summary <= 3x the GROUP BY, load <= 3x SQLite alone, peak <= 2x the tables):", "met" if ok else "NOT met")
+                    ok &= ratio <= 1.5  # issue #29 (was 2x)
+    print("\ntargets (summary <= 3x the GROUP BY, load <= 2x SQLite alone, peak <= 1.5x the tables):", "met" if ok else "NOT met")
     return 0 if ok else 1
 
 
