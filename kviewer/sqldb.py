@@ -53,16 +53,16 @@ import sqlite_utils
 from sqlite_utils.db import COLUMN_TYPE_MAPPING, jsonify_if_needed, quote_identifier
 from sqlite_utils.utils import suggest_column_types
 
-from kviewer import __version__, io as kio, session
-from kviewer.analysis.fusion import FUSION_COLUMNS, fusion_candidates
-from kviewer.analysis.sol import speed_of_light
-from kviewer.analysis.steps import find_steps
+from kviewer import __version__, analysis, io as kio, session
 from kviewer.core import Trace, TraceMeta, schema
 from kviewer.errors import AnalysisError, KViewerError, QueryError
 from kviewer.io.sqlite_safety import QueryStopped, clear_authorizer, harden_query_connection, query_authorizer, run_query
 from kviewer.tempdir import remove_quietly, signals_deferred, track_temp_file, untrack_temp_file
 
 if TYPE_CHECKING:
+    import kviewer.analysis.fusion
+    import kviewer.analysis.sol
+    import kviewer.analysis.steps
     import kviewer.io.cache
     import kviewer.io.cache.derived
     import kviewer.io.source
@@ -263,7 +263,8 @@ def _create(db: sqlite_utils.Database, name: str, columns: dict[str, type], pk: 
 def _index(db: sqlite_utils.Database, name: str) -> None:
     """The table's indexes, made once its rows are in (a sort, not an insert per row)."""
     for cols in INDEXES.get(name, ()):
-        if db[name].exists():
+        # a table built for one statement may lack an indexed column (columns_read)
+        if db[name].exists() and set(cols) <= set(db[name].columns_dict):
             db[name].create_index(list(cols), if_not_exists=True)  # type: ignore[union-attr]
 
 
@@ -358,8 +359,10 @@ class _Builder:
     trace, or a full-text index); each trace's analyses are computed once, when first needed."""
 
     def __init__(self, db: sqlite_utils.Database, traces: Sequence[Trace], analysis: bool = True,
-                 sols: Sequence[pd.DataFrame | None] | None = None, progress: Callable[[str], None] | None = None) -> None:
+                 sols: Sequence[pd.DataFrame | None] | None = None, progress: Callable[[str], None] | None = None,
+                 only: Mapping[str, Collection[str]] | None = None) -> None:
         self.db, self.traces, self.analysis, self.progress = db, list(traces), analysis, progress
+        self.only = only  # SQL columns written of the event tables (columns_read); None: all
         self.sols = list(sols) if sols is not None else [None] * len(self.traces)
         self._analyses: dict[int, _Analyses] = {}
 
@@ -380,10 +383,14 @@ class _Builder:
         base = trace_id * PK_STRIDE
         if name in schema.TABLES:
             df = trace.table(name)
-            frame = _frame_for_sql(df, schema.TABLES[name])
             if name in EVENT_TABLES:
+                keep = df.columns if self.only is None or name not in self.only else _trace_columns(name, self.only[name])
+                frame = _frame_for_sql(df[list(keep)], schema.TABLES[name])
+                if self.only is not None and name in self.only:
+                    frame = frame[[c for c in frame.columns if c in self.only[name]]]
                 _insert(self.db, name, frame, trace_id, pk=base + df["id"].to_numpy(dtype=np.int64))
                 return
+            frame = _frame_for_sql(df, schema.TABLES[name])
             if name == "flows":
                 dst = df["dst"].to_numpy(dtype=np.int64)
                 to_k = (df["dst_table"].astype(str) == "kernels").to_numpy()
@@ -397,7 +404,7 @@ class _Builder:
                 frame = frame.assign(kernel_pk=_or_null(base + kernel, kernel >= 0))
             _insert(self.db, name, frame, trace_id)
         elif name == "steps":
-            steps = find_steps(trace).rename(columns={"gpu_span": "gpu_span_ns", "gpu_start": "gpu_start_ns", "gpu_end": "gpu_end_ns"})
+            steps = analysis.steps.find_steps(trace).rename(columns={"gpu_span": "gpu_span_ns", "gpu_start": "gpu_start_ns", "gpu_end": "gpu_end_ns"})
             _insert(self.db, "steps", _frame_for_sql(steps, None), trace_id)
         elif name == "kernel_sol":
             sol = self._analysed(trace, trace_id).sol
@@ -442,13 +449,13 @@ class _Builder:
             else:
                 try:
                     if sol is None:
-                        sol = speed_of_light(trace)
+                        sol = analysis.sol.speed_of_light(trace)
                 except AnalysisError as exc:
                     out.sol_note = str(exc)
                 else:
                     out.sol, out.sol_device = sol, _sol_device(sol)
                     try:
-                        out.fusion = fusion_candidates(trace, sol=sol)
+                        out.fusion = analysis.fusion.fusion_candidates(trace, sol=sol)
                     except AnalysisError as exc:
                         out.sol_note = str(exc)
         self._analyses[trace_id] = out
@@ -611,7 +618,7 @@ class _Skeleton:
         _Builder(db, [_empty_trace()], analysis=False).build([p for p in PARTS if p not in ANALYSIS_TABLES])
         # the analysis tables' columns, from their declared ones through the same frames
         _insert(db, "kernel_sol", _sol_frame(schema.empty(schema.SOL), PK_STRIDE), 1)
-        _insert(db, "fusion_candidates", _fusion_frame(pd.DataFrame({c: [] for c in FUSION_COLUMNS})), 1)
+        _insert(db, "fusion_candidates", _fusion_frame(pd.DataFrame({c: [] for c in schema.FUSION_COLUMNS})), 1)
         _create_views(db)
         conn.commit()
         conn.execute("PRAGMA query_only=ON")
@@ -620,7 +627,15 @@ class _Skeleton:
     def reads(self, sql: str) -> set[str] | None:
         """The parts ``sql`` reads; None when that cannot be told (everything is built then); an
         empty set for a statement that will be refused (a write, more than one statement)."""
+        return self.reads_columns(sql)[0]
+
+    def reads_columns(self, sql: str) -> tuple[set[str] | None, dict[str, set[str]]]:
+        """:meth:`reads`, and the columns ``sql`` reads of each event table (:data:`EVENT_TABLES`:
+        SQL names, "" for the rows alone, as ``count(*)`` reads them; a view or a full-text
+        table stands for the columns it reads, a full-text table's are added by
+        :func:`columns_read`)."""
         names: set[str] = set()
+        columns: dict[str, set[str]] = {}
         state = {"all": False, "refused": False}
 
         def note(action: int, arg1: str | None, arg2: str | None, db_name: str | None, source: str | None) -> int:
@@ -637,6 +652,8 @@ class _Skeleton:
                     state["all"] = state["all"] or (arg2 or "").lower() != "rowid"
                 else:
                     names.add(name)
+                    if name in EVENT_TABLES:
+                        columns.setdefault(name, set()).add((arg2 or "").lower())
             elif action == sqlite3.SQLITE_PRAGMA:
                 if arg2 is not None and arg2.lower() in PARTS:
                     names.add(arg2.lower())
@@ -651,22 +668,22 @@ class _Skeleton:
             try:
                 self.conn.execute(f"EXPLAIN {sql}").close()
             except (sqlite3.Warning, sqlite3.ProgrammingError):  # more than one statement: refused whatever it reads
-                return set()
+                return set(), {}
             except sqlite3.Error:
-                return set() if state["refused"] else None
+                return (set() if state["refused"] else None), {}
             finally:
                 clear_authorizer(self.conn)
         if state["refused"]:
-            return set()
+            return set(), {}
         if state["all"]:
-            return None
+            return None, {}
         out = set()
         for name in names:
             if name in PARTS:
                 out.add(name)
             else:  # a full-text table's shadow tables (kernels_fts_data, ...)
                 out.update(f for f in FTS if name.startswith(f"{f}_"))
-        return out
+        return out, columns
 
 
 _SKELETON = _Skeleton()
@@ -685,6 +702,39 @@ def parts_read(sql: str, analysis: bool = True) -> list[str]:
     return [p for p in PARTS if p in want and (analysis or p not in ANALYSIS_TABLES)]
 
 
+#: the columns every built event table keeps, whatever a query reads (its key, its trace)
+_KEY_COLUMNS = frozenset({"pk", "trace_id"})
+
+
+def columns_read(sql: str) -> dict[str, frozenset[str]] | None:
+    """The SQL columns of each event table ``sql`` reads (with the key and trace columns, and the
+    full-text index's columns when it reads the index, whose content the table is), for a
+    database built for this one statement (:func:`query_files` without the cache): only those
+    columns are written, and only the trace columns they come from are loaded. None when that
+    cannot be told: every column then."""
+    parts, columns = _SKELETON.reads_columns(sql)
+    if parts is None:
+        return None
+    out: dict[str, frozenset[str]] = {}
+    for table in EVENT_TABLES:
+        wanted = set(columns.get(table, ())) - {"", "rowid", "oid", "_rowid_"}
+        wanted |= _KEY_COLUMNS
+        for fts, (content, cols) in FTS.items():
+            if content == table and fts in parts:
+                wanted |= set(cols)
+        out[table] = frozenset(wanted)
+    return out
+
+
+def _trace_columns(table: str, sql_columns: Collection[str]) -> list[str]:
+    """The columns of trace table ``table`` that its SQL columns ``sql_columns`` are written from
+    (``start_ns`` from ``start``...), with ``id`` (the key) and ``start`` (the order)."""
+    back = {v: k for k, v in TIME_COLUMNS.items()}
+    names = schema.TABLES[table].names
+    want = {back.get(c, c) for c in sql_columns} | {"id", "start"}
+    return [c for c in names if c in want]
+
+
 def built_parts(conn: sqlite3.Connection) -> set[str]:
     """The parts a database holds (a part is written in one transaction: present is complete)."""
     return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} & set(PARTS)
@@ -696,13 +746,14 @@ def missing_parts(conn: sqlite3.Connection, sql: str, analysis: bool = True) -> 
     return [p for p in parts_read(sql, analysis) if p not in have]
 
 
-def wanted_tables(parts: Sequence[str], analysis: bool = True) -> dict[str, list[str]] | None:
+def wanted_tables(parts: Sequence[str], analysis: bool = True, only: Mapping[str, Collection[str]] | None = None) -> dict[str, list[str]] | None:
     """What of a trace file ``parts`` need (:func:`kviewer.io.load`'s ``tables``); None: all of it
-    (the steps and the analyses read the whole trace)."""
+    (the steps and the analyses read the whole trace). ``only``: the SQL columns of the event
+    tables that will be written (:func:`columns_read`); their other columns are not loaded."""
     if any(p in ("steps", *ANALYSIS_TABLES) for p in parts) or ("traces" in parts and analysis):
         return None
     tables = [t for t in schema.TABLES if t in parts or any(FTS[f][0] == t for f in parts if f in FTS)]
-    return {t: schema.TABLES[t].names for t in tables or ["devices"]}
+    return {t: _trace_columns(t, only[t]) if only is not None and t in only else schema.TABLES[t].names for t in tables or ["devices"]}
 
 
 def _start(conn: sqlite3.Connection) -> None:
@@ -716,7 +767,7 @@ def _start(conn: sqlite3.Connection) -> None:
 
 
 def add_parts(conn: sqlite3.Connection, traces: Sequence[Trace], parts: Sequence[str], analysis: bool = True,
-              sols: Sequence[pd.DataFrame | None] | None = None) -> None:
+              sols: Sequence[pd.DataFrame | None] | None = None, only: Mapping[str, Collection[str]] | None = None) -> None:
     """Write ``parts`` for ``traces`` into ``conn`` in one transaction (the query policy is lifted
     meanwhile and put back after, when it was on)."""
     hardened = conn.execute("PRAGMA query_only").fetchone()[0] == 1
@@ -726,7 +777,7 @@ def add_parts(conn: sqlite3.Connection, traces: Sequence[Trace], parts: Sequence
         db = sqlite_utils.Database(conn)
         conn.execute("BEGIN")
         try:
-            _Builder(db, traces, analysis, sols).build(parts)
+            _Builder(db, traces, analysis, sols, only=only).build(parts)
             conn.commit()
         except BaseException:
             conn.rollback()
@@ -740,17 +791,24 @@ class LazyDatabase:
     """The schema of some loaded traces in memory, each part written when a query first reads it
     (the Query dock; ``kviewer sql`` without the cache). Not thread-safe: one thread uses it."""
 
-    def __init__(self, traces: Sequence[Trace], analysis: bool = True, sols: Sequence[pd.DataFrame | None] | None = None) -> None:
-        self.traces, self.analysis, self.sols = list(traces), analysis, sols
+    def __init__(self, traces: Sequence[Trace], analysis: bool = True, sols: Sequence[pd.DataFrame | None] | None = None,
+                 only: Mapping[str, Collection[str]] | None = None) -> None:
+        self.traces, self.analysis, self.sols, self.only = list(traces), analysis, sols, only
         self.conn = sqlite3.connect(":memory:", check_same_thread=False)
         _start(self.conn)
         harden_query_connection(self.conn)
 
     def query(self, sql: str, timeout_s: float | None = None, cancel: Callable[[], bool] | None = None) -> pd.DataFrame:
-        """:func:`query`, after writing the parts ``sql`` reads."""
+        """:func:`query`, after writing the parts ``sql`` reads. A database built with ``only``
+        (the columns one statement reads: :func:`columns_read`) answers only statements that
+        read no other column of its event tables."""
+        if self.only is not None:
+            need = columns_read(sql)
+            if need is None or any(not set(need[t]) <= set(self.only[t]) for t in need if t in self.only):
+                raise ValueError("this database holds only the columns of the statement it was built for")
         missing = missing_parts(self.conn, sql, self.analysis)
         if missing:
-            add_parts(self.conn, self.traces, missing, self.analysis, self.sols)
+            add_parts(self.conn, self.traces, missing, self.analysis, self.sols, self.only)
         return query(self.conn, sql, timeout_s, cancel)
 
     def close(self) -> None:
@@ -795,8 +853,12 @@ def query_files(
             finally:
                 found.close()
     parts = parts_read(sql, analysis)
-    wanted = wanted_tables(parts, analysis)
-    db = LazyDatabase([load(p, wanted) for p in paths], analysis)
+    # one statement in memory: only the columns it reads of the event tables are written, and
+    # only the trace columns they come from loaded (a kernel count needs no launching thread, so
+    # an export's API calls are not read)
+    only = columns_read(sql)
+    wanted = wanted_tables(parts, analysis, only)
+    db = LazyDatabase([load(p, wanted) for p in paths], analysis, only=only)
     try:
         return db.query(sql, timeout_s)
     finally:

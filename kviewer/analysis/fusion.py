@@ -56,30 +56,11 @@ from kviewer.analysis.kinds import kernel_op_info
 from kviewer.analysis.model import _parse, _tensors, model_kernels
 from kviewer.analysis.sol import SolResult, speed_of_light
 from kviewer.core import Trace
+from kviewer.core.schema import FUSION_COLUMNS
 
 ANCHORS = ("gemm", "attention", "conv")
 MEMORY_KINDS = ("elementwise", "norm", "softmax", "reduction", "copy")
 
-FUSION_COLUMNS = [
-    "rank",
-    "kind",
-    "chain",
-    "kernels",
-    "count",
-    "length",
-    "measured_ns",
-    "fused_est_ns",
-    "fused_sol_ns",
-    "savings_ns",
-    "savings_per_instance_ns",
-    "gpu_time_pct",
-    "bytes_saved",
-    "intermediate",
-    "remedy",
-    "confidence",
-    "note",
-    "kernel_ids",
-]
 
 _STEP = re.compile(r"^(?:ProfilerStep#\d+|(?:train(?:ing)?[_ ]?)?(?:step|iter|iteration)[\s_#:=-]*\d+)$", re.IGNORECASE)
 

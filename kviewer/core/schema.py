@@ -347,6 +347,29 @@ OPS = "ops"
 # ---------------------------------------------------------------------------------------------
 # analysis results: tables an analysis computes from a trace (not stored in a Trace)
 
+#: the columns of a fusion-candidate table (:func:`kviewer.analysis.fusion.fusion_candidates`)
+FUSION_COLUMNS = [
+    "rank",
+    "kind",
+    "chain",
+    "kernels",
+    "count",
+    "length",
+    "measured_ns",
+    "fused_est_ns",
+    "fused_sol_ns",
+    "savings_ns",
+    "savings_per_instance_ns",
+    "gpu_time_pct",
+    "bytes_saved",
+    "intermediate",
+    "remedy",
+    "confidence",
+    "note",
+    "kernel_ids",
+]
+
+
 SOL = Table(
     "sol",
     "Speed of light per kernel (kviewer.analysis.sol): one row per kernel, in kernel id order.",
