@@ -51,6 +51,34 @@ def collect_qt_garbage(qapp: QApplication) -> Iterator[None]:
     QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
 
 
+@pytest.fixture(autouse=True)
+def no_key_held_after(qapp: QApplication) -> Iterator[None]:
+    """After each test, no modifier key is held. A simulated key press with modifiers (QTest's
+    Ctrl+Shift+S) leaves the application's modifier state set on the offscreen platform, where
+    no real key is ever let go; the next test's ``selectRow`` then read Shift or Ctrl as held and
+    extended or toggled the selection (test_table.py failed after test_integration_export.py in
+    one worker). Letting go of each key here, as a user would, ends that state."""
+    yield
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QWidget
+
+    held = QGuiApplication.keyboardModifiers()
+    if held == Qt.KeyboardModifier.NoModifier:
+        return
+    target = QWidget()
+    target.show()
+    try:
+        for mod, key in ((Qt.KeyboardModifier.ShiftModifier, Qt.Key.Key_Shift), (Qt.KeyboardModifier.ControlModifier, Qt.Key.Key_Control),
+                         (Qt.KeyboardModifier.AltModifier, Qt.Key.Key_Alt), (Qt.KeyboardModifier.MetaModifier, Qt.Key.Key_Meta)):
+            if held & mod:
+                QTest.keyRelease(target, key, Qt.KeyboardModifier.NoModifier)
+    finally:
+        target.close()
+        target.deleteLater()
+    assert QGuiApplication.keyboardModifiers() == Qt.KeyboardModifier.NoModifier
+
+
 class ErrorRecorder:
     """Stands in for the blocking error dialog."""
 
