@@ -75,12 +75,15 @@ def _computed(args: argparse.Namespace, own: bool, sid: "kviewer.io.cache.Source
     source = (trace.meta.source_id or sid) if own else None
     cached = session.analysis_cache.get(source, trace)
     if cached is not None and cached.result is not None:
-        return cached.result
-    try:
-        result = analysis.sol.sol_result(trace, device=args.device)
-    except AnalysisError as exc:
-        raise UserError(str(exc)) from exc
-    if session.analysis_cache.put(source, trace, SolInfo(result)) and trace.meta.source_id is None:
+        result, stored = cached.result, True
+    else:
+        try:
+            result = analysis.sol.sol_result(trace, device=args.device)
+        except AnalysisError as exc:
+            raise UserError(str(exc)) from exc
+        stored = session.analysis_cache.put(source, trace, SolInfo(result))
+    if stored and trace.meta.source_id is None:
+        # also when the result was stored before without them: the next run needs no load
         session.analysis_cache.put_load_warnings(source, trace)
     return result
 

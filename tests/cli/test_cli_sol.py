@@ -132,6 +132,9 @@ def test_sol_of_an_export_seen_before_answers_without_loading_it(capsys: pytest.
     session.analysis_cache.put_blob(sid, None, "load_warnings", "", b"not json")
     code, again, _ = run(capsys, "sol", f, "--format", fmt, "-q")
     assert code == 0 and again == fresh and loads == ["load"]
+    # that load kept its warnings again: the next run needs none
+    code, again, _ = run(capsys, "sol", f, "--format", fmt, "-q")
+    assert code == 0 and again == fresh and loads == ["load"]
 
 
 def test_load_warnings_kept_beside_the_sol_are_said_without_the_file(samples: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
