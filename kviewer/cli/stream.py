@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TypeAlias
 import numpy as np
 import pandas as pd
 
-from kviewer.core.groups import missing_coded
+from kviewer.core.groups import missing_coded, narrow_codes
 from kviewer.core.text import csv_cell, display_text
 from kviewer.session.format import UNKNOWN
 
@@ -53,12 +53,7 @@ def _distinct(col: pd.Series, exact_na: bool) -> tuple[np.ndarray, list[Any]] | 
         codes, distinct = missing_coded(values)
     except TypeError:  # unhashable cells (lists)
         return None
-    return _narrow(codes), distinct
-
-
-def _narrow(codes: np.ndarray) -> np.ndarray:
-    """Codes as int32 (half the memory of a long column's int64 codes)."""
-    return codes.astype(np.int32) if len(codes) and int(codes.max()) < 2**31 - 1 else codes
+    return narrow_codes(codes), distinct
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,7 +126,7 @@ def _int_fields(ints: np.ndarray, missing: np.ndarray | None) -> _Column:
         if missing is not None:  # the missing ones: one more, empty, value
             codes = np.where(missing, len(texts), codes)
             texts.append("")
-        return _narrow(np.asarray(codes)), np.asarray(texts, dtype=object)
+        return narrow_codes(np.asarray(codes)), np.asarray(texts, dtype=object)
     if missing is None:
         return lambda lo, hi: list(map(str, ints[lo:hi].tolist()))
 
@@ -179,7 +174,7 @@ def _fuse(cols: Iterable[Any], sep: str, n: int) -> list[Any] | None:
             key, combos = pd.factorize(ca.astype(np.int64) * len(tb) + cb)
             if len(combos) <= limit:
                 a, b = np.divmod(np.asarray(combos, dtype=np.int64), len(tb))
-                out[-1] = (_narrow(np.asarray(key)), np.array([x + sep + y for x, y in zip(ta[a].tolist(), tb[b].tolist())], dtype=object))
+                out[-1] = (narrow_codes(np.asarray(key)), np.array([x + sep + y for x, y in zip(ta[a].tolist(), tb[b].tolist())], dtype=object))
                 continue
         out.append(col)
     return out

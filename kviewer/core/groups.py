@@ -37,3 +37,13 @@ def missing_coded(column: Any) -> tuple[np.ndarray, list[Any]]:
         codes = np.where(codes < 0, len(values), codes)
         values.append(math.nan)
     return codes, values
+
+
+def narrow_codes(codes: np.ndarray) -> np.ndarray:
+    """Codes (-1 allowed) in the smallest signed integer type that holds them: a long column's
+    codes in a fraction of int64's memory (the cache stores them so, the writers index with them)."""
+    top = int(codes.max(initial=0))
+    for t in (np.int8, np.int16, np.int32):
+        if top <= np.iinfo(t).max:
+            return codes.astype(t, copy=False)
+    return codes.astype(np.int64, copy=False)
