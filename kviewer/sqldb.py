@@ -360,9 +360,10 @@ class _Builder:
 
     def __init__(self, db: sqlite_utils.Database, traces: Sequence[Trace], analysis: bool = True,
                  sols: Sequence[pd.DataFrame | None] | None = None, progress: Callable[[str], None] | None = None,
-                 only: Mapping[str, Collection[str]] | None = None) -> None:
+                 only: Mapping[str, Collection[str]] | None = None, indexes: bool = True) -> None:
         self.db, self.traces, self.analysis, self.progress = db, list(traces), analysis, progress
         self.only = only  # SQL columns written of the event tables (columns_read); None: all
+        self.indexes = indexes
         self.sols = list(sols) if sols is not None else [None] * len(self.traces)
         self._analyses: dict[int, _Analyses] = {}
 
@@ -377,7 +378,8 @@ class _Builder:
             else:
                 for trace_id, trace in enumerate(self.traces, start=1):
                     self._table(part, trace, trace_id)
-                _index(self.db, part)
+                if self.indexes:
+                    _index(self.db, part)
 
     def _table(self, name: str, trace: Trace, trace_id: int) -> None:
         base = trace_id * PK_STRIDE
@@ -624,6 +626,13 @@ class _Skeleton:
         conn.execute("PRAGMA query_only=ON")
         return conn
 
+    def table_columns(self, table: str) -> frozenset[str]:
+        """Every SQL column of ``table`` in a full build."""
+        with self.lock:
+            if self.conn is None:
+                self.conn = self._make()
+            return frozenset(r[1] for r in self.conn.execute(f"PRAGMA table_info({quote_identifier(table)})"))
+
     def reads(self, sql: str) -> set[str] | None:
         """The parts ``sql`` reads; None when that cannot be told (everything is built then); an
         empty set for a statement that will be refused (a write, more than one statement)."""
@@ -657,6 +666,8 @@ class _Skeleton:
             elif action == sqlite3.SQLITE_PRAGMA:
                 if arg2 is not None and arg2.lower() in PARTS:
                     names.add(arg2.lower())
+                    if arg2.lower() in EVENT_TABLES:  # PRAGMA table_info(kernels) is about every column
+                        columns.setdefault(arg2.lower(), set()).add("*")
                 else:
                     state["all"] = True  # e.g. PRAGMA table_list: the whole schema
             return verdict
@@ -718,6 +729,8 @@ def columns_read(sql: str) -> dict[str, frozenset[str]] | None:
     out: dict[str, frozenset[str]] = {}
     for table in EVENT_TABLES:
         wanted = set(columns.get(table, ())) - {"", "rowid", "oid", "_rowid_"}
+        if "*" in wanted:  # a PRAGMA about the table: every column
+            wanted = set(_SKELETON.table_columns(table))
         wanted |= _KEY_COLUMNS
         for fts, (content, cols) in FTS.items():
             if content == table and fts in parts:
@@ -733,6 +746,25 @@ def _trace_columns(table: str, sql_columns: Collection[str]) -> list[str]:
     names = schema.TABLES[table].names
     want = {back.get(c, c) for c in sql_columns} | {"id", "start"}
     return [c for c in names if c in want]
+
+
+def columns_to_build(conn: sqlite3.Connection, parts: Collection[str], only: Mapping[str, Collection[str]] | None) -> dict[str, frozenset[str] | None]:
+    """The event tables among ``parts`` that ``conn`` must (re)build for a statement reading
+    ``only`` of them (:func:`columns_read`; None: every column), each with the SQL columns to write
+    (None: all of them): a table it lacks gets the columns read; a table it holds without some of
+    them is written again with the columns it had and those (rows keep their pk, which is the rowid
+    a full-text index refers to)."""
+    out: dict[str, frozenset[str] | None] = {}
+    for table in EVENT_TABLES:
+        if table not in parts:
+            continue
+        have = frozenset(r[1] for r in conn.execute(f"PRAGMA table_info({quote_identifier(table)})"))
+        full = _SKELETON.table_columns(table)
+        want = full if only is None else frozenset(only[table])
+        if not want <= have:
+            cols = want | have
+            out[table] = None if cols >= full else cols
+    return out
 
 
 def built_parts(conn: sqlite3.Connection) -> set[str]:
@@ -767,9 +799,12 @@ def _start(conn: sqlite3.Connection) -> None:
 
 
 def add_parts(conn: sqlite3.Connection, traces: Sequence[Trace], parts: Sequence[str], analysis: bool = True,
-              sols: Sequence[pd.DataFrame | None] | None = None, only: Mapping[str, Collection[str]] | None = None) -> None:
+              sols: Sequence[pd.DataFrame | None] | None = None, only: Mapping[str, Collection[str]] | None = None,
+              rebuild: Collection[str] = (), indexes: bool = True) -> None:
     """Write ``parts`` for ``traces`` into ``conn`` in one transaction (the query policy is lifted
-    meanwhile and put back after, when it was on)."""
+    meanwhile and put back after, when it was on). ``rebuild``: tables of ``parts`` that ``conn``
+    holds and that are dropped first, to be written again (with more columns). ``indexes``: make
+    the tables' indexes (:data:`INDEXES`), for the later queries they serve."""
     hardened = conn.execute("PRAGMA query_only").fetchone()[0] == 1
     clear_authorizer(conn)
     conn.execute("PRAGMA query_only=OFF")
@@ -777,7 +812,9 @@ def add_parts(conn: sqlite3.Connection, traces: Sequence[Trace], parts: Sequence
         db = sqlite_utils.Database(conn)
         conn.execute("BEGIN")
         try:
-            _Builder(db, traces, analysis, sols, only=only).build(parts)
+            for name in rebuild:
+                conn.execute(f"DROP TABLE {quote_identifier(name)}")  # its indexes go with it
+            _Builder(db, traces, analysis, sols, only=only, indexes=indexes).build(parts)
             conn.commit()
         except BaseException:
             conn.rollback()
@@ -808,7 +845,9 @@ class LazyDatabase:
                 raise ValueError("this database holds only the columns of the statement it was built for")
         missing = missing_parts(self.conn, sql, self.analysis)
         if missing:
-            add_parts(self.conn, self.traces, missing, self.analysis, self.sols, self.only)
+            # a database for one statement makes no index: making one costs the sort the
+            # statement would make at most once (SQLite indexes a join's inner table itself)
+            add_parts(self.conn, self.traces, missing, self.analysis, self.sols, self.only, indexes=self.only is None)
         return query(self.conn, sql, timeout_s, cancel)
 
     def close(self) -> None:
@@ -843,7 +882,9 @@ def query_files(
     With ``use_cache`` the built database is kept beside the trace cache
     (:mod:`kviewer.io.cache.derived`), keyed by the files' identities, the paths as given, the
     analysis choice and the code: a later query opens it and adds only the parts it lacks, without
-    loading the files when it lacks none. A cache that cannot be used is passed by (in memory).
+    loading the files when it lacks none. Its event tables hold the columns the statements so far
+    read (:func:`columns_to_build`: a statement reading another column writes that table again,
+    widened). A cache that cannot be used is passed by (in memory).
     Raises :class:`QueryError` for a failed query."""
     if use_cache:
         found = _cached(paths, sql, load, analysis)
@@ -885,9 +926,16 @@ def _cached(paths: Sequence[str], sql: str, load: Callable[[str, Mapping[str, Co
                 if "kviewer_schema" not in built_parts(conn):
                     _start(conn)
                 missing = missing_parts(conn, sql, analysis)
-                if missing:
-                    traces = [load(p, wanted_tables(missing, analysis)) for p in paths]
-                    add_parts(conn, traces, missing, analysis)
+                # the event tables hold the columns read so far: one lacking a column this
+                # statement reads is written again with it (a kernel count writes two columns of
+                # 600k kernels, not fifty)
+                columns = columns_to_build(conn, parts_read(sql, analysis), columns_read(sql))
+                rebuild = [t for t in columns if t not in missing]
+                parts = [p for p in PARTS if p in missing or p in rebuild]
+                if parts:
+                    narrow = {t: cols for t, cols in columns.items() if cols is not None}
+                    traces = [load(p, wanted_tables(parts, analysis, narrow)) for p in paths]
+                    add_parts(conn, traces, parts, analysis, only=narrow, rebuild=rebuild)
             finally:
                 conn.close()
         kio.cache.derived.touch(path)
@@ -953,5 +1001,5 @@ def query(conn: sqlite3.Connection, sql: str, timeout_s: float | None = None, ca
         raise QueryError(f"SQL error: {text}") from exc
 
 
-__all__ = ["PARTS", "PK_STRIDE", "SCHEMA_VERSION", "VIEWS", "LazyDatabase", "QueryError", "add_parts", "build", "export", "in_memory", "missing_parts",
-           "open_export", "open_readonly", "parts_read", "query", "query_files", "wanted_tables"]
+__all__ = ["PARTS", "PK_STRIDE", "SCHEMA_VERSION", "VIEWS", "LazyDatabase", "QueryError", "add_parts", "build", "columns_to_build", "export",
+           "in_memory", "missing_parts", "open_export", "open_readonly", "parts_read", "query", "query_files", "wanted_tables"]

@@ -1,15 +1,19 @@
-"""``kviewer sql`` without the cache writes only the columns the statement reads of the event
-tables (and loads only what they come from): every answer equals the one of a database with
-every column."""
+"""``kviewer sql`` writes only the columns the statement reads of the event tables (and loads only
+what they come from), in memory without the cache, and in the cached database, whose tables are
+written again with more columns when a later statement reads more: every answer equals the one of
+a database with every column."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
 from kviewer import sqldb
+from kviewer.core import Trace
 from kviewer.io import load
 
 QUERIES = [
@@ -74,3 +78,60 @@ def test_a_database_for_one_statement_refuses_others(sample_traces: Path) -> Non
             db.query("SELECT name FROM kernels")
     finally:
         db.close()
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_cached_database_widens_its_tables_as_statements_read_more(
+    sample_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """One cached database answers every statement of QUERIES in turn (and again, and a PRAGMA
+    about a table), equal to the database with every column; a table is written again only when a
+    statement reads a column it lacks, keeping the columns it had (and its full-text index)."""
+    monkeypatch.setenv("KVIEWER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("KVIEWER_NO_CACHE", raising=False)
+    path = str(sample_traces / name)
+    whole = sqldb.LazyDatabase([load(path, use_cache=False)], analysis=False)
+    loads: list[Any] = []
+
+    def loader(p: str, tables: Any) -> Trace:
+        loads.append(tables)
+        return load(p, use_cache=False, tables=tables)
+
+    def kernel_columns() -> set[str]:
+        (db,) = (tmp_path / "cache" / "sql").glob("*.sqlite")
+        conn = sqlite3.connect(db)
+        try:
+            return {r[1] for r in conn.execute("PRAGMA table_info(kernels)")}
+        finally:
+            conn.close()
+
+    try:
+        got = sqldb.query_files([path], QUERIES[0], loader, analysis=False)
+        pd.testing.assert_frame_equal(got, whole.query(QUERIES[0]), check_exact=True)
+        assert kernel_columns() == {"pk", "trace_id"} and len(loads) == 1
+        seen: set[str] = {"pk", "trace_id"}
+        for sql in [*QUERIES[1:], "PRAGMA table_info(kernels)"]:
+            before = len(loads)
+            got = sqldb.query_files([path], sql, loader, analysis=False)
+            pd.testing.assert_frame_equal(got, whole.query(sql), check_exact=True, obj=sql)
+            need = sqldb.columns_read(sql)
+            assert need is not None
+            if "kernels" in sqldb.parts_read(sql, False):
+                widened = not need["kernels"] <= seen
+                seen |= need["kernels"]
+                assert kernel_columns() == seen, sql
+                if widened:
+                    assert len(loads) == before + 1, sql
+        assert seen == {r[1] for r in whole.conn.execute("PRAGMA table_info(kernels)")}
+        # every statement again: answered from the cached database alone
+        before = len(loads)
+        for sql in QUERIES:
+            pd.testing.assert_frame_equal(sqldb.query_files([path], sql, loader, analysis=False), whole.query(sql), check_exact=True, obj=sql)
+        assert len(loads) == before
+    finally:
+        whole.close()
+
+
+def test_a_pragma_about_an_event_table_reads_every_column() -> None:
+    only = sqldb.columns_read("PRAGMA table_info(kernels)")
+    assert only is not None and {"name", "dur_ns", "grid_x"} <= only["kernels"]
