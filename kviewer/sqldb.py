@@ -40,6 +40,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -504,11 +505,27 @@ class OutputBusy(OSError):
 
 
 def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> None:
-    """Write a new database file ``out`` with ``fill`` (beside it as ``OUT.partial`` first, so an
-    interrupted write never leaves a half database under the final name; replaced when it exists).
+    """Write a new database file ``out`` with ``fill`` (:func:`_new_file`), without a journal and
+    without syncs (the ``.partial`` file is thrown away unless complete), in one transaction."""
 
-    The ``.partial`` file is written without a journal and without syncs (it is thrown away
-    unless complete), in one transaction, and flushed to disk once before it takes the final name.
+    def write(tmp: str) -> None:
+        db = sqlite_utils.Database(tmp)
+        try:
+            db.conn.execute("PRAGMA journal_mode=OFF")
+            db.conn.execute("PRAGMA synchronous=OFF")
+            db.conn.execute("BEGIN")
+            fill(db)
+            db.conn.commit()
+        finally:
+            db.close()
+
+    _new_file(out, write)
+
+
+def _new_file(out: str, write: Callable[[str], None]) -> None:
+    """Write a new file ``out`` with ``write(path)`` (beside it as ``OUT.partial`` first, so an
+    interrupted write never leaves a half database under the final name; replaced when it exists),
+    flushed to disk once before it takes the final name.
 
     ``OUT.partial`` is locked while it is written: a second writer of the same output fails at
     once with :class:`OutputBusy` instead of writing into the first one's file. Ctrl+C, SIGTERM
@@ -532,15 +549,7 @@ def _new_database(out: str, fill: Callable[[sqlite_utils.Database], None]) -> No
             track_temp_file(tmp)
         os.ftruncate(fd, 0)
         remove_quietly(f"{tmp}-journal")
-        db = sqlite_utils.Database(tmp)
-        try:
-            db.conn.execute("PRAGMA journal_mode=OFF")
-            db.conn.execute("PRAGMA synchronous=OFF")
-            db.conn.execute("BEGIN")
-            fill(db)
-            db.conn.commit()
-        finally:
-            db.close()
+        write(tmp)
         os.fsync(fd)  # the one flush: the file is complete on disk before it takes the final name
         os.replace(tmp, out)
     except BaseException:
@@ -906,6 +915,72 @@ def query_files(
         db.close()
 
 
+def _fill_cached(conn: sqlite3.Connection, paths: Sequence[str], wanted: Sequence[str], only: Mapping[str, Collection[str]] | None,
+                 load: Callable[[str, Mapping[str, Collection[str]] | None], Trace], analysis: bool) -> None:
+    """Make the cached database ``conn`` of ``paths`` hold the parts ``wanted`` with (at least) the
+    event-table columns ``only`` (None: all), loading only what the missing parts and columns need."""
+    if "kviewer_schema" not in built_parts(conn):
+        _start(conn)
+    have = built_parts(conn)
+    missing = [p for p in wanted if p not in have]
+    # the event tables hold the columns read so far: one lacking a column now read is written
+    # again with it (a kernel count writes two columns of 600k kernels, not fifty)
+    columns = columns_to_build(conn, wanted, only)
+    rebuild = [t for t in columns if t not in missing]
+    parts = [p for p in PARTS if p in missing or p in rebuild]
+    if parts:
+        narrow = {t: cols for t, cols in columns.items() if cols is not None}
+        traces = [load(p, wanted_tables(parts, analysis, narrow)) for p in paths]
+        add_parts(conn, traces, parts, analysis, only=narrow, rebuild=rebuild)
+
+
+def export_files(paths: Sequence[str], out: str, load: Callable[[str, Mapping[str, Collection[str]] | None], Trace],
+                 analysis: bool = True) -> bool:
+    """Write the database of the trace files ``paths`` to ``out`` (as :func:`export` would) as a
+    copy of their cached database (:func:`query_files`' cache), which is completed first (every
+    part, every column): a second export of the same files loads nothing and copies a file. False
+    when the cache cannot serve (nothing written: the caller exports from loaded traces)."""
+    log = logging.getLogger(__name__)
+    key = _cache_key(paths, analysis)
+    if key is None:
+        return False
+    try:
+        path = kio.cache.derived.derived_path("sql", key)
+    except (kio.cache.derived.UnsafeCache, OSError) as exc:
+        log.info("export cache not used: %s", exc)
+        return False
+    wanted = [p for p in PARTS if analysis or p not in ANALYSIS_TABLES]
+    try:
+        with kio.cache.derived.locked(path):
+            conn = sqlite3.connect(path, timeout=30.0)
+            try:
+                _fill_cached(conn, paths, wanted, None, load, analysis)
+            finally:
+                conn.close()
+            # opened under the lock: complete, it is never written again, and a removal by
+            # another process's eviction does not take the open file away
+            src = open(path, "rb")  # noqa: SIM115 - closed below, after the copy
+    except sqlite3.DatabaseError as exc:
+        log.warning("sql cache %s was damaged (%s); it has been removed", path, exc)
+        kio.cache.derived.remove(path)
+        return False
+    except Exception as exc:  # noqa: BLE001 - a load error is the caller's; a cache problem is a miss
+        if isinstance(exc, (KViewerError, KeyboardInterrupt)):
+            raise
+        log.warning("sql cache %s not used: %s: %s", path, type(exc).__name__, exc)
+        return False
+    with src:
+
+        def copy(tmp: str) -> None:
+            with open(tmp, "r+b") as dst:
+                shutil.copyfileobj(src, dst, 1 << 24)
+
+        _new_file(out, copy)
+    kio.cache.derived.touch(path)
+    kio.cache.derived.evict("sql", keep=path)
+    return True
+
+
 def _cached(paths: Sequence[str], sql: str, load: Callable[[str, Mapping[str, Collection[str]] | None], Trace],
             analysis: bool) -> sqlite3.Connection | None:
     """The cached database of ``paths`` holding what ``sql`` reads, opened read-only under the query
@@ -923,19 +998,7 @@ def _cached(paths: Sequence[str], sql: str, load: Callable[[str, Mapping[str, Co
         with kio.cache.derived.locked(path):
             conn = sqlite3.connect(path, timeout=30.0)
             try:
-                if "kviewer_schema" not in built_parts(conn):
-                    _start(conn)
-                missing = missing_parts(conn, sql, analysis)
-                # the event tables hold the columns read so far: one lacking a column this
-                # statement reads is written again with it (a kernel count writes two columns of
-                # 600k kernels, not fifty)
-                columns = columns_to_build(conn, parts_read(sql, analysis), columns_read(sql))
-                rebuild = [t for t in columns if t not in missing]
-                parts = [p for p in PARTS if p in missing or p in rebuild]
-                if parts:
-                    narrow = {t: cols for t, cols in columns.items() if cols is not None}
-                    traces = [load(p, wanted_tables(parts, analysis, narrow)) for p in paths]
-                    add_parts(conn, traces, parts, analysis, only=narrow, rebuild=rebuild)
+                _fill_cached(conn, paths, parts_read(sql, analysis), columns_read(sql), load, analysis)
             finally:
                 conn.close()
         kio.cache.derived.touch(path)
@@ -1002,4 +1065,5 @@ def query(conn: sqlite3.Connection, sql: str, timeout_s: float | None = None, ca
 
 
 __all__ = ["PARTS", "PK_STRIDE", "SCHEMA_VERSION", "VIEWS", "LazyDatabase", "QueryError", "add_parts", "build", "columns_to_build", "export",
-           "in_memory", "missing_parts", "open_export", "open_readonly", "parts_read", "query", "query_files", "wanted_tables"]
+           "export_files", "in_memory", "missing_parts", "open_export", "open_readonly", "parts_read", "query", "query_files",
+           "wanted_tables"]

@@ -9,7 +9,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import kviewer
-from kviewer.cli.common import EXIT_OK, add_load_options, load_for
+from kviewer import io as kio
+from kviewer.cli.common import EXIT_OK, add_load_options, cache_choice, load_for
 from kviewer.errors import UserError
 
 if TYPE_CHECKING:
@@ -34,12 +35,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     """The unified model of the files as one SQLite database (see kviewer/sqldb.py)."""
     if os.path.abspath(args.output) in {os.path.abspath(f) for f in args.file}:
         raise UserError(f"{args.output}: the output would overwrite an input file")
-    traces = [load_for(args, f) for f in args.file]
+    analysis = not args.no_analysis
     try:
-        kviewer.sqldb.export(traces, args.output, analysis=not args.no_analysis)
+        # with the cache on, the database is built (or completed) in the cache `kviewer sql` keeps
+        # and copied: a second export of the same files loads nothing
+        done = (cache_choice(args) is not False and not kio.cache.cache_disabled()
+                and kviewer.sqldb.export_files(args.file, args.output, lambda f, tables: load_for(args, f, tables=tables), analysis))
+        if not done:
+            kviewer.sqldb.export([load_for(args, f) for f in args.file], args.output, analysis=analysis)
     except OSError as exc:
         raise UserError(f"{args.output}: cannot write: {exc.strerror or exc}") from exc
-    sizes = ", ".join(f"{os.path.basename(t.meta.path)} as trace_id {i}" for i, t in enumerate(traces, start=1))
+    sizes = ", ".join(f"{os.path.basename(f)} as trace_id {i}" for i, f in enumerate(args.file, start=1))
     print(f"wrote {args.output}: {sizes}", file=sys.stderr)
     return EXIT_OK
 

@@ -222,3 +222,55 @@ def test_export_refuses_to_overwrite_an_input(sample_traces: Path, tmp_path: Pat
     db.write_bytes((sample_traces / EAGER).read_bytes())
     proc = _cli("export", str(db), "-o", str(db), "-q")
     assert proc.returncode == 2 and "overwrite an input" in proc.stderr
+
+
+def _rows(path: Path) -> dict[str, object]:
+    """Every table's columns and rows (full-text tables by what they find), every view and index."""
+    conn = sqlite3.connect(path)
+    try:
+        out: dict[str, object] = {}
+        for name, kind in conn.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view', 'index') ORDER BY name"):
+            if kind == "table" and name in sqldb.FTS:
+                out[name] = conn.execute(f"SELECT rowid FROM {name} WHERE {name} MATCH 'a* OR b* OR c* OR g* OR s*' ORDER BY rowid").fetchall()
+            elif kind == "table" and not any(name.startswith(f"{f}_") for f in sqldb.FTS):
+                out[name] = ([r[1] for r in conn.execute(f'PRAGMA table_info("{name}")')],
+                             conn.execute(f'SELECT * FROM "{name}" ORDER BY rowid').fetchall())
+            else:
+                out[name] = kind
+        return out
+    finally:
+        conn.close()
+
+
+def test_export_with_the_cache_copies_the_cached_database(sample_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the cache on, export completes the database ``kviewer sql`` keeps (here one a kernel
+    count left with two kernel columns) and copies it: the same tables, rows, views, indexes and
+    full-text answers as an export without the cache; a second export loads no file."""
+    import kviewer.cli.export as cli_export
+    from kviewer.cli import main
+
+    monkeypatch.setenv("KVIEWER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("KVIEWER_NO_CACHE", raising=False)
+    files = [str(sample_traces / EAGER), str(sample_traces / "mlp_graph_nsys_node.sqlite.gz")]
+    loads: list[object] = []
+    real = cli_export.load_for
+
+    def counting(*args: object, **kwargs: object) -> object:
+        loads.append(kwargs.get("tables"))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli_export, "load_for", counting)
+    assert main(["sql", *files, "SELECT count(*) FROM kernels", "-q"]) == 0
+    assert main(["export", *files, "-o", str(tmp_path / "a.sqlite"), "-q"]) == 0
+    assert len(loads) == 2 and loads == [None, None]  # completed: every part and column of both files
+    assert main(["export", *files, "-o", str(tmp_path / "b.sqlite"), "-q"]) == 0
+    assert len(loads) == 2  # a copy of the cached database
+    assert main(["export", *files, "-o", str(tmp_path / "c.sqlite"), "-q", "--no-cache"]) == 0
+    want = _rows(tmp_path / "c.sqlite")
+    assert _rows(tmp_path / "a.sqlite") == want and _rows(tmp_path / "b.sqlite") == want
+    assert (tmp_path / "a.sqlite").stat().st_mode & 0o777 == 0o644
+    # the copy is a database of its own: a query on it does not touch the cache
+    conn = sqldb.open_export(str(tmp_path / "b.sqlite"))
+    n = sum(len(load(f, use_cache=False).kernels) for f in files)
+    assert conn is not None and conn.execute("SELECT count(*) FROM kernels").fetchone()[0] == n
+    conn.close()
