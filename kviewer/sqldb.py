@@ -46,7 +46,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -934,57 +934,11 @@ def _fill_cached(conn: sqlite3.Connection, paths: Sequence[str], wanted: Sequenc
         add_parts(conn, traces, parts, analysis, only=narrow, rebuild=rebuild)
 
 
-def export_files(paths: Sequence[str], out: str, load: Callable[[str, Mapping[str, Collection[str]] | None], Trace],
-                 analysis: bool = True) -> bool:
-    """Write the database of the trace files ``paths`` to ``out`` (as :func:`export` would) as a
-    copy of their cached database (:func:`query_files`' cache), which is completed first (every
-    part, every column): a second export of the same files loads nothing and copies a file. False
-    when the cache cannot serve (nothing written: the caller exports from loaded traces)."""
-    log = logging.getLogger(__name__)
-    key = _cache_key(paths, analysis)
-    if key is None:
-        return False
-    try:
-        path = kio.cache.derived.derived_path("sql", key)
-    except (kio.cache.derived.UnsafeCache, OSError) as exc:
-        log.info("export cache not used: %s", exc)
-        return False
-    wanted = [p for p in PARTS if analysis or p not in ANALYSIS_TABLES]
-    try:
-        with kio.cache.derived.locked(path):
-            conn = sqlite3.connect(path, timeout=30.0)
-            try:
-                _fill_cached(conn, paths, wanted, None, load, analysis)
-            finally:
-                conn.close()
-            # opened under the lock: complete, it is never written again, and a removal by
-            # another process's eviction does not take the open file away
-            src = open(path, "rb")  # noqa: SIM115 - closed below, after the copy
-    except sqlite3.DatabaseError as exc:
-        log.warning("sql cache %s was damaged (%s); it has been removed", path, exc)
-        kio.cache.derived.remove(path)
-        return False
-    except Exception as exc:  # noqa: BLE001 - a load error is the caller's; a cache problem is a miss
-        if isinstance(exc, (KViewerError, KeyboardInterrupt)):
-            raise
-        log.warning("sql cache %s not used: %s: %s", path, type(exc).__name__, exc)
-        return False
-    with src:
-
-        def copy(tmp: str) -> None:
-            with open(tmp, "r+b") as dst:
-                shutil.copyfileobj(src, dst, 1 << 24)
-
-        _new_file(out, copy)
-    kio.cache.derived.touch(path)
-    kio.cache.derived.evict("sql", keep=path)
-    return True
-
-
-def _cached(paths: Sequence[str], sql: str, load: Callable[[str, Mapping[str, Collection[str]] | None], Trace],
-            analysis: bool) -> sqlite3.Connection | None:
-    """The cached database of ``paths`` holding what ``sql`` reads, opened read-only under the query
-    policy; None when the cache cannot serve (then the caller builds in memory)."""
+def _completed(paths: Sequence[str], analysis: bool, wanted: Sequence[str], only: Mapping[str, Collection[str]] | None,
+               load: Callable[[str, Mapping[str, Collection[str]] | None], Trace]) -> tuple[Path, BinaryIO] | None:
+    """The cached database of ``paths`` made to hold ``wanted`` with the columns ``only``
+    (:func:`_fill_cached`), and the file opened under its lock (a removal by another process's
+    eviction does not take it away); None when the cache cannot serve."""
     log = logging.getLogger(__name__)
     key = _cache_key(paths, analysis)
     if key is None:
@@ -998,24 +952,56 @@ def _cached(paths: Sequence[str], sql: str, load: Callable[[str, Mapping[str, Co
         with kio.cache.derived.locked(path):
             conn = sqlite3.connect(path, timeout=30.0)
             try:
-                _fill_cached(conn, paths, parts_read(sql, analysis), columns_read(sql), load, analysis)
+                _fill_cached(conn, paths, wanted, only, load, analysis)
             finally:
                 conn.close()
-        kio.cache.derived.touch(path)
-        kio.cache.derived.evict("sql", keep=path)
-        return open_readonly(str(path))
-    except sqlite3.DatabaseError as exc:  # a damaged cache file: dropped, the query runs in memory
+            src = open(path, "rb")  # noqa: SIM115 - the caller closes it
+    except sqlite3.DatabaseError as exc:  # a damaged cache file: dropped, the caller goes without
         log.warning("sql cache %s was damaged (%s); it has been removed", path, exc)
         kio.cache.derived.remove(path)
         return None
     except QueryError:
         raise
     except Exception as exc:  # noqa: BLE001 - a load error is the caller's; a cache problem is a miss
-
         if isinstance(exc, (KViewerError, KeyboardInterrupt)):
             raise
         log.warning("sql cache %s not used: %s: %s", path, type(exc).__name__, exc)
         return None
+    kio.cache.derived.touch(path)
+    kio.cache.derived.evict("sql", keep=path)
+    return path, src
+
+
+def export_files(paths: Sequence[str], out: str, load: Callable[[str, Mapping[str, Collection[str]] | None], Trace],
+                 analysis: bool = True) -> bool:
+    """Write the database of the trace files ``paths`` to ``out`` (as :func:`export` would) as a
+    copy of their cached database (:func:`query_files`' cache), which is completed first (every
+    part, every column): a second export of the same files loads nothing and copies a file. False
+    when the cache cannot serve (nothing written: the caller exports from loaded traces)."""
+    found = _completed(paths, analysis, [p for p in PARTS if analysis or p not in ANALYSIS_TABLES], None, load)
+    if found is None:
+        return False
+    _, src = found
+    with src:  # complete: never written again
+
+        def copy(tmp: str) -> None:
+            with open(tmp, "r+b") as dst:
+                shutil.copyfileobj(src, dst, 1 << 24)
+
+        _new_file(out, copy)
+    return True
+
+
+def _cached(paths: Sequence[str], sql: str, load: Callable[[str, Mapping[str, Collection[str]] | None], Trace],
+            analysis: bool) -> sqlite3.Connection | None:
+    """The cached database of ``paths`` holding what ``sql`` reads, opened read-only under the query
+    policy; None when the cache cannot serve (then the caller builds in memory)."""
+    found = _completed(paths, analysis, parts_read(sql, analysis), columns_read(sql), load)
+    if found is None:
+        return None
+    path, src = found
+    with src:
+        return open_readonly(str(path))
 
 
 def open_export(path: str) -> sqlite3.Connection | None:
