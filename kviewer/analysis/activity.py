@@ -13,6 +13,7 @@ import pandas as pd
 
 from kviewer.analysis.steps import kernel_launch_calls
 from kviewer.core import Trace
+from kviewer.core.groups import text_in
 
 #: host calls that block until the device (or a stream / event) is done
 SYNC_CALLS = {
@@ -70,17 +71,15 @@ def sync_points(trace: Trace) -> dict[str, np.ndarray]:
     """
     c = trace.cpu_slices
     g = trace.gpu_ops
-    names = c["name"].astype(str).to_numpy() if len(c) else np.zeros(0, dtype=object)
-    cats = c["category"].astype(str).to_numpy() if len(c) else np.zeros(0, dtype=object)
-    is_sync_call = np.isin(names, list(SYNC_CALLS))
-    blocking = np.isin(names, BLOCKING_COPY_CALLS)
-    cpu = is_sync_call | blocking | (cats == "sync")
+    is_sync_call = text_in(c["name"], SYNC_CALLS)
+    blocking = text_in(c["name"], BLOCKING_COPY_CALLS)
+    cpu = is_sync_call | blocking | text_in(c["category"], ("sync",))
     gpu = np.zeros(len(g), dtype=bool)
     if len(g) and len(c):
         calls = op_launch_calls(trace)
         dtoh = (g["direction"].astype(str).to_numpy() == "DtoH") & (g["kind"].astype(str).to_numpy() == "memcpy") & (calls >= 0)
         if dtoh.any():
-            api = np.flatnonzero(np.isin(cats, ("runtime", "driver")))
+            api = np.flatnonzero(text_in(c["category"], ("runtime", "driver")))
             # the next runtime call on the same thread after each copy's call
             key = c["pid"].to_numpy()[api] * (1 << 32) + c["tid"].to_numpy()[api]
             order = np.lexsort((c["start"].to_numpy()[api], key))

@@ -39,6 +39,22 @@ def missing_coded(column: Any) -> tuple[np.ndarray, list[Any]]:
     return codes, values
 
 
+def text_in(column: pd.Series, texts: Any) -> np.ndarray:
+    """Bool mask of the rows whose text (``str`` of the value) is one of ``texts``; a missing value
+    is never in it. A categorical column is tested once per category, not once per row (the 375k
+    host slices' names: 25 ms -> under 1 ms)."""
+    wanted = set(texts)
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        hit = np.fromiter((str(c) in wanted for c in column.cat.categories), dtype=bool, count=len(column.cat.categories))
+        codes = np.asarray(column.cat.codes)
+        return np.append(hit, False)[np.where(codes >= 0, codes, len(hit))]
+    values = column.to_numpy(dtype=object)
+    known = ~pd.isna(values)
+    out = np.zeros(len(values), dtype=bool)
+    out[known] = np.isin(values[known].astype(str), list(wanted))
+    return out
+
+
 def narrow_codes(codes: np.ndarray) -> np.ndarray:
     """Codes (-1 allowed) in the smallest signed integer type that holds them: a long column's
     codes in a fraction of int64's memory (the cache stores them so, the writers index with them)."""

@@ -39,3 +39,20 @@ def test_gap_before_an_autograd_thread_launch_names_the_step_open_on_the_main_th
             checked += 1
     assert checked >= 5  # the backward's gaps: there are many on this trace
     assert (gaps["nvtx_tid"].to_numpy() >= -1).all() and gaps["nvtx_tid"].dtype == np.int64
+
+
+def test_sync_points_of_real_traces_are_the_rows_named_so(samples: Path, sample_traces: Path) -> None:
+    """On real files: the host's sync points are the rows whose name is a sync or blocking-copy
+    call or whose category is "sync", tested row by row (the masks are made per category)."""
+    from kviewer.analysis.activity import BLOCKING_COPY_CALLS, SYNC_CALLS, sync_points
+
+    hits = 0
+    for f in (sample_traces / "h200_resnet18_train.pt.trace.json.gz", samples / "nsys" / "h200_llm_train_nvtx.sqlite",
+              samples / "nsys" / "saxpy-mpi-cuda_nsys_perlmutter0.sqlite"):
+        t = load(f, use_cache=False)
+        c = t.cpu_slices
+        want = [str(n) in SYNC_CALLS or str(n) in BLOCKING_COPY_CALLS or str(k) == "sync" for n, k in zip(c["name"], c["category"])]
+        got = sync_points(t)["cpu_slices"]
+        assert got.tolist() == want, f
+        hits += int(got.sum())
+    assert hits > 0  # the files hold sync points: the check compared something

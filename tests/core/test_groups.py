@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from kviewer.core.groups import distinct_rows, missing_coded
+from kviewer.core.groups import distinct_rows, missing_coded, text_in
 
 
 def _naive(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -45,3 +45,16 @@ def test_distinct_rows_matches_the_spelled_out_numbering() -> None:
     assert got.tolist() == want.tolist() and first.tolist() == want_first.tolist()
     one, one_first = distinct_rows(np.array(["a"] * 5, dtype=object))
     assert one.tolist() == [0] * 5 and one_first.tolist() == [0]
+
+
+def test_text_in_tests_each_row_by_its_text_categorical_or_not() -> None:
+    values = ["cudaDeviceSynchronize", None, "cudaLaunchKernel", math.nan, "cudaDeviceSynchronize", "7", 7, ""]
+    wanted = {"cudaDeviceSynchronize", "7", ""}
+    expect = [v is not None and not (isinstance(v, float) and math.isnan(v)) and str(v) in wanted for v in values]
+    obj = pd.Series(np.array(values, dtype=object))
+    cat = obj.astype("category")
+    assert cat.cat.codes.min() == -1  # the missing values are code -1
+    assert text_in(obj, wanted).tolist() == expect
+    assert text_in(cat, wanted).tolist() == expect
+    assert text_in(cat, ()).tolist() == [False] * len(values)
+    assert text_in(pd.Series([], dtype="category"), wanted).tolist() == []
