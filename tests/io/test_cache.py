@@ -369,6 +369,34 @@ def test_damaged_blob_is_reloaded_with_a_warning(sample_traces: Path, tmp_path: 
     assert len(calls) == 3  # cold, first store, reload after the damage; then a hit
 
 
+def test_damaged_column_info_is_reloaded_and_the_entry_replaced(sample_traces: Path, tmp_path: Path, cache_dir: Path, calls: list[str]) -> None:
+    """A column whose stored info is not JSON, met while the table's rows are still being read:
+    the damaged entry is deleted while that read is open, the file is loaded again and stored,
+    and the next load hits."""
+    f = copy_sample(sample_traces / EAGER, tmp_path / "in")
+    cold = load(f, use_cache=False)
+    load(f)
+    con = sqlite3.connect(cache_dir / cache.DB_NAME)
+    with con:
+        first = con.execute("select col from columns where tbl = 'kernels' order by pos limit 1").fetchone()[0]
+        n = con.execute("update columns set info = '{not json' where tbl = 'kernels' and col = ?", [first]).rowcount
+    con.close()
+    assert n == 1
+    again = load(f)
+    assert [w.kind for w in again.meta.warnings] == ["cache"], again.meta.warnings
+    assert "damaged" in again.meta.warnings[0].message
+    again.meta.warnings.clear()
+    assert_same_trace(cold, again)
+    con = sqlite3.connect(cache_dir / cache.DB_NAME)
+    bad = con.execute("select count(*) from columns where info = '{not json'").fetchone()[0]
+    con.close()
+    assert bad == 0  # the damaged entry is gone (the reload stored a good one)
+    hit = load(f)
+    assert hit.meta.warnings == []
+    assert_same_trace(cold, hit)
+    assert len(calls) == 3  # cold, first store, reload after the damage; then a hit
+
+
 def test_inputs_are_never_written(sample_traces: Path, tmp_path: Path, cache_dir: Path) -> None:
     folder = tmp_path / "in"
     f = copy_sample(sample_traces / EAGER, folder)
