@@ -47,8 +47,8 @@ from kviewer import analysis
 from kviewer.analysis.devices import find_device
 from kviewer.analysis.kinds import DATA_KINDS, classify
 from kviewer.analysis.model import attention_recompute_share, model_kernels
-from kviewer.analysis.ranks import rank_subtrace, ranks_of
-from kviewer.analysis.steps import busy_ns, find_steps, kernel_steps
+from kviewer.analysis.ranks import RankSteps, rank_steps
+from kviewer.analysis.steps import busy_ns, kernel_steps
 from kviewer.core import Trace
 from kviewer.core.schema import MFU, MFU_JOB, empty
 from kviewer.errors import AnalysisError, UserError
@@ -205,8 +205,9 @@ def _py(v: Any) -> Any:
     return v
 
 
-def mfu(trace: Trace, sol: SolResult | None = None, device: str | None = None) -> MfuResult:
-    """MFU, HFU, step SOL and the compute / memory / idle split of every step of every rank.
+def mfu(trace: Trace, sol: SolResult | None = None, device: str | None = None, per_rank: list[RankSteps] | None = None) -> MfuResult:
+    """MFU, HFU, step SOL and the compute / memory / idle split of every step of every rank
+    (``per_rank``: the trace's :func:`kviewer.analysis.ranks.rank_steps`, when the caller has them).
 
     Raises
     ------
@@ -216,14 +217,13 @@ def mfu(trace: Trace, sol: SolResult | None = None, device: str | None = None) -
     """
     k = trace.kernels
     rank_col = k["rank"].to_numpy(np.int64)
-    ranks = ranks_of(trace)
+    by_rank = rank_steps(trace) if per_rank is None else per_rank
     found: list[tuple[int, Any, np.ndarray]] = []
-    for rank in ranks:
+    for r in by_rank:
+        rank, sub, st = r.rank, r.trace, r.steps
         sel = np.flatnonzero(rank_col == rank)
-        if not len(sel) and len(ranks) > 1:
+        if not len(sel) and len(by_rank) > 1:
             continue
-        sub = rank_subtrace(trace, rank)
-        st = find_steps(sub, detect=False)
         if not len(st):
             continue
         of = kernel_steps(sub, st)
@@ -454,7 +454,7 @@ def _totals(steps: pd.DataFrame, job: pd.DataFrame) -> dict[str, Any]:
 
 
 
-def mfu_or_unknown(trace: Trace, device: str | None = None, sol: SolResult | None = None) -> MfuResult:
+def mfu_or_unknown(trace: Trace, device: str | None = None, sol: SolResult | None = None, per_rank: list[RankSteps] | None = None) -> MfuResult:
     """:func:`mfu`, or -- when the GPU cannot be recognised -- the steps' FLOPs with every peak and
     utilisation unknown (NaN) and ``totals["error"]`` saying why. ``summary --steps`` then still
     prints its step times. A ``device`` the caller named that the table does not know is the
@@ -465,7 +465,7 @@ def mfu_or_unknown(trace: Trace, device: str | None = None, sol: SolResult | Non
         except AnalysisError as exc:
             raise UserError(str(exc)) from exc
     try:
-        return mfu(trace, sol, device)
+        return mfu(trace, sol, device, per_rank)
     except AnalysisError as exc:
         return unknown_mfu(str(exc))
 

@@ -147,16 +147,34 @@ def rank_subtrace(trace: Trace, rank: int) -> Trace:
     return Trace(meta=meta, flows=f, metrics=m, devices=d, **tables)
 
 
-def step_times(trace: Trace) -> pd.DataFrame:
-    """Every step of every rank (columns :data:`STEP_COLUMNS`).
+@dataclasses.dataclass(frozen=True)
+class RankSteps:
+    """One rank's rows (:func:`rank_subtrace`) and the steps found on them."""
 
-    Each rank's steps are found by :func:`kviewer.analysis.steps.find_steps` on that rank's rows
-    (``ProfilerStep#N`` ranges, else ``step_N`` annotations / NVTX ranges), so ``dur`` is the
-    host-side step range and ``kernel_ns`` / ``busy_ns`` the GPU work launched inside it.
-    """
-    parts = []
+    rank: int
+    trace: Trace
+    steps: pd.DataFrame
+
+
+def rank_steps(trace: Trace) -> list[RankSteps]:
+    """Each rank's rows and steps (:func:`kviewer.analysis.steps.find_steps` on that rank's rows:
+    ``ProfilerStep#N`` ranges, else ``step_N`` annotations / NVTX ranges), in :func:`ranks_of`
+    order. Found once where both the step times and the MFU are wanted (``summary --steps``, a
+    fleet's rank files): :func:`step_times` and :func:`kviewer.analysis.mfu.mfu` take it."""
+    out = []
     for rank in ranks_of(trace):
-        st = find_steps(rank_subtrace(trace, rank), detect=False)
+        sub = rank_subtrace(trace, rank)
+        out.append(RankSteps(rank, sub, find_steps(sub, detect=False)))
+    return out
+
+
+def step_times(trace: Trace, per_rank: list[RankSteps] | None = None) -> pd.DataFrame:
+    """Every step of every rank (columns :data:`STEP_COLUMNS`): ``dur`` is the host-side step
+    range and ``kernel_ns`` / ``busy_ns`` the GPU work launched inside it. ``per_rank``: the
+    trace's :func:`rank_steps`, when the caller has them."""
+    parts = []
+    for r in rank_steps(trace) if per_rank is None else per_rank:
+        rank, st = r.rank, r.steps
         if len(st):
             st = st.assign(rank=np.full(len(st), rank, dtype=np.int64))
             parts.append(st[STEP_COLUMNS])

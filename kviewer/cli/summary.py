@@ -81,7 +81,8 @@ def summary_range(trace: "Trace", text: str, fmt: str, raw_csv: bool = False) ->
 
 def summary_steps(trace: "Trace", fmt: str, raw_csv: bool = False, device: str | None = None) -> int:
     """Per step the spread of step time across ranks, then per rank (slowest first)."""
-    steps = analysis.ranks.step_times(trace)
+    found = analysis.ranks.rank_steps(trace)  # once, for the step times and the MFU
+    steps = analysis.ranks.step_times(trace, found)
     if not len(steps):
         raise UserError(f"{trace.meta.path}: no steps found (no ProfilerStep#N or step_N ranges)")
     spread, per_rank, slow = analysis.ranks.step_spread(trace, steps), analysis.ranks.rank_step_stats(trace, steps), analysis.ranks.straggler(trace, steps)
@@ -92,7 +93,7 @@ def summary_steps(trace: "Trace", fmt: str, raw_csv: bool = False, device: str |
     except AnalysisError:  # the MFU says why (mfu_or_unknown)
         sol = None
 
-    mfu = analysis.mfu.mfu_or_unknown(trace, device, sol)
+    mfu = analysis.mfu.mfu_or_unknown(trace, device, sol, found)
     if len(trace.gpu_samples):  # sampled GPU metrics (nsys --gpu-metrics-devices): their means per step
 
         # the step's SOL tensor-pipe time and its MFU, each against the sampled Tensor Active

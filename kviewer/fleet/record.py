@@ -27,7 +27,7 @@ from kviewer import analysis, io as kio
 from kviewer.analysis.collectives import is_communication
 from kviewer.analysis.kinds import op_kind
 from kviewer.analysis.mfu import FLEET_FIELDS
-from kviewer.analysis.ranks import step_times
+from kviewer.analysis.ranks import rank_steps, step_times
 from kviewer.analysis.steps import busy_ns
 from kviewer.errors import KViewerError, LoadError
 from kviewer.io.memory import parse_size
@@ -162,14 +162,15 @@ def _summarize(path: Path, out: FileSummary) -> None:
     out.format = trace.meta.source_format
     out.rank_in_file = kio.ranks.rank_in_trace(trace, kio.source.read_head(path))
     out.warnings = trace.meta.warning_texts()
-    st = step_times(trace)
+    per_rank = rank_steps(trace)  # once, for the step times and the MFU
+    st = step_times(trace, per_rank)
     if len(st) and st["rank"].nunique() > 1:
         # one file is one rank of a fleet; a file holding several keeps its first rank's steps
         first = int(st["rank"].min())
         out.warnings.append(f"holds the steps of {st['rank'].nunique()} ranks; rank {first}'s are used")
         st = st[st["rank"] == first]
     if len(st):
-        m = analysis.mfu.mfu_or_unknown(trace).steps
+        m = analysis.mfu.mfu_or_unknown(trace, per_rank=per_rank).steps
         m = m[m["rank"] == int(st["rank"].iloc[0])][["step", *FLEET_FIELDS]] if len(m) else m
         st = st.merge(m.astype({c: "float64" for c in FLEET_FIELDS}), on="step", how="left") if len(m) else st.assign(**{c: float("nan") for c in FLEET_FIELDS})
     out.steps = st[STEP_FIELDS].reset_index(drop=True) if len(st) else empty_steps()
