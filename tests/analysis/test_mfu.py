@@ -413,3 +413,52 @@ def test_projected_mfu_takes_a_projection(sample_traces: Path) -> None:
     df = projected_mfu(res, Projection([Step(s["name"], s["step_ns"], 1_000_000) for s in st]))
     for s, row in zip(st, df.to_dict(orient="records")):
         assert row["projected_mfu"] == pytest.approx(s["model_flops"] / (1e-3 * s["peak_flops"]), rel=1e-12)
+
+
+def test_job_table_per_step_over_ranks_spelled_out() -> None:
+    """The job table against the definition written row by row: the slowest rank's time (the first
+    such rank on a tie), FLOPs summed (unknown only when every rank's is), the peaks summed
+    (unknown when any rank's is), unknown time summed, SOL over the ranks' step time."""
+    import pandas as pd
+
+    from kviewer.analysis.mfu import job_table
+
+    rng = np.random.default_rng(7)
+    n = 300
+    nan = math.nan
+    steps = pd.DataFrame({
+        "rank": rng.integers(0, 4, n), "step": rng.integers(0, 40, n), "step_ns": rng.integers(1, 10**9, n),
+        "model_flops": np.where(rng.random(n) < 0.3, nan, rng.random(n) * 1e14),
+        "hardware_flops": np.where(rng.random(n) < 0.3, nan, rng.random(n) * 1e14),
+        "unknown_ns": np.where(rng.random(n) < 0.5, nan, rng.random(n) * 1e6),
+        "peak_flops": np.where(rng.random(n) < 0.2, nan, 9.89e14),
+        "sol_ns": np.where(rng.random(n) < 0.4, nan, rng.random(n) * 1e8),
+    })
+    steps.loc[steps["step"] == 3, "model_flops"] = nan  # no rank knows the step's FLOPs
+    steps.loc[steps["step"] == 5, "step_ns"] = 7  # every rank ties: the first row's rank is the slowest
+    got = job_table(steps).set_index("step")
+    assert list(got.index) == sorted(set(steps["step"].tolist()))
+    for step, rows in steps.groupby("step"):
+        r = got.loc[step]
+        t = int(rows["step_ns"].max())
+        first = rows.index[rows["step_ns"].to_numpy() == t][0]
+
+        def total(col: str, all_needed: bool = False) -> float:
+            vals = rows[col].tolist()
+            known = [v for v in vals if v == v]
+            if (all_needed and len(known) < len(vals)) or not known:
+                return nan
+            return math.fsum(known)
+
+        assert r["ranks"] == len(rows) and r["step_ns"] == t and r["slowest_rank"] == rows.loc[first, "rank"]
+        for col, want in (("model_flops", total("model_flops")), ("hardware_flops", total("hardware_flops")),
+                          ("peak_flops", total("peak_flops", all_needed=True)),
+                          ("unknown_ns", math.fsum(v for v in rows["unknown_ns"] if v == v))):
+            assert (math.isnan(want) and math.isnan(r[col])) or r[col] == pytest.approx(want, rel=1e-12), (step, col)
+        util = mfu_for_step_time(r["model_flops"], r["peak_flops"], t)
+        want_mfu = nan if util > 1.0 else util  # more than the peak is an error, shown unknown
+        assert (math.isnan(want_mfu) and math.isnan(r["mfu"])) or r["mfu"] == pytest.approx(want_mfu, rel=1e-12), step
+        sol = total("sol_ns")
+        want_sol = sol / (t * len(rows)) if sol == sol else nan
+        assert (math.isnan(want_sol) and math.isnan(r["sol_step"])) or r["sol_step"] == pytest.approx(want_sol, rel=1e-12)
+    assert math.isnan(got.loc[3, "model_flops"]) and math.isnan(got.loc[3, "mfu"])
