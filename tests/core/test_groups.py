@@ -58,3 +58,51 @@ def test_text_in_tests_each_row_by_its_text_categorical_or_not() -> None:
     assert text_in(cat, wanted).tolist() == expect
     assert text_in(cat, ()).tolist() == [False] * len(values)
     assert text_in(pd.Series([], dtype="category"), wanted).tolist() == []
+
+
+def _factorized(col: np.ndarray) -> tuple[np.ndarray, list[object]]:
+    """missing_coded spelled with pandas' factorize of the values themselves."""
+    codes, uniques = pd.factorize(col)
+    codes = np.asarray(codes)
+    values = list(uniques.tolist())
+    if len(codes) and int(codes.min()) < 0:
+        codes = np.where(codes < 0, len(values), codes)
+        values.append(math.nan)
+    return codes, values
+
+
+def test_object_columns_coded_by_object_then_value_as_by_value() -> None:
+    """Long object columns are factorised through their objects' addresses first: the codes and
+    distinct values are those of factorising the values (equal texts in distinct objects, 1 and
+    True and 1.0, every kind of missing value, mostly-distinct columns, unhashable cells)."""
+    import random
+
+    rng = random.Random(5)
+    pool: list[object] = ["a", "b", "fp32", "", "x" * 500, 1, 1.0, 2, True, None, math.nan, pd.NA, np.nan, ("t", 1), b"by", 3.5]
+    for _ in range(200):
+        n = rng.choice([1025, 3000])
+        choices = rng.sample(pool, rng.randint(1, len(pool)))
+        cells = []
+        for _ in range(n):
+            v = rng.choice(choices)
+            if isinstance(v, str) and rng.random() < 0.3:
+                v = (v + "!")[:-1]  # an equal text in another object
+            cells.append(v)
+        col = np.empty(n, dtype=object)
+        col[:] = cells
+        codes, values = missing_coded(col)
+        want_codes, want_values = _factorized(col)
+        assert np.array_equal(codes, want_codes)
+        assert len(values) == len(want_values)
+        for got, want in zip(values, want_values):
+            assert got is want or (got == want and type(got) is type(want)) or (pd.isna(got) and pd.isna(want))
+    distinct = np.array([f"n{i}" for i in range(5000)], dtype=object)  # every object its own text
+    assert np.array_equal(missing_coded(distinct)[0], np.arange(5000))
+    lists = np.empty(2000, dtype=object)
+    lists[:] = [[1]] * 2000
+    try:
+        missing_coded(lists)
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("unhashable cells must raise TypeError")
