@@ -32,18 +32,24 @@ def missing_coded(column: Any) -> tuple[np.ndarray, list[Any]]:
     recoded: ``use_na_sentinel=False`` first scans an object column for missing values, a third
     of the time of a 600k-row text column. Raises TypeError for unhashable cells.
 
-    An object array is factorised by object first (:func:`_by_object`), then its few distinct
-    objects by value: the same codes and values as factorising the values directly."""
-    if isinstance(column, np.ndarray) and column.dtype == object and column.ndim == 1 and len(column) > 1024:
-        codes, uniques = _by_object(column)
-    else:
-        codes, uniques = pd.factorize(column)
+    Factorised by :func:`factorize`."""
+    codes, uniques = factorize(column)
     codes = np.asarray(codes)
     values = list(uniques.tolist() if hasattr(uniques, "tolist") else uniques)
     if len(codes) and int(codes.min()) < 0:
         codes = np.where(codes < 0, len(values), codes)
         values.append(math.nan)
     return codes, values
+
+
+def factorize(column: Any) -> tuple[np.ndarray, Any]:
+    """``pd.factorize(column)`` (codes in order of first appearance, -1 for a missing value, and
+    the distinct values); a long object array is factorised by object first, then its few
+    distinct objects by value (:func:`_by_object`): the same result, without hashing every
+    cell's text."""
+    if isinstance(column, np.ndarray) and column.dtype == object and column.ndim == 1 and len(column) > 1024:
+        return _by_object(column)
+    return pd.factorize(column)
 
 
 def _by_object(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,7 @@ import pandas as pd
 import zstandard
 
 from kviewer.core import Trace, TraceMeta, jsonout, schema
-from kviewer.core.groups import narrow_codes
+from kviewer.core.groups import factorize, narrow_codes
 from kviewer.errors import CacheProblem
 
 #: zstd level: level 1 compresses trace columns 3-10x at several hundred MB/s
@@ -219,7 +219,7 @@ def iter_frame(name: str, df: pd.DataFrame, compress: bool = True) -> Iterator[C
             yield ColumnBlob(name, col, pos, "num", arr.dtype.str, n, {}, data, codec)
         elif (isinstance(dt, pd.StringDtype) or dt == object) and _str_dtype_ok(dt):
             raw = s.to_numpy(dtype=object)
-            codes, uniques = pd.factorize(raw, use_na_sentinel=True)
+            codes, uniques = factorize(raw)
             if dt == object and len(codes) and int(codes.min()) < 0:
                 # an object column holding None/NaN would not come back as the same object
                 raise NotCacheable(f"{name}.{col}: missing values in an object column")
