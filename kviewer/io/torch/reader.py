@@ -23,7 +23,7 @@ _OUT_BLOCK = OUT_BLOCK
 _SWITCH_INTERVAL = 0.0002
 _switch_lock = threading.Lock()
 _switch_users = 0
-_switch_saved = 0.005
+_switch_saved = sys.getswitchinterval()  # replaced by the value in force when the first reader starts
 
 
 def _short_switch_interval(enter: bool) -> None:
