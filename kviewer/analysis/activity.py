@@ -77,7 +77,7 @@ def sync_points(trace: Trace) -> dict[str, np.ndarray]:
     gpu = np.zeros(len(g), dtype=bool)
     if len(g) and len(c):
         calls = op_launch_calls(trace)
-        dtoh = (g["direction"].astype(str).to_numpy() == "DtoH") & (g["kind"].astype(str).to_numpy() == "memcpy") & (calls >= 0)
+        dtoh = text_in(g["direction"], ("DtoH",)) & text_in(g["kind"], ("memcpy",)) & (calls >= 0)
         if dtoh.any():
             api = np.flatnonzero(text_in(c["category"], ("runtime", "driver")))
             # the next runtime call on the same thread after each copy's call
