@@ -391,7 +391,7 @@ def job_table(steps: pd.DataFrame) -> pd.DataFrame:
     df["mfu"] = [_physical(mfu_for_step_time(f, p, t)) for f, p, t in zip(df["model_flops"], df["peak_flops"], df["step_ns"])]
     df["hfu"] = [_physical(mfu_for_step_time(f, p, t)) for f, p, t in zip(df["hardware_flops"], df["peak_flops"], df["step_ns"])]
     # each rank's SOL over its own GPU: the mean over ranks of sum T_SOL / the job's step
-    n = ranks.to_numpy(np.int64)
+    n = df["ranks"].to_numpy(np.int64)
     t = df["step_ns"].to_numpy(np.float64)
     sol = sol_ns.to_numpy(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
