@@ -21,7 +21,7 @@ from kviewer.core import Trace
 from kviewer.errors import LoadCancelled, LoadError, MemoryLimitExceeded, UnsupportedFormat
 from kviewer.io.folders import describe
 from kviewer.io.memory import MemoryWatch
-from kviewer.io.source import Progress, compression_of, read_head
+from kviewer.io.source import Progress, compression_of_file, read_head
 
 if TYPE_CHECKING:
     import kviewer.io.cache
@@ -219,7 +219,7 @@ def load(
     spec: LoaderSpec | None = None
     if tables is not None and use_cache is not False:
         spec = detect(p)
-        if spec.part_in_place is not None and spec.part_in_place(tables) and compression_of(read_head(p)[:8]) is None:
+        if spec.part_in_place is not None and spec.part_in_place(tables) and compression_of_file(p) is None:
             use_cache = False  # the part from the file in place: faster than the cache (see above)
     store = None
     sid = None  # the file's identity (stat and content digest), taken once for the whole load

@@ -173,6 +173,29 @@ def test_a_part_of_an_export_comes_from_the_file_with_the_cache_on(samples: Path
     assert load(p, tables={"cpu_slices": ("name", "dur")}).sizes() == whole.sizes()
 
 
+@pytest.mark.samples
+def test_a_part_of_a_compressed_export_goes_through_the_cache(samples: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compressed export is not read in place (each read would decompress it again): a part of
+    it loads the whole trace through the cache once, and the next part comes from the cache.
+    (The check used to look at the decompressed head, so every compressed export counted as in
+    place and was decompressed again on every command.)"""
+    import gzip
+
+    from kviewer.analysis.summary import SUMMARY_READS
+    from kviewer.io import load
+
+    monkeypatch.setenv("KVIEWER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("KVIEWER_NO_CACHE", raising=False)
+    p = tmp_path / "saxpy.sqlite.gz"
+    p.write_bytes(gzip.compress((samples / "nsys" / "saxpy-mpi-cuda_nsys_perlmutter0.sqlite").read_bytes()))
+    first = load(p, tables=SUMMARY_READS)
+    assert first.meta.source_id is not None and first.sizes()["cpu_slices"] > 0  # the whole trace, stored
+    monkeypatch.setattr(nsys, "_kernels", lambda *a, **k: pytest.fail("not served from the cache"))
+    again = load(p, tables=SUMMARY_READS)
+    assert again.sizes() == first.sizes()
+    assert again.kernels["name"].equals(first.kernels["name"])
+
+
 def _walk_reference(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """The nesting rule, one interval at a time: per (pid, tid) track in (start, longest first)
     order, pop what ended by this start; the depth is what is left open."""
