@@ -27,7 +27,6 @@ trace, so the window still appears without importing pandas.
 
 from __future__ import annotations
 
-import html
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -180,9 +179,7 @@ class RooflinePanel(QWidget):
             self.message.setStyleSheet(_WARN)
             self.message.setText(f"⚠ {sum(bad.values()):,} kernel(s) exceed peak: model or counter error; not plotted ({why}).")
             self.message.show()
-        label = html.escape(tracks.label if len(tracks.label) <= 48 else tracks.label[:47] + "…")
-        gpu = f"<br><span style='color:#555'>{html.escape(info.spec.name)}</span>" if info.spec is not None else ""
-        roofline.plot.setTitle(f"{label}{gpu}", size="8pt")
+        roofline.set_title([tracks.label] + ([info.spec.name] if info.spec is not None else []))
         roofline.show()
 
     def _on_activated(self, index: int) -> None:

@@ -201,7 +201,7 @@ def _rooflines(traces: Sequence[Trace], device: str | None) -> QWidget:
         roof = ui.roofline.RooflineWidget()
         roof.set_data(info.sol, spec, ui.roofline.counter_marks(t.kernels))
         name = os.path.basename(t.meta.path) or t.meta.source_format
-        roof.plot.setTitle(f"{spec.name} · {name}" if spec is not None else name)
+        roof.set_title([f"{spec.name} · {name}" if spec is not None else name], point_size=None)
         lay.addWidget(roof)
     return holder
 

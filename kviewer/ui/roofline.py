@@ -17,12 +17,14 @@ Usage::
 
 from __future__ import annotations
 
+import html
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
 
 from kviewer.analysis.devices import DeviceSpec
@@ -128,6 +130,41 @@ class RooflineWidget(QWidget):
         """kernels that would sit above their own roof (kept off the plot)"""
         self.style_items: list[pg.ScatterPlotItem] = []
         self.bound_items: list[pg.ScatterPlotItem] = []
+        self._title: tuple[tuple[str, ...], float | None] = ((), 8.0)
+
+    # -- title
+    def set_title(self, lines: Sequence[str], point_size: float | None = 8.0) -> None:
+        """Title lines above the plot (the first dark, the others grey; ``point_size`` None: the
+        plot's default title size), each elided in the middle
+        to the widget's width, again on every resize. The title never sets the plot's minimum
+        width: a long file name made the plot wider than a narrow dock, which then cut off the
+        plot's right side (its last decade, the axis title)."""
+        self._title = (tuple(lines), point_size)
+        self._fit_title()
+
+    def title_text(self) -> str:
+        """The title as shown (elided), without markup."""
+        label = self.plot.titleLabel
+        return label.item.toPlainText() if label.isVisible() else ""
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_title()
+
+    def _fit_title(self) -> None:
+        lines, size = self._title
+        if not lines:
+            return
+        font = QFont(self.font())
+        if size is not None:
+            font.setPointSizeF(size)
+        metrics = QFontMetricsF(font)
+        # the title sits above the view box alone: the left axis and the right margin take the rest
+        axis = self.plot.getAxis("left")
+        room = max(40.0, self.width() - max(axis.width(), axis.minimumWidth(), 60.0) - 30.0)
+        shown = [html.escape(metrics.elidedText(line, Qt.TextElideMode.ElideMiddle, room)) for line in lines]
+        text = shown[0] + "".join(f"<br><span style='color:#555'>{line}</span>" for line in shown[1:])
+        self.plot.setTitle(text, **({"size": f"{size:g}pt"} if size is not None else {}))
 
     # -- data in
     def set_data(self, sol: pd.DataFrame, spec: DeviceSpec | None, counters: Sequence[str] | np.ndarray | None = None) -> None:
@@ -145,7 +182,8 @@ class RooflineWidget(QWidget):
         self.bound_items = []
         if spec is not None:
             self._draw_roofs(spec)
-            self.plot.setTitle(spec.name)
+            if not self._title[0]:
+                self.set_title([spec.name])
         flops = sol["flops"].to_numpy(np.float64)
         nbytes = sol["bytes"].to_numpy(np.float64)
         dur = sol["dur"].to_numpy(np.float64)

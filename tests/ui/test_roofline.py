@@ -166,3 +166,32 @@ def test_fp16_roof_is_named_and_the_legend_is_below_the_points(qtbot, eager_sol)
     legend = w.legend.sceneBoundingRect()
     plot_area = w.plot.getViewBox().sceneBoundingRect()
     assert legend.height() > 30 and legend.top() >= plot_area.bottom() - 1.0  # below it: it never covers a point
+
+
+def test_a_long_title_is_elided_and_never_widens_the_plot(qtbot, eager_sol) -> None:  # type: ignore[no-untyped-def]
+    """In the default window the Roofline dock is about 240 px wide: a long file name in the title
+    made the plot item 300 px wide, so the view cut off its right side. The title is elided to the
+    widget instead (middle of each line), and re-fitted when the widget grows."""
+    from PySide6.QtCore import Qt
+
+    from kviewer.ui.analysis_docks import RooflinePanel
+
+    panel = RooflinePanel()  # as the dock makes it: a one-column legend in small type
+    qtbot.addWidget(panel)
+    w = panel.ensure_widgets()
+    w.set_data(eager_sol, load_devices()["h200"])
+    long_name = "a_trace_file_name_much_longer_than_a_dock_" + "x" * 60 + ".pt.trace.json.gz"
+    w.set_title([long_name, "NVIDIA H200 SXM 141GB"])
+    panel.resize(240, 520)
+    w.show()
+    panel.show()
+    qtbot.waitExposed(panel)
+    qtbot.waitUntil(lambda: w.plot_widget.width() == 240)
+    shown = w.title_text()
+    assert "…" in shown and shown.startswith("a_trace") and "NVIDIA H200" in shown
+    minimum = w.plot.effectiveSizeHint(Qt.SizeHint.MinimumSize).width()
+    assert minimum <= w.plot_widget.viewport().width(), "the plot is wider than the view: its right side is cut off"
+    assert w.plot.geometry().width() <= w.plot_widget.viewport().width() + 0.5
+    panel.resize(1400, 520)
+    qtbot.waitUntil(lambda: "…" not in w.title_text())
+    assert long_name in w.title_text()
