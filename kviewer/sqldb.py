@@ -69,7 +69,9 @@ if TYPE_CHECKING:
     import kviewer.io.source
     import kviewer.session.analysis_cache
 
-SCHEMA_VERSION = 1
+#: 2: integer columns whose first rows are unknown are declared INTEGER (were TEXT, so SQLite stored
+#: their known values as text: cpu_slices.correlation '27')
+SCHEMA_VERSION = 2
 EVENT_TABLES = ("kernels", "gpu_ops", "cpu_slices")
 TIME_COLUMNS = {"start": "start_ns", "end": "end_ns", "dur": "dur_ns"}
 #: row id spaces: pk = trace_id * PK_STRIDE + id, so a pk is stable and unique in the database
@@ -188,17 +190,40 @@ def _sql_value(v: Any) -> Any:
     return jsonify_if_needed(v)
 
 
-def _sql_column(values: np.ndarray) -> list[Any]:
-    """A column's values as :func:`_sql_value` makes them, vectorised where the dtype allows."""
+def _sql_column(column: pd.Series | np.ndarray) -> list[Any]:
+    """A column's values as :func:`_sql_value` makes them, vectorised where the dtype allows: a
+    categorical through its categories (a code -1 is the None after them), integers with unknowns
+    (:func:`_frame_for_sql`) as ints with None where masked."""
+    values = column.array if isinstance(column, pd.Series) else column
+    if isinstance(values, pd.Categorical):
+        table = [_sql_value(v) for v in values.categories.tolist()] + [None]
+        return list(map(table.__getitem__, values.codes.tolist()))
+    if isinstance(values, pd.arrays.IntegerArray):
+        unknown = np.asarray(values.isna())
+        if unknown.all():
+            return [None] * len(values)
+        out: list[Any] = values.to_numpy(dtype=np.int64, na_value=0).tolist()
+        for i in np.flatnonzero(unknown).tolist():
+            out[i] = None
+        return out
+    values = np.asarray(values)
     kind = values.dtype.kind
     if kind in "iub":
         return values.tolist()
     if kind == "f":
-        out: list[Any] = values.tolist()
         bad = ~np.isfinite(values)
-        if bad.any():
-            for i in np.flatnonzero(bad).tolist():
-                out[i] = None
+        n_bad = int(bad.sum())
+        if not n_bad:
+            return values.tolist()
+        if n_bad == len(values):
+            return [None] * len(values)
+        if n_bad > len(values) // 8:  # many: one masked assignment instead of a loop over them
+            boxed = values.astype(object)
+            boxed[bad] = None
+            return boxed.tolist()
+        out = values.tolist()
+        for i in np.flatnonzero(bad).tolist():
+            out[i] = None
         return out
     out = values.tolist()
     if set(map(type, out)) <= _PLAIN_TYPES:
@@ -207,14 +232,12 @@ def _sql_column(values: np.ndarray) -> list[Any]:
 
 
 def _frame_for_sql(df: pd.DataFrame, table: schema.Table | None) -> pd.DataFrame:
-    """Columns renamed to carry their unit, categories as text, unknown ints as NULL."""
+    """Columns renamed to carry their unit, unknown ints masked (NULL in the database);
+    categories stay categorical (:func:`_sql_column` writes them through their categories)."""
     out = {}
     for name in df.columns:
         col = df[name]
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            values: Any = col.astype(object).where(col.notna(), None).to_numpy()
-        else:
-            values = col.to_numpy()
+        values: Any = col.array if isinstance(col.dtype, pd.CategoricalDtype) else col.to_numpy()
         spec = None
         if table is not None:
             try:
@@ -223,12 +246,17 @@ def _frame_for_sql(df: pd.DataFrame, table: schema.Table | None) -> pd.DataFrame
                 spec = None
         if spec is not None and spec.dtype in (schema.INT, schema.I32) and name not in ("id",):
             missing = -1 if spec.missing is None else spec.missing
-            values = np.where(values == missing, None, values.astype(object)) if len(values) else values.astype(object)
+            if values.dtype.kind in "iu":
+                values = pd.arrays.IntegerArray(values.astype(np.int64, copy=False), values == missing)
+            else:
+                values = np.where(values == missing, None, values.astype(object)) if len(values) else values.astype(object)
         out[TIME_COLUMNS.get(name, name)] = values
     return pd.DataFrame(out)
 
 
 def _column_type(col: pd.Series) -> type:
+    if isinstance(col.dtype, pd.CategoricalDtype):  # the type of its texts (or numbers)
+        return _column_type(pd.Series(col.cat.categories, dtype=object))
     kind = col.dtype.kind
     if kind in "iub":
         return int
@@ -282,7 +310,7 @@ def _insert(db: sqlite_utils.Database, name: str, df: pd.DataFrame, trace_id: in
         data.append([trace_id] * len(df))
     for c in df.columns:
         columns[str(c)] = _column_type(df[c])
-        data.append(_sql_column(df[c].to_numpy()))
+        data.append(_sql_column(df[c]))
     if not db[name].exists():
         _create(db, name, columns, pk="pk" if pk is not None else None)
     else:
@@ -593,7 +621,7 @@ def write_tables(tables: dict[str, pd.DataFrame], out: str, kind: str, keys: dic
             db.create_table(name, {c: _column_type(df[c].dropna()) if df[c].dtype == object else _column_type(df[c]) for c in df.columns})
             if len(df):
                 names = ", ".join(quote_identifier(str(c)) for c in df.columns)
-                rows = zip(*(_sql_column(df[c].to_numpy()) for c in df.columns))
+                rows = zip(*(_sql_column(df[c]) for c in df.columns))
                 db.conn.executemany(f"INSERT INTO {quote_identifier(name)} ({names}) VALUES ({', '.join('?' * len(df.columns))})", rows)
             cols = [c for c in (keys or {}).get(name, []) if c in df.columns]
             if cols:

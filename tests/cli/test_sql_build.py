@@ -224,3 +224,32 @@ def test_parts_read_spellings(sql: str, parts: set[str]) -> None:
 @pytest.mark.parametrize("sql", ["SELECT name FROM sqlite_master", "SELECT * FROM pragma_table_info('kernels')", "PRAGMA table_list"])
 def test_parts_read_of_the_schema_itself_is_everything(sql: str) -> None:
     assert sqldb.parts_read(sql) == list(sqldb.PARTS)
+
+
+def test_integer_columns_with_unknowns_are_integers(two_traces: list[Trace], tmp_path: Path) -> None:
+    """An integer column of the schema whose first rows were unknown (NULL) used to be declared
+    TEXT, and SQLite's affinity then stored every known value as text: cpu_slices.correlation
+    '27', sorted as text ('100' < '27'). Every integer column is declared INTEGER and holds
+    integers or NULL."""
+    from kviewer.core import schema
+
+    out = tmp_path / "e.sqlite"
+    sqldb.export(two_traces, str(out))
+    conn = sqlite3.connect(out)
+    checked = 0
+    for name, table in schema.TABLES.items():
+        declared = {r[1]: r[2] for r in conn.execute(f'PRAGMA table_info("{name}")')}
+        for col in table.columns:
+            if col.dtype not in (schema.INT, schema.I32):
+                continue
+            column = sqldb.TIME_COLUMNS.get(col.name, col.name)
+            if column not in declared:
+                continue
+            assert declared[column] == "INTEGER", (name, column, declared[column])
+            classes = {r[0] for r in conn.execute(f'SELECT DISTINCT typeof("{column}") FROM "{name}"')}
+            assert classes <= {"integer", "null"}, (name, column, classes)
+            checked += 1
+    assert checked > 40
+    known = conn.execute("SELECT count(*) FROM cpu_slices WHERE correlation IS NOT NULL").fetchone()[0]
+    assert known > 0
+    conn.close()
