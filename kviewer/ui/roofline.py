@@ -135,10 +135,10 @@ class RooflineWidget(QWidget):
     # -- title
     def set_title(self, lines: Sequence[str], point_size: float | None = 8.0) -> None:
         """Title lines above the plot (the first dark, the others grey; ``point_size`` None: the
-        plot's default title size), each elided in the middle
-        to the widget's width, again on every resize. The title never sets the plot's minimum
-        width: a long file name made the plot wider than a narrow dock, which then cut off the
-        plot's right side (its last decade, the axis title)."""
+        plot's default title size), each elided in the middle to the room beside the left axis,
+        again on every resize. The title never sets the plot's minimum width: a long file name
+        made the plot wider than a narrow dock, which then cut off the plot's right side (its
+        last decade, the axis title)."""
         self._title = (tuple(lines), point_size)
         self._fit_title()
 
@@ -182,8 +182,7 @@ class RooflineWidget(QWidget):
         self.bound_items = []
         if spec is not None:
             self._draw_roofs(spec)
-            if not self._title[0]:
-                self.set_title([spec.name])
+            self.set_title([spec.name])  # callers with a longer title set theirs after this
         flops = sol["flops"].to_numpy(np.float64)
         nbytes = sol["bytes"].to_numpy(np.float64)
         dur = sol["dur"].to_numpy(np.float64)
