@@ -10,7 +10,8 @@ path, and removed launch overhead only helps where the host gated the GPU.
                  host work just before those calls (the framework op that launched them) go away
 ``cuda_graphs``  in every step, the host calls from the first to the last launch of the step
                  (and the host work between them) collapse into one graph launch
-                 (:data:`GRAPH_LAUNCH_NS`, or the trace's own median ``cudaGraphLaunch``); the
+                 (the trace's own median ``cudaGraphLaunch``, else :data:`GRAPH_LAUNCH_NS` plus
+                 :data:`GRAPH_LAUNCH_PER_NODE_NS` a kernel it releases); the
                  kernels keep their GPU durations and are all released by that launch; syncs stay
 ``sol``          kernels of a kind run at PCT % of their speed of light (never slower than measured;
                  unknown speed of light: unchanged)
@@ -53,9 +54,14 @@ from kviewer.errors import AnalysisError
 if TYPE_CHECKING:
     from kviewer.analysis.sol import SolResult
 
-#: the cost of one CUDA graph launch when the trace has none to measure (a cudaGraphLaunch of a
-#: few hundred kernels takes 5-20 us on the host; an assumption, stated in the change's text)
-GRAPH_LAUNCH_NS = 10_000
+#: the host cost of one CUDA graph launch when the trace has none to measure: GRAPH_LAUNCH_NS plus
+#: GRAPH_LAUNCH_PER_NODE_NS for each kernel node the graph releases. A least-squares line through
+#: ``tests/bench/device/graph_launch_cost.py`` on an H100 (torch 2.11, CUDA 13, no profiler): 2.7 us
+#: for 1 node, 8.3 us for 16, 54.5 us for 256, 103.4 us for 512 (within 6 us of the line). Under
+#: torch.profiler the same launches take about 4x as long (0.82 us a node), so a trace that has
+#: its own cudaGraphLaunch calls is measured instead.
+GRAPH_LAUNCH_NS = 5_800
+GRAPH_LAUNCH_PER_NODE_NS = 190
 #: the device-side gap between consecutive kernels of one CUDA graph when the trace has no graph to
 #: measure it from (about 0.3 us on Hopper; the H200 graph replay in sample_traces/mlp_graph
 #: shows 0.27 us: 68.0 us span, 61.5 us busy, 25 ops)
@@ -385,7 +391,8 @@ class WhatIfModel:
         g = self.graph
         names = g.h_name.astype(str)
         own = np.char.startswith(names.astype(str), "cudaGraphLaunch") | np.char.startswith(names.astype(str), "hipGraphLaunch")
-        cost = int(np.median(g.h_dur[own])) if own.any() else GRAPH_LAUNCH_NS
+        measured = int(np.median(g.h_dur[own])) if own.any() else None
+        costs: list[int] = []
         graph_ops = np.isin(g.g_launch, np.flatnonzero(own)) & (g.g_prev >= 0)
         gaps = (g.g_start - g.g_end[np.maximum(g.g_prev, 0)])[graph_ops & np.isin(g.g_prev, np.flatnonzero(graph_ops | np.isin(g.g_launch, np.flatnonzero(own))))]
         gap = int(np.median(gaps)) if len(gaps) else GRAPH_KERNEL_GAP_NS
@@ -416,17 +423,24 @@ class WhatIfModel:
                     # the step's host work before its first call and after its last goes too;
                     # what ran between the steps stays
                     self._remove_host_time(t, win.marker_start, win.marker_end, h_dur, h_gap, None)
-                h_dur[first] = cost
                 sel = ops[g.h_thread[g.g_launch[ops]] == t]
+                cost = measured if measured is not None else GRAPH_LAUNCH_NS + GRAPH_LAUNCH_PER_NODE_NS * len(sel)
+                costs.append(cost)
+                h_dur[first] = cost
                 launch_to[sel] = first
                 # released by the graph: the GPU runs them back to back
                 l_lat[sel] = np.minimum(l_lat[sel], g.typ_launch_ns)
                 s_lat[sel] = np.minimum(s_lat[sel], gap)
                 collapsed += len(body)
-        src = "the trace's median cudaGraphLaunch" if own.any() else "assumed"
+        if measured is not None:
+            launch = f"{measured / 1e3:.1f} us, the trace's median cudaGraphLaunch"
+        else:
+            med = float(np.median(costs)) if costs else float(GRAPH_LAUNCH_NS)
+            launch = (f"median {med / 1e3:.1f} us: {GRAPH_LAUNCH_NS / 1e3:.1f} us + {GRAPH_LAUNCH_PER_NODE_NS} ns a kernel, "
+                      "measured on an H100 without a profiler")
         notes.append({"change": "--cuda-graphs", "count": collapsed,
                       "what": f"{collapsed} host call(s) and the host work between them collapse into one graph launch per "
-                              f"step ({cost / 1e3:.1f} us, {src}); kernels {gap} ns apart on the GPU"})
+                              f"step ({launch}); kernels {gap} ns apart on the GPU"})
 
 
 def whatif_model(trace: Trace | None, step: str | None = None, device: str | None = None, graph: DepGraph | None = None,

@@ -155,3 +155,28 @@ def test_projected_trace_holds_the_replayed_times(sample_traces: Path) -> None:
     again = whatif_model(proj).project(Changes())
     assert [s.measured_ns for s in again.steps] == pytest.approx([s.projected_ns for s in p.steps], rel=0.01)
     assert len(find_steps(proj)) == len(p.steps)
+
+
+def test_a_graph_launch_costs_more_the_more_kernels_it_releases(sample_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a cudaGraphLaunch of its own in the trace, the projected launch is a fixed cost plus a
+    cost per kernel node (a line through tests/bench/device/graph_launch_cost.py); made large here so
+    that it bounds the step: the step then takes at least the launch, and never more than the launch,
+    the GPU work it released and the whole measured step (the host work a graph keeps) together."""
+    import kviewer.analysis.whatif as whatif
+
+    path = sample_traces / "mlp_eager.pt.trace.json.gz"
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    assert not any(e.get("name", "").startswith("cudaGraphLaunch") for e in events)
+    m = whatif_model(load(path))
+    busy = _gpu_busy_per_step(path)
+    marks = sorted((e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    launch = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    nodes = [sum(1 for g in gpu if mk["ts"] <= launch.get(g["args"]["correlation"], -1) <= mk["ts"] + mk["dur"]) for mk in marks]
+    assert min(nodes) > 10
+    monkeypatch.setattr(whatif, "GRAPH_LAUNCH_NS", 0)
+    monkeypatch.setattr(whatif, "GRAPH_LAUNCH_PER_NODE_NS", 100_000)
+    p = m.project(Changes(cuda_graphs=True))
+    assert len(p.steps) == len(nodes)
+    for s, n, b in zip(p.steps, nodes, busy):
+        assert n * 100_000 <= s.projected_ns <= n * 100_000 + b + s.measured_ns
