@@ -1,25 +1,26 @@
 """Round-6 GPU data for kviewer (issue 24): workloads the earlier truth pairs do not cover, made on one
 NVIDIA H100/H200, to check the critical path and the what-if projections on programs written differently.
 
-  decode   greedy decoding with a KV cache (2 decoder layers, d 1024, 16 heads, vocab 32000, bf16, batch 4,
+  decode   greedy decoding with a KV cache (2 decoder layers, d 4096, 32 heads, vocab 128256, bf16, batch 8,
            16 new tokens a step): variant ``sync`` reads each new token on the host (``.item()``: an EOS check,
-           as sampling loops do), ``nosync`` keeps the tokens on the GPU -> truth pair for ``--no-sync``
+           as sampling loops do), ``nosync`` keeps the tokens on the GPU -> truth pair for ``--no-sync``. The
+           large vocabulary makes the LM head (1 GB of weights a token) the GPU work the sync waits for.
   reduce   8 x (Linear(2048, 2048) + SiLU), batch 4, bf16, inference: ``eager`` and
            ``torch.compile(mode="reduce-overhead")`` (Inductor, replayed through CUDA-graph trees)
-           -> truth pair for ``--cuda-graphs --fuse all``
+           -> truth pair for ``--cuda-graphs --fuse all``; ``graph``: the eager module captured in one
+           ``torch.cuda.CUDAGraph`` and replayed -> truth pair for ``--cuda-graphs``
   streams  a small conv net trained with fp16 autocast and GradScaler (one host sync a step in its inf
            check), the next batch copied from pinned memory on a side stream and joined by an event:
            no pair, a trace shaped unlike the others (critical path across streams, event waits)
 
-Every variant: warm-up, then unprofiled timing (CUDA events around each step, no sync between steps), then
+Every variant: warm-up, then unprofiled timing (CUDA events around each step, no sync between steps; the
+variants of a pair are timed in alternating rounds of 10 steps, so that drift of the host's speed falls on
+both alike), then
 torch.profiler with schedule(wait=1, warmup=1, active=4), record_shapes, one prof.step() a step. Writes
 NAME.pt.trace.json.gz and round6_truth.json (per variant: unprofiled median step, all step times, env).
 Usage: python3 h200_gen_round6.py OUT_DIR
 
-Status (2026-12-05): written, not yet run. No device machine could be started all afternoon of the
-session that wrote it (seven tries on nvidia-h100-x1 and nvidia-h200). What to check once its files
-exist: the critical path tiles every step within 1 %, whatif with no change equals each step, and
-the two pairs' projections against B's measured and unprofiled medians (as bench_whatif.PAIRS).
+Run on an H200 (torch 2.11.0+cu130) on 2026-12-05: ``taskset -c 4 python3 h200_gen_round6.py OUT``.
 """
 import gzip, json, os, statistics, sys, time
 
@@ -64,9 +65,22 @@ def record(name, step):
     print(name, TRUTH[name]["unprofiled"]["median_ms"], flush=True)
 
 
+def record_pair(steps, rounds=5):
+    """Time the variants in alternating rounds (drift of the host's speed falls on all alike), then trace each."""
+    ms = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            ms[name] += unprofiled(step, n=10, warm=3)["all_ms"]
+    for name, step in steps.items():
+        v = ms[name]
+        TRUTH[name] = {"unprofiled": {"median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v), "all_ms": v}}
+        traced(name, step)
+        print(name, TRUTH[name]["unprofiled"]["median_ms"], flush=True)
+
+
 # ---- decode: KV-cache greedy decoding ------------------------------------------------------------------
 class Layer(nn.Module):
-    def __init__(self, d=1024, h=16):
+    def __init__(self, d=4096, h=32):
         super().__init__()
         self.h, self.qkv, self.o = h, nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
@@ -83,15 +97,15 @@ class Layer(nn.Module):
 
 
 class Decoder(nn.Module):
-    def __init__(self, vocab=32000, d=1024, layers=2):
+    def __init__(self, vocab=128256, d=4096, layers=2):
         super().__init__()
         self.emb, self.layers, self.head = nn.Embedding(vocab, d), nn.ModuleList(Layer(d) for _ in range(layers)), nn.Linear(d, vocab)
 
 
 dec = Decoder().to(DEV, BF).eval()
-B, PROMPT, NEW, MAXLEN = 4, 64, 16, 128
-prompt = torch.randint(0, 32000, (B, PROMPT), device=DEV)
-caches = [(torch.zeros(B, MAXLEN, 16, 64, device=DEV, dtype=BF), torch.zeros(B, MAXLEN, 16, 64, device=DEV, dtype=BF)) for _ in dec.layers]
+B, PROMPT, NEW, MAXLEN = 8, 64, 16, 128
+prompt = torch.randint(0, 128256, (B, PROMPT), device=DEV)
+caches = [(torch.zeros(B, MAXLEN, 32, 128, device=DEV, dtype=BF), torch.zeros(B, MAXLEN, 32, 128, device=DEV, dtype=BF)) for _ in dec.layers]
 
 
 def decode_step(sync):
@@ -109,8 +123,7 @@ def decode_step(sync):
         return torch.stack(out, 1)
 
 
-record("r6_decode_sync", lambda: decode_step(True))
-record("r6_decode_nosync", lambda: decode_step(False))
+record_pair({"r6_decode_sync": lambda: decode_step(True), "r6_decode_nosync": lambda: decode_step(False)})
 
 # ---- reduce: eager vs torch.compile(mode="reduce-overhead") ---------------------------------------------
 mlp = nn.Sequential(*[m for _ in range(8) for m in (nn.Linear(2048, 2048), nn.SiLU())]).to(DEV, BF).eval()
@@ -128,10 +141,28 @@ def compiled_step():
         return compiled(xin)
 
 
+xg = xin.clone()
+graph = torch.cuda.CUDAGraph()
+with torch.no_grad():
+    side_warm = torch.cuda.Stream()
+    side_warm.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side_warm):
+        for _ in range(3):
+            mlp(xg)
+    torch.cuda.current_stream().wait_stream(side_warm)
+    with torch.cuda.graph(graph):
+        yg = mlp(xg)
+
+
+def graph_step():
+    xg.copy_(xin)  # the caller's input copied into the captured buffer, as a replay loop does
+    graph.replay()
+    return yg
+
+
 for _ in range(5):  # compile and record the graphs before anything is timed
     compiled_step()
-record("r6_reduce_eager", eager_step)
-record("r6_reduce_compiled", compiled_step)
+record_pair({"r6_reduce_eager": eager_step, "r6_reduce_compiled": compiled_step, "r6_reduce_graph": graph_step})
 
 # ---- streams: AMP + GradScaler, next batch copied on a side stream ---------------------------------------
 net = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
