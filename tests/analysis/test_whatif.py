@@ -180,3 +180,14 @@ def test_a_graph_launch_costs_more_the_more_kernels_it_releases(sample_traces: P
     assert len(p.steps) == len(nodes)
     for s, n, b in zip(p.steps, nodes, busy):
         assert n * 100_000 <= s.projected_ns <= n * 100_000 + b + s.measured_ns
+
+
+def test_removing_the_per_token_sync_of_kv_cache_decoding_lands_near_the_run_without_it(sample_traces: Path) -> None:
+    """Round 6's decoding pair (made on an H200: sample_traces/README.md): a host .item() each token waits
+    for the LM head; the projection without it lands within 10 % of the profiled run that has none, and
+    nearer than projecting no change."""
+    a = whatif_model(load(sample_traces / "h200_r6_decode_sync.pt.trace.json.gz")).project(Changes(no_sync=()))
+    b = whatif_model(load(sample_traces / "h200_r6_decode_nosync.pt.trace.json.gz")).project(Changes())
+    assert abs(a.median_projected_ns - b.median_measured_ns) <= 0.10 * b.median_measured_ns
+    assert abs(a.median_projected_ns - b.median_measured_ns) < 0.5 * abs(a.median_measured_ns - b.median_measured_ns)
+    assert all(s.projected_ns < s.measured_ns for s in a.steps)

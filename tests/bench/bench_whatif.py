@@ -48,6 +48,13 @@ PAIRS = [
     ("(b') the same, eager traced by nsys", "mlp_eager_nsys.sqlite.gz", "cuda_graphs=True", "mlp_graph", "graph_pair_truth_eager_graph", "eager",
      "graph", 10.0),
     ("(c) sync -> no sync, MLP", "mlp_sync", "no_sync=()", "mlp_nosync", "sync_pair_truth_sync_nosync", "sync", "nosync", 10.0),
+    # round 6 (sample_traces/h200_gen_round6.py): programs written differently from the pairs above
+    ("(b'') eager -> CUDA graph, 8 x (Linear+SiLU)", "h200_r6_reduce_eager", "cuda_graphs=True", "h200_r6_reduce_graph", "round6_truth",
+     "r6_reduce_eager", "r6_reduce_graph", 10.0),
+    ("(a'') eager -> torch.compile reduce-overhead, the same", "h200_r6_reduce_eager", "cuda_graphs=True, fuse=()", "h200_r6_reduce_compiled",
+     "round6_truth", "r6_reduce_eager", "r6_reduce_compiled", 15.0),
+    ("(c') sync -> no sync, KV-cache decoding", "h200_r6_decode_sync", "no_sync=()", "h200_r6_decode_nosync", "round6_truth", "r6_decode_sync",
+     "r6_decode_nosync", 10.0),
 ]
 
 
