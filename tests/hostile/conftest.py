@@ -14,6 +14,14 @@ import pytest
 #: numpy and pandas mapped)
 CAP_BYTES = 2 * 1024**3
 
+#: Ctrl+C comes from a terminal, where SIGINT is delivered. A process started from a background
+#: job of a non-interactive shell (``pytest ... &`` in a script, some CI runners) inherits SIGINT
+#: *ignored*, and so do its children: kviewer then rightly ignores it too (see
+#: test_an_ignored_sigint_is_left_ignored). The Ctrl+C tests therefore start their child as a
+#: terminal would, with SIGINT at its default, whatever this test process inherited:
+#: ``[sys.executable, "-c", AS_FROM_A_TERMINAL, "-m", "kviewer", ...]``.
+AS_FROM_A_TERMINAL = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+
 
 def _cap(limit: int):  # type: ignore[no-untyped-def]
     def apply() -> None:

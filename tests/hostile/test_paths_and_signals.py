@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile.build import nsys_export
-from tests.hostile.conftest import leftovers, one_error_line, run_cli
+from tests.hostile.conftest import AS_FROM_A_TERMINAL, leftovers, one_error_line, run_cli
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_traces" / "h200_resnet18.pt.trace.json.gz"
 
@@ -112,14 +112,6 @@ def test_ten_thousand_files_are_counted_by_kind(tmp_path: Path) -> None:
 
 def _big_export(tmp_path: Path, kernels: int = 400_000) -> Path:
     return nsys_export(tmp_path / "big.sqlite", [f"kernel_{i}" for i in range(100)], [i % 100 for i in range(kernels)])
-
-
-#: Ctrl+C comes from a terminal, where SIGINT is delivered. A process started from a background
-#: job of a non-interactive shell (``pytest ... &`` in a script, some CI runners) inherits SIGINT
-#: *ignored*, and so do its children: kviewer then rightly ignores it too (see
-#: test_an_ignored_sigint_is_left_ignored). The Ctrl+C tests therefore start their child as a
-#: terminal would, with SIGINT at its default, whatever this test process inherited.
-AS_FROM_A_TERMINAL = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
 
 
 def _start(args: list[str], tmp_path: Path) -> subprocess.Popen[bytes]:
