@@ -1014,10 +1014,28 @@ def export_files(paths: Sequence[str], out: str, load: Callable[[str, Mapping[st
 
         def copy(tmp: str) -> None:
             with open(tmp, "r+b") as dst:
-                shutil.copyfileobj(src, dst, 1 << 24)
+                _copy_file(src, dst)
 
         _new_file(out, copy)
     return True
+
+
+def _copy_file(src: BinaryIO, dst: BinaryIO) -> None:
+    """Copy ``src`` (from its start) into ``dst`` inside the kernel (``os.sendfile``: no pass of the
+    bytes through Python), else through buffers where the system cannot."""
+    size, done = os.fstat(src.fileno()).st_size, 0
+    try:
+        while done < size:
+            sent = os.sendfile(dst.fileno(), src.fileno(), done, size - done)
+            if not sent:
+                break
+            done += sent
+    except (OSError, AttributeError):  # no sendfile between these files: the portable way
+        done = 0
+    if done < size:
+        src.seek(done)
+        dst.seek(done)
+        shutil.copyfileobj(src, dst, 1 << 24)
 
 
 def _cached(paths: Sequence[str], sql: str, load: Callable[[str, Mapping[str, Collection[str]] | None], Trace],

@@ -253,3 +253,28 @@ def test_integer_columns_with_unknowns_are_integers(two_traces: list[Trace], tmp
     known = conn.execute("SELECT count(*) FROM cpu_slices WHERE correlation IS NOT NULL").fetchone()[0]
     assert known > 0
     conn.close()
+
+
+@pytest.mark.parametrize("sendfile", ["works", "refused", "stops"])
+def test_the_cached_database_is_copied_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sendfile: str) -> None:
+    """The export's copy of the cached database goes through the kernel, else through buffers
+    (a system without sendfile between two files, or one that stops early): the same bytes either way."""
+    import os
+
+    src, dst = tmp_path / "src.bin", tmp_path / "dst.bin"
+    data = os.urandom(3 << 20)
+    src.write_bytes(data)
+    dst.write_bytes(b"")
+    real = os.sendfile
+
+    def fake(out_fd: int, in_fd: int, offset: int, count: int) -> int:
+        if sendfile == "refused":
+            raise OSError(22, "Invalid argument")
+        if sendfile == "stops" and offset >= 1 << 20:
+            return 0
+        return real(out_fd, in_fd, offset, min(count, 1 << 20))
+
+    monkeypatch.setattr(os, "sendfile", fake)
+    with open(src, "rb") as s, open(dst, "r+b") as d:
+        sqldb._copy_file(s, d)
+    assert dst.read_bytes() == data
