@@ -262,6 +262,9 @@ def walk_lists(graph: DepGraph, rep: Replay, g_launch: np.ndarray | None = None)
         "geb": rep.g_ebind.tolist() if len(rep.g_ebind) else [0] * graph.n_gpu,
         "c_group": graph.c_group.tolist() if len(graph.c_group) else [-1] * graph.n_gpu,
         "c_arrive": rep.c_arrive.tolist(), "c_last": rep.c_last.tolist(),
+        "hsb": rep.h_sbind.tolist() if len(rep.h_sbind) == graph.n_host else [0] * graph.n_host,
+        "h_xdep": graph.h_xdep.tolist() if len(graph.h_xdep) == graph.n_host else [-1] * graph.n_host,
+        "h_xtail": graph.h_xtail.tolist() if len(graph.h_xtail) == graph.n_host else [0] * graph.n_host,
     }
 
 
@@ -275,6 +278,7 @@ def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
     launch, gs, ge, gb, hs, he, hb = lists["launch"], lists["gs"], lists["ge"], lists["gb"], lists["hs"], lists["he"], lists["hb"]
     g_prev, g_cross, g_cls = lists["g_prev"], lists["g_cross"], lists["g_cls"]
     h_prev, h_wait, h_cls = lists["h_prev"], lists["h_wait"], lists["h_cls"]
+    hsb, h_xdep, h_xtail = lists["hsb"], lists["h_xdep"], lists["h_xtail"]
     geb, c_group, c_arrive, c_last = lists["geb"], lists["c_group"], lists["c_arrive"], lists["c_last"]
     seg_s: list[int] = []
     seg_e: list[int] = []
@@ -352,7 +356,16 @@ def walk(graph: DepGraph, rep: Replay, win: StepWindow, bounds: tuple[int, int],
                 state = "hstart"
         else:  # "hstart": at the start of host node `node`: the host work before it
             p = h_prev[node]
-            if p < 0:
+            if hsb[node] == 1 and h_xdep[node] >= 0:
+                # it waited for another thread's turn: this thread's work before the call and the
+                # handoff, then the other thread's work after its last call (named on its thread)
+                x = h_xdep[node]
+                mid = min(he[x] + h_xtail[node], t)
+                add(mid, t, C_CPU, LANE_GAP, node)
+                add(he[x], mid, C_CPU, LANE_GAP, x)
+                t = min(t, he[x])
+                state, node = "h", x
+            elif p < 0:
                 add(lo, t, C_CPU, LANE_GAP, node)
                 t = lo
             else:

@@ -10,6 +10,11 @@ Nodes
 Edges
 -----
 * thread order: a host call starts after the previous call of its thread ends, plus the gap;
+* thread handoff: threads of one process whose framework ops never overlap anywhere in the trace
+  take turns (the autograd engine's thread runs the backward while the thread that called
+  ``backward()`` waits, then hands back): where one thread's run of activity ends and another's
+  begins, the first call of the new run waits for the last call of the ended run
+  (:func:`_handoffs`); its own thread's gap then holds only its own work, not the idle time;
 * launch -> GPU op (``kernel_launch_calls``: flows, else the correlation id; a ``cudaGraphLaunch``
   reaches every kernel of its graph through the shared correlation id);
 * stream order: a GPU op starts after the previous op of its stream;
@@ -137,6 +142,15 @@ class DepGraph:
     """the node's duration had it not waited for another rank"""
     notes: list[Diagnostic] = field(default_factory=list)
     """what the graph could not link (collectives not matched across ranks)"""
+    h_xdep: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """thread handoff: the host node (of another thread) each host node waited for, -1 none"""
+    h_xlat: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """from the end of ``h_xdep`` to this node's start in the measured run"""
+    h_idle: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """the part of ``h_gap`` this node's thread spent idle, waiting for the handoff"""
+    h_xtail: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """of ``h_xlat``, the other thread's own work after ``h_xdep`` (the rest: the handoff and this
+    thread's work before the node)"""
 
     @property
     def n_collectives(self) -> int:
@@ -316,6 +330,8 @@ def build_graph(trace: Trace) -> DepGraph:
     h_base = np.where(blocked, np.minimum(dur, int(typ_base)), dur).astype(np.int64)
     h_eps = np.where(blocked, e - w_end, np.where(h_wait >= 0, np.minimum(e - w_end, int(typ_eps)), 0)).astype(np.int64)
 
+    xdep, xlat, idle, xtail = _handoffs(c, cat, threads, th, s, e, h_prev)
+
     return DepGraph(
         threads=threads, streams=streams,
         h_row=api.astype(np.int64), h_thread=th.astype(np.int64), h_name=names, h_start=s.astype(np.int64), h_end=e.astype(np.int64),
@@ -326,7 +342,140 @@ def build_graph(trace: Trace) -> DepGraph:
         g_cross_lat=lat(r_cross, B_CROSS, 0.0), kernel_node=kernel_node,
         typ_launch_ns=int(typ_launch), typ_stream_ns=int(typ_stream),
         g_rank=grank, h_rank=c["rank"].to_numpy(np.int64)[api] if nh else np.zeros(0, np.int64), **coll,
+        h_xdep=xdep, h_xlat=xlat, h_idle=idle, h_xtail=xtail,
     )
+
+
+def _handoffs(c: pd.DataFrame, cat: np.ndarray, threads: list[tuple[int, int]], th: np.ndarray, s: np.ndarray, e: np.ndarray,
+              h_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Thread handoffs (see the module doc): ``(h_xdep, h_xlat, h_idle, h_xtail)`` per host node.
+
+    A thread's *activity* is the union of its framework ops and API calls; a run of it, a
+    maximal interval of that union. Threads of one process with framework ops whose activity
+    never overlaps the others' anywhere in the trace (each such thread joins the group when it
+    overlaps none of its members; the busiest first) take turns; a *turn* is a thread's runs
+    until another thread's run begins. At every change of turn, the first call of the new turn
+    (if it has one) waits for the last call of the ended turn (if it has one), and the time its
+    thread was idle since its own previous turn is that wait.
+    """
+    from kviewer.analysis.timerange import union_intervals
+
+    nh = len(s)
+    xdep = np.full(nh, -1, dtype=np.int64)
+    xlat = np.zeros(nh, dtype=np.int64)
+    idle = np.zeros(nh, dtype=np.int64)
+    xtail = np.zeros(nh, dtype=np.int64)
+    if nh == 0 or len(threads) < 2:
+        return xdep, xlat, idle, xtail
+    has_op = cat == "op"
+    rows = np.flatnonzero(has_op | (cat == "runtime") | (cat == "driver"))
+    pid, tid = c["pid"].to_numpy(np.int64)[rows], c["tid"].to_numpy(np.int64)[rows]
+    cs, ce, op = c["start"].to_numpy(np.int64)[rows], c["end"].to_numpy(np.int64)[rows], has_op[rows]
+    runs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for t, (p, d) in enumerate(threads):  # a few threads: a mask each
+        m = (pid == p) & (tid == d)
+        if op[m].any():
+            runs[t] = union_intervals(cs[m], ce[m])
+    by_pid: dict[int, list[int]] = {}
+    for t in sorted(runs, key=lambda t: -int((runs[t][1] - runs[t][0]).sum())):
+        by_pid.setdefault(threads[t][0], []).append(t)
+
+    def overlaps(a: list[int], b: int) -> bool:
+        st = np.concatenate([runs[x][0] for x in a] + [runs[b][0]])
+        en = np.concatenate([runs[x][1] for x in a] + [runs[b][1]])
+        o = np.argsort(st, kind="stable")
+        st, en = st[o], en[o]
+        return bool(len(st) > 1 and (st[1:] < np.maximum.accumulate(en)[:-1]).any())
+
+    for members in by_pid.values():
+        group: list[int] = []
+        for t in members:
+            if len(runs[t][0]) >= 2 and (not group or not overlaps(group, t)):
+                group.append(t)
+        if len(group) < 2:
+            continue
+        rs = np.concatenate([runs[t][0] for t in group])
+        re_ = np.concatenate([runs[t][1] for t in group])
+        rt = np.concatenate([np.full(len(runs[t][0]), t, dtype=np.int64) for t in group])
+        o = np.argsort(rs, kind="stable")
+        rs, re_, rt = rs[o], re_[o], rt[o]
+        # turns: the runs of one thread until another thread's run begins
+        head = np.flatnonzero(np.r_[True, rt[1:] != rt[:-1]])
+        ts, tt = rs[head], rt[head]
+        te = np.maximum.reduceat(re_, head)
+        prev_end_same = np.full(len(ts), -1, dtype=np.int64)  # the end of the same thread's previous turn
+        for t in group:
+            k = np.flatnonzero(tt == t)
+            prev_end_same[k[1:]] = te[k[:-1]]
+        for a in range(len(ts) - 1):
+            b = a + 1  # turn a (thread X) ended, turn b (thread Y) began
+            x_t, y_t = int(tt[a]), int(tt[b])
+            lo_x, hi_x = int(np.searchsorted(th, x_t, "left")), int(np.searchsorted(th, x_t, "right"))
+            lo_y, hi_y = int(np.searchsorted(th, y_t, "left")), int(np.searchsorted(th, y_t, "right"))
+            # the last call of turn a, the first call of turn b (the calls of a thread do not overlap)
+            x = lo_x + int(np.searchsorted(e[lo_x:hi_x], te[a], "right")) - 1
+            y = lo_y + int(np.searchsorted(s[lo_y:hi_y], ts[b], "left"))
+            if not (lo_x <= x < hi_x and s[x] >= ts[a]) or not (lo_y <= y < hi_y and s[y] < te[b]):
+                continue
+            xdep[y] = x
+            xlat[y] = s[y] - e[x]
+            xtail[y] = te[a] - e[x]
+            # the thread's first turn: no call before this one, so nothing of its own to keep
+            idle[y] = ts[b] - prev_end_same[b] if h_prev[y] >= 0 and prev_end_same[b] >= 0 else 0
+    return xdep, xlat, idle, xtail
+    has_op = cat == "op"
+    rows = np.flatnonzero(has_op | (cat == "runtime") | (cat == "driver"))
+    pid, tid = c["pid"].to_numpy(np.int64)[rows], c["tid"].to_numpy(np.int64)[rows]
+    cs, ce, op = c["start"].to_numpy(np.int64)[rows], c["end"].to_numpy(np.int64)[rows], has_op[rows]
+    runs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for t, (p, d) in enumerate(threads):  # a few threads: a mask each
+        m = (pid == p) & (tid == d)
+        if op[m].any():
+            runs[t] = union_intervals(cs[m], ce[m])
+    by_pid: dict[int, list[int]] = {}
+    for t in sorted(runs, key=lambda t: -int((runs[t][1] - runs[t][0]).sum())):
+        by_pid.setdefault(threads[t][0], []).append(t)
+
+    def overlaps(a: list[int], b: int) -> bool:
+        st = np.concatenate([runs[x][0] for x in a] + [runs[b][0]])
+        en = np.concatenate([runs[x][1] for x in a] + [runs[b][1]])
+        o = np.argsort(st, kind="stable")
+        st, en = st[o], en[o]
+        return bool(len(st) > 1 and (st[1:] < np.maximum.accumulate(en)[:-1]).any())
+
+    for members in by_pid.values():
+        group: list[int] = []
+        for t in members:
+            if len(runs[t][0]) >= 2 and (not group or not overlaps(group, t)):
+                group.append(t)
+        if len(group) < 2:
+            continue
+        rs = np.concatenate([runs[t][0] for t in group])
+        re_ = np.concatenate([runs[t][1] for t in group])
+        rt = np.concatenate([np.full(len(runs[t][0]), t, dtype=np.int64) for t in group])
+        o = np.argsort(rs, kind="stable")
+        rs, re_, rt = rs[o], re_[o], rt[o]
+        prev_end_same = np.full(len(rs), -1, dtype=np.int64)  # the end of the same thread's previous run
+        for t in group:
+            k = np.flatnonzero(rt == t)
+            prev_end_same[k[1:]] = re_[k[:-1]]
+        for k in np.flatnonzero(rt[1:] != rt[:-1]).tolist():
+            a, b = k, k + 1  # run a (thread X) ended, run b (thread Y) began
+            x_t, y_t = int(rt[a]), int(rt[b])
+            lo_x, hi_x = int(np.searchsorted(th, x_t, "left")), int(np.searchsorted(th, x_t, "right"))
+            lo_y, hi_y = int(np.searchsorted(th, y_t, "left")), int(np.searchsorted(th, y_t, "right"))
+            # the last call of run a, the first call of run b
+            x = lo_x + int(np.searchsorted(e[lo_x:hi_x], re_[a], "right")) - 1  # calls of a thread do not overlap
+            y = lo_y + int(np.searchsorted(s[lo_y:hi_y], rs[b], "left"))
+            if not (lo_x <= x < hi_x and s[x] >= rs[a]) or not (lo_y <= y < hi_y and s[y] < re_[b]):
+                continue
+            if h_prev[y] < 0 or prev_end_same[b] < 0 or xdep[y] >= 0:
+                continue
+            xdep[y] = x
+            xlat[y] = s[y] - e[x]
+            xtail[y] = re_[a] - e[x]
+            idle[y] = rs[b] - prev_end_same[b]
+    return xdep, xlat, idle, xtail
 
 
 def _collectives(trace: Trace, comm: np.ndarray, kernel_node: np.ndarray, start: np.ndarray, end: np.ndarray, ng: int) -> dict[str, Any]:
@@ -404,6 +553,8 @@ class Replay:
     """when the last rank joined each collective"""
     c_last: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """the GPU node of the last rank to join each collective"""
+    h_sbind: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    """what bound each host node's start: 0 its thread, 1 a handoff from another thread (``h_xdep``)"""
 
 
 @dataclass
@@ -421,6 +572,8 @@ class Edits:
     """GPU ops whose launch edge leads to another host node (a CUDA graph launch), -1 unchanged"""
     g_launch_lat: np.ndarray | None = None
     g_stream_lat: np.ndarray | None = None
+    h_xlat: np.ndarray | None = None
+    """the handoff latencies (the host work around a handoff, gone in a CUDA graph replay)"""
 
 
 def replay(graph: DepGraph, edits: Edits | None = None) -> Replay:
@@ -435,6 +588,11 @@ def replay(graph: DepGraph, edits: Edits | None = None) -> Replay:
     glaunch = (np.where(ed.g_launch_ready >= 0, ed.g_launch_ready, graph.g_launch) if ed.g_launch_ready is not None else graph.g_launch).tolist()
     h_prev = graph.h_prev.tolist()
     h_wait = graph.h_wait.tolist()
+    has_x = len(graph.h_xdep) == nh and bool((graph.h_xdep >= 0).any())
+    h_xdep = graph.h_xdep.tolist() if has_x else []
+    h_xlat = (ed.h_xlat if ed.h_xlat is not None else graph.h_xlat).tolist() if has_x else []
+    h_idle = graph.h_idle.tolist() if has_x else []
+    hsb = [0] * nh
     h_base = graph.h_base.tolist()
     h_eps = graph.h_eps.tolist()
     h_s0 = graph.h_start.tolist()
@@ -512,7 +670,14 @@ def replay(graph: DepGraph, edits: Edits | None = None) -> Replay:
             gb[i] = b
         elif kind == 1:
             p = h_prev[i]
-            hs[i] = he[p] + h_gap[i] if p >= 0 else h_s0[i]
+            if has_x and h_xdep[i] >= 0:
+                # its thread's own work before it, or the other thread's turn it waited for
+                hs[i] = he[p] + max(h_gap[i] - h_idle[i], 0) if p >= 0 else neg
+                t = he[h_xdep[i]] + h_xlat[i]
+                if t > hs[i]:
+                    hs[i], hsb[i] = t, 1
+            else:
+                hs[i] = he[p] + h_gap[i] if p >= 0 else h_s0[i]
         else:
             w = h_wait[i]
             if w >= 0 and not nowait[i]:
@@ -528,6 +693,7 @@ def replay(graph: DepGraph, edits: Edits | None = None) -> Replay:
         h_start=np.asarray(hs, dtype=np.int64), h_end=np.asarray(he, dtype=np.int64), h_bind=np.asarray(hb, dtype=np.int8),
         g_start=np.asarray(gs, dtype=np.int64), g_end=np.asarray(ge, dtype=np.int64), g_bind=np.asarray(gb, dtype=np.int8),
         g_ebind=np.asarray(geb, dtype=np.int8), c_arrive=np.asarray(c_arrive, dtype=np.int64), c_last=np.asarray(c_last, dtype=np.int64),
+        h_sbind=np.asarray(hsb, dtype=np.int8),
     )
 
 
@@ -566,6 +732,7 @@ def _event_order(graph: DepGraph) -> tuple[list[int], list[int]]:
     t_order = np.lexsort((np.tile([0, 1], nh), np.repeat(np.arange(nh), 2), t_group)) if nh else np.zeros(0, np.int64)
     s_order = np.lexsort((np.arange(ng), graph.g_stream)) if ng else np.zeros(0, np.int64)
     launch, wait, cross = graph.g_launch, graph.h_wait, graph.g_cross
+    xdep = graph.h_xdep
     cg = graph.c_group if nc else np.zeros(0, np.int64)
     members = graph.c_members
     in_coll = cg >= 0 if nc else np.zeros(ng, bool)
@@ -582,6 +749,8 @@ def _event_order(graph: DepGraph) -> tuple[list[int], list[int]]:
         t_key[0::2], t_key[1::2] = hs, he
         t_key = _chain_max(t_key, t_group, t_order) if nh else t_key
         hs, he = t_key[0::2].copy(), t_key[1::2].copy()
+        if nh and len(xdep) == nh:  # a handoff: after the other thread's call ended
+            hs = np.where(xdep >= 0, np.maximum(hs, he[np.maximum(xdep, 0)] + 1), hs)
         before = gk.copy()
         ck_before = ck.copy()
         if ng:

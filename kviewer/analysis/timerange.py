@@ -74,17 +74,22 @@ def _clipped(start: np.ndarray, end: np.ndarray, t0: int, t1: int) -> tuple[np.n
     return inside, np.where(inside, np.maximum(dur, 0), 0)
 
 
-def union_ns(start: np.ndarray, end: np.ndarray) -> int:
-    """Total time covered by at least one of the intervals."""
+def union_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the intervals as disjoint intervals (starts, ends), in time order; intervals
+    that touch are merged."""
     if not len(start):
-        return 0
+        return np.zeros(0, dtype=np.asarray(start).dtype), np.zeros(0, dtype=np.asarray(end).dtype)
     order = np.argsort(start, kind="stable")
     s = start[order]
     e = np.maximum.accumulate(end[order])
-    new = np.r_[True, s[1:] > e[:-1]]
-    heads = np.flatnonzero(new)
-    seg_end = np.maximum.reduceat(e, heads)
-    return int((seg_end - s[heads]).sum())
+    heads = np.flatnonzero(np.r_[True, s[1:] > e[:-1]])
+    return s[heads], np.maximum.reduceat(e, heads)
+
+
+def union_ns(start: np.ndarray, end: np.ndarray) -> int:
+    """Total time covered by at least one of the intervals."""
+    s, e = union_intervals(start, end)
+    return int((e - s).sum())
 
 
 def _by_name(names: pd.Series, inside: np.ndarray, dur: np.ndarray, span: int, with_avg: bool) -> pd.DataFrame:

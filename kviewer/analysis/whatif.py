@@ -223,6 +223,7 @@ class WhatIfModel:
         launch_to = np.full(g.n_gpu, -1, dtype=np.int64)
         l_lat = g.g_launch_lat.copy()
         s_lat = g.g_stream_lat.copy()
+        x_lat = g.h_xlat.copy() if len(g.h_xlat) == g.n_host else np.zeros(g.n_host, dtype=np.int64)
         notes: list[dict[str, object]] = []
         is_kernel = g.g_table == 0
         if ch.kernel:
@@ -262,9 +263,9 @@ class WhatIfModel:
         if ch.no_sync is not None:
             self._no_sync(ch.no_sync, nowait, h_dur, h_gap, g_removed, notes)
         if ch.cuda_graphs:
-            self._graphs(h_dur, h_gap, launch_to, l_lat, s_lat, notes)
+            self._graphs(h_dur, h_gap, launch_to, l_lat, s_lat, x_lat, notes)
         edits = Edits(g_dur=np.round(g_dur).astype(np.int64), g_removed=g_removed, h_dur=h_dur, h_gap=h_gap, h_nowait=nowait,
-                      g_launch_ready=launch_to, g_launch_lat=l_lat, g_stream_lat=s_lat)
+                      g_launch_ready=launch_to, g_launch_lat=l_lat, g_stream_lat=s_lat, h_xlat=x_lat)
         return edits, notes
 
     def _fuse(self, ranks: tuple[int, ...], g_dur: np.ndarray, g_removed: np.ndarray, h_dur: np.ndarray, h_gap: np.ndarray,
@@ -387,7 +388,7 @@ class WhatIfModel:
             g_removed |= np.isin(g.g_launch, idx[(s >= a) & (e <= b)])
 
     def _graphs(self, h_dur: np.ndarray, h_gap: np.ndarray, launch_to: np.ndarray, l_lat: np.ndarray, s_lat: np.ndarray,
-                notes: list[dict[str, object]]) -> None:
+                x_lat: np.ndarray, notes: list[dict[str, object]]) -> None:
         g = self.graph
         names = g.h_name.astype(str)
         own = np.char.startswith(names.astype(str), "cudaGraphLaunch") | np.char.startswith(names.astype(str), "hipGraphLaunch")
@@ -419,6 +420,7 @@ class WhatIfModel:
                 body = region[g.h_class[region] != H_SYNC]
                 h_dur[body] = 0
                 h_gap[body[body != first]] = 0
+                x_lat[body] = 0  # the host work around a handoff between threads goes too
                 if t == win.thread:
                     # the step's host work before its first call and after its last goes too;
                     # what ran between the steps stays

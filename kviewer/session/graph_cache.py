@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: bump when the stored layout changes
-FORMAT = 1
+FORMAT = 2  # 2: thread handoffs (h_xdep, h_xlat, h_idle, h_xtail; the replay's h_sbind)
 
 
 @dataclass(frozen=True)

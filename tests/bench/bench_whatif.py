@@ -55,6 +55,8 @@ PAIRS = [
      "round6_truth", "r6_reduce_eager", "r6_reduce_compiled", 15.0),
     ("(c') sync -> no sync, KV-cache decoding", "h200_r6_decode_sync", "no_sync=()", "h200_r6_decode_nosync", "round6_truth", "r6_decode_sync",
      "r6_decode_nosync", 10.0),
+    ("(b3) eager -> CUDA graph, a training step (H100)", "h100_r6_train_eager", "cuda_graphs=True", "h100_r6_train_graph", "round6_train_truth",
+     "r6_train_eager", "r6_train_graph", 10.0),
 ]
 
 
