@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kviewer import analysis
 from kviewer.analysis.activity import BLOCKING_COPY_CALLS, SYNC_CALLS, op_launch_calls
 from kviewer.analysis.collectives import match_collectives
 from kviewer.analysis.kinds import is_communication
@@ -358,7 +359,7 @@ def _handoffs(c: pd.DataFrame, cat: np.ndarray, threads: list[tuple[int, int]], 
     (if it has one) waits for the last call of the ended turn (if it has one), and the time its
     thread was idle since its own previous turn is that wait.
     """
-    from kviewer.analysis.timerange import union_intervals
+    union_intervals = analysis.timerange.union_intervals
 
     nh = len(s)
     xdep = np.full(nh, -1, dtype=np.int64)
@@ -422,59 +423,6 @@ def _handoffs(c: pd.DataFrame, cat: np.ndarray, threads: list[tuple[int, int]], 
             xtail[y] = te[a] - e[x]
             # the thread's first turn: no call before this one, so nothing of its own to keep
             idle[y] = ts[b] - prev_end_same[b] if h_prev[y] >= 0 and prev_end_same[b] >= 0 else 0
-    return xdep, xlat, idle, xtail
-    has_op = cat == "op"
-    rows = np.flatnonzero(has_op | (cat == "runtime") | (cat == "driver"))
-    pid, tid = c["pid"].to_numpy(np.int64)[rows], c["tid"].to_numpy(np.int64)[rows]
-    cs, ce, op = c["start"].to_numpy(np.int64)[rows], c["end"].to_numpy(np.int64)[rows], has_op[rows]
-    runs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for t, (p, d) in enumerate(threads):  # a few threads: a mask each
-        m = (pid == p) & (tid == d)
-        if op[m].any():
-            runs[t] = union_intervals(cs[m], ce[m])
-    by_pid: dict[int, list[int]] = {}
-    for t in sorted(runs, key=lambda t: -int((runs[t][1] - runs[t][0]).sum())):
-        by_pid.setdefault(threads[t][0], []).append(t)
-
-    def overlaps(a: list[int], b: int) -> bool:
-        st = np.concatenate([runs[x][0] for x in a] + [runs[b][0]])
-        en = np.concatenate([runs[x][1] for x in a] + [runs[b][1]])
-        o = np.argsort(st, kind="stable")
-        st, en = st[o], en[o]
-        return bool(len(st) > 1 and (st[1:] < np.maximum.accumulate(en)[:-1]).any())
-
-    for members in by_pid.values():
-        group: list[int] = []
-        for t in members:
-            if len(runs[t][0]) >= 2 and (not group or not overlaps(group, t)):
-                group.append(t)
-        if len(group) < 2:
-            continue
-        rs = np.concatenate([runs[t][0] for t in group])
-        re_ = np.concatenate([runs[t][1] for t in group])
-        rt = np.concatenate([np.full(len(runs[t][0]), t, dtype=np.int64) for t in group])
-        o = np.argsort(rs, kind="stable")
-        rs, re_, rt = rs[o], re_[o], rt[o]
-        prev_end_same = np.full(len(rs), -1, dtype=np.int64)  # the end of the same thread's previous run
-        for t in group:
-            k = np.flatnonzero(rt == t)
-            prev_end_same[k[1:]] = re_[k[:-1]]
-        for k in np.flatnonzero(rt[1:] != rt[:-1]).tolist():
-            a, b = k, k + 1  # run a (thread X) ended, run b (thread Y) began
-            x_t, y_t = int(rt[a]), int(rt[b])
-            lo_x, hi_x = int(np.searchsorted(th, x_t, "left")), int(np.searchsorted(th, x_t, "right"))
-            lo_y, hi_y = int(np.searchsorted(th, y_t, "left")), int(np.searchsorted(th, y_t, "right"))
-            # the last call of run a, the first call of run b
-            x = lo_x + int(np.searchsorted(e[lo_x:hi_x], re_[a], "right")) - 1  # calls of a thread do not overlap
-            y = lo_y + int(np.searchsorted(s[lo_y:hi_y], rs[b], "left"))
-            if not (lo_x <= x < hi_x and s[x] >= rs[a]) or not (lo_y <= y < hi_y and s[y] < re_[b]):
-                continue
-            if h_prev[y] < 0 or prev_end_same[b] < 0 or xdep[y] >= 0:
-                continue
-            xdep[y] = x
-            xlat[y] = s[y] - e[x]
-            xtail[y] = re_[a] - e[x]
-            idle[y] = rs[b] - prev_end_same[b]
     return xdep, xlat, idle, xtail
 
 
