@@ -205,7 +205,12 @@ class MainWindow(QMainWindow):
             self.tabifyDockWidget(self.table_dock, self.memory_dock)
             self.tabifyDockWidget(self.table_dock, self.flame_dock)
             self.table_dock.raise_()
+            # out of the layout first: tabbed from where it was stacked, below the Roofline split off
+            # Details, Qt made a second "Details | Counters" bar and left it at the group's first
+            # place, drawn over the Roofline (tests/ui/test_app.py::test_no_stale_tab_bar...)
+            self.removeDockWidget(self.counters_dock)
             self.tabifyDockWidget(self.details_dock, self.counters_dock)
+            self.counters_dock.show()
             self.details_dock.raise_()
             self.resizeDocks([self.details_dock, self.analysis.roofline_dock], [240, 560], Qt.Orientation.Vertical)
         if not self.compare.active:

@@ -150,6 +150,31 @@ class RooflineWidget(QWidget):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._fit_title()
+        self._fit_intensity_label()
+
+    #: the intensity axis' title, longest first: the first that fits under the axis is shown
+    INTENSITY_LABELS = ("arithmetic intensity", "intensity", "")
+
+    def _fit_intensity_label(self) -> None:
+        """The longest intensity axis title that fits under the axis: in a narrow dock the full
+        "arithmetic intensity (FLOP/byte)" is wider than the axis and its end was cut off."""
+        axis, left = self.plot.getAxis("bottom"), self.plot.getAxis("left")
+        room = self.width() - max(left.width(), left.minimumWidth()) - 16.0
+        metrics = QFontMetricsF(axis.label.font())
+        text = self.INTENSITY_LABELS[-1]
+        for text in self.INTENSITY_LABELS:
+            if metrics.horizontalAdvance(f"{text} (FLOP/byte)" if text else "FLOP/byte") <= room:
+                break
+        if text != getattr(self, "_intensity_label", None):
+            self._intensity_label = text
+            if text:
+                self.plot.setLabel("bottom", text, units="FLOP/byte")
+            else:
+                self.plot.setLabel("bottom", "FLOP/byte")
+
+    def intensity_label(self) -> str:
+        """The intensity axis' title as shown, without markup."""
+        return str(self.plot.getAxis("bottom").label.toPlainText())
 
     def _fit_title(self) -> None:
         lines, size = self._title

@@ -195,3 +195,28 @@ def test_a_long_title_is_elided_and_never_widens_the_plot(qtbot, eager_sol) -> N
     panel.resize(1400, 520)
     qtbot.waitUntil(lambda: "…" not in w.title_text())
     assert long_name in w.title_text()
+
+
+def test_the_intensity_axis_title_fits_a_narrow_dock(qtbot, eager_sol) -> None:  # type: ignore[no-untyped-def]
+    """At the default window's Roofline dock width (about 235 px) "arithmetic intensity
+    (FLOP/byte)" was wider than the axis, and its end was cut off (a screenshot showed
+    "...(FLOP/byte"). The longest title that fits is shown, the full one again when wide."""
+    from PySide6.QtGui import QFontMetricsF
+
+    from kviewer.ui.analysis_docks import RooflinePanel
+
+    panel = RooflinePanel()
+    qtbot.addWidget(panel)
+    w = panel.ensure_widgets()
+    w.set_data(eager_sol, load_devices()["h200"])
+    panel.resize(235, 520)
+    w.show()
+    panel.show()
+    qtbot.waitExposed(panel)
+    qtbot.waitUntil(lambda: w.plot_widget.width() == 235)
+    axis = w.plot.getAxis("bottom")
+    shown = w.intensity_label()
+    assert "FLOP/byte" in shown and shown != "arithmetic intensity (FLOP/byte)"
+    assert QFontMetricsF(axis.label.font()).horizontalAdvance(shown) <= axis.geometry().width()
+    panel.resize(900, 520)
+    qtbot.waitUntil(lambda: w.intensity_label() == "arithmetic intensity (FLOP/byte)")
