@@ -21,7 +21,8 @@ Signals, strongest first
 An op launches *helper* kernels beside the ones doing its arithmetic: layout transforms, dtype
 converts, fills, split-K reductions, epilogues. A kernel whose own name says copy / fill /
 communication / sort, or (under a GEMM, convolution or attention op) reduction or elementwise, is
-such a helper: it keeps the kind its name gives and gets none of the op's FLOPs
+such a helper; so is a kernel of one block beside a sibling of the same op spread over many
+(BatchNorm's per-channel inverse standard deviation beside its transform): it keeps the kind its name gives and gets none of the op's FLOPs
 (:func:`classify`'s ``helper`` column).
 """
 
@@ -450,6 +451,38 @@ _IS_DATA_HELPER = np.isin(_KIND_TEXT, ["copy", "fill", "communication", "sort"])
 _IS_ARITH_HELPER = np.isin(_KIND_TEXT, ["reduction", "elementwise", "norm"])
 
 
+#: a one-block kernel is a helper of its op when a sibling kernel of the same op launch spreads
+#: over at least this many blocks (see :func:`_narrow_beside_wide`)
+WIDE_BLOCKS = 64
+
+
+def _narrow_beside_wide(k: pd.DataFrame, ops: np.ndarray) -> np.ndarray:
+    """Kernels of one block whose op also launched a kernel of at least :data:`WIDE_BLOCKS` blocks.
+
+    One block runs on one SM: it cannot move the op's tensors at any rate that matters beside a
+    sibling spread over the GPU, so it computes something small for it (BatchNorm's inverse standard
+    deviation from the running variance, per channel; the last pass of a two-pass reduction).
+    Decided on the launch configuration, whatever the op or the kernel's name. Unknown grids
+    (``<= 0`` or missing) decide nothing."""
+    n = len(k)
+    out = np.zeros(n, dtype=bool)
+    if not n or not {"grid_x", "grid_y", "grid_z"} <= set(k.columns):
+        return out
+    has = ops >= 0
+    if not has.any():
+        return out
+    dims = [pd.to_numeric(k[c], errors="coerce").to_numpy(np.float64) for c in ("grid_x", "grid_y", "grid_z")]
+    blocks = np.where(np.isfinite(dims[0]) & (dims[0] > 0), dims[0], 0.0)
+    for d in dims[1:]:
+        blocks = blocks * np.where(np.isfinite(d) & (d > 0), d, 0.0)
+    at = np.flatnonzero(has)
+    codes, uniq = pd.factorize(ops[at])
+    widest = np.zeros(len(uniq))
+    np.maximum.at(widest, codes, blocks[at])
+    out[at] = (blocks[at] == 1) & (widest[codes] >= WIDE_BLOCKS)
+    return out
+
+
 def classify(trace: Trace, ops: np.ndarray | None = None) -> pd.DataFrame:
     """Kind of every kernel (rows in ``trace.kernels`` order), from the strongest signal present.
 
@@ -481,6 +514,7 @@ def classify(trace: Trace, ops: np.ndarray | None = None) -> pd.DataFrame:
     beside = _IS_MATRIX[ok] & ~nk_matrix & ~fired
     is_helper |= beside & (np.isin(ops, has_main) | _IS_ARITH_HELPER[nk])
     is_helper &= ~((ok == _KIND_INDEX["attention"]) & (nk == _KIND_INDEX["softmax"]))  # an unfused attention's softmax is the op's arithmetic
+    is_helper |= _narrow_beside_wide(k, ops)
     helper = with_op & is_helper
     by_op = with_op & ~is_helper
     kind_i = np.where(by_op, ok, nk)

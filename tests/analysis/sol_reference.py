@@ -22,7 +22,7 @@ from kviewer.analysis.kinds import DATA_KINDS
 from kviewer.analysis.model import MODEL_COLUMNS, OpWork, _enclosing_flops, _join, model_kernels, op_work
 from kviewer.analysis.sol import _REASON_TEXT, _TENSOR_ACTIVE_PCT, SOL_COLUMNS, SOL_EXCEEDS, SOL_OK, SOL_UNKNOWN, _over_100_reason, _peak
 from kviewer.core import Trace
-from kviewer.analysis.kinds import CLASSIFY_COLUMNS
+from kviewer.analysis.kinds import CLASSIFY_COLUMNS, WIDE_BLOCKS
 
 
 def speed_of_light_per_kernel(
@@ -248,6 +248,18 @@ def classify_per_kernel(trace: Trace, ops: np.ndarray | None = None) -> pd.DataF
     has_main: set[int] = set()
     for j in np.flatnonzero((ops >= 0) & (np.isin(nkind, list(MATRIX_KINDS)) | fired)):
         has_main.add(int(ops[j]))
+    # one-block kernels beside a sibling of the same op launch of at least WIDE_BLOCKS blocks
+    blocks = []
+    for i in range(n):
+        b = 1.0
+        for c in ("grid_x", "grid_y", "grid_z"):
+            v = pd.to_numeric(k[c].iloc[i], errors="coerce") if c in k.columns else math.nan
+            b *= float(v) if v == v and v > 0 else 0.0
+        blocks.append(b)
+    widest: dict[int, float] = {}
+    for i in range(n):
+        if ops[i] >= 0:
+            widest[int(ops[i])] = max(widest.get(int(ops[i]), 0.0), blocks[i])
     for i in range(n):
         nk, ok = nkind[i], okind[i]
         if ok and ok != "other":
@@ -257,6 +269,8 @@ def classify_per_kernel(trace: Trace, ops: np.ndarray | None = None) -> pd.DataF
                 is_helper = is_helper or int(ops[i]) in has_main or nk in ("reduction", "elementwise", "norm")
             if ok == "attention" and nk == "softmax":
                 is_helper = False  # an unfused attention's softmax is part of the op's arithmetic
+            if ops[i] >= 0 and blocks[i] == 1 and widest[int(ops[i])] >= WIDE_BLOCKS:
+                is_helper = True
             if is_helper:
                 helper[i] = True
             else:

@@ -112,3 +112,24 @@ def test_the_join_keeps_ranks_apart_and_the_signals_are_ordered() -> None:
     m = model.model_kernels(t).assign(name=t.kernels["name"].astype(str).to_numpy()).set_index("name")
     helper = m.loc["void cudnn::fusion::convert_dq_to_16bits<true>()"]
     assert helper["helper"] and str(helper["model_note"]).startswith("helper kernel") and helper["model_flops"] == 0
+
+
+def test_a_one_block_kernel_beside_a_wide_sibling_of_its_op_is_a_helper() -> None:
+    """Decided on the launch configuration alone: one block beside a sibling of the same op launch of
+    at least WIDE_BLOCKS blocks; two narrow kernels, unknown grids and kernels without an op decide
+    nothing."""
+    import numpy as np
+    import pandas as pd
+
+    from kviewer.analysis.kinds import WIDE_BLOCKS, _narrow_beside_wide
+
+    k = pd.DataFrame({
+        "grid_x": [1, 2, 1, 1, 1, -1, 1, 1],
+        "grid_y": [1, WIDE_BLOCKS // 2, 1, 1, 1, 1, 1, 1],
+        "grid_z": [1, 1, 1, 1, 1, 1, 1, 1],
+    })
+    ops = np.array([7, 7, 8, 8, 9, 9, -1, 10])
+    k.loc[3, "grid_x"] = WIDE_BLOCKS - 1  # op 8: one block beside 63: not wide enough
+    k.loc[7, "grid_x"] = np.nan  # op 10 alone, unknown
+    got = _narrow_beside_wide(k, ops)
+    assert got.tolist() == [True, False, False, False, False, False, False, False]

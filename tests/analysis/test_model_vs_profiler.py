@@ -48,7 +48,15 @@ def test_resnet18_conv_flops_equal_key_averages(sample_traces: Path) -> None:
     assert float(m.loc[m["op_name"] == "aten::addmm", "model_flops"].sum()) == ref["aten::addmm"]["flops"]
     # the cuDNN layout transforms beside the convolutions get none of its FLOPs
     helpers = m[m["helper"]]
-    assert len(helpers) and (helpers["kind"] == "copy").all() and (helpers["model_flops"] == 0).all()
+    conv_helpers = helpers[helpers["op_name"] == "aten::cudnn_convolution"]
+    assert len(conv_helpers) and (conv_helpers["kind"] == "copy").all() and (conv_helpers["model_flops"] == 0).all()
+    # BatchNorm's one-block kernel (the inverse standard deviation of the running variance, per
+    # channel) beside its transform is a helper too: the op's bytes all go to the transform
+    bn = m[m["op_name"] == "aten::native_batch_norm"]
+    small = bn[bn["helper"]]
+    assert len(small) and small["model_bytes"].isna().all()
+    assert bn.loc[~bn["helper"], "model_bytes"].notna().all()
+    assert set(helpers["op_name"]) <= {"aten::cudnn_convolution", "aten::native_batch_norm"}
 
 
 def test_resnet18_conv_flops_per_shape(sample_traces: Path) -> None:
