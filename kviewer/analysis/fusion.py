@@ -54,7 +54,7 @@ import pandas as pd
 from kviewer.analysis.devices import DeviceSpec
 from kviewer.analysis.kinds import kernel_op_info
 from kviewer.analysis.model import _parse, _tensors, model_kernels
-from kviewer.analysis.sol import SolResult, speed_of_light
+from kviewer.analysis.sol import SOL_EXCEEDS, SOL_OK, SolResult, speed_of_light
 from kviewer.core import Trace
 from kviewer.core.schema import FUSION_COLUMNS
 
@@ -128,7 +128,7 @@ class _Links:
 
     op: np.ndarray            # cpu_slices row of the launching op, -1
     op_name: np.ndarray       # its name
-    op_kernels: np.ndarray    # kernels that op launched
+    op_kernels: np.ndarray    # kernels that op launched doing its arithmetic (its helpers not counted)
     helper: np.ndarray        # a helper kernel of its op
     out_numel: np.ndarray     # elements of the op's output, NaN
     inputs: list[list[tuple[float, float]]]  # the op's input tensors: (numel, bytes)
@@ -160,10 +160,20 @@ def _links(trace: Trace, model: pd.DataFrame | None = None) -> _Links:
     total = m["model_bytes"].to_numpy(np.float64)
     written = m["model_bytes_written"].to_numpy(np.float64)
     return _Links(
-        op=op, op_name=m["op_name"].to_numpy(dtype=object), op_kernels=m["op_kernels"].to_numpy(np.int64),
+        op=op, op_name=m["op_name"].to_numpy(dtype=object), op_kernels=_main_kernels(op, m["helper"].to_numpy(bool)),
         helper=m["helper"].to_numpy(bool), out_numel=m["out_numel"].to_numpy(np.float64), inputs=inputs,
         read=total - written, written=written, kind_source=m["kind_source"].to_numpy(dtype=object),
     )
+
+
+def _main_kernels(op: np.ndarray, helper: np.ndarray) -> np.ndarray:
+    """For each kernel, how many kernels that are not helpers its op launched (0 without an op)."""
+    out = np.zeros(len(op), dtype=np.int64)
+    at = np.flatnonzero((op >= 0) & ~helper)
+    if len(at):
+        _, inv, counts = np.unique(op[at], return_inverse=True, return_counts=True)
+        out[at] = counts[inv]
+    return out
 
 
 def _depends(links: _Links | None, prev: int, j: int) -> bool:
@@ -179,7 +189,8 @@ def _depends(links: _Links | None, prev: int, j: int) -> bool:
 
 
 def _chainable(links: _Links | None, j: int) -> bool:
-    # a member must be its op's only kernel (not a helper): a multi-kernel op splits its own work
+    # a member must be its op's only kernel doing arithmetic (not a helper): a multi-kernel op
+    # splits its own work; its helpers (a converted weight, BatchNorm's invstd) stay beside the chain
     return links is not None and links.op[j] >= 0 and links.op_kernels[j] == 1 and not links.helper[j]
 
 
@@ -300,6 +311,8 @@ def fusion_candidates(
     dims = _op_dims(trace, sol)
     # numpy columns once: indexing a DataFrame per chain costs a millisecond each
     cols = {c: sol[c].to_numpy() for c in ("kind", "dur", "flops", "bytes", "t_sol_ns", "peak_flops", "peak_bw", "op_name", "short_name", "id", "sol_status", "name")}
+    if "sol_reason" in sol.columns:
+        cols["sol_reason"] = sol["sol_reason"].to_numpy()
     training = is_training(trace)
     recs = [_estimate(cols, chain, dims, links, training) for chain in chains]
     df = pd.DataFrame(recs)
@@ -439,7 +452,11 @@ def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray
     notes: list[str] = []
     read = links.read[at]
     written = links.written[at]
-    known = bool(np.isfinite(read).all() and np.isfinite(written).all() and all(s == "ok" for s in status))
+    reasons = [str(x) for x in cols["sol_reason"][at]] if "sol_reason" in cols else [""] * len(chain)
+    # a member above the DRAM roofline because the L2 cache served part of its traffic (an
+    # activation small enough to stay in L2) has a measured rate but no speed of light
+    l2 = [st == SOL_EXCEEDS and r == "l2_served_traffic" for st, r in zip(status, reasons)]
+    known = bool(np.isfinite(read).all() and np.isfinite(written).all() and all(st == SOL_OK or x for st, x in zip(status, l2)))
     # intermediates: each producer's output, read back by the next member
     inter_read = 0.0
     member_inter = np.zeros(len(chain))  # intermediate bytes each member reads back
@@ -486,6 +503,12 @@ def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray
             eff = float(t_sol.sum() / dur.sum())
             fused_est = fused_sol / eff
             notes.append(f"fused time = fused speed of light at the chain's {eff * 100:.0f}% of SOL")
+        elif any(l2) and dur.sum() > 0:
+            fused_est = 0.0  # raised to the members' own rates below
+            # no chain efficiency to scale the fused speed of light by: L2 served part of the
+            # traffic, so some members ran above the DRAM roofline
+            notes.append("fused time = each member's remaining traffic at its own measured rate (the L2 cache served part "
+                         "of the chain's traffic), never below the fused speed of light")
         if np.isfinite(fused_est):
             # each member keeps the work fusion cannot remove at the efficiency it shows today:
             # only its intermediate traffic goes (a BatchNorm + ReLU saves at most the ReLU's and
@@ -493,7 +516,7 @@ def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray
             # its whole time (the main loop is unchanged). One launch at least, never more than today.
             own = _member_floor(dur, read, written, member_inter, anchored, keeps_preact)
             floor = max(float(dur.min()), fused_sol, own)
-            if own > fused_est:
+            if own > fused_est and not any(l2):
                 notes.append("raised to what the members' own measured efficiency allows")
             fused_est = min(max(fused_est, floor), measured)
     if not np.isfinite(fused_est):
