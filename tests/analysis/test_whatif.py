@@ -191,3 +191,42 @@ def test_removing_the_per_token_sync_of_kv_cache_decoding_lands_near_the_run_wit
     assert abs(a.median_projected_ns - b.median_measured_ns) <= 0.10 * b.median_measured_ns
     assert abs(a.median_projected_ns - b.median_measured_ns) < 0.5 * abs(a.median_measured_ns - b.median_measured_ns)
     assert all(s.projected_ns < s.measured_ns for s in a.steps)
+
+
+def _kernel_ns_per_step(model: object, dur: np.ndarray) -> float:
+    g = model.graph  # type: ignore[attr-defined]
+    nodes = np.unique(np.concatenate([w.gpu for w in model.windows]))  # type: ignore[attr-defined]
+    nodes = nodes[g.g_table[nodes] == 0]
+    return float(dur[nodes].sum()) / len(model.windows)  # type: ignore[attr-defined]
+
+
+def test_fusing_conv_blocks_estimates_the_kernels_torch_compile_runs(sample_traces: Path) -> None:
+    """Round 7's residual conv blocks (H100: sample_traces/README.md), eager and torch.compile. Two
+    things had kept every chain from an estimate: BatchNorm's one-block invstd kernel made the norm a
+    two-kernel op (now a helper: one block beside a 256-block transform), and the ReLU and the add,
+    whose activations stay in the 50 MB L2, run above the DRAM roofline (now estimated from their own
+    measured rates). The kernel time --fuse all leaves per step lands within 10 % of the compiled
+    program's; the step itself is bound by the host and is judged in BENCHMARKS.md."""
+    path = sample_traces / "h100_r7_cnn_eager.pt.trace.json.gz"
+    t = load(path)
+    cand = fusion_candidates(t)
+    bn = cand[cand["chain"].str.startswith("aten::native_batch_norm")]
+    assert len(bn) == 2 and bn["fused_est_ns"].notna().all()
+    assert (bn["fused_est_ns"] < bn["measured_ns"]).all() and (bn["fused_est_ns"] >= bn["fused_sol_ns"]).all()
+    a = whatif_model(t)
+    edits, notes = a.edits(Changes(fuse=()))
+    assert notes[0]["count"] == 32  # 2 chains x 4 blocks x 4 steps
+    b = whatif_model(load(sample_traces / "h100_r7_cnn_compiled.pt.trace.json.gz"))
+    projected, compiled = _kernel_ns_per_step(a, edits.g_dur), _kernel_ns_per_step(b, b.graph.g_dur)
+    assert abs(projected - compiled) <= 0.10 * compiled
+    assert abs(projected - compiled) < 0.3 * abs(_kernel_ns_per_step(a, a.graph.g_dur) - compiled)
+
+
+def test_fusing_a_training_step_lands_near_its_compiled_step(sample_traces: Path) -> None:
+    """Round 7's training step (4 pre-norm MLP blocks, bf16 autocast, AdamW; H100), eager and with the
+    module under torch.compile: --fuse all lands within 15 % of the profiled compiled step, nearer
+    than projecting no change."""
+    a = whatif_model(load(sample_traces / "h100_r7_mlpt_eager.pt.trace.json.gz")).project(Changes(fuse=()))
+    b = whatif_model(load(sample_traces / "h100_r7_mlpt_compiled.pt.trace.json.gz")).project(Changes())
+    assert abs(a.median_projected_ns - b.median_measured_ns) <= 0.15 * b.median_measured_ns
+    assert abs(a.median_projected_ns - b.median_measured_ns) < 0.5 * abs(a.median_measured_ns - b.median_measured_ns)

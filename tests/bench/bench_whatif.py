@@ -57,6 +57,13 @@ PAIRS = [
      "r6_decode_nosync", 10.0),
     ("(b3) eager -> CUDA graph, a training step (H100)", "h100_r6_train_eager", "cuda_graphs=True", "h100_r6_train_graph", "round6_train_truth",
      "r6_train_eager", "r6_train_graph", 10.0),
+    # round 7 (sample_traces/h200_gen_round7.py, on an H100): model classes the pairs above do not cover
+    ("(a3) eager -> torch.compile, residual conv blocks (H100)", "h100_r7_cnn_eager", "fuse=()", "h100_r7_cnn_compiled", "round7_truth",
+     "r7_cnn_eager", "r7_cnn_compiled", 15.0),
+    ("(a4) eager -> torch.compile, a training step (H100)", "h100_r7_mlpt_eager", "fuse=()", "h100_r7_mlpt_compiled", "round7_truth",
+     "r7_mlpt_eager", "r7_mlpt_compiled", 15.0),
+    ("(c3) loss.item() every step -> none, training (H100)", "h100_r7_log_sync", "no_sync=()", "h100_r7_log_nosync", "round7_truth",
+     "r7_log_sync", "r7_log_nosync", 10.0),
 ]
 
 
@@ -97,6 +104,37 @@ def accuracy() -> None:
     print("|" + "---|" * len(head))
     for r in rows:
         print("| " + " | ".join(r) + " |")
+
+
+def fused_gpu_time() -> None:
+    """The fusion estimate alone, host left out: each ``--fuse`` pair's kernel time per step in A, in A
+    less the kernel time ``--fuse all`` removes, and in B (torch.compile's kernels). Where A's step is
+    bound by the host (the profiler's, or eager dispatch), the step-time rows above judge the host
+    and this one the fused kernels."""
+    from kviewer.analysis.whatif import Changes, whatif_model
+    from kviewer.io import load
+
+    print("| pair | A kernel time / step (ms) | projected (ms) | B kernel time / step (ms) | error |")
+    print("|---|---|---|---|---|")
+    for label, a, change, b, *_ in PAIRS:
+        if "fuse" not in change or "cuda_graphs" in change:
+            continue
+        ta, tb = load(ST / f"{a}.pt.trace.json.gz"), load(ST / f"{b}.pt.trace.json.gz")
+        import numpy as np
+
+        def per_step(model: Any, dur: Any) -> float:
+            """Kernel time of the GPU nodes launched inside the steps, per step."""
+            g = model.graph
+            nodes = np.unique(np.concatenate([w.gpu for w in model.windows]))
+            nodes = nodes[g.g_table[nodes] == 0]
+            return float(dur[nodes].sum()) / len(model.windows)
+
+        model, model_b = whatif_model(ta), whatif_model(tb)
+        edits, _ = model.edits(Changes(fuse=()))
+        ka = per_step(model, model.graph.g_dur)
+        pa = per_step(model, edits.g_dur)
+        kb = per_step(model_b, model_b.graph.g_dur)
+        print(f"| {label} | {ka / 1e6:.4f} | {pa / 1e6:.4f} | {kb / 1e6:.4f} | {(pa - kb) / kb * 100:+.1f}% |")
 
 
 DDP2 = ST / "h200_ddp2"
@@ -272,6 +310,7 @@ def _py(code: str, key: str = "pipeline") -> float:
 if __name__ == "__main__":
     if "--speed-only" not in sys.argv:
         accuracy()
+        fused_gpu_time()
         ranks()
         tiling()
     if "--speed" in sys.argv or "--speed-only" in sys.argv:

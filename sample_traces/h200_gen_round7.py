@@ -1,0 +1,149 @@
+"""Round-7 GPU data for kviewer (issue 24): truth pairs for model classes the earlier pairs do not cover, so the
+what-if projections are checked on programs they were not tuned on (conv nets, a compiled *training* step, a
+GPU-bound training loop with a logging sync).
+
+  cnn    4 residual blocks (conv3x3 - BatchNorm - ReLU - conv3x3 - BatchNorm - add - ReLU), 64 channels, batch 32,
+         56x56, fp16, channels_last, inference: ``eager`` and ``torch.compile`` (default mode: Inductor fuses the
+         BatchNorm with the ReLU and with the residual add, the convolutions stay cuDNN's) -> ``--fuse all`` pair
+  mlpt   training step of 4 pre-norm MLP blocks (LayerNorm - Linear(1024, 4096) - GELU - Dropout(0.1) -
+         Linear(4096, 1024) - add), batch 8 x 512 tokens, bf16 autocast over fp32 weights, AdamW (foreach):
+         ``eager`` and the module under ``torch.compile`` (forward and backward compiled, the optimizer eager)
+         -> ``--fuse all`` pair on a training step (a GEMM's pre-activation is kept for the backward)
+  log    the eager ``mlpt`` step with ``loss.item()`` read every step for logging (``sync``) and without
+         (``nosync``) -> ``--no-sync`` pair on a GPU-bound loop (the projection must not promise much)
+
+Every variant: warm-up (compilation first), then unprofiled timing in alternating rounds of 10 CUDA-event-timed
+steps (no sync between steps), then torch.profiler with schedule(wait=1, warmup=1, active=4), record_shapes, one
+prof.step() a step. Writes NAME.pt.trace.json.gz and round7_truth.json (per variant: unprofiled median step, all
+step times, env).
+Usage: python3 h200_gen_round7.py OUT_DIR
+"""
+import gzip, json, os, statistics, sys, time
+
+import torch, torch.nn as nn, torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile, schedule
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else "/tmp/r7"
+os.makedirs(OUT, exist_ok=True)
+torch.manual_seed(0)
+DEV = "cuda"
+TRUTH = {"env": {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name()}}
+
+
+def unprofiled(step, n=10, warm=3):
+    for _ in range(warm):
+        step()
+    torch.cuda.synchronize()
+    marks = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    for s, e in marks:
+        s.record(); step(); e.record()
+    torch.cuda.synchronize()
+    return [round(s.elapsed_time(e), 5) for s, e in marks]
+
+
+def traced(name, step, active=4):
+    path = f"{OUT}/{name}.pt.trace.json"
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 schedule=schedule(wait=1, warmup=1, active=active, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
+        for _ in range(2 + active):
+            step(); prof.step()
+        torch.cuda.synchronize()
+    with open(path, "rb") as f, gzip.open(path + ".gz", "wb", compresslevel=9) as g:
+        g.write(f.read())
+    os.remove(path)
+
+
+def record_pair(steps, rounds=5):
+    """Time the variants in alternating rounds (drift of the host's speed falls on all alike), then trace each."""
+    ms = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            ms[name] += unprofiled(step)
+    for name, step in steps.items():
+        v = ms[name]
+        TRUTH[name] = {"unprofiled": {"median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v), "all_ms": v}}
+        traced(name, step)
+        print(name, TRUTH[name]["unprofiled"]["median_ms"], time.strftime("%H:%M:%S"), flush=True)
+
+
+# ---- cnn: residual conv blocks, inference, eager vs torch.compile ------------------------------------------
+class Block(nn.Module):
+    def __init__(self, c=64):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        y = F.relu(self.b1(self.c1(x)))
+        return F.relu(self.b2(self.c2(y)) + x)
+
+
+cnn = nn.Sequential(*[Block() for _ in range(4)]).to(DEV).half().eval().to(memory_format=torch.channels_last)
+for m in cnn.modules():  # non-trivial statistics, so the BatchNorm is not an identity
+    if isinstance(m, nn.BatchNorm2d):
+        m.running_mean.uniform_(-0.1, 0.1); m.running_var.uniform_(0.5, 1.5)
+ximg = torch.randn(32, 64, 56, 56, device=DEV, dtype=torch.half).to(memory_format=torch.channels_last)
+cnn_c = torch.compile(cnn)
+
+
+def cnn_eager():
+    with torch.no_grad():
+        return cnn(ximg)
+
+
+def cnn_compiled():
+    with torch.no_grad():
+        return cnn_c(ximg)
+
+
+for _ in range(3):
+    cnn_compiled()
+record_pair({"r7_cnn_eager": cnn_eager, "r7_cnn_compiled": cnn_compiled})
+
+
+# ---- mlpt: a training step, eager vs the module compiled ---------------------------------------------------
+class MLPBlock(nn.Module):
+    def __init__(self, d=1024):
+        super().__init__()
+        self.n, self.fc1, self.fc2, self.drop = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d), nn.Dropout(0.1)
+
+    def forward(self, x):
+        return x + self.drop(self.fc2(F.gelu(self.fc1(self.n(x)))))
+
+
+def trainer(model, sync):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    x = torch.randn(8, 512, 1024, device=DEV)
+    target = torch.randn(8, 512, 1024, device=DEV)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.mse_loss(model(x).float(), target)
+        loss.backward()
+        opt.step()
+        if sync:
+            return float(loss.item())  # logging the loss: a D2H copy and a wait every step
+        return loss
+
+    return step
+
+
+torch.manual_seed(1)
+m_eager = nn.Sequential(*[MLPBlock() for _ in range(4)]).to(DEV).train()
+m_comp = nn.Sequential(*[MLPBlock() for _ in range(4)]).to(DEV).train()
+m_comp.load_state_dict(m_eager.state_dict())
+step_eager, step_comp = trainer(m_eager, False), trainer(torch.compile(m_comp), False)
+for _ in range(3):
+    step_comp()
+record_pair({"r7_mlpt_eager": step_eager, "r7_mlpt_compiled": step_comp})
+
+# ---- log: the eager step with and without loss.item() ------------------------------------------------------
+m_log = nn.Sequential(*[MLPBlock() for _ in range(4)]).to(DEV).train()
+m_log.load_state_dict(m_eager.state_dict())
+record_pair({"r7_log_sync": trainer(m_log, True), "r7_log_nosync": trainer(m_log, False)})
+
+with open(f"{OUT}/round7_truth.json", "w") as f:
+    json.dump(TRUTH, f, indent=1)
+print("done", time.strftime("%H:%M:%S"), flush=True)
