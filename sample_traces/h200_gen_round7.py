@@ -11,12 +11,14 @@ GPU-bound training loop with a logging sync).
          -> ``--fuse all`` pair on a training step (a GEMM's pre-activation is kept for the backward)
   log    the eager ``mlpt`` step with ``loss.item()`` read every step for logging (``sync``) and without
          (``nosync``) -> ``--no-sync`` pair on a GPU-bound loop (the projection must not promise much)
+  cnnbig the ``cnn`` pair at batch 256, where both programs are bound by the GPU (at batch 32 both are
+         bound by the host: the step-time pair then judges the host, not the fused kernels)
 
 Every variant: warm-up (compilation first), then unprofiled timing in alternating rounds of 10 CUDA-event-timed
 steps (no sync between steps), then torch.profiler with schedule(wait=1, warmup=1, active=4), record_shapes, one
 prof.step() a step. Writes NAME.pt.trace.json.gz and round7_truth.json (per variant: unprofiled median step, all
 step times, env).
-Usage: python3 h200_gen_round7.py OUT_DIR
+Usage: python3 h200_gen_round7.py OUT_DIR [PART ...]   (parts: cnn mlpt log cnnbig; default cnn mlpt log)
 """
 import gzip, json, os, statistics, sys, time
 
@@ -24,6 +26,7 @@ import torch, torch.nn as nn, torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile, schedule
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "/tmp/r7"
+PARTS = sys.argv[2:] or ["cnn", "mlpt", "log"]
 os.makedirs(OUT, exist_ok=True)
 torch.manual_seed(0)
 DEV = "cuda"
@@ -79,27 +82,31 @@ class Block(nn.Module):
         return F.relu(self.b2(self.c2(y)) + x)
 
 
-cnn = nn.Sequential(*[Block() for _ in range(4)]).to(DEV).half().eval().to(memory_format=torch.channels_last)
-for m in cnn.modules():  # non-trivial statistics, so the BatchNorm is not an identity
-    if isinstance(m, nn.BatchNorm2d):
-        m.running_mean.uniform_(-0.1, 0.1); m.running_var.uniform_(0.5, 1.5)
-ximg = torch.randn(32, 64, 56, 56, device=DEV, dtype=torch.half).to(memory_format=torch.channels_last)
-cnn_c = torch.compile(cnn)
+def cnn_pair(batch, prefix):
+    cnn = nn.Sequential(*[Block() for _ in range(4)]).to(DEV).half().eval().to(memory_format=torch.channels_last)
+    for m in cnn.modules():  # non-trivial statistics, so the BatchNorm is not an identity
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.1, 0.1); m.running_var.uniform_(0.5, 1.5)
+    ximg = torch.randn(batch, 64, 56, 56, device=DEV, dtype=torch.half).to(memory_format=torch.channels_last)
+    cnn_c = torch.compile(cnn)
+
+    def cnn_eager():
+        with torch.no_grad():
+            return cnn(ximg)
+
+    def cnn_compiled():
+        with torch.no_grad():
+            return cnn_c(ximg)
+
+    for _ in range(3):
+        cnn_compiled()
+    record_pair({f"{prefix}_eager": cnn_eager, f"{prefix}_compiled": cnn_compiled})
 
 
-def cnn_eager():
-    with torch.no_grad():
-        return cnn(ximg)
-
-
-def cnn_compiled():
-    with torch.no_grad():
-        return cnn_c(ximg)
-
-
-for _ in range(3):
-    cnn_compiled()
-record_pair({"r7_cnn_eager": cnn_eager, "r7_cnn_compiled": cnn_compiled})
+if "cnn" in PARTS:
+    cnn_pair(32, "r7_cnn")
+if "cnnbig" in PARTS:
+    cnn_pair(256, "r7_cnnbig")
 
 
 # ---- mlpt: a training step, eager vs the module compiled ---------------------------------------------------
@@ -132,18 +139,20 @@ def trainer(model, sync):
 
 torch.manual_seed(1)
 m_eager = nn.Sequential(*[MLPBlock() for _ in range(4)]).to(DEV).train()
-m_comp = nn.Sequential(*[MLPBlock() for _ in range(4)]).to(DEV).train()
-m_comp.load_state_dict(m_eager.state_dict())
-step_eager, step_comp = trainer(m_eager, False), trainer(torch.compile(m_comp), False)
-for _ in range(3):
-    step_comp()
-record_pair({"r7_mlpt_eager": step_eager, "r7_mlpt_compiled": step_comp})
+if "mlpt" in PARTS:
+    m_comp = nn.Sequential(*[MLPBlock() for _ in range(4)]).to(DEV).train()
+    m_comp.load_state_dict(m_eager.state_dict())
+    step_eager, step_comp = trainer(m_eager, False), trainer(torch.compile(m_comp), False)
+    for _ in range(3):
+        step_comp()
+    record_pair({"r7_mlpt_eager": step_eager, "r7_mlpt_compiled": step_comp})
 
 # ---- log: the eager step with and without loss.item() ------------------------------------------------------
-m_log = nn.Sequential(*[MLPBlock() for _ in range(4)]).to(DEV).train()
-m_log.load_state_dict(m_eager.state_dict())
-record_pair({"r7_log_sync": trainer(m_log, True), "r7_log_nosync": trainer(m_log, False)})
+if "log" in PARTS:
+    m_log = nn.Sequential(*[MLPBlock() for _ in range(4)]).to(DEV).train()
+    m_log.load_state_dict(m_eager.state_dict())
+    record_pair({"r7_log_sync": trainer(m_log, True), "r7_log_nosync": trainer(m_log, False)})
 
-with open(f"{OUT}/round7_truth.json", "w") as f:
+with open(f"{OUT}/round7_truth{'' if PARTS == ['cnn', 'mlpt', 'log'] else '_' + '_'.join(PARTS)}.json", "w") as f:
     json.dump(TRUTH, f, indent=1)
 print("done", time.strftime("%H:%M:%S"), flush=True)

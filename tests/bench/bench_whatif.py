@@ -60,6 +60,8 @@ PAIRS = [
     # round 7 (sample_traces/h200_gen_round7.py, on an H100): model classes the pairs above do not cover
     ("(a3) eager -> torch.compile, residual conv blocks (H100)", "h100_r7_cnn_eager", "fuse=()", "h100_r7_cnn_compiled", "round7_truth",
      "r7_cnn_eager", "r7_cnn_compiled", 15.0),
+    ("(a3') the same at batch 256, bound by the GPU (H100)", "h100_r7_cnnbig_eager", "fuse=()", "h100_r7_cnnbig_compiled",
+     "round7_truth_cnnbig", "r7_cnnbig_eager", "r7_cnnbig_compiled", 15.0),
     ("(a4) eager -> torch.compile, a training step (H100)", "h100_r7_mlpt_eager", "fuse=()", "h100_r7_mlpt_compiled", "round7_truth",
      "r7_mlpt_eager", "r7_mlpt_compiled", 15.0),
     ("(c3) loss.item() every step -> none, training (H100)", "h100_r7_log_sync", "no_sync=()", "h100_r7_log_nosync", "round7_truth",
