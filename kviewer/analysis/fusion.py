@@ -14,8 +14,8 @@ A kernel joins a chain only when
 * there is a **data dependency**: its launching op reads a tensor with as many elements as the
   previous kernel's op wrote (op order and shape, from the ops' recorded shapes);
 * it is not communication, synchronisation, a copy between devices, a sort or a kernel that
-  reads nothing (a fill), and it is its op's only kernel (a multi-kernel op already splits its
-  own work).
+  reads nothing (a fill), and it is its op's only kernel doing arithmetic (a multi-kernel op
+  already splits its own work; its helpers, such as BatchNorm's one-block invstd, stay beside).
 
 What fusing saves
 -----------------
@@ -24,14 +24,21 @@ The fused kernel reads the chain's external inputs once and writes its final out
     fused bytes = sum(bytes read by the members) - sum(intermediates read back) + final output
 
 never negative and never less than the largest external tensor (intermediates are assumed to
-have no other consumer). Its FLOPs are the members' sum. Its time keeps the efficiency the
-chain achieves today and is never below one kernel launch::
+have no other consumer). Its FLOPs are the members' sum. A memory chain streams that traffic at
+the efficiency of its best-streaming member (one streaming kernel moves it as well as the best
+member moves its own); an anchored chain keeps the anchor's time, scaled up by how much the fused
+T_SOL exceeds the anchor's. Then the floor, from what the members keep at the rates they show
+today (:func:`_member_floor`)::
 
-    fused time = max(fused T_SOL / (sum T_SOL / sum measured time), shortest member's time)
+    fused time = max(fused T_SOL / best member's T_SOL / time, floor, fused T_SOL, shortest member's time)
+    floor      = max over members of (member's time x the share of its traffic fusion cannot remove)
+                 (an anchored chain: the anchor's time + its epilogue members' remaining traffic)
 
-(for an anchored chain, the anchor's time scaled by how much the fused T_SOL exceeds the
-anchor's). ``savings_ns = measured - fused time``. Any unknown size or speed of light in the
-chain makes the fused time and the saving unknown (NaN): never zero, never invented.
+so a BatchNorm + ReLU saves at most the ReLU kernel and the BatchNorm's intermediate write at the
+BatchNorm's own rate. A member above the DRAM roofline because L2 served its traffic has no
+T_SOL: its chain takes the floor. ``savings_ns = measured - fused time`` (never negative). Any
+other unknown size or speed of light in the chain makes the fused time and the saving unknown
+(NaN): never zero, never invented.
 
 Each candidate names its remedy (``remedy``: a cuBLASLt/hipBLASLt epilogue, ``torch.compile``,
 a fused or foreach optimizer, FlashAttention/SDPA, a hand-written Triton kernel) and a
