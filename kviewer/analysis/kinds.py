@@ -22,8 +22,8 @@ An op launches *helper* kernels beside the ones doing its arithmetic: layout tra
 converts, fills, split-K reductions, epilogues. A kernel whose own name says copy / fill /
 communication / sort, or (under a GEMM, convolution or attention op) reduction or elementwise, is
 such a helper; so is a kernel of one block beside a sibling of the same op spread over many
-(BatchNorm's per-channel inverse standard deviation beside its transform): it keeps the kind its name gives and gets none of the op's FLOPs
-(:func:`classify`'s ``helper`` column).
+(BatchNorm's per-channel inverse standard deviation beside its transform). A helper keeps the kind
+its name gives and gets none of the op's FLOPs (:func:`classify`'s ``helper`` column).
 """
 
 from __future__ import annotations
