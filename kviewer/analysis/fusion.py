@@ -317,9 +317,8 @@ def fusion_candidates(
         return _empty()
     dims = _op_dims(trace, sol)
     # numpy columns once: indexing a DataFrame per chain costs a millisecond each
-    cols = {c: sol[c].to_numpy() for c in ("kind", "dur", "flops", "bytes", "t_sol_ns", "peak_flops", "peak_bw", "op_name", "short_name", "id", "sol_status", "name")}
-    if "sol_reason" in sol.columns:
-        cols["sol_reason"] = sol["sol_reason"].to_numpy()
+    cols = {c: sol[c].to_numpy() for c in ("kind", "dur", "flops", "bytes", "t_sol_ns", "peak_flops", "peak_bw", "op_name", "short_name", "id",
+                                           "sol_status", "sol_reason", "name")}
     training = is_training(trace)
     recs = [_estimate(cols, chain, dims, links, training) for chain in chains]
     df = pd.DataFrame(recs)
@@ -463,10 +462,10 @@ def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray
     notes: list[str] = []
     read = links.read[at]
     written = links.written[at]
-    reasons = [str(x) for x in cols["sol_reason"][at]] if "sol_reason" in cols else [""] * len(chain)
     # a member above the DRAM roofline because the L2 cache served part of its traffic (an
     # activation small enough to stay in L2) has a measured rate but no speed of light
-    l2 = [st == SOL_EXCEEDS and r == "l2_served_traffic" for st, r in zip(status, reasons)]
+    l2 = [st == SOL_EXCEEDS and str(r) == "l2_served_traffic" for st, r in zip(status, cols["sol_reason"][at])]
+    from_l2 = any(l2)
     known = bool(np.isfinite(read).all() and np.isfinite(written).all() and all(st == SOL_OK or x for st, x in zip(status, l2)))
     # intermediates: each producer's output, read back by the next member
     inter_read = 0.0
@@ -518,7 +517,7 @@ def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray
             eff = float(np.max(t_sol / dur))
             fused_est = fused_sol / eff
             notes.append(f"fused time = fused speed of light at the best member's {eff * 100:.0f}% of SOL")
-        elif any(l2) and dur.sum() > 0:
+        elif from_l2 and dur.sum() > 0:
             fused_est = 0.0  # raised to the members' own rates below
             # no chain efficiency to scale the fused speed of light by: L2 served part of the
             # traffic, so some members ran above the DRAM roofline
@@ -532,7 +531,7 @@ def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray
             # never more than today.
             own = _member_floor(dur, read, written, member_inter, anchored, keeps_preact)
             floor = max(float(dur.min()), fused_sol, own)
-            if own > fused_est and not any(l2):
+            if own > fused_est and not from_l2:
                 notes.append("raised to what the members' own measured efficiency allows")
             fused_est = min(max(fused_est, floor), measured)
     if not np.isfinite(fused_est):
