@@ -15,6 +15,7 @@ from kviewer.analysis.fusion import fusion_candidates
 from kviewer.analysis.whatif import Changes, whatif_model
 from kviewer.errors import AnalysisError
 from kviewer.io import load
+from tests.bench.bench_whatif import kernel_ns_per_step
 
 SAMPLES = ["h200_llm_block_eager.pt.trace.json.gz", "h200_llm_block_compiled.pt.trace.json.gz", "mlp_eager.pt.trace.json.gz",
            "mlp_sync.pt.trace.json.gz", "block4_eager.pt.trace.json.gz", "h200_resnet18_train.pt.trace.json.gz",
@@ -193,13 +194,6 @@ def test_removing_the_per_token_sync_of_kv_cache_decoding_lands_near_the_run_wit
     assert all(s.projected_ns < s.measured_ns for s in a.steps)
 
 
-def _kernel_ns_per_step(model: object, dur: np.ndarray) -> float:
-    g = model.graph  # type: ignore[attr-defined]
-    nodes = np.unique(np.concatenate([w.gpu for w in model.windows]))  # type: ignore[attr-defined]
-    nodes = nodes[g.g_table[nodes] == 0]
-    return float(dur[nodes].sum()) / len(model.windows)  # type: ignore[attr-defined]
-
-
 def test_fusing_conv_blocks_estimates_the_kernels_torch_compile_runs(sample_traces: Path) -> None:
     """Round 7's residual conv blocks (H100: sample_traces/README.md), eager and torch.compile. Two
     things had kept every chain from an estimate: BatchNorm's one-block invstd kernel made the norm a
@@ -217,9 +211,9 @@ def test_fusing_conv_blocks_estimates_the_kernels_torch_compile_runs(sample_trac
     edits, notes = a.edits(Changes(fuse=()))
     assert notes[0]["count"] == 32  # 2 chains x 4 blocks x 4 steps
     b = whatif_model(load(sample_traces / "h100_r7_cnn_compiled.pt.trace.json.gz"))
-    projected, compiled = _kernel_ns_per_step(a, edits.g_dur), _kernel_ns_per_step(b, b.graph.g_dur)
+    projected, compiled = kernel_ns_per_step(a, edits.g_dur), kernel_ns_per_step(b, b.graph.g_dur)
     assert abs(projected - compiled) <= 0.10 * compiled
-    assert abs(projected - compiled) < 0.3 * abs(_kernel_ns_per_step(a, a.graph.g_dur) - compiled)
+    assert abs(projected - compiled) < 0.3 * abs(kernel_ns_per_step(a, a.graph.g_dur) - compiled)
 
 
 def test_fusing_a_training_step_lands_near_its_compiled_step(sample_traces: Path) -> None:

@@ -108,6 +108,17 @@ def accuracy() -> None:
         print("| " + " | ".join(r) + " |")
 
 
+def kernel_ns_per_step(model: Any, dur: Any) -> float:
+    """Kernel time of a what-if model's steps, per step: ``dur`` (the graph's GPU node durations,
+    measured or edited) summed over the kernels launched inside the step windows."""
+    import numpy as np
+
+    g = model.graph
+    nodes = np.unique(np.concatenate([w.gpu for w in model.windows]))
+    nodes = nodes[g.g_table[nodes] == 0]
+    return float(dur[nodes].sum()) / len(model.windows)
+
+
 def fused_gpu_time() -> None:
     """The fusion estimate alone, host left out: each ``--fuse`` pair's kernel time per step in A, in A
     less the kernel time ``--fuse all`` removes, and in B (torch.compile's kernels). Where A's step is
@@ -121,21 +132,12 @@ def fused_gpu_time() -> None:
     for label, a, change, b, *_ in PAIRS:
         if "fuse" not in change or "cuda_graphs" in change:
             continue
-        ta, tb = load(ST / f"{a}.pt.trace.json.gz"), load(ST / f"{b}.pt.trace.json.gz")
-        import numpy as np
-
-        def per_step(model: Any, dur: Any) -> float:
-            """Kernel time of the GPU nodes launched inside the steps, per step."""
-            g = model.graph
-            nodes = np.unique(np.concatenate([w.gpu for w in model.windows]))
-            nodes = nodes[g.g_table[nodes] == 0]
-            return float(dur[nodes].sum()) / len(model.windows)
-
-        model, model_b = whatif_model(ta), whatif_model(tb)
+        model = whatif_model(load(ST / f"{a}.pt.trace.json.gz"))
+        model_b = whatif_model(load(ST / f"{b}.pt.trace.json.gz"))
         edits, _ = model.edits(Changes(fuse=()))
-        ka = per_step(model, model.graph.g_dur)
-        pa = per_step(model, edits.g_dur)
-        kb = per_step(model_b, model_b.graph.g_dur)
+        ka = kernel_ns_per_step(model, model.graph.g_dur)
+        pa = kernel_ns_per_step(model, edits.g_dur)
+        kb = kernel_ns_per_step(model_b, model_b.graph.g_dur)
         print(f"| {label} | {ka / 1e6:.4f} | {pa / 1e6:.4f} | {kb / 1e6:.4f} | {(pa - kb) / kb * 100:+.1f}% |")
 
 
