@@ -13,12 +13,18 @@ GPU-bound training loop with a logging sync).
          (``nosync``) -> ``--no-sync`` pair on a GPU-bound loop (the projection must not promise much)
   cnnbig the ``cnn`` pair at batch 256, where both programs are bound by the GPU (at batch 32 both are
          bound by the host: the step-time pair then judges the host, not the fused kernels)
+  gn     4 diffusion-UNet residual blocks (GroupNorm(32) - SiLU - conv3x3 - GroupNorm(32) - SiLU - conv3x3 -
+         add), 128 channels, batch 64, 64x64, fp16, inference, eager and ``torch.compile``: GroupNorm is an op
+         of several kernels (statistics, then the normalisation), which Inductor fuses with the SiLU
+  cnnt   the ``cnn`` blocks as a *training* step (batch 64, bf16 autocast over fp32 weights, channels_last, SGD
+         with momentum), eager and the module under ``torch.compile``: BatchNorm in training is an op of several
+         kernels (statistics, then the transform) whose transform Inductor fuses with the ReLU and the add
 
 Every variant: warm-up (compilation first), then unprofiled timing in alternating rounds of 10 CUDA-event-timed
 steps (no sync between steps), then torch.profiler with schedule(wait=1, warmup=1, active=4), record_shapes, one
 prof.step() a step. Writes NAME.pt.trace.json.gz and round7_truth.json (per variant: unprofiled median step, all
 step times, env).
-Usage: python3 h200_gen_round7.py OUT_DIR [PART ...]   (parts: cnn mlpt log cnnbig; default cnn mlpt log)
+Usage: python3 h200_gen_round7.py OUT_DIR [PART ...]   (parts: cnn mlpt log cnnbig gn cnnt; default cnn mlpt log)
 """
 import gzip, json, os, statistics, sys, time
 
@@ -103,6 +109,60 @@ def cnn_pair(batch, prefix):
     record_pair({f"{prefix}_eager": cnn_eager, f"{prefix}_compiled": cnn_compiled})
 
 
+class GNBlock(nn.Module):
+    def __init__(self, c=128):
+        super().__init__()
+        self.n1, self.c1 = nn.GroupNorm(32, c), nn.Conv2d(c, c, 3, padding=1)
+        self.n2, self.c2 = nn.GroupNorm(32, c), nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, x):
+        return x + self.c2(F.silu(self.n2(self.c1(F.silu(self.n1(x))))))
+
+
+if "gn" in PARTS:
+    unet = nn.Sequential(*[GNBlock() for _ in range(4)]).to(DEV).half().eval()
+    xg = torch.randn(64, 128, 64, 64, device=DEV, dtype=torch.half)
+    unet_c = torch.compile(unet)
+
+    def gn_eager():
+        with torch.no_grad():
+            return unet(xg)
+
+    def gn_compiled():
+        with torch.no_grad():
+            return unet_c(xg)
+
+    for _ in range(3):
+        gn_compiled()
+    record_pair({"r7_gn_eager": gn_eager, "r7_gn_compiled": gn_compiled})
+
+def cnn_train_pair(batch=64):
+    torch.manual_seed(2)
+    nets = [nn.Sequential(*[Block() for _ in range(4)]).to(DEV).train().to(memory_format=torch.channels_last)
+            for _ in range(2)]
+    nets[1].load_state_dict(nets[0].state_dict())
+    x = torch.randn(batch, 64, 56, 56, device=DEV).to(memory_format=torch.channels_last)
+
+    def make(model):
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, foreach=True)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(x).float().square().mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    s_eager, s_comp = make(nets[0]), make(torch.compile(nets[1]))
+    for _ in range(3):
+        s_comp()
+    record_pair({"r7_cnnt_eager": s_eager, "r7_cnnt_compiled": s_comp})
+
+
+if "cnnt" in PARTS:
+    cnn_train_pair()
 if "cnn" in PARTS:
     cnn_pair(32, "r7_cnn")
 if "cnnbig" in PARTS:

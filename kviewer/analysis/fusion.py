@@ -14,8 +14,15 @@ A kernel joins a chain only when
 * there is a **data dependency**: its launching op reads a tensor with as many elements as the
   previous kernel's op wrote (op order and shape, from the ops' recorded shapes);
 * it is not communication, synchronisation, a copy between devices, a sort or a kernel that
-  reads nothing (a fill), and it is its op's only kernel doing arithmetic (a multi-kernel op
-  already splits its own work; its helpers, such as BatchNorm's one-block invstd, stay beside).
+  reads nothing (a fill), and it is its op's only kernel doing arithmetic (its helpers, such as
+  BatchNorm's one-block invstd, stay beside). An op of several memory kernels, one of which
+  reduces (GroupNorm, BatchNorm in training, their backward, LayerNorm's backward), splits its own
+  work: the kernel writing its output (:func:`_writers`) may *start* a chain, with the op's whole
+  traffic; it joins none, since the op's statistics kernels read its input too.
+
+A kernel of the last member's own op that does not join (the layout transform of a convolution's
+output, a LayerNorm backward's parameter gradients) runs beside the chain without ending it; the
+time between members excludes it.
 
 What fusing saves
 -----------------
@@ -32,7 +39,9 @@ today (:func:`_member_floor`)::
 
     fused time = max(fused T_SOL / best member's T_SOL / time, floor, fused T_SOL, shortest member's time)
     floor      = max over members of (member's time x the share of its traffic fusion cannot remove)
-                 (an anchored chain: the anchor's time + its epilogue members' remaining traffic)
+                 (an anchored chain: the anchor's time + its epilogue members' external reads; the
+                 final output is the anchor's own write, redirected, unless the anchor also keeps the
+                 pre-activation a training backward reads)
 
 so a BatchNorm + ReLU saves at most the ReLU kernel and the BatchNorm's intermediate write at the
 BatchNorm's own rate. A member above the DRAM roofline because L2 served its traffic has no
@@ -59,7 +68,7 @@ import numpy as np
 import pandas as pd
 
 from kviewer.analysis.devices import DeviceSpec
-from kviewer.analysis.kinds import kernel_op_info
+from kviewer.analysis.kinds import kernel_blocks, kernel_op_info
 from kviewer.analysis.model import _parse, _tensors, model_kernels
 from kviewer.analysis.sol import SOL_EXCEEDS, SOL_OK, SolResult, speed_of_light
 from kviewer.core import Trace
@@ -137,6 +146,7 @@ class _Links:
     op_name: np.ndarray       # its name
     op_kernels: np.ndarray    # kernels that op launched doing its arithmetic (its helpers not counted)
     helper: np.ndarray        # a helper kernel of its op
+    writer: np.ndarray        # the kernel writing the output of an op of several memory kernels (see _writers)
     out_numel: np.ndarray     # elements of the op's output, NaN
     inputs: list[list[tuple[float, float]]]  # the op's input tensors: (numel, bytes)
     read: np.ndarray          # modelled bytes read, NaN
@@ -165,12 +175,65 @@ def _links(trace: Trace, model: pd.DataFrame | None = None) -> _Links:
     none: list[tuple[float, float]] = []
     inputs = [of_op[o] if o >= 0 else none for o in op.tolist()]
     total = m["model_bytes"].to_numpy(np.float64)
-    written = m["model_bytes_written"].to_numpy(np.float64)
+    written = m["model_bytes_written"].to_numpy(np.float64, copy=True)
+    read = total - written
+    helper = m["helper"].to_numpy(bool)
+    writer = _writers(op, helper, m["kind"].to_numpy(dtype=object), kernel_blocks(trace.kernels),
+                      trace.kernels["start"].to_numpy(np.int64))
+    if writer.any():
+        # the writer reads the op's inputs and writes its output: the op's whole traffic (the model
+        # shares it among the op's kernels by time), while the kernels before it read the input again
+        main = (op >= 0) & ~helper
+        codes, uniq = pd.factorize(op[main])
+        at = np.flatnonzero(main)
+        for col in (read, written):
+            sums = np.bincount(codes, weights=col[main], minlength=len(uniq))  # NaN stays NaN
+            col[at[writer[main]]] = sums[codes[writer[main]]]
     return _Links(
-        op=op, op_name=m["op_name"].to_numpy(dtype=object), op_kernels=_main_kernels(op, m["helper"].to_numpy(bool)),
-        helper=m["helper"].to_numpy(bool), out_numel=m["out_numel"].to_numpy(np.float64), inputs=inputs,
-        read=total - written, written=written, kind_source=m["kind_source"].to_numpy(dtype=object),
+        op=op, op_name=m["op_name"].to_numpy(dtype=object), op_kernels=_main_kernels(op, helper),
+        helper=helper, writer=writer, out_numel=m["out_numel"].to_numpy(np.float64), inputs=inputs,
+        read=read, written=written, kind_source=m["kind_source"].to_numpy(dtype=object),
     )
+
+
+#: kinds that reduce (an op of several kernels with one of these computes statistics, then applies them)
+_REDUCING = ("norm", "reduction", "softmax")
+
+
+def _writers(op: np.ndarray, helper: np.ndarray, kinds: np.ndarray, blocks: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The kernel that writes the output of each op of several memory kernels, one of which reduces
+    (GroupNorm: row moments, fused parameters, then the normalisation; BatchNorm in training:
+    statistics, then the transform; their backward: the reductions, then the input gradient).
+
+    The writer is the op's widest kernel by blocks (the statistics and the parameter gradients are
+    per group or channel, the output per element: LayerNorm's backward writes the input gradient
+    first, then the narrow parameter gradients), and of several as wide, the last launched (the
+    statistics are computed before they are applied). An op of one kernel, a matrix op or an
+    unknown grid decides nothing (no writer)."""
+    n = len(op)
+    out = np.zeros(n, dtype=bool)
+    at = np.flatnonzero((op >= 0) & ~helper)
+    if not len(at):
+        return out
+    codes, uniq = pd.factorize(op[at])
+    m = len(uniq)
+    count = np.bincount(codes, minlength=m)
+    kd = kinds[at]
+    memory = np.bincount(codes, weights=pd.Index(kd).isin(MEMORY_KINDS), minlength=m) == count
+    reduces = np.bincount(codes, weights=pd.Index(kd).isin(_REDUCING), minlength=m) > 0
+    b = blocks[at]
+    known = np.bincount(codes, weights=b > 0, minlength=m) == count
+    widest = np.zeros(m)
+    np.maximum.at(widest, codes, b)
+    top = b == widest[codes]
+    last = np.full(m, np.iinfo(np.int64).min)
+    np.maximum.at(last, codes[top], start[at][top])
+    ok = (count >= 2) & memory & reduces & known
+    # of kernels as wide launched at the same instant, none is the last: no writer
+    top &= start[at] == last[codes]
+    single = np.bincount(codes, weights=top, minlength=m) == 1
+    out[at] = (ok & single)[codes] & top
+    return out
 
 
 def _main_kernels(op: np.ndarray, helper: np.ndarray) -> np.ndarray:
@@ -196,9 +259,18 @@ def _depends(links: _Links | None, prev: int, j: int) -> bool:
 
 
 def _chainable(links: _Links | None, j: int) -> bool:
-    # a member must be its op's only kernel doing arithmetic (not a helper): a multi-kernel op
-    # splits its own work; its helpers (a converted weight, BatchNorm's invstd) stay beside the chain
-    return links is not None and links.op[j] >= 0 and links.op_kernels[j] == 1 and not links.helper[j]
+    # a member must be its op's only kernel doing arithmetic (not a helper), or the writer of an op
+    # of several memory kernels (which may only start a chain: its statistics kernels read its input
+    # too, so that input stays in memory); the op's other kernels and its helpers (a converted
+    # weight, BatchNorm's invstd) stay beside the chain
+    return links is not None and links.op[j] >= 0 and (links.op_kernels[j] == 1 or bool(links.writer[j])) and not links.helper[j]
+
+
+def _beside(links: _Links | None, last: int, j: int) -> bool:
+    """Whether kernel ``j``, which does not join, runs beside the chain whose last member is ``last``
+    rather than ending it: a helper or another kernel of that member's own op (the layout transform
+    of a convolution's output, the parameter gradients after a LayerNorm backward's input gradient)."""
+    return links is not None and links.op[j] >= 0 and links.op[j] == links.op[last]
 
 
 def find_chains(
@@ -218,13 +290,15 @@ def find_chains(
         idx = np.asarray(group, dtype=np.int64)[np.argsort(start[group], kind="stable")]
         cur: list[int] = []
         mode = ""
+        busy = 0  # end of the last kernel beside the chain since its last member (the GPU was not idle)
         for j in idx:
             kind, mem = kinds[j], _is_memory_bound(kinds[j], bounds[j])
             ok = _chainable(links, j)
             joins = False
-            if cur and ok and len(cur) < options.max_length:
+            if cur and ok and not (links is not None and links.writer[j]) and len(cur) < options.max_length:
                 prev = cur[-1]
-                close = start[j] - end[prev] <= options.max_gap_ns and (step[j] == step[prev] or step[j] < 0 or step[prev] < 0)
+                idle = start[j] - max(end[prev], busy)
+                close = idle <= options.max_gap_ns and (step[j] == step[prev] or step[j] < 0 or step[prev] < 0)
                 if close and _depends(links, prev, j):
                     if mode == "epilogue":
                         joins = mem and kind == "elementwise"
@@ -238,10 +312,15 @@ def find_chains(
                         joins = mem
             if joins:
                 cur.append(int(j))
+                busy = 0
                 if mode == "attention" and kind == "gemm":
                     chains.append(cur)
                     cur, mode = [], ""
                 continue
+            if cur and not ok and _beside(links, cur[-1], j):
+                busy = max(busy, int(end[j]))
+                continue
+            busy = 0
             if len(cur) >= options.min_length:
                 chains.append(cur)
             if not ok:
@@ -445,7 +524,12 @@ def _member_floor(dur: np.ndarray, read: np.ndarray, written: np.ndarray, inter:
             kept.append(float(dur[0]))
             continue
         moved = float(read[a] + written[a])
-        removed = float(inter[a]) + (float(written[a]) if a < n - 1 and not (a == 0 and keeps_preact) else 0.0)
+        # a middle member's output is an intermediate; an epilogue's final output is the anchor's own
+        # write, redirected (already in the anchor's time), unless the anchor still writes its
+        # pre-activation for the backward
+        last_redirected = anchored and not keeps_preact
+        removed = float(inter[a]) + (float(written[a]) if (a < n - 1 and not (a == 0 and keeps_preact)) or (a == n - 1 and last_redirected)
+                                     else 0.0)
         kept.append(float(dur[a]) * (max(moved - removed, 0.0) / moved if moved > 0 else 1.0))
     return float(sum(kept)) if anchored else max(kept, default=0.0)
 
@@ -462,6 +546,9 @@ def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray
     notes: list[str] = []
     read = links.read[at]
     written = links.written[at]
+    if links.writer[at].any():
+        # a writer moves its op's whole traffic (see _links): its speed of light is that traffic's
+        t_sol = np.where(links.writer[at], np.fmax(t_sol, (read + written) / cols["peak_bw"][at].astype(np.float64) * 1e9), t_sol)
     # a member above the DRAM roofline because the L2 cache served part of its traffic (an
     # activation small enough to stay in L2) has a measured rate but no speed of light
     l2 = [st == SOL_EXCEEDS and str(r) == "l2_served_traffic" for st, r in zip(status, cols["sol_reason"][at])]

@@ -456,6 +456,18 @@ _IS_ARITH_HELPER = np.isin(_KIND_TEXT, ["reduction", "elementwise", "norm"])
 WIDE_BLOCKS = 64
 
 
+def kernel_blocks(k: pd.DataFrame) -> np.ndarray:
+    """Blocks of every kernel's grid (``grid_x * grid_y * grid_z``); 0 where the trace does not
+    record the grid or a dimension is unknown (``<= 0``)."""
+    if not {"grid_x", "grid_y", "grid_z"} <= set(k.columns):
+        return np.zeros(len(k))
+    dims = [pd.to_numeric(k[c], errors="coerce").to_numpy(np.float64) for c in ("grid_x", "grid_y", "grid_z")]
+    blocks = np.where(np.isfinite(dims[0]) & (dims[0] > 0), dims[0], 0.0)
+    for d in dims[1:]:
+        blocks = blocks * np.where(np.isfinite(d) & (d > 0), d, 0.0)
+    return blocks
+
+
 def _narrow_beside_wide(k: pd.DataFrame, ops: np.ndarray) -> np.ndarray:
     """Kernels of one block whose op also launched a kernel of at least :data:`WIDE_BLOCKS` blocks.
 
@@ -466,15 +478,10 @@ def _narrow_beside_wide(k: pd.DataFrame, ops: np.ndarray) -> np.ndarray:
     (``<= 0`` or missing) decide nothing."""
     n = len(k)
     out = np.zeros(n, dtype=bool)
-    if not n or not {"grid_x", "grid_y", "grid_z"} <= set(k.columns):
-        return out
     has = ops >= 0
-    if not has.any():
+    if not n or not has.any():
         return out
-    dims = [pd.to_numeric(k[c], errors="coerce").to_numpy(np.float64) for c in ("grid_x", "grid_y", "grid_z")]
-    blocks = np.where(np.isfinite(dims[0]) & (dims[0] > 0), dims[0], 0.0)
-    for d in dims[1:]:
-        blocks = blocks * np.where(np.isfinite(d) & (d > 0), d, 0.0)
+    blocks = kernel_blocks(k)
     at = np.flatnonzero(has)
     codes, uniq = pd.factorize(ops[at])
     widest = np.zeros(len(uniq))

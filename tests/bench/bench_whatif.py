@@ -66,6 +66,10 @@ PAIRS = [
      "r7_mlpt_eager", "r7_mlpt_compiled", 15.0),
     ("(c3) loss.item() every step -> none, training (H100)", "h100_r7_log_sync", "no_sync=()", "h100_r7_log_nosync", "round7_truth",
      "r7_log_sync", "r7_log_nosync", 10.0),
+    ("(a5) eager -> torch.compile, diffusion-UNet GroupNorm blocks (H100)", "h100_r7_gn_eager", "fuse=()", "h100_r7_gn_compiled",
+     "round7_truth_gn_cnnt", "r7_gn_eager", "r7_gn_compiled", 15.0),
+    ("(a6) eager -> torch.compile, a conv-net training step (H100)", "h100_r7_cnnt_eager", "fuse=()", "h100_r7_cnnt_compiled",
+     "round7_truth_gn_cnnt", "r7_cnnt_eager", "r7_cnnt_compiled", 15.0),
 ]
 
 
