@@ -17,6 +17,12 @@ path, and removed launch overhead only helps where the host gated the GPU.
                  unknown speed of light: unchanged)
 ``no_sync``      host syncs (all, or those of the named API calls) no longer wait for the GPU
 ``kernel``       kernels whose name or short name is NAME (else contains it) run FACTOR times as long
+``channels_last`` the layout transforms a library runs around each convolution (helper copy kernels of
+                 a conv op: cuDNN's nchwToNhwc / nhwcToNchw, MIOpen's transposes) go away, with their
+                 launch calls: the activations and weights are already in the layout the convolution
+                 kernel reads (``channels_last``, which torch.compile picks for convolutions). Ops
+                 that do not support that layout in eager mode may add copies of their own: not
+                 modelled
 
 With no change the projection reproduces the measured steps (the replay is exact).
 :meth:`Projection.projected_step_ns` is the hook other analyses (MFU at the projected step time)
@@ -46,7 +52,7 @@ from kviewer.analysis.critpath import (
 )
 from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, map_host_times, replay
 from kviewer.analysis.fusion import fusion_candidates
-from kviewer.analysis.kinds import KINDS
+from kviewer.analysis.kinds import KINDS, classify
 from kviewer.analysis.sol import speed_of_light
 from kviewer.core import Trace, Trace as _Trace
 from kviewer.errors import AnalysisError
@@ -79,17 +85,19 @@ class Changes:
     no_sync: tuple[str, ...] | None = None
     """API names of the syncs to remove; () = all; None = keep them"""
     kernel: tuple[tuple[str, float], ...] = ()
+    channels_last: bool = False
 
     @property
     def empty(self) -> bool:
-        return self.fuse is None and not self.cuda_graphs and not self.sol and self.no_sync is None and not self.kernel
+        return (self.fuse is None and not self.cuda_graphs and not self.sol and self.no_sync is None and not self.kernel
+                and not self.channels_last)
 
     @property
     def reads_tables(self) -> bool:
         """True when a change reads the trace's tables (kernel names, the speed of light, fusion
         candidates, the ops around syncs); False when the graph alone projects them (none, or
         ``cuda_graphs``), so a cached graph needs no trace (:class:`WhatIfModel` ``trace`` None)."""
-        return self.fuse is not None or bool(self.sol) or self.no_sync is not None or bool(self.kernel)
+        return self.fuse is not None or bool(self.sol) or self.no_sync is not None or bool(self.kernel) or self.channels_last
 
     def label(self) -> str:
         """The changes as CLI options (how the report and the window name a projection)."""
@@ -102,6 +110,8 @@ class Changes:
         if self.no_sync is not None:
             parts += [f"--no-sync {n}" for n in self.no_sync] if self.no_sync else ["--no-sync"]
         parts += [f"--kernel {n}={_num(f)}" for n, f in self.kernel]
+        if self.channels_last:
+            parts.append("--channels-last")
         return " ".join(parts) or "(measured)"
 
 
@@ -260,6 +270,8 @@ class WhatIfModel:
                               + (f"; {unknown} without a known speed of light unchanged" if unknown else "")})
         if ch.fuse is not None:
             self._fuse(ch.fuse, g_dur, g_removed, h_dur, h_gap, notes)
+        if ch.channels_last:
+            self._channels_last(g_dur, g_removed, h_dur, notes)
         if ch.no_sync is not None:
             self._no_sync(ch.no_sync, nowait, h_dur, h_gap, g_removed, notes)
         if ch.cuda_graphs:
@@ -307,6 +319,28 @@ class WhatIfModel:
         if skipped:
             what += f"; {skipped} candidate(s) without an estimate left as they are"
         notes.append({"change": "--fuse " + (",".join(map(str, ranks)) if ranks else "all"), "what": what, "count": used})
+
+    def layout_kernels(self) -> np.ndarray:
+        """Graph nodes of the layout transforms around convolutions: copy kernels that are helpers
+        of a convolution op (decided by :func:`kviewer.analysis.kinds.classify`)."""
+        g = self.graph
+        cls = classify(self.tables())
+        hit = (cls["helper"].to_numpy(bool) & (cls["kind"].astype(str).to_numpy() == "copy")
+               & (cls["op_kind"].astype(str).to_numpy() == "conv"))
+        nodes = np.flatnonzero(g.g_table == 0)
+        return nodes[hit[g.g_row[nodes]]]
+
+    def _channels_last(self, g_dur: np.ndarray, g_removed: np.ndarray, h_dur: np.ndarray, notes: list[dict[str, object]]) -> None:
+        g = self.graph
+        nodes = self.layout_kernels()
+        saved = float(g_dur[nodes].sum())
+        g_dur[nodes] = 0.0
+        g_removed[nodes] = True
+        launches = g.g_launch[nodes]
+        # the transform's launch call goes; the convolution op's own host time around it stays
+        h_dur[launches[launches >= 0]] = 0
+        notes.append({"change": "--channels-last", "count": len(nodes),
+                      "what": f"{len(nodes)} layout transform kernel(s) around convolutions removed: {saved / 1e6:.3f} ms of kernel time"})
 
     def _sync_ops(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each host sync node: the framework op that issued it (cpu_slices row, -1), and that
@@ -492,6 +526,11 @@ def top_projections(model: WhatIfModel, limit: int = 5) -> list[Projection]:
     except AnalysisError:
         pass
     candidates.append(Changes(cuda_graphs=True))
+    try:
+        if len(model.layout_kernels()):
+            candidates.append(Changes(channels_last=True))
+    except AnalysisError:
+        pass
     if (model.graph.h_class == H_SYNC).any():
         candidates.append(Changes(no_sync=()))
     try:
@@ -506,7 +545,8 @@ def top_projections(model: WhatIfModel, limit: int = 5) -> list[Projection]:
     if len(candidates) > 1:
         combined = Changes(fuse=next((c.fuse for c in candidates if c.fuse is not None), None), cuda_graphs=True,
                            sol=tuple(s for c in candidates for s in c.sol),
-                           no_sync=next((c.no_sync for c in candidates if c.no_sync is not None), None))
+                           no_sync=next((c.no_sync for c in candidates if c.no_sync is not None), None),
+                           channels_last=any(c.channels_last for c in candidates))
         out.append(model.project(combined))
     return out[: limit] + ([out[-1]] if len(out) > limit else [])
 

@@ -36,6 +36,9 @@ def register(sub: Any) -> None:
                    help="host syncs no longer wait for the GPU (all, or those of the API call NAME)")
     p.add_argument("--kernel", action="append", default=[], metavar="NAME=FACTOR",
                    help="kernels named NAME (or containing it) run FACTOR times as long (e.g. 0.5); repeatable")
+    p.add_argument("--channels-last", action="store_true",
+                   help="the layout transforms around convolutions (cuDNN's nchwToNhwc / nhwcToNchw) go away: the tensors are "
+                        "already channels_last")
     p.add_argument("--step", metavar="NAME", help="use the ranges of this name as the steps")
     p.add_argument("--device", metavar="NAME", help="the GPU (for --sol and --fuse) when the trace does not say or to override it")
 
@@ -55,7 +58,8 @@ def changes_from_args(args: argparse.Namespace) -> Any:
                 raise UserError(f"--fuse: expected all or candidate numbers >= 1, got {args.fuse!r}")
     no_sync = None if args.no_sync is None else ((args.no_sync,) if args.no_sync else ())
     return analysis.whatif.Changes(fuse=fuse, cuda_graphs=bool(args.cuda_graphs), sol=tuple(analysis.whatif.parse_assignment(s, "--sol") for s in args.sol),
-                   no_sync=no_sync, kernel=tuple(analysis.whatif.parse_assignment(s, "--kernel") for s in args.kernel))
+                   no_sync=no_sync, kernel=tuple(analysis.whatif.parse_assignment(s, "--kernel") for s in args.kernel),
+                   channels_last=bool(args.channels_last))
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:

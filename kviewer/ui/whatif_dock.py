@@ -101,6 +101,9 @@ class WhatIfPanel(QWidget):
         self.beside.setEnabled(False)
         self.graphs = QCheckBox("CUDA graphs (each step one graph launch)")
         self.no_sync = QCheckBox("Remove host syncs")
+        self.channels_last = QCheckBox("Convolutions in channels_last (no layout transforms)")
+        self.channels_last.setToolTip("The layout transforms a library runs around each convolution (cuDNN's nchwToNhwc / "
+                                      "nhwcToNchw) go away, as with tensors already in channels_last")
         self.sol: dict[str, QSpinBox] = {}
         sol_box = QGridLayout()
         for i, kind in enumerate(SOL_KINDS):
@@ -118,12 +121,13 @@ class WhatIfPanel(QWidget):
         self.fusion.setObjectName("whatifFusion")
         self.fusion.setMinimumWidth(120)
         self.fusion.itemChanged.connect(lambda _i: self.project())
-        for box in (self.graphs, self.no_sync):
+        for box in (self.graphs, self.no_sync, self.channels_last):
             box.toggled.connect(lambda _c: self.project())
         changes = QGroupBox("Changes")
         cl = QVBoxLayout(changes)
         cl.addWidget(self.graphs)
         cl.addWidget(self.no_sync)
+        cl.addWidget(self.channels_last)
         cl.addLayout(sol_box)
         cl.addWidget(QLabel("Fuse (fusion candidates, as kviewer fusion ranks them):"))
         cl.addWidget(self.fusion, 1)
@@ -241,7 +245,8 @@ class WhatIfPanel(QWidget):
         ranks = tuple(int(self.fusion.item(i).data(Qt.ItemDataRole.UserRole)) for i in range(self.fusion.count())
                       if self.fusion.item(i).checkState() == Qt.CheckState.Checked)
         sol = tuple((k, float(s.value())) for k, s in self.sol.items() if s.value() > 0)
-        return analysis.whatif.Changes(fuse=ranks or None, cuda_graphs=self.graphs.isChecked(), sol=sol, no_sync=() if self.no_sync.isChecked() else None)
+        return analysis.whatif.Changes(fuse=ranks or None, cuda_graphs=self.graphs.isChecked(), sol=sol,
+                                       no_sync=() if self.no_sync.isChecked() else None, channels_last=self.channels_last.isChecked())
 
     def project(self) -> None:
         base = self.base

@@ -56,6 +56,19 @@ def test_whatif_json_shape_and_no_change(sample_traces: Path, capsys: pytest.Cap
     assert doc["median_projected_ns"] < doc["median_measured_ns"]
 
 
+def test_whatif_channels_last(sample_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kviewer.analysis.whatif import Changes, whatif_model
+    from kviewer.io import load
+
+    f = sample_traces / "h100_r7_gn_eager.pt.trace.json.gz"
+    code, out, _ = _run(capsys, "whatif", str(f), "--channels-last", "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert [c["change"] for c in doc["changes"]] == ["--channels-last"] and doc["changes"][0]["count"] == 96
+    want = whatif_model(load(f)).project(Changes(channels_last=True))
+    assert doc["median_projected_ns"] == want.median_projected_ns < want.median_measured_ns
+
+
 def test_whatif_same_numbers_as_the_library(sample_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from kviewer.analysis.whatif import Changes, whatif_model
     from kviewer.io import load

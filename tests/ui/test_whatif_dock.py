@@ -56,6 +56,18 @@ def test_dock_projects_like_the_cli_and_draws_the_path(qtbot: Any, window: Any, 
     assert window.timeline.critical_path is None
 
 
+def test_dock_ticks_channels_last(qtbot: Any, window: Any, sample_traces: Path) -> None:
+    from kviewer.analysis.whatif import Changes, whatif_model
+
+    tracks = _open(window, sample_traces / "h100_r7_gn_eager.pt.trace.json.gz")
+    panel = window.whatif_panel
+    qtbot.waitUntil(lambda: panel.projection is not None, timeout=20_000)
+    panel.channels_last.setChecked(True)
+    qtbot.waitUntil(lambda: panel.projection is not None and panel.projection.changes.channels_last, timeout=20_000)
+    want = whatif_model(tracks.trace).project(Changes(channels_last=True))
+    assert [s.projected_ns for s in panel.projection.steps] == [s.projected_ns for s in want.steps]
+
+
 def test_a_step_selected_as_the_range_shows_its_breakdown(qtbot: Any, window: Any, sample_traces: Path) -> None:
     from kviewer.analysis.critpath import critical_paths
 
