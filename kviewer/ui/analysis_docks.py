@@ -66,6 +66,15 @@ _MUTED = "color:#666; padding:6px;"
 _WARN = "color:#9a4b00; padding:2px 4px;"
 
 
+
+def _no_sol_text(tracks: TraceTracks) -> str:
+    """Why a trace has no speed of light: no kernels, or none computed for this timeline (a
+    projected what-if timeline laid beside its measured trace: its kernels run at estimated times)."""
+    n = len(tracks.trace.kernels)
+    if not n:
+        return f"{tracks.label} has no GPU kernels."
+    return f"No speed of light for {tracks.label}: it is not computed for this timeline ({n:,} kernels)."
+
 class RooflinePanel(QWidget):
     """The roofline of one trace, with a GPU picker above it.
 
@@ -151,7 +160,7 @@ class RooflinePanel(QWidget):
             return
         self.shown = (tracks.key, id(info))
         if info is None:
-            self.clear(f"{tracks.label} has no GPU kernels.")
+            self.clear(_no_sol_text(tracks))
             return
         self.placeholder.hide()
         self.bar.show()
@@ -315,7 +324,7 @@ class AnalysisDocks(QObject):
             self.fusion_panel.show_message(f"Computing the speed of light of {tracks.label}… (fusion candidates follow)")
             return
         if info is None:
-            self.fusion_panel.show_message(f"{tracks.label} has no GPU kernels.")
+            self.fusion_panel.show_message(_no_sol_text(tracks))
             return
         if not info.ok:
             self.fusion_panel.show_message("The GPU is not known: choose it in the Roofline dock to estimate fusion savings.")

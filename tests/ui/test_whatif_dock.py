@@ -105,6 +105,11 @@ def test_projected_timeline_beside_the_measured_one(qtbot: Any, window: Any, sam
     assert window.compare.a_key == tracks.key and window.compare.b_key == proj.key
     # the projected trace keeps every kernel, at its replayed time
     assert len(proj.trace.kernels) == len(tracks.trace.kernels)
+    # it has no speed of light of its own (its kernels run at estimated times): the docks say so,
+    # not that it has no kernels
+    from kviewer.ui.analysis_docks import _no_sol_text
+
+    assert proj.sol_info is None and "not computed" in _no_sol_text(proj) and "no GPU kernels" not in _no_sol_text(proj)
 
 
 def test_the_path_bands_are_built_with_the_frame_not_on_every_paint(qtbot: Any, window: Any, sample_traces: Path,
