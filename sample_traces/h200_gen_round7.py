@@ -16,6 +16,8 @@ GPU-bound training loop with a logging sync).
   gn     4 diffusion-UNet residual blocks (GroupNorm(32) - SiLU - conv3x3 - GroupNorm(32) - SiLU - conv3x3 -
          add), 128 channels, batch 64, 64x64, fp16, inference, eager and ``torch.compile``: GroupNorm is an op
          of several kernels (statistics, then the normalisation), which Inductor fuses with the SiLU
+  cl     ``--channels-last`` pairs, eager both ways: the ``gn`` blocks (batch 64) and the ``cnn`` blocks (batch 128,
+         GPU-bound), each NCHW and converted to channels_last (model and input, ``memory_format=torch.channels_last``)
   cnnt   the ``cnn`` blocks as a *training* step (batch 64, bf16 autocast over fp32 weights, channels_last, SGD
          with momentum), eager and the module under ``torch.compile``: BatchNorm in training is an op of several
          kernels (statistics, then the transform) whose transform Inductor fuses with the ReLU and the add
@@ -24,7 +26,7 @@ Every variant: warm-up (compilation first), then unprofiled timing in alternatin
 steps (no sync between steps), then torch.profiler with schedule(wait=1, warmup=1, active=4), record_shapes, one
 prof.step() a step. Writes NAME.pt.trace.json.gz and round7_truth.json (per variant: unprofiled median step, all
 step times, env).
-Usage: python3 h200_gen_round7.py OUT_DIR [PART ...]   (parts: cnn mlpt log cnnbig gn cnnt; default cnn mlpt log)
+Usage: python3 h200_gen_round7.py OUT_DIR [PART ...]   (parts: cnn mlpt log cnnbig gn cnnt cl; default cnn mlpt log)
 """
 import gzip, json, os, statistics, sys, time
 
@@ -161,6 +163,40 @@ def cnn_train_pair(batch=64):
     record_pair({"r7_cnnt_eager": s_eager, "r7_cnnt_compiled": s_comp})
 
 
+def layout_pair(make, x, prefix):
+    """Eager NCHW against eager channels_last (model and input converted), the same weights and values."""
+    cl = torch.channels_last
+    nchw, conv = make(), make()
+    conv.load_state_dict(nchw.state_dict())
+    conv = conv.to(memory_format=cl)
+    x_cl = x.to(memory_format=cl)
+
+    def run(model, inp):
+        def step():
+            with torch.no_grad():
+                return model(inp)
+        return step
+
+    record_pair({f"{prefix}_nchw": run(nchw, x), f"{prefix}_cl": run(conv, x_cl)})
+
+
+def cnn_stats(model):
+    for m in model.modules():  # non-trivial statistics, so the BatchNorm is not an identity
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.1, 0.1); m.running_var.uniform_(0.5, 1.5)
+    return model
+
+
+def cl_pairs():
+    torch.manual_seed(3)
+    layout_pair(lambda: nn.Sequential(*[GNBlock() for _ in range(4)]).to(DEV).half().eval(),
+                torch.randn(64, 128, 64, 64, device=DEV, dtype=torch.half), "r7_clgn")
+    layout_pair(lambda: cnn_stats(nn.Sequential(*[Block() for _ in range(4)]).to(DEV).half().eval()),
+                torch.randn(128, 64, 56, 56, device=DEV, dtype=torch.half), "r7_clcnn")
+
+
+if "cl" in PARTS:
+    cl_pairs()
 if "cnnt" in PARTS:
     cnn_train_pair()
 if "cnn" in PARTS:
