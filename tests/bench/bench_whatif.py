@@ -127,7 +127,8 @@ def kernel_ns_per_step(model: Any, dur: Any) -> float:
 
 def fused_gpu_time() -> None:
     """The fusion estimate alone, host left out: each ``--fuse`` pair's kernel time per step in A, in A
-    less the kernel time ``--fuse all`` removes, and in B (torch.compile's kernels). Where A's step is
+    less the kernel time ``--fuse all`` (and ``--channels-last``) removes, and in B (torch.compile's kernels, or
+    the channels_last program's). Where A's step is
     bound by the host (the profiler's, or eager dispatch), the step-time rows above judge the host
     and this one the fused kernels."""
     from kviewer.analysis.whatif import Changes, whatif_model
@@ -136,7 +137,7 @@ def fused_gpu_time() -> None:
     print("| pair | A kernel time / step (ms) | projected (ms) | B kernel time / step (ms) | error |")
     print("|---|---|---|---|---|")
     for label, a, change, b, *_ in PAIRS:
-        if "fuse" not in change or "cuda_graphs" in change:
+        if not ("fuse" in change or "channels_last" in change) or "cuda_graphs" in change:
             continue
         model = whatif_model(load(ST / f"{a}.pt.trace.json.gz"))
         model_b = whatif_model(load(ST / f"{b}.pt.trace.json.gz"))
