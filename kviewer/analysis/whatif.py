@@ -189,6 +189,7 @@ class WhatIfModel:
     device: str | None = None
     _sol: pd.DataFrame | None = None
     _fusion: pd.DataFrame | None = None
+    _layout: np.ndarray | None = None
 
     def tables(self) -> Trace:
         """The trace the graph was built from (a change reading its tables needs it)."""
@@ -322,13 +323,16 @@ class WhatIfModel:
 
     def layout_kernels(self) -> np.ndarray:
         """Graph nodes of the layout transforms around convolutions: copy kernels that are helpers
-        of a convolution op (decided by :func:`kviewer.analysis.kinds.classify`)."""
-        g = self.graph
-        cls = classify(self.tables())
-        hit = (cls["helper"].to_numpy(bool) & (cls["kind"].astype(str).to_numpy() == "copy")
-               & (cls["op_kind"].astype(str).to_numpy() == "conv"))
-        nodes = np.flatnonzero(g.g_table == 0)
-        return nodes[hit[g.g_row[nodes]]]
+        of a convolution op (decided by :func:`kviewer.analysis.kinds.classify`), classified once per
+        model (the report projects them alone and with every other change)."""
+        if self._layout is None:
+            g = self.graph
+            cls = classify(self.tables())
+            hit = (cls["helper"].to_numpy(bool) & (cls["kind"].astype(str).to_numpy() == "copy")
+                   & (cls["op_kind"].astype(str).to_numpy() == "conv"))
+            nodes = np.flatnonzero(g.g_table == 0)
+            self._layout = nodes[hit[g.g_row[nodes]]]
+        return self._layout
 
     def _channels_last(self, g_dur: np.ndarray, g_removed: np.ndarray, h_dur: np.ndarray, notes: list[dict[str, object]]) -> None:
         g = self.graph
