@@ -514,7 +514,8 @@ def _member_floor(dur: np.ndarray, read: np.ndarray, written: np.ndarray, inter:
     """The least time the fused chain can take, from what its members keep at the bandwidth each
     achieves today: the traffic fusion cannot remove (not the intermediates a member reads back or
     writes for the next). An epilogue chain keeps its anchor's whole time plus each epilogue
-    member's remaining traffic. A memory chain cannot save more than its other members' whole time
+    member's remaining traffic (its external reads; the final output is the anchor's write,
+    redirected, or an extra write beside the pre-activation a training backward reads). A memory chain cannot save more than its other members' whole time
     and the removed traffic of the member that keeps the most: its floor is that member's remaining
     time (a BatchNorm + ReLU saves at most the ReLU kernel and the BatchNorm's intermediate write)."""
     n = len(dur)
@@ -526,10 +527,10 @@ def _member_floor(dur: np.ndarray, read: np.ndarray, written: np.ndarray, inter:
         moved = float(read[a] + written[a])
         # a middle member's output is an intermediate; an epilogue's final output is the anchor's own
         # write, redirected (already in the anchor's time), unless the anchor still writes its
-        # pre-activation for the backward
-        last_redirected = anchored and not keeps_preact
-        removed = float(inter[a]) + (float(written[a]) if (a < n - 1 and not (a == 0 and keeps_preact)) or (a == n - 1 and last_redirected)
-                                     else 0.0)
+        # pre-activation for the backward (keeps_preact: only an anchored chain, whose anchor is
+        # taken whole above)
+        write_gone = a < n - 1 or (anchored and not keeps_preact)
+        removed = float(inter[a]) + (float(written[a]) if write_gone else 0.0)
         kept.append(float(dur[a]) * (max(moved - removed, 0.0) / moved if moved > 0 else 1.0))
     return float(sum(kept)) if anchored else max(kept, default=0.0)
 
