@@ -66,7 +66,6 @@ _MUTED = "color:#666; padding:6px;"
 _WARN = "color:#9a4b00; padding:2px 4px;"
 
 
-
 def _no_sol_text(tracks: TraceTracks) -> str:
     """Why a trace has no speed of light: no kernels, or none computed for this timeline (a
     projected what-if timeline laid beside its measured trace: its kernels run at estimated times)."""

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from kviewer.analysis.fusion import _blaslt_epilogue, fusion_candidates, is_training
-from kviewer.analysis.model import model_kernels
 from kviewer.analysis.kinds import kernel_blocks
+from kviewer.analysis.model import model_kernels
 from kviewer.analysis.sol import speed_of_light
 from kviewer.io import load
 
