@@ -22,6 +22,13 @@ def _open(window: Any, path: Path) -> TraceTracks:
     return tracks
 
 
+def _tick(qtbot: Any, panel: Any, box: Any, done: Any) -> None:
+    """Wait for the measured projection, tick ``box``, wait for the projection whose changes pass ``done``."""
+    qtbot.waitUntil(lambda: panel.projection is not None, timeout=20_000)
+    box.setChecked(True)
+    qtbot.waitUntil(lambda: panel.projection is not None and done(panel.projection.changes), timeout=20_000)
+
+
 def test_dock_projects_like_the_cli_and_draws_the_path(qtbot: Any, window: Any, sample_traces: Path) -> None:
     from kviewer.analysis.critpath import critical_paths
     from kviewer.analysis.whatif import Changes, whatif_model
@@ -61,9 +68,7 @@ def test_dock_ticks_channels_last(qtbot: Any, window: Any, sample_traces: Path) 
 
     tracks = _open(window, sample_traces / "h100_r7_gn_eager.pt.trace.json.gz")
     panel = window.whatif_panel
-    qtbot.waitUntil(lambda: panel.projection is not None, timeout=20_000)
-    panel.channels_last.setChecked(True)
-    qtbot.waitUntil(lambda: panel.projection is not None and panel.projection.changes.channels_last, timeout=20_000)
+    _tick(qtbot, panel, panel.channels_last, lambda ch: ch.channels_last)
     want = whatif_model(tracks.trace).project(Changes(channels_last=True))
     assert [s.projected_ns for s in panel.projection.steps] == [s.projected_ns for s in want.steps]
 
@@ -94,9 +99,7 @@ def test_a_step_selected_as_the_range_shows_its_breakdown(qtbot: Any, window: An
 def test_projected_timeline_beside_the_measured_one(qtbot: Any, window: Any, sample_traces: Path) -> None:
     tracks = _open(window, sample_traces / "mlp_eager.pt.trace.json.gz")
     panel = window.whatif_panel
-    qtbot.waitUntil(lambda: panel.projection is not None, timeout=20_000)
-    panel.graphs.setChecked(True)
-    qtbot.waitUntil(lambda: panel.projection is not None and panel.projection.changes.cuda_graphs, timeout=20_000)
+    _tick(qtbot, panel, panel.graphs, lambda ch: ch.cuda_graphs)
     panel.beside.click()
     qtbot.waitUntil(lambda: panel.projected_tracks is not None, timeout=20_000)
     proj = panel.projected_tracks
