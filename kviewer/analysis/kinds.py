@@ -230,6 +230,13 @@ _OP_KIND_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
+#: ops whose eager CUDA kernels need a contiguous (NCHW) input: fed a channels_last tensor, the op
+#: copies it to NCHW first (``aten::contiguous``) and writes NCHW, so the convolution after it
+#: copies back (seen in PyTorch 2.11 on an H100: ``sample_traces/h100_r7_clgn_cl``, each
+#: ``aten::group_norm`` holding an ``aten::contiguous`` copy and each following ``aten::conv2d`` another)
+EAGER_NCHW_OPS = frozenset({"group_norm", "native_group_norm"})
+
+
 def op_base(name: str) -> str:
     """``"aten::add_"`` -> ``"add"``: the op without namespace, overload or in-place underscore."""
     n = name.split("::")[-1].split(".")[0]

@@ -20,9 +20,12 @@ path, and removed launch overhead only helps where the host gated the GPU.
 ``channels_last`` the layout transforms a library runs around each convolution (helper copy kernels of
                  a conv op: cuDNN's nchwToNhwc / nhwcToNchw, MIOpen's transposes) go away, with their
                  launch calls: the activations and weights are already in the layout the convolution
-                 kernel reads (``channels_last``, which torch.compile picks for convolutions). Ops
-                 that do not support that layout in eager mode may add copies of their own: not
-                 modelled
+                 kernel reads (``channels_last``, which torch.compile picks for convolutions). An op
+                 eager PyTorch runs only in NCHW (:data:`kinds.EAGER_NCHW_OPS`: GroupNorm) and that is
+                 not in a fused chain then copies its input to NCHW and the convolution after it
+                 copies back: two copies of the op's output, added to the op's first kernel at their
+                 speed of light (a floor: PyTorch's strided copies ran at a fifth of it on an H100),
+                 and the note says the projection is a lower bound of the step there
 
 With no change the projection reproduces the measured steps (the replay is exact).
 :meth:`Projection.projected_step_ns` is the hook other analyses (MFU at the projected step time)
@@ -52,7 +55,7 @@ from kviewer.analysis.critpath import (
 )
 from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, map_host_times, replay
 from kviewer.analysis.fusion import fusion_candidates
-from kviewer.analysis.kinds import KINDS, classify
+from kviewer.analysis.kinds import EAGER_NCHW_OPS, KINDS, classify, op_base
 from kviewer.analysis.sol import speed_of_light
 from kviewer.core import Trace, Trace as _Trace
 from kviewer.errors import AnalysisError
@@ -190,6 +193,7 @@ class WhatIfModel:
     _sol: pd.DataFrame | None = None
     _fusion: pd.DataFrame | None = None
     _layout: np.ndarray | None = None
+    _classes: pd.DataFrame | None = None
 
     def tables(self) -> Trace:
         """The trace the graph was built from (a change reading its tables needs it)."""
@@ -237,6 +241,7 @@ class WhatIfModel:
         x_lat = g.h_xlat.copy() if len(g.h_xlat) == g.n_host else np.zeros(g.n_host, dtype=np.int64)
         notes: list[dict[str, object]] = []
         is_kernel = g.g_table == 0
+        fused = np.zeros(g.n_gpu, dtype=bool)
         if ch.kernel:
             full = self.tables().kernels["name"].astype(str).to_numpy()[g.g_row]
             for name, factor in ch.kernel:
@@ -270,9 +275,9 @@ class WhatIfModel:
                               "what": f"{int(sel.sum())} {k} kernel(s) at {pct:g}% of speed of light (never slower than measured)"
                               + (f"; {unknown} without a known speed of light unchanged" if unknown else "")})
         if ch.fuse is not None:
-            self._fuse(ch.fuse, g_dur, g_removed, h_dur, h_gap, notes)
+            self._fuse(ch.fuse, g_dur, g_removed, h_dur, h_gap, fused, notes)
         if ch.channels_last:
-            self._channels_last(g_dur, g_removed, h_dur, notes)
+            self._channels_last(g_dur, g_removed, h_dur, fused, notes)
         if ch.no_sync is not None:
             self._no_sync(ch.no_sync, nowait, h_dur, h_gap, g_removed, notes)
         if ch.cuda_graphs:
@@ -282,7 +287,8 @@ class WhatIfModel:
         return edits, notes
 
     def _fuse(self, ranks: tuple[int, ...], g_dur: np.ndarray, g_removed: np.ndarray, h_dur: np.ndarray, h_gap: np.ndarray,
-              notes: list[dict[str, object]]) -> None:
+              fused_nodes: np.ndarray, notes: list[dict[str, object]]) -> None:
+        """Fuse the candidates; ``fused_nodes`` is set where a node became part of a fused kernel."""
         g = self.graph
         cand = self.fusion_table()
         if ranks:
@@ -309,6 +315,7 @@ class WhatIfModel:
                 g_dur[nodes[0]] = min(fused * share, before)
                 g_dur[nodes[1:]] = 0.0
                 g_removed[nodes[1:]] = True
+                fused_nodes[nodes] = True
                 saved += before - float(g_dur[nodes[0]])
                 launches = g.g_launch[nodes[1:]]
                 launches = launches[launches >= 0]
@@ -327,14 +334,21 @@ class WhatIfModel:
         model (the report projects them alone and with every other change)."""
         if self._layout is None:
             g = self.graph
-            cls = classify(self.tables())
+            cls = self.classes()
             hit = (cls["helper"].to_numpy(bool) & (cls["kind"].astype(str).to_numpy() == "copy")
                    & (cls["op_kind"].astype(str).to_numpy() == "conv"))
             nodes = np.flatnonzero(g.g_table == 0)
             self._layout = nodes[hit[g.g_row[nodes]]]
         return self._layout
 
-    def _channels_last(self, g_dur: np.ndarray, g_removed: np.ndarray, h_dur: np.ndarray, notes: list[dict[str, object]]) -> None:
+    def classes(self) -> pd.DataFrame:
+        """:func:`kviewer.analysis.kinds.classify` of the trace's kernels, once per model."""
+        if self._classes is None:
+            self._classes = classify(self.tables())
+        return self._classes
+
+    def _channels_last(self, g_dur: np.ndarray, g_removed: np.ndarray, h_dur: np.ndarray, fused: np.ndarray,
+                       notes: list[dict[str, object]]) -> None:
         g = self.graph
         nodes = self.layout_kernels()
         saved = float(g_dur[nodes].sum())
@@ -343,8 +357,50 @@ class WhatIfModel:
         launches = g.g_launch[nodes]
         # the transform's launch call goes; the convolution op's own host time around it stays
         h_dur[launches[launches >= 0]] = 0
-        notes.append({"change": "--channels-last", "count": len(nodes),
-                      "what": f"{len(nodes)} layout transform kernel(s) around convolutions removed: {saved / 1e6:.3f} ms of kernel time"})
+        what = f"{len(nodes)} layout transform kernel(s) around convolutions removed: {saved / 1e6:.3f} ms of kernel time"
+        note: dict[str, object] = {"change": "--channels-last", "count": len(nodes)}
+        if len(nodes):
+            ops, added, unknown = self._nchw_copies(g_dur, fused)
+            if ops:
+                note["nchw_ops"] = ops
+                what += (f"; {ops} op(s) eager PyTorch runs only in NCHW (GroupNorm) each copy their input to NCHW and the "
+                         "convolution after them copies back: "
+                         + (f"{added / 1e6:.3f} ms of copies added at their speed of light, so the projected step is a lower "
+                            "bound (torch.compile, or a fused kernel, runs no such copy)" if not unknown else
+                            f"the time of the copies of {unknown} of them is unknown (no speed of light), so the projected step "
+                            "is a lower bound"))
+        note["what"] = what
+        notes.append(note)
+
+    def _nchw_copies(self, g_dur: np.ndarray, fused: np.ndarray) -> tuple[int, float, int]:
+        """Under channels_last, each instance of an op of :data:`EAGER_NCHW_OPS` none of whose
+        kernels was fused adds two copies of its output (to NCHW before it, back for the convolution
+        after it) to its first kernel, each at its speed of light (read and write the tensor at the
+        GPU's bandwidth). Returns the ops, the ns added, and the ops whose bandwidth or bytes are
+        unknown (nothing added for them)."""
+        g = self.graph
+        cls = self.classes()
+        names = cls["op_name"].astype(str).to_numpy()
+        base = {n: op_base(n) in EAGER_NCHW_OPS for n in set(names.tolist())}
+        hit = np.flatnonzero(np.fromiter((base[n] for n in names), dtype=bool, count=len(names)) & (cls["op_row"].to_numpy() >= 0))
+        node = g.kernel_node[hit]
+        hit, node = hit[node >= 0], node[node >= 0]
+        if not len(hit):
+            return 0, 0.0, 0
+        sol = self.sol_table()
+        op_row = cls["op_row"].to_numpy(np.int64)[hit]
+        written = sol["bytes_written"].to_numpy(np.float64)[hit]
+        bw = sol["peak_bw"].to_numpy(np.float64)[hit]
+        frame = pd.DataFrame({"op": op_row, "node": node, "written": written, "bw": bw, "fused": fused[node],
+                              "start": g.g_start[node]})
+        per = frame.sort_values(["op", "start"]).groupby("op", sort=False).agg(
+            first=("node", "first"), written=("written", lambda v: v.sum(min_count=len(v))), bw=("bw", "first"), fused=("fused", "any"))
+        per = per[~per["fused"]]
+        ns = 2 * (2 * per["written"]) / per["bw"] * 1e9
+        known = np.isfinite(ns.to_numpy()) & (ns.to_numpy() > 0)
+        first = per["first"].to_numpy(np.int64)
+        np.add.at(g_dur, first[known], ns.to_numpy()[known])
+        return len(per), float(ns.to_numpy()[known].sum()), int((~known).sum())
 
     def _sync_ops(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each host sync node: the framework op that issued it (cpu_slices row, -1), and that

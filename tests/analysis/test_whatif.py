@@ -265,6 +265,43 @@ def test_channels_last_removes_the_layout_transforms_around_convolutions(sample_
     assert Changes(channels_last=True).label() == "--channels-last" and not Changes(channels_last=True).empty
 
 
+def test_channels_last_against_the_program_converted_in_eager(sample_traces: Path) -> None:
+    """Round 7's part cl (H100): each program traced in NCHW and again with model and input
+    converted to channels_last, in eager. Conv blocks with BatchNorm: the converted program runs none
+    of cuDNN's layout transforms, and --channels-last on the NCHW trace lands within 10 % of its
+    profiled step (and of its unprofiled median, from the truth file). Diffusion-UNet blocks: eager
+    GroupNorm runs only in NCHW, so the converted program copies into and out of each one and runs
+    48 % *slower*; the projection adds those copies at their speed of light (4 x the op's 64 MiB
+    output at 3.35 TB/s, counted here from the tensor's shape) and says it is a lower bound, which
+    the measured step honours. With --fuse all the GroupNorms are fused, and no copy is added."""
+    truth = _truth(sample_traces, "round7_truth_cl.json.gz")
+    nchw = whatif_model(load(sample_traces / "h100_r7_clcnn_nchw.pt.trace.json.gz"))
+    conv = whatif_model(load(sample_traces / "h100_r7_clcnn_cl.pt.trace.json.gz"))
+    assert not len(conv.layout_kernels()) and len(nchw.layout_kernels())
+    p = nchw.project(Changes(channels_last=True))
+    assert "nchw_ops" not in p.notes[0]
+    measured = conv.project(Changes()).median_measured_ns
+    assert abs(p.median_projected_ns - measured) <= 0.10 * measured
+    unp = truth["r7_clcnn_cl"]["unprofiled"]["median_ms"] * 1e6
+    speed_up = truth["r7_clcnn_nchw"]["unprofiled"]["median_ms"] * 1e6 * p.median_projected_ns / p.median_measured_ns
+    assert abs(speed_up - unp) <= 0.10 * unp
+
+    gn = whatif_model(load(sample_traces / "h100_r7_clgn_nchw.pt.trace.json.gz"))
+    slow = whatif_model(load(sample_traces / "h100_r7_clgn_cl.pt.trace.json.gz")).project(Changes()).median_measured_ns
+    assert slow > 1.4 * gn.project(Changes()).median_measured_ns  # the conversion made it slower
+    layout = gn.layout_kernels()
+    assert gn.graph.g_name[layout].astype(str).tolist() == [n for n in gn.graph.g_name[layout].astype(str) if "nchwToNhwc" in n or "nhwcToNchw" in n]
+    edits, notes = gn.edits(Changes(channels_last=True))
+    assert notes[0]["nchw_ops"] == 32  # 2 GroupNorms a block, 4 blocks a step, 4 steps
+    copy_ns = 4 * (64 * 128 * 64 * 64 * 2) / 3.35e12 * 1e9
+    kept = float(gn.graph.g_dur.sum()) - float(gn.graph.g_dur[layout].sum())
+    assert float(edits.g_dur.sum()) == pytest.approx(kept + 32 * copy_ns, abs=64)  # each node rounded to the ns
+    assert "lower bound" in str(notes[0]["what"])
+    assert gn.project(Changes(channels_last=True)).median_projected_ns < slow
+    fused = whatif_model(load(sample_traces / "h100_r7_gn_eager.pt.trace.json.gz")).edits(Changes(fuse=(), channels_last=True))[1]
+    assert "nchw_ops" not in fused[1]
+
+
 def test_fusing_a_training_step_lands_near_its_compiled_step(sample_traces: Path) -> None:
     """Round 7's training step (4 pre-norm MLP blocks, bf16 autocast, AdamW; H100), eager and with the
     module under torch.compile: --fuse all lands within 15 % of the profiled compiled step, nearer

@@ -72,6 +72,11 @@ PAIRS = [
      "fuse=(), channels_last=True", "h100_r7_gn_compiled", "round7_truth_gn_cnnt", "r7_gn_eager", "r7_gn_compiled", 15.0),
     ("(a6) eager -> torch.compile, a conv-net training step (H100)", "h100_r7_cnnt_eager", "fuse=()", "h100_r7_cnnt_compiled",
      "round7_truth_gn_cnnt", "r7_cnnt_eager", "r7_cnnt_compiled", 15.0),
+    # round 7, part cl: eager NCHW -> eager channels_last (model and input converted), nothing else changed
+    ("(d) eager NCHW -> eager channels_last, residual conv blocks with BatchNorm, batch 128 (H100)", "h100_r7_clcnn_nchw",
+     "channels_last=True", "h100_r7_clcnn_cl", "round7_truth_cl", "r7_clcnn_nchw", "r7_clcnn_cl", 10.0),
+    ("(d') the same, diffusion-UNet GroupNorm blocks (eager GroupNorm runs NCHW: copies both ways) (H100)", "h100_r7_clgn_nchw",
+     "channels_last=True", "h100_r7_clgn_cl", "round7_truth_cl", "r7_clgn_nchw", "r7_clgn_cl", 10.0),
 ]
 
 
