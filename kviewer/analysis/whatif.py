@@ -387,10 +387,13 @@ class WhatIfModel:
         hit, node = hit[node >= 0], node[node >= 0]
         if not len(hit):
             return 0, 0.0, 0
-        sol = self.sol_table()
         op_row = cls["op_row"].to_numpy(np.int64)[hit]
-        written = sol["bytes_written"].to_numpy(np.float64)[hit]
-        bw = sol["peak_bw"].to_numpy(np.float64)[hit]
+        try:
+            sol = self.sol_table()
+            written = sol["bytes_written"].to_numpy(np.float64)[hit]
+            bw = sol["peak_bw"].to_numpy(np.float64)[hit]
+        except AnalysisError:  # the GPU is unknown: no speed of light, the copies' time unknown
+            written = bw = np.full(len(hit), np.nan)
         frame = pd.DataFrame({"op": op_row, "node": node, "written": written, "bw": bw, "fused": fused[node],
                               "start": g.g_start[node]})
         per = frame.sort_values(["op", "start"]).groupby("op", sort=False).agg(

@@ -302,6 +302,22 @@ def test_channels_last_against_the_program_converted_in_eager(sample_traces: Pat
     assert "nchw_ops" not in fused[1]
 
 
+def test_channels_last_on_an_unknown_gpu_removes_the_transforms_and_leaves_the_copies_unknown(sample_traces: Path, tmp_path: Path) -> None:
+    """Without the GPU (no deviceProperties) nothing has a speed of light: --channels-last still
+    removes the layout transforms, adds nothing for GroupNorm's copies and says their time is unknown."""
+    doc = _truth(sample_traces, "h100_r7_clgn_nchw.pt.trace.json.gz")
+    doc.pop("deviceProperties")
+    path = tmp_path / "nodev.json"
+    path.write_text(json.dumps(doc))
+    m = whatif_model(load(path))
+    with pytest.raises(AnalysisError):
+        m.sol_table()
+    edits, notes = m.edits(Changes(channels_last=True))
+    layout = m.layout_kernels()
+    assert float(edits.g_dur.sum()) == pytest.approx(float(m.graph.g_dur.sum()) - float(m.graph.g_dur[layout].sum()), abs=64)
+    assert notes[0]["nchw_ops"] == 32 and "unknown" in str(notes[0]["what"])
+
+
 def test_fusing_a_training_step_lands_near_its_compiled_step(sample_traces: Path) -> None:
     """Round 7's training step (4 pre-norm MLP blocks, bf16 autocast, AdamW; H100), eager and with the
     module under torch.compile: --fuse all lands within 15 % of the profiled compiled step, nearer
