@@ -360,33 +360,34 @@ class WhatIfModel:
         what = f"{len(nodes)} layout transform kernel(s) around convolutions removed: {saved / 1e6:.3f} ms of kernel time"
         note: dict[str, object] = {"change": "--channels-last", "count": len(nodes)}
         if len(nodes):
-            ops, added, unknown = self._nchw_copies(g_dur, fused)
+            ops, added, unknown, which = self._nchw_copies(g_dur, fused)
             if ops:
                 note["nchw_ops"] = ops
-                what += (f"; {ops} op(s) eager PyTorch runs only in NCHW (GroupNorm) each copy their input to NCHW and the "
-                         "convolution after them copies back: "
-                         + (f"{added / 1e6:.3f} ms of copies added at their speed of light, so the projected step is a lower "
-                            "bound (torch.compile, or a fused kernel, runs no such copy)" if not unknown else
-                            f"the time of the copies of {unknown} of them is unknown (no speed of light), so the projected step "
-                            "is a lower bound"))
+                what += (f"; {ops} {'/'.join(which)} op(s), which eager PyTorch runs only in NCHW, each copy their input to "
+                         "NCHW and the convolution after them copies back")
+                if added:
+                    what += f": {added / 1e6:.3f} ms of copies added at their speed of light"
+                if unknown:
+                    what += f"; the copies of {unknown} of them have no speed of light (unknown GPU or bytes): nothing added"
+                what += "; so the projected step is a lower bound (torch.compile, or a fused kernel, runs no such copy)"
         note["what"] = what
         notes.append(note)
 
-    def _nchw_copies(self, g_dur: np.ndarray, fused: np.ndarray) -> tuple[int, float, int]:
+    def _nchw_copies(self, g_dur: np.ndarray, fused: np.ndarray) -> tuple[int, float, int, list[str]]:
         """Under channels_last, each instance of an op of :data:`EAGER_NCHW_OPS` none of whose
         kernels was fused adds two copies of its output (to NCHW before it, back for the convolution
         after it) to its first kernel, each at its speed of light (read and write the tensor at the
-        GPU's bandwidth). Returns the ops, the ns added, and the ops whose bandwidth or bytes are
-        unknown (nothing added for them)."""
+        GPU's bandwidth). Returns the ops, the ns added, the ops whose bandwidth or bytes are
+        unknown (nothing added for them) and the ops' names."""
         g = self.graph
         cls = self.classes()
-        names = cls["op_name"].astype(str).to_numpy()
-        base = {n: op_base(n) in EAGER_NCHW_OPS for n in set(names.tolist())}
-        hit = np.flatnonzero(np.fromiter((base[n] for n in names), dtype=bool, count=len(names)) & (cls["op_row"].to_numpy() >= 0))
+        names = cls["op_name"].astype("category")
+        nchw = np.array([op_base(str(c)) in EAGER_NCHW_OPS for c in names.cat.categories] + [False])[names.cat.codes.to_numpy()]
+        hit = np.flatnonzero(nchw & (cls["op_row"].to_numpy() >= 0))
         node = g.kernel_node[hit]
         hit, node = hit[node >= 0], node[node >= 0]
         if not len(hit):
-            return 0, 0.0, 0
+            return 0, 0.0, 0, []
         op_row = cls["op_row"].to_numpy(np.int64)[hit]
         try:
             sol = self.sol_table()
@@ -394,16 +395,16 @@ class WhatIfModel:
             bw = sol["peak_bw"].to_numpy(np.float64)[hit]
         except AnalysisError:  # the GPU is unknown: no speed of light, the copies' time unknown
             written = bw = np.full(len(hit), np.nan)
-        frame = pd.DataFrame({"op": op_row, "node": node, "written": written, "bw": bw, "fused": fused[node],
-                              "start": g.g_start[node]})
+        frame = pd.DataFrame({"op": op_row, "node": node, "written": written, "nan": np.isnan(written), "bw": bw,
+                              "fused": fused[node], "start": g.g_start[node]})
         per = frame.sort_values(["op", "start"]).groupby("op", sort=False).agg(
-            first=("node", "first"), written=("written", lambda v: v.sum(min_count=len(v))), bw=("bw", "first"), fused=("fused", "any"))
-        per = per[~per["fused"]]
-        ns = 2 * (2 * per["written"]) / per["bw"] * 1e9
-        known = np.isfinite(ns.to_numpy()) & (ns.to_numpy() > 0)
-        first = per["first"].to_numpy(np.int64)
-        np.add.at(g_dur, first[known], ns.to_numpy()[known])
-        return len(per), float(ns.to_numpy()[known].sum()), int((~known).sum())
+            first=("node", "first"), written=("written", "sum"), nan=("nan", "any"), bw=("bw", "first"), fused=("fused", "any"))
+        per = per[~per["fused"].to_numpy()]
+        ns = np.where(per["nan"].to_numpy(), np.nan, 2 * (2 * per["written"].to_numpy()) / per["bw"].to_numpy() * 1e9)
+        known = np.isfinite(ns) & (ns > 0)
+        np.add.at(g_dur, per["first"].to_numpy(np.int64)[known], ns[known])
+        which = sorted({op_base(str(n)) for n in cls["op_name"].to_numpy()[hit]})
+        return len(per), float(ns[known].sum()), int((~known).sum()), which
 
     def _sync_ops(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each host sync node: the framework op that issued it (cpu_slices row, -1), and that
