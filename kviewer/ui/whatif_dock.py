@@ -103,7 +103,9 @@ class WhatIfPanel(QWidget):
         self.no_sync = QCheckBox("Remove host syncs")
         self.channels_last = QCheckBox("Convolutions in channels_last (no layout transforms)")
         self.channels_last.setToolTip("The layout transforms a library runs around each convolution (cuDNN's nchwToNhwc / "
-                                      "nhwcToNchw) go away, as with tensors already in channels_last")
+                                      "nhwcToNchw) go away, as with tensors already in channels_last; an op eager PyTorch runs only "
+                                      "in NCHW (GroupNorm) adds its copies into and out of NCHW at their speed of light, so the "
+                                      "projection is then a lower bound")
         self.sol: dict[str, QSpinBox] = {}
         sol_box = QGridLayout()
         for i, kind in enumerate(SOL_KINDS):
