@@ -18,7 +18,9 @@ something where it beats that.
 153 MB training trace of ../shared/samples, as subprocesses with a warm trace cache (best of 2),
 with the load average; and the two commands as a user runs them, in a private cache folder:
 the first time (critpath builds and caches the graph and its paths, whatif reads the graph) and
-again (both cached).
+again (both cached). Every measured process reads kviewer's bytecode compiled by unmeasured runs
+(``PYTHONPYCACHEPREFIX``, as an installed kviewer has its .pyc files; since 2026-12-06: before,
+each process compiled the modules it imported, 0.1-0.2 s of each command here).
 
 ``ranks()``: the 2-rank DDP pair (balanced / rank 1 straggling) of sample_traces/h200_ddp2, when
 it exists: the straggler's extra work on the path, rank 0's wait as comm_wait, and whatif
@@ -237,8 +239,20 @@ def _child_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+#: every measured process reads kviewer's bytecode from one prefix, compiled by the unmeasured runs
+#: that warm the cache (this machine sets PYTHONDONTWRITEBYTECODE; an installed kviewer has its
+#: .pyc files), as bench_paint_first does: the commands are timed as a user runs them
+PYC = {"PYTHONPYCACHEPREFIX": str(Path(os.environ.get("TMPDIR", "/tmp")) / f"kv-bench-pyc-{os.getpid()}")}
+
+
+def _bench_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), **PYC, **extra)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def _cli(*args: str, key: str = "", env_extra: dict[str, str] | None = None) -> float:
-    env = dict(os.environ, PYTHONPATH=str(REPO), **(env_extra or {}))
+    env = _bench_env(**(env_extra or {}))
     c0 = _child_cpu()
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "kviewer", *args, "-q"], check=True, env=env, stdout=subprocess.DEVNULL)
@@ -287,6 +301,8 @@ def speed() -> None:
         print(f"speed: {big} not found")
         return
     _cli("info", str(big))  # warm the trace cache
+    for cmd in (["summary"], ["critpath"], ["whatif", "--cuda-graphs"]):  # unmeasured: their bytecode compiled (PYC)
+        _cli(*cmd, str(big), key="warm-up")
     load_before = open("/proc/loadavg").read().split()[:3]
     summ = min(_cli("summary", str(big)) for _ in range(2))
     crit = min(_cli("critpath", str(big)) for _ in range(2))
@@ -314,7 +330,7 @@ whatif_model(t, paths=paths).project(Changes(cuda_graphs=True))
 
 
 def _py(code: str, key: str = "pipeline") -> float:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = _bench_env()
     c0 = _child_cpu()
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
