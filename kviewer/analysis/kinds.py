@@ -233,7 +233,12 @@ _OP_KIND_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 #: ops whose eager CUDA kernels need a contiguous (NCHW) input: fed a channels_last tensor, the op
 #: copies it to NCHW first (``aten::contiguous``) and writes NCHW, so the convolution after it
 #: copies back (seen in PyTorch 2.11 on an H100: ``sample_traces/h100_r7_clgn_cl``, each
-#: ``aten::group_norm`` holding an ``aten::contiguous`` copy and each following ``aten::conv2d`` another)
+#: ``aten::group_norm`` holding an ``aten::contiguous`` copy and each following ``aten::conv2d`` another).
+#: Matched against the op that launched the kernels. ``tests/bench/device/channels_last_ops.py``
+#: found the same conversion in ``instance_norm``, ``pixel_shuffle``, ``layer_norm`` over (C, H, W)
+#: and ``softmax`` over C; their kernels are launched by an op inside them (batch_norm, copy_) or the
+#: op also runs on tensors no convolution wrote (attention's softmax, a transformer's LayerNorm), so
+#: they are not listed: where a program has them, ``--channels-last`` overstates the gain
 EAGER_NCHW_OPS = frozenset({"group_norm", "native_group_norm"})
 
 
