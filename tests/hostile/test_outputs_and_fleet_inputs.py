@@ -69,31 +69,53 @@ def test_an_interrupted_export_leaves_nothing(tmp_path: Path, big_trace: Path, s
     assert sha(big_trace) == before
 
 
+def _holds_flock(pid: int) -> bool:
+    """Whether process ``pid`` holds a ``flock`` (read from /proc/locks: probing with a lock of
+    our own could make the writer fail to take its)."""
+    with open("/proc/locks") as f:
+        return any(parts[1] == "FLOCK" and parts[4] == str(pid) for parts in (line.split() for line in f) if len(parts) > 4)
+
+
+def _wait_for_lock(proc: subprocess.Popen[bytes], timeout: float = 120) -> bool:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout and proc.poll() is None:
+        if _holds_flock(proc.pid):
+            return True
+        time.sleep(0.002)
+    return False
+
+
 def test_two_exports_to_one_output(tmp_path: Path, big_trace: Path) -> None:
     """The second export to an output being written fails at once with one line; the first
-    finishes and its database is whole."""
+    finishes and its database is whole. The first is frozen while it holds its lock on
+    ``OUT.partial``, so the second always meets it (without the freeze the first could finish
+    its write, a fraction of a second, before the second process had started: a false failure
+    CI met on a busy machine, the second then rightly writing a file of its own)."""
     import sqlite3
 
     out = tmp_path / "out.sqlite"
     first = _start(["export", str(big_trace), "-o", str(out), "-q", "--no-analysis"], tmp_path)
-    assert _wait_for(Path(f"{out}.partial"), first)
-    small = kineto_json(tmp_path.parent / f"{tmp_path.name}-small.json", ["a"])
-    second = _start(["export", str(small), "-o", str(out), "-q", "--no-analysis"], tmp_path)
-    _, err2 = second.communicate(timeout=120)
-    first_still_running = first.poll() is None
+    assert _wait_for_lock(first), "the export never locked its .partial file"
+    first.send_signal(signal.SIGSTOP)
+    try:
+        assert Path(f"{out}.partial").exists() and not out.exists()
+        small = kineto_json(tmp_path.parent / f"{tmp_path.name}-small.json", ["a"])
+        second = _start(["export", str(small), "-o", str(out), "-q", "--no-analysis"], tmp_path)
+        _, err2 = second.communicate(timeout=120)
+    finally:
+        first.send_signal(signal.SIGCONT)
     _, err1 = first.communicate(timeout=300)
     assert first.returncode == 0, err1[-2000:]
-    if first_still_running:  # the second one met the lock (always, unless the first was quicker)
-        assert second.returncode == 2, err2[-2000:]
-        lines = [line for line in err2.decode().strip().splitlines() if not line.startswith("kviewer: warning:")]  # the load's
-        assert len(lines) == 1 and "another kviewer is writing" in lines[0] and "Traceback" not in lines[0]
+    assert second.returncode == 2, err2[-2000:]
+    lines = [line for line in err2.decode().strip().splitlines() if not line.startswith("kviewer: warning:")]  # the load's
+    assert len(lines) == 1 and "another kviewer is writing" in lines[0] and "Traceback" not in lines[0]
     con = sqlite3.connect(out)
     try:
         assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         n = con.execute("SELECT count(*) FROM kernels").fetchone()[0]
     finally:
         con.close()
-    assert n in (BIG, 1)  # one whole export, never a mix
+    assert n == BIG  # the first export, whole
     assert sorted(os.listdir(tmp_path)) == ["out.sqlite"]
 
 
