@@ -75,9 +75,17 @@ print(json.dumps({"sizes": trace.sizes(), "maxrss_kb": resource.getrusage(resour
 """
 
 
+#: both sides read their bytecode from one prefix, compiled by an unmeasured run of each first (this
+#: machine sets PYTHONDONTWRITEBYTECODE; an installed kviewer has its .pyc files), as
+#: bench_paint_first and bench_whatif do: before 2026-12-06 every kviewer child compiled the
+#: kviewer modules it imported
+PYC = {"PYTHONPYCACHEPREFIX": str(Path(os.environ.get("TMPDIR", "/tmp")) / f"kv-bench-pyc-{os.getpid()}")}
+
+
 def run(code: str, path: Path) -> tuple[float, float, dict]:
     """Wall time, CPU time (user + sys, all threads) and the JSON line a child prints."""
-    env = dict(os.environ, KVIEWER_NO_CACHE="1", PYTHONHASHSEED="0")
+    env = dict(os.environ, KVIEWER_NO_CACHE="1", PYTHONHASHSEED="0", **PYC)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, cwd=REPO, check=False)
@@ -102,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     rss: dict[str, list[int]] = {"baseline": [], "kviewer": []}
     events = 0
     info: dict = {}
+    for code in (BASELINE, KVIEWER):  # unmeasured: their bytecode compiled (PYC)
+        run(code, args.trace)
     for _ in range(args.reps):
         for side, code in (("baseline", BASELINE), ("kviewer", KVIEWER)):
             t, c, r = run(code, args.trace)
