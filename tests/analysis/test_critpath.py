@@ -16,7 +16,8 @@ from kviewer.errors import AnalysisError, KViewerError
 from kviewer.io import load
 
 REPO = Path(__file__).resolve().parents[2]
-BUNDLED = sorted(p.name for p in (REPO / "sample_traces").glob("*.pt.trace.json.gz")) + ["h200_llm_train_nvtx.sqlite.gz"]
+BUNDLED = (sorted(p.name for p in (REPO / "sample_traces").glob("*.pt.trace.json.gz")) + ["h200_llm_train_nvtx.sqlite.gz"]
+           + sorted(p.name for p in (REPO / "sample_traces").glob("h100_r8_*_nsys.sqlite.gz")))
 
 
 def _raw(path: Path) -> list[dict]:

@@ -79,6 +79,18 @@ PAIRS = [
      "channels_last=True", "h100_r7_clcnn_cl", "round7_truth_cl", "r7_clcnn_nchw", "r7_clcnn_cl", 10.0),
     ("(d') the same, diffusion-UNet GroupNorm blocks (eager GroupNorm runs NCHW: copies both ways) (H100)", "h100_r7_clgn_nchw",
      "channels_last=True", "h100_r7_clgn_cl", "round7_truth_cl", "r7_clgn_nchw", "r7_clgn_cl", 10.0),
+    # round 8 (sample_traces/h100_gen_round8.py, on an H100): one op launching many kernels, a ~200-kernel decoding
+    # step, a sync inside a framework op (boolean indexing); the eager sides traced by Nsight Systems too
+    ("(a7) eager -> torch.compile, nn.TransformerEncoder fast path (H100)", "h100_r8_enc_eager", "fuse=()", "h100_r8_enc_compiled",
+     "round8_truth", "r8_enc_eager", "r8_enc_compiled", 15.0),
+    ("(b4) eager -> CUDA graph, a GPT-2-small decoding step (H100)", "h100_r8_dec_eager", "cuda_graphs=True", "h100_r8_dec_graph",
+     "round8_truth", "r8_dec_eager", "r8_dec_graph", 10.0),
+    ("(b4') the same, both traced by nsys (H100)", "h100_r8_dec_eager_nsys.sqlite.gz", "cuda_graphs=True", "h100_r8_dec_graph_nsys.sqlite.gz",
+     "round8_truth", "r8_dec_eager", "r8_dec_graph", 10.0),
+    ("(c4) boolean-mask loss -> mask weights, training (H100)", "h100_r8_mask_sync", "no_sync=()", "h100_r8_mask_nosync",
+     "round8_truth", "r8_mask_sync", "r8_mask_nosync", 10.0),
+    ("(c4') the same, both traced by nsys (H100)", "h100_r8_mask_sync_nsys.sqlite.gz", "no_sync=()", "h100_r8_mask_nosync_nsys.sqlite.gz",
+     "round8_truth", "r8_mask_sync", "r8_mask_nosync", 10.0),
 ]
 
 
@@ -99,7 +111,7 @@ def accuracy() -> None:
     rows = []
     for label, a, change, b, truth, ka, kb, goal in PAIRS:
         ta = load(ST / (a if "." in a else f"{a}.pt.trace.json.gz"))
-        tb = load(ST / f"{b}.pt.trace.json.gz")
+        tb = load(ST / (b if "." in b else f"{b}.pt.trace.json.gz"))
         ch = eval(f"Changes({change})", {"Changes": Changes})  # noqa: S307 (our own table above)
         a_ms, proj_ms = _median_ms(ta, ch)
         b_ms, _ = _median_ms(tb)
