@@ -170,6 +170,35 @@ def fused_gpu_time() -> None:
 DDP2 = ST / "h200_ddp2"
 
 
+def gemm_residual() -> None:
+    """Round 8 part ``res``: the fusion estimate of a GEMM + residual-add chain against the GEMM that really does it
+    (cuBLAS reading the residual as C with beta = 1, ``x.addmm_``): per instance, and as GPU time a step (4 layers,
+    each GEMM -> add -> next GELU; only GEMM -> add is fused in the real program, so the two-member chain's estimate
+    is applied to every layer)."""
+    from kviewer.analysis.fusion import fusion_candidates
+    from kviewer.io import load
+
+    print("| d | eager GEMM + add µs | estimated fused µs | real fused GEMM µs | error | step GPU time eager / projected / real µs | error |")
+    print("|---|---:|---:|---:|---:|---|---:|")
+    for d in ("4k", "1k"):
+        ea, fu = load(ST / f"h100_r8_res{d}_eager.pt.trace.json.gz"), load(ST / f"h100_r8_res{d}_fused.pt.trace.json.gz")
+        cand = fusion_candidates(ea)
+        two = cand[cand["length"] == 2].iloc[0]  # GEMM -> add (the last layer's, the chain the real program fuses)
+        est = float(two["fused_est_ns"]) / int(two["count"])
+        meas = float(two["measured_ns"]) / int(two["count"])
+
+        def mean(t: Any, word: str) -> float:
+            k = t.kernels
+            return float(k["dur"][k["name"].astype(str).str.contains(word)].mean())
+
+        gemm, add, gelu = mean(ea, "_bz_"), mean(ea, "CUDAFunctor_add"), mean(ea, "Gelu")
+        real, gelu_f = mean(fu, "_badd_"), mean(fu, "Gelu")
+        step_e, step_r = 4 * (gemm + add + gelu), 4 * (real + gelu_f)
+        step_p = step_e - 4 * (meas - est)
+        print(f"| {d} | {meas / 1e3:.1f} | {est / 1e3:.1f} | {real / 1e3:.1f} | {(est - real) / real * 100:+.1f}% | "
+              f"{step_e / 1e3:.1f} / {step_p / 1e3:.1f} / {step_r / 1e3:.1f} | {(step_p - step_r) / step_r * 100:+.1f}% |")
+
+
 def straggler_kernels(trace: Any, work: str = "straggler_work") -> list[str]:
     """Short names of the kernels launched inside the ``work`` ranges and nowhere else."""
     import numpy as np
@@ -355,6 +384,7 @@ if __name__ == "__main__":
     if "--speed-only" not in sys.argv:
         accuracy()
         fused_gpu_time()
+        gemm_residual()
         ranks()
         tiling()
     if "--speed" in sys.argv or "--speed-only" in sys.argv:
