@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import Callable
+
+#: one bytecode prefix for the measured child processes of a bench run, compiled by unmeasured runs first: this
+#: machine sets PYTHONDONTWRITEBYTECODE, an installed kviewer has its .pyc files (bench_paint_first makes its own)
+PYC = {"PYTHONPYCACHEPREFIX": str(Path(os.environ.get("TMPDIR", "/tmp")) / f"kv-bench-pyc-{os.getpid()}")}
 
 
 def best_of(fn: Callable[[], object], repeat: int = 5) -> float:

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+from _timing import PYC  # noqa: E402  (tests/bench is sys.path[0] when run as a script; both sides read bytecode compiled first)
 DEFAULT = Path(os.environ.get("KVIEWER_SAMPLES", REPO.parent / "shared" / "samples")) / "torch" / "h200_llm_train_big.pt.trace.json.xz"
 LIMIT = 2.0
 
@@ -73,13 +74,6 @@ from kviewer.io import load
 trace = load(sys.argv[1])
 print(json.dumps({"sizes": trace.sizes(), "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
-
-
-#: both sides read their bytecode from one prefix, compiled by an unmeasured run of each first (this
-#: machine sets PYTHONDONTWRITEBYTECODE; an installed kviewer has its .pyc files), as
-#: bench_paint_first and bench_whatif do: before 2026-12-06 every kviewer child compiled the
-#: kviewer modules it imported
-PYC = {"PYTHONPYCACHEPREFIX": str(Path(os.environ.get("TMPDIR", "/tmp")) / f"kv-bench-pyc-{os.getpid()}")}
 
 
 def run(code: str, path: Path) -> tuple[float, float, dict]:

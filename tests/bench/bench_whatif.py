@@ -38,6 +38,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+#: every measured process reads kviewer's bytecode from one prefix, compiled by the unmeasured runs
+#: that warm the cache, as bench_paint_first does: the commands are timed as a user runs them
+from _timing import PYC  # tests/bench is sys.path[0] when run as a script
+
 REPO = Path(__file__).resolve().parents[2]
 ST = REPO / "sample_traces"
 SHARED = Path(os.environ.get("KVIEWER_SAMPLES", REPO.parent / "shared" / "samples"))
@@ -101,6 +105,11 @@ def _median_ms(trace: Any, changes: Any = None) -> tuple[float, float]:
     return proj.median_measured_ns / 1e6, proj.median_projected_ns / 1e6
 
 
+def _sample(name: str) -> Path:
+    """A bundled sample by its name in PAIRS: a Kineto trace's stem, or a file name with its extension."""
+    return ST / (name if "." in name else f"{name}.pt.trace.json.gz")
+
+
 def accuracy() -> None:
     from kviewer.analysis.whatif import Changes
     from kviewer.io import load
@@ -110,8 +119,7 @@ def accuracy() -> None:
             "err vs unprofiled", "speed-up err", "goal")
     rows = []
     for label, a, change, b, truth, ka, kb, goal in PAIRS:
-        ta = load(ST / (a if "." in a else f"{a}.pt.trace.json.gz"))
-        tb = load(ST / (b if "." in b else f"{b}.pt.trace.json.gz"))
+        ta, tb = load(_sample(a)), load(_sample(b))
         ch = eval(f"Changes({change})", {"Changes": Changes})  # noqa: S307 (our own table above)
         a_ms, proj_ms = _median_ms(ta, ch)
         b_ms, _ = _median_ms(tb)
@@ -170,6 +178,12 @@ def fused_gpu_time() -> None:
 DDP2 = ST / "h200_ddp2"
 
 
+def _mean_dur(trace: Any, word: str) -> float:
+    """Mean duration (ns) of the kernels whose name contains ``word``."""
+    k = trace.kernels
+    return float(k["dur"][k["name"].astype(str).str.contains(word)].mean())
+
+
 def gemm_residual() -> None:
     """Round 8 part ``res``: the fusion estimate of a GEMM + residual-add chain against the GEMM that really does it
     (cuBLAS reading the residual as C with beta = 1, ``x.addmm_``): per instance, and as GPU time a step (4 layers,
@@ -186,13 +200,8 @@ def gemm_residual() -> None:
         two = cand[cand["length"] == 2].iloc[0]  # GEMM -> add (the last layer's, the chain the real program fuses)
         est = float(two["fused_est_ns"]) / int(two["count"])
         meas = float(two["measured_ns"]) / int(two["count"])
-
-        def mean(t: Any, word: str) -> float:
-            k = t.kernels
-            return float(k["dur"][k["name"].astype(str).str.contains(word)].mean())
-
-        gemm, add, gelu = mean(ea, "_bz_"), mean(ea, "CUDAFunctor_add"), mean(ea, "Gelu")
-        real, gelu_f = mean(fu, "_badd_"), mean(fu, "Gelu")
+        gemm, add, gelu = _mean_dur(ea, "_bz_"), _mean_dur(ea, "CUDAFunctor_add"), _mean_dur(ea, "Gelu")
+        real, gelu_f = _mean_dur(fu, "_badd_"), _mean_dur(fu, "Gelu")
         step_e, step_r = 4 * (gemm + add + gelu), 4 * (real + gelu_f)
         step_p = step_e - 4 * (meas - est)
         print(f"| {d} | {meas / 1e3:.1f} | {est / 1e3:.1f} | {real / 1e3:.1f} | {(est - real) / real * 100:+.1f}% | "
@@ -278,12 +287,6 @@ def _child_cpu() -> float:
 
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
-
-
-#: every measured process reads kviewer's bytecode from one prefix, compiled by the unmeasured runs
-#: that warm the cache (this machine sets PYTHONDONTWRITEBYTECODE; an installed kviewer has its
-#: .pyc files), as bench_paint_first does: the commands are timed as a user runs them
-PYC = {"PYTHONPYCACHEPREFIX": str(Path(os.environ.get("TMPDIR", "/tmp")) / f"kv-bench-pyc-{os.getpid()}")}
 
 
 def _bench_env(**extra: str) -> dict[str, str]:

@@ -31,6 +31,7 @@ import pytest
 from kviewer.analysis.stats import REPORTS, run_report
 from kviewer.errors import ReportUnavailable
 from kviewer.io import load
+from tests.conftest import SAMPLE_TRACES
 
 REPO = Path(__file__).resolve().parents[2]
 #: the reports whose nsys stats output (nsys 2025.3.1) on h200_llm_train_nvtx.sqlite is bundled in
@@ -103,7 +104,7 @@ def test_every_oracle_report_equals_nsys_stats(export: Path, sample_traces: Path
     assert proc.returncode == 2 and proc.stdout == "" and "osrt_sum" in proc.stderr
 
 
-ROUND8 = sorted(p.name.removesuffix(".sqlite.gz") for p in (Path(__file__).resolve().parents[2] / "sample_traces").glob("h100_r8_*_nsys.sqlite.gz"))
+ROUND8 = sorted(p.name.removesuffix(".sqlite.gz") for p in SAMPLE_TRACES.glob("h100_r8_*_nsys.sqlite.gz"))
 
 
 @pytest.mark.parametrize("stem", ROUND8)
