@@ -23,7 +23,8 @@ tuned on and on both formats that carry launches.
          device-to-device copy, then runs the same GEMM with beta = 1 over it.)
 
 Every variant: warm-up (compilation / capture first), then unprofiled timing in alternating rounds of 10 CUDA-event-timed
-steps, then torch.profiler with schedule(wait=1, warmup=1, active=4), record_shapes, one prof.step() a step.
+steps, then torch.profiler with schedule(wait=1, warmup=1, active=4), record_shapes, one prof.step() a step
+(``gen_pairs.py``).
 Writes NAME.pt.trace.json.gz and round8_truth_PARTS.json (per variant: unprofiled median step, all step times, env).
 
 ``--nsys NAME``: run only that variant, 2 warm-up then 6 steps, each in an NVTX range ``step_N`` (for ``nsys profile
@@ -31,10 +32,11 @@ Writes NAME.pt.trace.json.gz and round8_truth_PARTS.json (per variant: unprofile
 Usage: python3 h100_gen_round8.py OUT_DIR [PART ...]   (parts: enc dec mask res; default enc dec mask)
        python3 h100_gen_round8.py OUT_DIR --nsys r8_dec_eager
 """
-import gzip, json, math, os, statistics, sys, time
+import json, math, os, sys, time
 
 import torch, torch.nn as nn, torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile, schedule
+
+from gen_pairs import record_pair as record_pair_of  # the script's own folder is sys.path[0]
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "/tmp/r8"
 NSYS = sys.argv[sys.argv.index("--nsys") + 1] if "--nsys" in sys.argv else None
@@ -44,56 +46,8 @@ DEV = "cuda"
 TRUTH = {"env": {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name()}}
 
 
-def unprofiled(step, n=10, warm=3):
-    for _ in range(warm):
-        step()
-    torch.cuda.synchronize()
-    marks = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    for s, e in marks:
-        s.record(); step(); e.record()
-    torch.cuda.synchronize()
-    return [round(s.elapsed_time(e), 5) for s, e in marks]
-
-
-def traced(name, step, active=4):
-    path = f"{OUT}/{name}.pt.trace.json"
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
-                 schedule=schedule(wait=1, warmup=1, active=active, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
-        for _ in range(2 + active):
-            step(); prof.step()
-        torch.cuda.synchronize()
-    with open(path, "rb") as f, gzip.open(path + ".gz", "wb", compresslevel=9) as g:
-        g.write(f.read())
-    os.remove(path)
-
-
-def nsys_run(step):
-    for _ in range(2):
-        step()
-    torch.cuda.synchronize()
-    for i in range(6):
-        torch.cuda.nvtx.range_push(f"step_{i}")
-        step()
-        torch.cuda.nvtx.range_pop()
-    torch.cuda.synchronize()
-
-
-def record_pair(steps, rounds=5):
-    """Time the variants in alternating rounds (drift of the host's speed falls on all alike), then trace each."""
-    if NSYS is not None:
-        if NSYS in steps:
-            nsys_run(steps[NSYS])
-        return
-    ms = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, step in steps.items():
-            ms[name] += unprofiled(step)
-    for name, step in steps.items():
-        v = ms[name]
-        TRUTH[name] = {"unprofiled": {"median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v), "all_ms": v}}
-        traced(name, step)
-        print(name, TRUTH[name]["unprofiled"]["median_ms"], time.strftime("%H:%M:%S"), flush=True)
+def record_pair(steps):
+    record_pair_of(steps, OUT, TRUTH, NSYS)
 
 
 # ---- enc: nn.TransformerEncoder inference, eager (fast path) vs torch.compile ------------------------------

@@ -1,0 +1,67 @@
+"""Helpers of the truth-pair generators run on the GPU machine (imported by ``h100_gen_round8.py``; the round 6 and
+7 scripts predate this module and keep their own copies, as the scripts that made their files).
+
+A pair is a dict of named step functions: each is timed without a profiler in alternating rounds of CUDA-event-timed
+steps (drift of the host's speed falls on all alike), then traced by torch.profiler; or, under Nsight Systems, only
+the one named variant runs, each step in an NVTX range ``step_N``.
+"""
+import gzip, os, statistics
+
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+
+def unprofiled(step, n=10, warm=3):
+    """Milliseconds of ``n`` steps after ``warm`` unmeasured ones, from CUDA events (no sync between steps)."""
+    for _ in range(warm):
+        step()
+    torch.cuda.synchronize()
+    marks = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    for s, e in marks:
+        s.record(); step(); e.record()
+    torch.cuda.synchronize()
+    return [round(s.elapsed_time(e), 5) for s, e in marks]
+
+
+def traced(out, name, step, active=4):
+    """OUT/NAME.pt.trace.json.gz: schedule(wait=1, warmup=1, active), record_shapes, one prof.step() a step."""
+    path = f"{out}/{name}.pt.trace.json"
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 schedule=schedule(wait=1, warmup=1, active=active, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
+        for _ in range(2 + active):
+            step(); prof.step()
+        torch.cuda.synchronize()
+    with open(path, "rb") as f, gzip.open(path + ".gz", "wb", compresslevel=9) as g:
+        g.write(f.read())
+    os.remove(path)
+
+
+def nsys_run(step, warm=2, steps=6):
+    """For ``nsys profile --trace cuda,nvtx``: ``warm`` steps, then ``steps`` each in an NVTX range ``step_N``."""
+    for _ in range(warm):
+        step()
+    torch.cuda.synchronize()
+    for i in range(steps):
+        torch.cuda.nvtx.range_push(f"step_{i}")
+        step()
+        torch.cuda.nvtx.range_pop()
+    torch.cuda.synchronize()
+
+
+def record_pair(steps, out, truth, nsys=None, rounds=5):
+    """Time the variants in alternating rounds, then trace each; their unprofiled times go into ``truth``. With
+    ``nsys`` (a variant's name) only that variant runs, under ``nsys_run``, if it is in this pair."""
+    if nsys is not None:
+        if nsys in steps:
+            nsys_run(steps[nsys])
+        return
+    ms = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            ms[name] += unprofiled(step)
+    for name, step in steps.items():
+        v = ms[name]
+        truth[name] = {"unprofiled": {"median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v), "all_ms": v}}
+        traced(out, name, step)
+        print(name, truth[name]["unprofiled"]["median_ms"], flush=True)
