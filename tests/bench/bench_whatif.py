@@ -40,7 +40,10 @@ from typing import Any
 
 #: every measured process reads kviewer's bytecode from one prefix, compiled by the unmeasured runs
 #: that warm the cache, as bench_paint_first does: the commands are timed as a user runs them
-from _timing import PYC  # tests/bench is sys.path[0] when run as a script
+if __package__:  # imported as tests.bench.bench_whatif (tests/analysis/test_whatif.py)
+    from ._timing import PYC
+else:  # run as a script: tests/bench is sys.path[0]
+    from _timing import PYC
 
 REPO = Path(__file__).resolve().parents[2]
 ST = REPO / "sample_traces"
