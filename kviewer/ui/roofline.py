@@ -100,10 +100,11 @@ class RooflineWidget(QWidget):
         self.plot.layout.setAlignment(self.legend, Qt.AlignmentFlag.AlignLeft)
         # room on the right for the last tick label (10⁴ was cut off at the plot's edge)
         self.plot.setContentsMargins(0, 0, 14, 0)
-        self.empty_text = pg.TextItem("", color=(90, 90, 90), anchor=(0.5, 0.5))
-        self.empty_text.textItem.setTextWidth(260)  # wraps inside the plot
+        self.empty_text = pg.TextItem("", color=(90, 90, 90), anchor=(0.5, 0.5), fill=(255, 255, 255, 230))  # over the roofs
+        self.empty_text.textItem.setTextWidth(260)  # wraps inside the plot; follows its width (_fit_empty_text)
         self.empty_text.setZValue(20)
         self.plot.addItem(self.empty_text, ignoreBounds=True)
+        self.plot.getViewBox().sigResized.connect(self._fit_empty_text)
         self.empty_reason = ""
         """one line saying why no point is drawn ("" when some are)"""
         self._tip_rows: tuple[Any, ...] | None = None
@@ -151,6 +152,22 @@ class RooflineWidget(QWidget):
         super().resizeEvent(event)
         self._fit_title()
         self._fit_intensity_label()
+        self._fit_legend()
+
+    def _fit_legend(self) -> None:
+        """The legend in two columns where they fit, else in one: two columns of roof labels
+        ("FP8 tensor 1,979.0 TFLOP/s") are about 450 px wide, and the plot's layout does not shrink
+        below its legend, so a narrower dock cut off the right half of the whole plot."""
+        labels = [label.boundingRect().width() for _sample, label in self.legend.items]
+        if not labels:
+            return
+        column = max(labels) + 20.0 + 12.0  # label, sample, spacing
+        cols = 2 if self.width() >= 2 * column + 24.0 else 1
+        if cols != self.legend.columnCount:
+            self.legend.setColumnCount(cols)
+            # the view sized the plot before its legend narrowed (Qt held it at the old minimum): size it again
+            view = self.plot_widget
+            view.centralWidget.setGeometry(view.range)
 
     #: the intensity axis' title, longest first: the first that fits under the axis is shown
     INTENSITY_LABELS = ("arithmetic intensity", "intensity", "")
@@ -276,6 +293,7 @@ class RooflineWidget(QWidget):
                 item = pg.ScatterPlotItem(size=8, symbol="o", pen=pg.mkPen(BOUND_COLOURS[kind], width=1.5), brush=pg.mkBrush(*BOUND_COLOURS[kind], 220))
                 self.legend.addItem(item, f"{kind}-bound" if kind != "unknown" else "bound unknown")
                 self.bound_items.append(item)
+        self._fit_legend()
         self.empty_reason = "" if ok.any() else self._why_empty(flops, nbytes, dur)
         self.empty_text.setText(self.empty_reason)
         self.empty_text.setVisible(bool(self.empty_reason))
@@ -290,6 +308,12 @@ class RooflineWidget(QWidget):
             lo = min(float(self._xy[:, 1].min()), 9.0)
             hi = max(float(self._xy[:, 1].max()), self._top_roof(spec))
             self.plot.setYRange(lo - 0.3, hi + 0.3, padding=0)
+
+    def _fit_empty_text(self, *_: object) -> None:
+        """Wrap the why-empty line to the plot's width (a fixed 260 px ran past both edges of a
+        narrow dock), centred in the view box."""
+        vb = self.plot.getViewBox()
+        self.empty_text.setTextWidth(max(80.0, min(420.0, vb.width() - 16.0)))
 
     def _why_empty(self, flops: np.ndarray, nbytes: np.ndarray, dur: np.ndarray) -> str:
         """One line: why the roofline has no point."""

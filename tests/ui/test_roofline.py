@@ -149,6 +149,16 @@ def test_readable_tooltip_legend_and_empty_reason(qtbot, eager_sol) -> None:  # 
     w.set_data(unknown, load_devices()["h200"])
     assert w.point_count() == 0
     assert "FLOPs" in w.empty_reason and w.empty_text.isVisible() and "\n" not in w.empty_reason
+    # the line wraps inside the plot, and the plot fits the widget, also in a narrow dock: a fixed
+    # 260 px line ran past both edges, and the two-column legend (~450 px) held the whole plot wider
+    for width in (800, 300):
+        w.resize(width, 500)
+        w.show()
+        qtbot.wait(100)  # the view range and the text's transform are applied when painted
+        box = w.plot.getViewBox().sceneBoundingRect()
+        text = w.empty_text.textItem.mapRectToScene(w.empty_text.textItem.boundingRect())
+        assert box.left() <= text.left() and text.right() <= box.right() <= w.width(), (width, text, box)
+        assert w.legend.columnCount == (2 if width == 800 else 1)
 
 
 def test_fp16_roof_is_named_and_the_legend_is_below_the_points(qtbot, eager_sol) -> None:  # type: ignore[no-untyped-def]
