@@ -53,7 +53,9 @@ def test_a_widget_that_never_paints_runs_it_at_the_timeout(qtbot: Any) -> None:
     t0 = time.monotonic()
     after_next_paint(w, lambda: ran.append(1), timeout_ms=200)
     qtbot.waitUntil(lambda: bool(ran), timeout=5_000)
-    assert time.monotonic() - t0 >= 0.19 and ran == [1]
+    # QTimer's default (Qt::CoarseTimer) may fire up to 5 % of its interval early: one run here ran
+    # it 189.5 ms after t0, so 0.19 s was a bound the timer does not promise
+    assert time.monotonic() - t0 >= 0.18 and ran == [1]
 
 
 def test_nothing_runs_for_a_widget_that_is_gone(qtbot: Any) -> None:
