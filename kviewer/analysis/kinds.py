@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from functools import lru_cache
 
 import numpy as np
@@ -230,16 +231,19 @@ _OP_KIND_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
-#: ops whose eager CUDA kernels need a contiguous (NCHW) input: fed a channels_last tensor, the op
-#: copies it to NCHW first (``aten::contiguous``) and writes NCHW, so the convolution after it
-#: copies back (seen in PyTorch 2.11 on an H100: ``sample_traces/h100_r7_clgn_cl``, each
-#: ``aten::group_norm`` holding an ``aten::contiguous`` copy and each following ``aten::conv2d`` another).
-#: Matched against the op that launched the kernels. ``tests/bench/device/channels_last_ops.py``
-#: found the same conversion in ``instance_norm``, ``pixel_shuffle``, ``layer_norm`` over (C, H, W)
-#: and ``softmax`` over C; their kernels are launched by an op inside them (batch_norm, copy_) or the
-#: op also runs on tensors no convolution wrote (attention's softmax, a transformer's LayerNorm), so
-#: they are not listed: where a program has them, ``--channels-last`` overstates the gain
-EAGER_NCHW_OPS = frozenset({"group_norm", "native_group_norm"})
+#: ops whose eager CUDA kernels need a contiguous (NCHW) input or write NCHW whatever they are fed,
+#: and the copies of their output each adds under channels_last: 2 = the input copied to NCHW inside
+#: the op (``aten::contiguous``) and the NCHW output copied back by the convolution after it (seen in
+#: PyTorch 2.11 on an H100: ``sample_traces/h100_r7_clgn_cl``, each ``aten::group_norm`` holding an
+#: ``aten::contiguous`` copy and each following ``aten::conv2d`` another); 1 = only the copy back (the
+#: op's own kernel reads its input in any layout: ``pixel_shuffle``'s clone).
+#: Matched against the outermost op holding the kernels' launching op (:func:`enclosing_op_rows`:
+#: ``instance_norm`` launches through ``batch_norm``). ``tests/bench/device/channels_last_ops.py``
+#: found the same conversion in ``layer_norm`` over (C, H, W) and ``softmax`` over C; those also run
+#: on tensors no convolution wrote (attention's softmax, a transformer's LayerNorm), where they copy
+#: nothing, so they are not listed: where a program has them after a convolution, ``--channels-last``
+#: overstates the gain
+EAGER_NCHW_OPS: dict[str, int] = {"group_norm": 2, "native_group_norm": 2, "instance_norm": 2, "pixel_shuffle": 1}
 
 
 def op_base(name: str) -> str:
@@ -295,6 +299,43 @@ def kernel_op_rows(trace: Trace) -> np.ndarray:
     at = key_ops.get_indexer(key_k)
     found = (at >= 0) & (ext >= 0)
     out[found] = ops["pos"].to_numpy(np.int64)[at[found]]
+    return out
+
+
+def enclosing_op_rows(trace: Trace, ops: np.ndarray, bases: Collection[str]) -> np.ndarray:
+    """For every kernel whose launching op is ``ops[i]`` (a ``cpu_slices`` row, -1): the row of the
+    outermost framework op whose :func:`op_base` is one of ``bases`` and that holds the launching op
+    on its thread (the launching op itself included), -1 where none does.
+
+    An eager op often launches its kernels through ops inside it (``aten::instance_norm`` ->
+    ``aten::batch_norm`` -> the kernels; ``aten::pixel_shuffle`` -> ``aten::clone`` -> a copy),
+    so the op a rule is about is not always the one :func:`kernel_op_rows` names."""
+    out = np.full(len(ops), -1, dtype=np.int64)
+    c = trace.cpu_slices
+    if not len(ops) or not len(c) or not (ops >= 0).any():
+        return out
+    names = c["name"].astype("category")
+    wanted = np.array([op_base(str(n)) in bases for n in names.cat.categories] + [False])[names.cat.codes.to_numpy()]
+    cand = np.flatnonzero(wanted & (c["category"].astype(str) == "op").to_numpy())
+    if not len(cand):
+        return out
+    start, end = c["start"].to_numpy(np.int64), c["end"].to_numpy(np.int64)
+    thread, _ = pd.factorize(pd.MultiIndex.from_arrays(
+        [c["rank"].to_numpy(np.int64), c["pid"].to_numpy(np.int64), c["tid"].to_numpy(np.int64)]))
+    has = np.flatnonzero(ops >= 0)
+    rows = ops[has]
+    for t in np.unique(thread[cand]).tolist():
+        mine = cand[thread[cand] == t]
+        mine = mine[np.lexsort((-end[mine], start[mine]))]
+        # the outermost: not inside an earlier-starting candidate (ops on one thread nest properly)
+        reach = np.maximum.accumulate(end[mine])
+        mine = mine[np.concatenate(([True], start[mine][1:] >= reach[:-1]))]
+        on = np.flatnonzero(thread[rows] == t)
+        at = np.searchsorted(start[mine], start[rows[on]], side="right") - 1
+        ok = at >= 0
+        holder = mine[np.maximum(at, 0)]
+        ok &= end[holder] >= end[rows[on]]
+        out[has[on[ok]]] = holder[ok]
     return out
 
 

@@ -21,9 +21,10 @@ path, and removed launch overhead only helps where the host gated the GPU.
                  a conv op: cuDNN's nchwToNhwc / nhwcToNchw, MIOpen's transposes) go away, with their
                  launch calls: the activations and weights are already in the layout the convolution
                  kernel reads (``channels_last``, which torch.compile picks for convolutions). An op
-                 eager PyTorch runs only in NCHW (:data:`kinds.EAGER_NCHW_OPS`: GroupNorm) and that is
-                 not in a fused chain then copies its input to NCHW and the convolution after it
-                 copies back: two copies of the op's output, added to the op's first kernel at their
+                 eager PyTorch runs only in NCHW (:data:`kinds.EAGER_NCHW_OPS`: GroupNorm, InstanceNorm,
+                 pixel_shuffle) and that is not in a fused chain then copies its input to NCHW (the
+                 norms) and the convolution after it copies back: the copies of the op's output, added
+                 to the op's first kernel at their
                  speed of light (a floor: PyTorch's strided copies ran at a fifth of it on an H100),
                  and the note says the projection is a lower bound of the step there
 
@@ -55,7 +56,7 @@ from kviewer.analysis.critpath import (
 )
 from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, map_host_times, replay
 from kviewer.analysis.fusion import fusion_candidates
-from kviewer.analysis.kinds import EAGER_NCHW_OPS, KINDS, classify, op_base
+from kviewer.analysis.kinds import EAGER_NCHW_OPS, KINDS, classify, enclosing_op_rows, op_base
 from kviewer.analysis.sol import speed_of_light
 from kviewer.core import Trace, Trace as _Trace
 from kviewer.errors import AnalysisError
@@ -363,8 +364,9 @@ class WhatIfModel:
             ops, added, unknown, which = self._nchw_copies(g_dur, fused)
             if ops:
                 note["nchw_ops"] = ops
-                what += (f"; {ops} {'/'.join(which)} op(s), which eager PyTorch runs only in NCHW, each copy their input to "
-                         "NCHW and the convolution after them copies back")
+                both = [b for b in which if EAGER_NCHW_OPS[b] > 1]
+                what += (f"; {ops} {'/'.join(which)} op(s), which eager PyTorch runs only in NCHW: each writes NCHW, so the "
+                         "convolution after it copies back" + (f", and {'/'.join(both)} copy their input to NCHW first" if both else ""))
                 if added:
                     what += f": {added / 1e6:.3f} ms of copies added at their speed of light"
                 if unknown:
@@ -374,21 +376,22 @@ class WhatIfModel:
         notes.append(note)
 
     def _nchw_copies(self, g_dur: np.ndarray, fused: np.ndarray) -> tuple[int, float, int, list[str]]:
-        """Under channels_last, each instance of an op of :data:`EAGER_NCHW_OPS` none of whose
-        kernels was fused adds two copies of its output (to NCHW before it, back for the convolution
-        after it) to its first kernel, each at its speed of light (read and write the tensor at the
-        GPU's bandwidth). Returns the ops, the ns added, the ops whose bandwidth or bytes are
-        unknown (nothing added for them) and the ops' names."""
+        """Under channels_last, each instance of an op of :data:`EAGER_NCHW_OPS` (the outermost such op
+        holding a kernel's launching op: ``aten::instance_norm`` launches through ``aten::batch_norm``)
+        none of whose kernels was fused adds the copies of its output that the table names (to NCHW
+        before it, back for the convolution after it) to its first kernel, each at its speed of light
+        (read and write the tensor at the GPU's bandwidth). Returns the ops, the ns added, the ops
+        whose bandwidth or bytes are unknown (nothing added for them) and the ops' names."""
         g = self.graph
         cls = self.classes()
-        names = cls["op_name"].astype("category")
-        nchw = np.array([op_base(str(c)) in EAGER_NCHW_OPS for c in names.cat.categories] + [False])[names.cat.codes.to_numpy()]
-        hit = np.flatnonzero(nchw & (cls["op_row"].to_numpy() >= 0))
+        c = self.tables().cpu_slices
+        holder = enclosing_op_rows(self.tables(), cls["op_row"].to_numpy(np.int64), EAGER_NCHW_OPS)
+        hit = np.flatnonzero(holder >= 0)
         node = g.kernel_node[hit]
         hit, node = hit[node >= 0], node[node >= 0]
         if not len(hit):
             return 0, 0.0, 0, []
-        op_row = cls["op_row"].to_numpy(np.int64)[hit]
+        op_row = holder[hit]
         try:
             sol = self.sol_table()
             written = sol["bytes_written"].to_numpy(np.float64)[hit]
@@ -400,11 +403,12 @@ class WhatIfModel:
         per = frame.sort_values(["op", "start"]).groupby("op", sort=False).agg(
             first=("node", "first"), written=("written", "sum"), nan=("nan", "any"), bw=("bw", "first"), fused=("fused", "any"))
         per = per[~per["fused"].to_numpy()]
-        ns = np.where(per["nan"].to_numpy(), np.nan, 2 * (2 * per["written"].to_numpy()) / per["bw"].to_numpy() * 1e9)
+        base = [op_base(n) for n in c["name"].astype(str).to_numpy()[per.index.to_numpy(np.int64)]]
+        copies = np.array([EAGER_NCHW_OPS[b] for b in base], dtype=np.float64)
+        ns = np.where(per["nan"].to_numpy(), np.nan, copies * (2 * per["written"].to_numpy()) / per["bw"].to_numpy() * 1e9)
         known = np.isfinite(ns) & (ns > 0)
         np.add.at(g_dur, per["first"].to_numpy(np.int64)[known], ns[known])
-        which = sorted({op_base(str(n)) for n in cls["op_name"].to_numpy()[hit]})
-        return len(per), float(ns[known].sum()), int((~known).sum()), which
+        return len(per), float(ns[known].sum()), int((~known).sum()), sorted(set(base))
 
     def _sync_ops(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each host sync node: the framework op that issued it (cpu_slices row, -1), and that

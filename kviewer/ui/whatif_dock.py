@@ -104,7 +104,7 @@ class WhatIfPanel(QWidget):
         self.channels_last = QCheckBox("Convolutions in channels_last (no layout transforms)")
         self.channels_last.setToolTip("The layout transforms a library runs around each convolution (cuDNN's nchwToNhwc / "
                                       "nhwcToNchw) go away, as with tensors already in channels_last; an op eager PyTorch runs only "
-                                      "in NCHW (GroupNorm) adds its copies into and out of NCHW at their speed of light, so the "
+                                      "in NCHW (GroupNorm, InstanceNorm, pixel_shuffle) adds its copies into and out of NCHW at their speed of light, so the "
                                       "projection is then a lower bound")
         self.sol: dict[str, QSpinBox] = {}
         sol_box = QGridLayout()

@@ -133,3 +133,32 @@ def test_a_one_block_kernel_beside_a_wide_sibling_of_its_op_is_a_helper() -> Non
     k.loc[7, "grid_x"] = np.nan  # op 10 alone, unknown
     got = _narrow_beside_wide(k, ops)
     assert got.tolist() == [True, False, False, False, False, False, False, False]
+
+
+def test_the_enclosing_op_is_the_outermost_named_one_on_the_launching_ops_thread() -> None:
+    """``enclosing_op_rows``: the outermost op of the named ones holding a kernel's launching op, on
+    that op's thread; the launching op itself counts; an op of the name that has ended, or one on
+    another thread at the same time, does not."""
+    names = ["aten::instance_norm", "aten::batch_norm", "aten::native_batch_norm",  # thread 1: norm -> bn -> kernel
+             "aten::pixel_shuffle", "aten::clone",  # thread 1: the shuffle's own clone
+             "aten::group_norm", "aten::native_group_norm",  # nested named ops: the outer one wins
+             "aten::instance_norm", "aten::relu",  # an instance_norm that ended before the relu started
+             "aten::instance_norm", "aten::mul"]  # thread 2 holds an instance_norm over the same time as thread 1's mul
+    start = [0, 10, 20, 100, 110, 200, 210, 300, 400, 500, 500]
+    end = [90, 80, 70, 190, 180, 290, 280, 350, 450, 600, 550]
+    tid = [1] * 10 + [2]
+    tid[9] = 2
+    tid[10] = 1
+    ops = make_table("cpu_slices", len(names), {
+        "name": np.array(names, dtype=object), "category": pd.Categorical(["op"] * len(names)),
+        "start": start, "end": end, "dur": np.subtract(end, start), "tid": tid, "pid": [7] * len(names),
+        "depth": [0, 1, 2, 0, 1, 0, 1, 0, 0, 0, 0], "external_id": list(range(len(names))),
+    })
+    t = Trace(meta=TraceMeta(path="t", source_format="test"), cpu_slices=ops)
+    c = t.cpu_slices
+    row = {(str(n), int(s)): i for i, (n, s) in enumerate(zip(c["name"].astype(str), c["start"]))}
+    launching = np.array([row["aten::native_batch_norm", 20], row["aten::clone", 110], row["aten::native_group_norm", 210],
+                          row["aten::relu", 400], row["aten::mul", 500], -1], dtype=np.int64)
+    got = kinds.enclosing_op_rows(t, launching, kinds.EAGER_NCHW_OPS)
+    assert got.tolist() == [row["aten::instance_norm", 0], row["aten::pixel_shuffle", 100], row["aten::group_norm", 200], -1, -1, -1]
+    assert (kinds.enclosing_op_rows(t, launching, {"batch_norm"}) == np.array([row["aten::batch_norm", 10], -1, -1, -1, -1, -1])).all()

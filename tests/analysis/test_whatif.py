@@ -318,6 +318,36 @@ def test_channels_last_on_an_unknown_gpu_removes_the_transforms_and_leaves_the_c
     assert notes[0]["nchw_ops"] == 32 and "unknown" in str(notes[0]["what"])
 
 
+@pytest.mark.parametrize(("outer", "inner", "copies"), [("aten::instance_norm", "aten::batch_norm", 2),
+                                                          # GroupNorm's own inner op kept (its model gives the
+                                                          # bytes; GroupNorm's shapes read as a clone's give none):
+                                                          # the outermost op decides the copies
+                                                          ("aten::pixel_shuffle", "aten::native_group_norm", 1)])
+def test_channels_last_finds_an_nchw_op_through_the_op_inside_it(sample_traces: Path, tmp_path: Path, outer: str,
+                                                                  inner: str, copies: int) -> None:
+    """Eager InstanceNorm launches its kernels through ``aten::batch_norm``, pixel_shuffle through
+    ``aten::clone``: the rule matches the outermost op holding the launching op. The GroupNorm UNet
+    trace with its two norm ops renamed to such an outer/inner pair gets the same 32 ops; InstanceNorm
+    adds GroupNorm's two copies of each output (its input made contiguous, the next convolution's
+    copy back), pixel_shuffle one (its own clone already reads the channels_last input)."""
+    doc = _truth(sample_traces, "h100_r7_clgn_nchw.pt.trace.json.gz")
+    names = {"aten::group_norm": outer, "aten::native_group_norm": inner}
+    for e in doc["traceEvents"]:
+        if e.get("name") in names:
+            e["name"] = names[e["name"]]
+    path = tmp_path / "renamed.json"
+    path.write_text(json.dumps(doc))
+    m = whatif_model(load(path))
+    edits, notes = m.edits(Changes(channels_last=True))
+    assert notes[0]["nchw_ops"] == 32
+    layout = m.layout_kernels()
+    kept = float(m.graph.g_dur.sum()) - float(m.graph.g_dur[layout].sum())
+    copy_ns = 2 * (64 * 128 * 64 * 64 * 2) / 3.35e12 * 1e9  # one copy: read and write the 64 MiB output
+    assert float(edits.g_dur.sum()) == pytest.approx(kept + 32 * copies * copy_ns, abs=64)
+    what = str(notes[0]["what"])
+    assert outer.split("::")[1] in what and ("copy their input to NCHW first" in what) == (copies == 2)
+
+
 def test_fusing_a_training_step_lands_near_its_compiled_step(sample_traces: Path) -> None:
     """Round 7's training step (4 pre-norm MLP blocks, bf16 autocast, AdamW; H100), eager and with the
     module under torch.compile: --fuse all lands within 15 % of the profiled compiled step, nearer

@@ -1,0 +1,69 @@
+"""Round-9 GPU data for kviewer (issue 24): ``--channels-last`` against programs converted in eager whose normalisation
+or upsampling op is one eager PyTorch runs only in NCHW, and whose kernels are launched by an op *inside* it.
+
+  clin   5 residual blocks of a fast-style-transfer network, ``x + IN(conv(relu(IN(conv(x)))))`` with
+         ``nn.InstanceNorm2d(affine=True)`` (eager: ``aten::instance_norm`` -> ``aten::batch_norm`` -> the kernels), 128
+         channels, batch 16 x 128 x 128, fp16, inference
+  clps   an ESPCN/EDSR-style x4 upsampler, ``conv(64->256) -> PixelShuffle(2) -> ReLU`` twice, then ``conv(64->3)``,
+         batch 16 x 64 x 64 x 64, fp16, inference (eager: ``aten::pixel_shuffle`` -> ``aten::clone`` -> a copy kernel)
+
+Each program traced NCHW (``_nchw``) and again with model and input converted to ``channels_last`` (``_cl``), eager
+both ways, the same weights; unprofiled step times first, in alternating rounds (``gen_pairs.py``).
+Writes NAME.pt.trace.json.gz and round9_truth.json.
+Usage: python3 h100_gen_round9.py OUT_DIR
+"""
+import json, os, sys, time
+
+import torch, torch.nn as nn
+
+from gen_pairs import record_pair as record_pair_of  # the script's own folder is sys.path[0]
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else "/tmp/r9"
+os.makedirs(OUT, exist_ok=True)
+DEV = "cuda"
+TRUTH = {"env": {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name()}}
+
+
+class INBlock(nn.Module):
+    def __init__(self, c=128):
+        super().__init__()
+        self.c1, self.n1 = nn.Conv2d(c, c, 3, padding=1), nn.InstanceNorm2d(c, affine=True)
+        self.c2, self.n2 = nn.Conv2d(c, c, 3, padding=1), nn.InstanceNorm2d(c, affine=True)
+
+    def forward(self, x):
+        return x + self.n2(self.c2(torch.relu(self.n1(self.c1(x)))))
+
+
+def upsampler():
+    return nn.Sequential(nn.Conv2d(64, 256, 3, padding=1), nn.PixelShuffle(2), nn.ReLU(),
+                         nn.Conv2d(64, 256, 3, padding=1), nn.PixelShuffle(2), nn.ReLU(),
+                         nn.Conv2d(64, 3, 3, padding=1))
+
+
+def layout_pair(make, x, prefix):
+    """Eager NCHW against eager channels_last (model and input converted), the same weights and values."""
+    cl = torch.channels_last
+    nchw, conv = make(), make()
+    conv.load_state_dict(nchw.state_dict())
+    conv = conv.to(memory_format=cl)
+    x_cl = x.to(memory_format=cl)
+    with torch.no_grad():
+        torch.testing.assert_close(nchw(x), conv(x_cl), rtol=0.05, atol=0.05)
+
+    def run(model, inp):
+        def step():
+            with torch.no_grad():
+                return model(inp)
+        return step
+
+    record_pair_of({f"{prefix}_nchw": run(nchw, x), f"{prefix}_cl": run(conv, x_cl)}, OUT, TRUTH)
+
+
+torch.manual_seed(9)
+layout_pair(lambda: nn.Sequential(*[INBlock() for _ in range(5)]).to(DEV).half().eval(),
+            torch.randn(16, 128, 128, 128, device=DEV, dtype=torch.half), "r9_clin")
+layout_pair(lambda: upsampler().to(DEV).half().eval(),
+            torch.randn(16, 64, 64, 64, device=DEV, dtype=torch.half), "r9_clps")
+with open(f"{OUT}/round9_truth.json", "w") as f:
+    json.dump(TRUTH, f, indent=1)
+print("done", time.strftime("%H:%M:%S"), flush=True)
