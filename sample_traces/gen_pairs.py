@@ -1,4 +1,4 @@
-"""Helpers of the truth-pair generators run on the GPU machine (imported by ``h100_gen_round8.py``; the round 6 and
+"""Helpers of the truth-pair generators run on the GPU machine (imported by ``h100_gen_round8.py`` and ``h100_gen_round9.py``; the round 6 and
 7 scripts predate this module and keep their own copies, as the scripts that made their files).
 
 A pair is a dict of named step functions: each is timed without a profiler in alternating rounds of CUDA-event-timed
@@ -65,3 +65,24 @@ def record_pair(steps, out, truth, nsys=None, rounds=5):
         truth[name] = {"unprofiled": {"median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v), "all_ms": v}}
         traced(out, name, step)
         print(name, truth[name]["unprofiled"]["median_ms"], flush=True)
+
+
+def layout_pair(make, x, prefix, out, truth):
+    """Eager NCHW against eager channels_last (model and input converted), the same weights and values:
+    ``PREFIX_nchw`` and ``PREFIX_cl`` through :func:`record_pair`."""
+    cl = torch.channels_last
+    nchw, conv = make(), make()
+    conv.load_state_dict(nchw.state_dict())
+    conv = conv.to(memory_format=cl)
+    x_cl = x.to(memory_format=cl)
+    with torch.no_grad():
+        torch.testing.assert_close(nchw(x), conv(x_cl), rtol=0.05, atol=0.05)
+
+    def run(model, inp):
+        def step():
+            with torch.no_grad():
+                return model(inp)
+        return step
+
+    record_pair({f"{prefix}_nchw": run(nchw, x), f"{prefix}_cl": run(conv, x_cl)}, out, truth)
+

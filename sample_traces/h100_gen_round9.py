@@ -16,7 +16,7 @@ import json, os, sys, time
 
 import torch, torch.nn as nn
 
-from gen_pairs import record_pair as record_pair_of  # the script's own folder is sys.path[0]
+from gen_pairs import layout_pair  # the script's own folder is sys.path[0]
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "/tmp/r9"
 os.makedirs(OUT, exist_ok=True)
@@ -40,30 +40,11 @@ def upsampler():
                          nn.Conv2d(64, 3, 3, padding=1))
 
 
-def layout_pair(make, x, prefix):
-    """Eager NCHW against eager channels_last (model and input converted), the same weights and values."""
-    cl = torch.channels_last
-    nchw, conv = make(), make()
-    conv.load_state_dict(nchw.state_dict())
-    conv = conv.to(memory_format=cl)
-    x_cl = x.to(memory_format=cl)
-    with torch.no_grad():
-        torch.testing.assert_close(nchw(x), conv(x_cl), rtol=0.05, atol=0.05)
-
-    def run(model, inp):
-        def step():
-            with torch.no_grad():
-                return model(inp)
-        return step
-
-    record_pair_of({f"{prefix}_nchw": run(nchw, x), f"{prefix}_cl": run(conv, x_cl)}, OUT, TRUTH)
-
-
 torch.manual_seed(9)
 layout_pair(lambda: nn.Sequential(*[INBlock() for _ in range(5)]).to(DEV).half().eval(),
-            torch.randn(16, 128, 128, 128, device=DEV, dtype=torch.half), "r9_clin")
+            torch.randn(16, 128, 128, 128, device=DEV, dtype=torch.half), "r9_clin", OUT, TRUTH)
 layout_pair(lambda: upsampler().to(DEV).half().eval(),
-            torch.randn(16, 64, 64, 64, device=DEV, dtype=torch.half), "r9_clps")
+            torch.randn(16, 64, 64, 64, device=DEV, dtype=torch.half), "r9_clps", OUT, TRUTH)
 with open(f"{OUT}/round9_truth.json", "w") as f:
     json.dump(TRUTH, f, indent=1)
 print("done", time.strftime("%H:%M:%S"), flush=True)
