@@ -1,5 +1,4 @@
-"""Helpers of the truth-pair generators run on the GPU machine (imported by ``h100_gen_round8.py`` and ``h100_gen_round9.py``; the round 6 and
-7 scripts predate this module and keep their own copies, as the scripts that made their files).
+"""Helpers of the truth-pair generators run on the GPU machine (imported by the round 6 to 9 scripts).
 
 A pair is a dict of named step functions: each is timed without a profiler in alternating rounds of CUDA-event-timed
 steps (drift of the host's speed falls on all alike), then traced by torch.profiler; or, under Nsight Systems, only

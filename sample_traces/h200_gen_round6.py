@@ -22,10 +22,10 @@ Usage: python3 h200_gen_round6.py OUT_DIR
 
 Run on an H200 (torch 2.11.0+cu130) on 2026-12-05: ``taskset -c 4 python3 h200_gen_round6.py OUT``.
 """
-import gzip, json, os, statistics, sys, time
+import json, os, statistics, sys, time
 
 import torch, torch.nn as nn, torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile, schedule
+from gen_pairs import record_pair as record_pair_in, traced, unprofiled  # the script's own folder is sys.path[0]
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "/tmp/r6"
 os.makedirs(OUT, exist_ok=True)
@@ -34,48 +34,16 @@ DEV, BF = "cuda", torch.bfloat16
 TRUTH = {"env": {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name()}}
 
 
-def unprofiled(step, n=40, warm=10):
-    for _ in range(warm):
-        step()
-    torch.cuda.synchronize()
-    marks = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    for s, e in marks:
-        s.record(); step(); e.record()
-    torch.cuda.synchronize()
-    ms = [s.elapsed_time(e) for s, e in marks]
-    return {"median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms), "all_ms": [round(v, 5) for v in ms]}
-
-
-def traced(name, step, active=4):
-    path = f"{OUT}/{name}.pt.trace.json"
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
-                 schedule=schedule(wait=1, warmup=1, active=active, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
-        for _ in range(2 + active):
-            step(); prof.step()
-        torch.cuda.synchronize()
-    with open(path, "rb") as f, gzip.open(path + ".gz", "wb", compresslevel=9) as g:
-        g.write(f.read())
-    os.remove(path)
-
-
 def record(name, step):
-    TRUTH[name] = {"unprofiled": unprofiled(step)}
-    traced(name, step)
+    ms = unprofiled(step, n=40, warm=10)
+    TRUTH[name] = {"unprofiled": {"median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms), "all_ms": ms}}
+    traced(OUT, name, step)
     print(name, TRUTH[name]["unprofiled"]["median_ms"], flush=True)
 
 
-def record_pair(steps, rounds=5):
+def record_pair(steps):
     """Time the variants in alternating rounds (drift of the host's speed falls on all alike), then trace each."""
-    ms = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, step in steps.items():
-            ms[name] += unprofiled(step, n=10, warm=3)["all_ms"]
-    for name, step in steps.items():
-        v = ms[name]
-        TRUTH[name] = {"unprofiled": {"median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v), "all_ms": v}}
-        traced(name, step)
-        print(name, TRUTH[name]["unprofiled"]["median_ms"], flush=True)
+    record_pair_in(steps, OUT, TRUTH)
 
 
 # ---- decode: KV-cache greedy decoding ------------------------------------------------------------------

@@ -11,40 +11,15 @@ Timing as h200_gen_round6.py (alternating rounds of 10 CUDA-event-timed steps, n
 torch.profiler, 4 active steps. Writes NAME.pt.trace.json.gz and round6_train_truth.json.
 Usage: python3 h200_gen_round6_train.py OUT_DIR
 """
-import json, os, statistics, sys
+import json, os, sys
 
 import torch, torch.nn as nn, torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile, schedule
+from gen_pairs import record_pair  # the script's own folder is sys.path[0]
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "/tmp/r6t"
 os.makedirs(OUT, exist_ok=True)
 torch.manual_seed(0)
 TRUTH = {"env": {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name()}}
-
-
-def unprofiled(step, n=10, warm=3):
-    for _ in range(warm):
-        step()
-    torch.cuda.synchronize()
-    marks = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    for s, e in marks:
-        s.record(); step(); e.record()
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in marks]
-
-
-def traced(name, step, active=4):
-    import gzip
-    path = f"{OUT}/{name}.pt.trace.json"
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
-                 schedule=schedule(wait=1, warmup=1, active=active, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
-        for _ in range(2 + active):
-            step(); prof.step()
-        torch.cuda.synchronize()
-    with open(path, "rb") as f, gzip.open(path + ".gz", "wb", compresslevel=9) as g:
-        g.write(f.read())
-    os.remove(path)
 
 
 layers = []
@@ -92,15 +67,6 @@ def graph_step():
     graph.replay()
 
 
-steps = {"r6_train_eager": eager_step, "r6_train_graph": graph_step}
-ms = {k: [] for k in steps}
-for _ in range(5):
-    for k, f in steps.items():
-        ms[k] += unprofiled(f)
-for k, f in steps.items():
-    v = ms[k]
-    TRUTH[k] = {"unprofiled": {"median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v), "all_ms": [round(x, 5) for x in v]}}
-    traced(k, f)
-    print(k, TRUTH[k]["unprofiled"]["median_ms"], flush=True)
+record_pair({"r6_train_eager": eager_step, "r6_train_graph": graph_step}, OUT, TRUTH)
 with open(f"{OUT}/round6_train_truth.json", "w") as f:
     json.dump(TRUTH, f, indent=1)

@@ -28,10 +28,10 @@ prof.step() a step. Writes NAME.pt.trace.json.gz and round7_truth.json (per vari
 step times, env).
 Usage: python3 h200_gen_round7.py OUT_DIR [PART ...]   (parts: cnn mlpt log cnnbig gn cnnt cl; default cnn mlpt log)
 """
-import gzip, json, os, statistics, sys, time
+import json, os, sys, time
 
 import torch, torch.nn as nn, torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile, schedule
+from gen_pairs import layout_pair, record_pair as record_pair_in  # the script's own folder is sys.path[0]
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "/tmp/r7"
 PARTS = sys.argv[2:] or ["cnn", "mlpt", "log"]
@@ -41,41 +41,9 @@ DEV = "cuda"
 TRUTH = {"env": {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name()}}
 
 
-def unprofiled(step, n=10, warm=3):
-    for _ in range(warm):
-        step()
-    torch.cuda.synchronize()
-    marks = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    for s, e in marks:
-        s.record(); step(); e.record()
-    torch.cuda.synchronize()
-    return [round(s.elapsed_time(e), 5) for s, e in marks]
-
-
-def traced(name, step, active=4):
-    path = f"{OUT}/{name}.pt.trace.json"
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
-                 schedule=schedule(wait=1, warmup=1, active=active, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
-        for _ in range(2 + active):
-            step(); prof.step()
-        torch.cuda.synchronize()
-    with open(path, "rb") as f, gzip.open(path + ".gz", "wb", compresslevel=9) as g:
-        g.write(f.read())
-    os.remove(path)
-
-
-def record_pair(steps, rounds=5):
+def record_pair(steps):
     """Time the variants in alternating rounds (drift of the host's speed falls on all alike), then trace each."""
-    ms = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, step in steps.items():
-            ms[name] += unprofiled(step)
-    for name, step in steps.items():
-        v = ms[name]
-        TRUTH[name] = {"unprofiled": {"median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v), "all_ms": v}}
-        traced(name, step)
-        print(name, TRUTH[name]["unprofiled"]["median_ms"], time.strftime("%H:%M:%S"), flush=True)
+    record_pair_in(steps, OUT, TRUTH)
 
 
 # ---- cnn: residual conv blocks, inference, eager vs torch.compile ------------------------------------------
@@ -163,23 +131,6 @@ def cnn_train_pair(batch=64):
     record_pair({"r7_cnnt_eager": s_eager, "r7_cnnt_compiled": s_comp})
 
 
-def layout_pair(make, x, prefix):
-    """Eager NCHW against eager channels_last (model and input converted), the same weights and values."""
-    cl = torch.channels_last
-    nchw, conv = make(), make()
-    conv.load_state_dict(nchw.state_dict())
-    conv = conv.to(memory_format=cl)
-    x_cl = x.to(memory_format=cl)
-
-    def run(model, inp):
-        def step():
-            with torch.no_grad():
-                return model(inp)
-        return step
-
-    record_pair({f"{prefix}_nchw": run(nchw, x), f"{prefix}_cl": run(conv, x_cl)})
-
-
 def cnn_stats(model):
     for m in model.modules():  # non-trivial statistics, so the BatchNorm is not an identity
         if isinstance(m, nn.BatchNorm2d):
@@ -190,9 +141,9 @@ def cnn_stats(model):
 def cl_pairs():
     torch.manual_seed(3)
     layout_pair(lambda: nn.Sequential(*[GNBlock() for _ in range(4)]).to(DEV).half().eval(),
-                torch.randn(64, 128, 64, 64, device=DEV, dtype=torch.half), "r7_clgn")
+                torch.randn(64, 128, 64, 64, device=DEV, dtype=torch.half), "r7_clgn", OUT, TRUTH)
     layout_pair(lambda: cnn_stats(nn.Sequential(*[Block() for _ in range(4)]).to(DEV).half().eval()),
-                torch.randn(128, 64, 56, 56, device=DEV, dtype=torch.half), "r7_clcnn")
+                torch.randn(128, 64, 56, 56, device=DEV, dtype=torch.half), "r7_clcnn", OUT, TRUTH)
 
 
 if "cl" in PARTS:
