@@ -316,7 +316,7 @@ def enclosing_op_rows(trace: Trace, ops: np.ndarray, bases: Collection[str]) -> 
         return out
     names = c["name"].astype("category")
     wanted = np.array([op_base(str(n)) in bases for n in names.cat.categories] + [False])[names.cat.codes.to_numpy()]
-    cand = np.flatnonzero(wanted & (c["category"].astype(str) == "op").to_numpy())
+    cand = np.flatnonzero(wanted & (c["category"] == "op").to_numpy(bool))
     if not len(cand):
         return out
     start, end = c["start"].to_numpy(np.int64), c["end"].to_numpy(np.int64)

@@ -403,7 +403,7 @@ class WhatIfModel:
         per = frame.sort_values(["op", "start"]).groupby("op", sort=False).agg(
             first=("node", "first"), written=("written", "sum"), nan=("nan", "any"), bw=("bw", "first"), fused=("fused", "any"))
         per = per[~per["fused"].to_numpy()]
-        base = [op_base(n) for n in c["name"].astype(str).to_numpy()[per.index.to_numpy(np.int64)]]
+        base = [op_base(str(n)) for n in c["name"].take(per.index.to_numpy(np.int64))]
         copies = np.array([EAGER_NCHW_OPS[b] for b in base], dtype=np.float64)
         ns = np.where(per["nan"].to_numpy(), np.nan, copies * (2 * per["written"].to_numpy()) / per["bw"].to_numpy() * 1e9)
         known = np.isfinite(ns) & (ns > 0)
