@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -117,10 +118,18 @@ class StepPath:
     end: int
     breakdown: dict[str, int]
     top: list[dict[str, object]]
-    segments: pd.DataFrame = field(repr=False)
+    columns: dict[str, np.ndarray] = field(repr=False, compare=False)
+    """the path's segments, a column each (:data:`SEGMENT_COLUMNS`); :attr:`segments` as a frame"""
     comm_wait: dict[int, int] = field(default_factory=dict)
     """rank -> ns its collective kernels of the step spent waiting for another rank to join
     (several ranks open); not on the path, which crosses to the late rank"""
+
+    @cached_property
+    def segments(self) -> pd.DataFrame:
+        """The path's segments (:data:`SEGMENT_COLUMNS`), latest first; made when first read (the
+        overlay reads them, the printed path does not)."""
+        return pd.DataFrame(self.columns, columns=SEGMENT_COLUMNS)
+
     @property
     def measured_ns(self) -> int:
         return self.end - self.start
@@ -432,10 +441,10 @@ def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame | dict[str, np.nda
     tops: list[dict[str, object]] = [{"name": str(n), "kind": CLASSES[c], "ns": int(v), "pct": round(float(v) / total * 100.0, 2),
                                       **({"rank": r} if ranked else {})}
                                      for (n, c, r), v in best]
-    frame = pd.DataFrame({"start": start, "end": end, "cls": cls.astype(np.int8), "lane": lane.astype(np.int8), "node": node,
-                          "name": names}, columns=SEGMENT_COLUMNS)
+    columns: dict[str, np.ndarray] = {"start": start, "end": end, "cls": cls.astype(np.int8), "lane": lane.astype(np.int8),
+                                      "node": node, "name": names}
     waits = collective_waits(graph, rep, lo, hi) if rep is not None and ranked else {}
-    return StepPath(name, lo, hi, breakdown, tops, frame, waits)
+    return StepPath(name, lo, hi, breakdown, tops, columns, waits)
 
 
 def collective_waits(graph: DepGraph, rep: Replay, lo: int, hi: int) -> dict[int, int]:
@@ -454,6 +463,10 @@ def collective_waits(graph: DepGraph, rep: Replay, lo: int, hi: int) -> dict[int
     return out
 
 
+#: how far back (in ops started) :meth:`HostOps.innermost` looks for an op still open
+_WALK_BACK = 64
+
+
 class HostOps:
     """The framework ops and user ranges (``op``, ``nvtx``, ``annotation``; not the step markers)
     of each host thread, to name host work by the innermost one it ran in."""
@@ -461,6 +474,7 @@ class HostOps:
     def __init__(self, trace: Trace, graph: DepGraph, steps: Collection[str] = ()) -> None:
         c = trace.cpu_slices
         self.by_thread: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._maxima: dict[int, list[np.ndarray]] = {}
         if not len(c):
             return
         ranges = np.isin(c["category"].astype(str).to_numpy(), ["op", "nvtx", "annotation"])
@@ -480,6 +494,17 @@ class HostOps:
                 o = np.lexsort((depth[m], start[m]))
                 self.by_thread[t] = (start[m][o], end[m][o], depth[m][o], names[m][o])
 
+    def _end_maxima(self, thread: int, end: np.ndarray) -> list[np.ndarray]:
+        """Level k: the latest end among the 2**k ops from each one (k up to 6: 64 ops)."""
+        got = self._maxima.get(thread)
+        if got is None:
+            got = [end]
+            while (1 << len(got)) <= _WALK_BACK:
+                h = 1 << (len(got) - 1)
+                got.append(np.maximum(got[-1][:-h], got[-1][h:]) if len(got[-1]) > h else got[-1][:0])
+            self._maxima[thread] = got
+        return got
+
     def innermost(self, threads: np.ndarray, times: np.ndarray) -> np.ndarray:
         """The innermost op running at each (thread, time); '' where none."""
         out = np.full(len(times), "", dtype=object)
@@ -489,15 +514,25 @@ class HostOps:
                 continue
             s, e, d, n = got
             q = np.flatnonzero(threads == t)
-            i = np.searchsorted(s, times[q], "right") - 1
-            for k, (j, when) in enumerate(zip(i.tolist(), times[q].tolist())):
-                # walk back to the latest-starting op still open: the innermost (ops nest)
-                steps = 0
-                while j >= 0 and e[j] < when and steps < 64:
-                    j -= 1
-                    steps += 1
-                if j >= 0 and e[j] >= when:
-                    out[q[k]] = n[j]
+            when = times[q]
+            j = np.searchsorted(s, when, "right") - 1
+            # the latest-starting op still open, at most 64 ops back from the last one started:
+            # the innermost (ops nest). The longest run just before j whose ops all ended before
+            # `when`, found by halving steps over the maxima of the ends (runs of 64, 32, .. 1)
+            ends = self._end_maxima(int(t), e)
+            low = np.maximum(j - _WALK_BACK, 0)
+            pos = j + 1
+            for k in range(len(ends) - 1, -1, -1):
+                if not len(ends[k]):  # fewer ops than a run of this length
+                    continue
+                w = 1 << k
+                i = pos - w
+                fits = i >= low
+                step = fits & (ends[k][np.where(fits, i, 0)] < when)
+                pos = np.where(step, i, pos)
+            j = pos - 1
+            ok = (j >= low) & (e[np.maximum(j, 0)] >= when)
+            out[q[ok]] = n[j[ok]]
         return out
 
 

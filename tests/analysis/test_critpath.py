@@ -168,3 +168,40 @@ def test_communication_test_agrees_with_the_taxonomy(sample_traces: Path, sample
     assert any(name_kind(n) == "communication" for n in names)
     for n in names:
         assert is_communication(n) == (name_kind(n) == "communication"), n
+
+
+def _innermost_one_at_a_time(start: np.ndarray, end: np.ndarray, names: np.ndarray, when: np.ndarray) -> list[str]:
+    """The rule as first written: from the last op started, walk back one op at a time (at most 64)
+    to the latest-starting one still open."""
+    out = []
+    for j, w in zip((np.searchsorted(start, when, "right") - 1).tolist(), when.tolist()):
+        k = 0
+        while j >= 0 and end[j] < w and k < 64:
+            j, k = j - 1, k + 1
+        out.append(str(names[j]) if j >= 0 and end[j] >= w else "")
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_innermost_op_agrees_with_the_walk_one_op_at_a_time(seed: int) -> None:
+    """HostOps.innermost finds the run of ended ops by halving steps; it must name the same op as
+    the one-at-a-time walk, also where the op still open lies 60-70 ops back (the 64-op bound),
+    before the first op, after the last and with fewer ops than one run of 64."""
+    from kviewer.analysis.critpath import HostOps
+
+    rng = np.random.default_rng(seed)
+    for n_ops in (1, 3, 63, 64, 65, 200, 2000):
+        start = np.sort(rng.integers(0, 10_000, n_ops))
+        end = start + rng.integers(0, [30, 3_000][seed % 2], n_ops)
+        if n_ops > 100:  # one long op with 60-70 short ones after it
+            k = n_ops // 2
+            end[k] = start[k + int(rng.integers(60, 71))] + 5
+        names = np.array([f"op{i}" for i in range(n_ops)], dtype=object)
+        ops = HostOps.__new__(HostOps)
+        ops.by_thread, ops._maxima = {3: (start, end, np.zeros(n_ops, np.int64), names)}, {}
+        when = rng.integers(-10, 14_000, 800)
+        threads = np.where(rng.random(800) < 0.9, 3, 4)  # thread 4 has no ops: ''
+        got = ops.innermost(threads, when)
+        mine = threads == 3
+        assert got[mine].tolist() == _innermost_one_at_a_time(start, end, names, when[mine])
+        assert set(got[~mine].tolist()) <= {""}
