@@ -244,7 +244,9 @@ class WhatIfModel:
         is_kernel = g.g_table == 0
         fused = np.zeros(g.n_gpu, dtype=bool)
         if ch.kernel:
-            full = self.tables().kernels["name"].astype(str).to_numpy()[g.g_row]
+            # the kernels' full names; gpu_ops nodes (copies, memsets) index another table: no name
+            full = np.full(g.n_gpu, "", dtype=object)
+            full[is_kernel] = self.tables().kernels["name"].astype(str).to_numpy()[g.g_row[is_kernel]]
             for name, factor in ch.kernel:
                 if factor < 0:
                     raise AnalysisError(f"--kernel {name}={factor:g}: the factor must be >= 0")

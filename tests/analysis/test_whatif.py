@@ -130,6 +130,23 @@ def test_bad_changes_say_what_is_wrong(sample_traces: Path, changes: Changes, ma
         m.project(changes)
 
 
+def test_kernel_factor_names_kernels_only_where_copies_outnumber_kernels(samples: Path) -> None:
+    """--kernel matches kernels by their full names; copies and memsets are GPU nodes of another
+    table (gpu_ops) whose rows are not kernel rows. On an nsys export with 9 copies and memsets
+    against 5 kernels, reading the kernel names at every GPU node's row indexed past the kernels
+    (IndexError, found by running every what-if on every shared sample)."""
+    t = load(samples / "nsys" / "saxpy-mpi-cuda_nsys_perlmutter0.sqlite")
+    assert len(t.gpu_ops) > len(t.kernels)
+    m = whatif_model(t)
+    edits, notes = m.edits(Changes(kernel=(("saxpy", 0.5),)))
+    assert notes[0]["count"] == len(t.kernels) == 5
+    is_kernel = m.graph.g_table == 0
+    assert np.array_equal(edits.g_dur[~is_kernel], np.round(m.graph.g_dur[~is_kernel]).astype(np.int64))  # copies unchanged
+    assert edits.g_dur[is_kernel].sum() == pytest.approx(m.graph.g_dur[is_kernel].sum() / 2, abs=5)
+    with pytest.raises(AnalysisError, match="no kernel is named"):
+        m.edits(Changes(kernel=(("memset", 0.5),)))  # a memset is no kernel
+
+
 def test_projected_step_times_hook(sample_traces: Path) -> None:
     p = whatif_model(load(sample_traces / "mlp_eager.pt.trace.json.gz")).project(Changes(cuda_graphs=True))
     got = p.projected_step_ns()
