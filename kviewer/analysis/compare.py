@@ -67,7 +67,7 @@ import pandas as pd
 
 from kviewer.analysis import kinds as _kinds, matching
 from kviewer.analysis.matching import MatchOptions
-from kviewer.analysis.merge import aligned_pairs, launch_order
+from kviewer.analysis.merge import ALIGN_MAX_CELLS, aligned_pairs, launch_order, occurrence_pairs
 from kviewer.analysis.steps import busy_ns, find_steps, kernel_steps
 from kviewer.core import Trace
 from kviewer.core.names import short_name
@@ -357,7 +357,10 @@ def _order_links(a: Trace, b: Trace, ga: pd.DataFrame, gb: pd.DataFrame, group_o
         seqs = [(oa, ob)]
     votes: dict[tuple[int, int], int] = {}
     for xa, xb in seqs:
-        for i, j in aligned_pairs(ca[xa], cb[xb]):
+        # long sequences (a whole capture, or a step of thousands of kernels) pair by occurrence:
+        # aligning them takes about quadratic time on these few codes (minutes at 40k kernels)
+        pair = aligned_pairs if len(xa) * len(xb) <= ALIGN_MAX_CELLS else occurrence_pairs
+        for i, j in pair(ca[xa], cb[xb]):
             key = (int(group_of_a[xa[i]]), int(group_of_b[xb[j]]))
             votes[key] = votes.get(key, 0) + 1
     best_a: dict[int, tuple[int, int]] = {}

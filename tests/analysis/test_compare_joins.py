@@ -106,6 +106,43 @@ def test_h100_vs_mi300_pairs_within_one_precision(samples: Path) -> None:
     assert unpaired <= 0.05 * total
 
 
+def test_occurrence_pairs_are_the_alignment_of_equal_sequences_and_pair_nth_with_nth() -> None:
+    from kviewer.analysis.merge import aligned_pairs, occurrence_pairs
+
+    a = np.random.default_rng(5).integers(0, 5, 400)
+    assert occurrence_pairs(a, a) == aligned_pairs(a, a) == [(i, i) for i in range(400)]
+    # the 2nd 7 of a with the 2nd 7 of b, whatever lies between; a code one side lacks pairs nothing
+    assert occurrence_pairs(np.array([7, 1, 7, 3]), np.array([1, 7, 9, 9, 7])) == [(0, 1), (1, 0), (2, 4)]
+    assert occurrence_pairs(np.array([], dtype=np.int64), np.array([1])) == []
+
+
+def test_a_whole_capture_against_a_stepped_one_pairs_without_aligning_tens_of_thousands(samples: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An nsys export with NVTX steps against a rocprofv3 capture of 43,915 kernels and no steps:
+    the op-less kernels of the two whole captures are paired by kind and precision. Aligned with
+    difflib (about quadratic time on a few codes) this ran for minutes (found by comparing every
+    shared sample with one file); sequences past ALIGN_MAX_CELLS pair by occurrence instead."""
+    from kviewer.analysis import compare as cmp
+    from kviewer.analysis.merge import ALIGN_MAX_CELLS
+
+    seen: list[int] = []
+    real = cmp.aligned_pairs
+
+    def bounded(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
+        seen.append(len(a) * len(b))
+        assert len(a) * len(b) <= ALIGN_MAX_CELLS
+        return real(a, b)
+
+    monkeypatch.setattr(cmp, "aligned_pairs", bounded)
+    a = load(str(samples / "nsys" / "h200_llm_train_nvtx.sqlite"))
+    b = load(str(samples / "rocprof" / "rocprofv3_json_tracelens" / "908_results.json.gz"))
+    r = cmp.compare(a, b)
+    assert len(b.kernels) == 43_915
+    assert r.total_b_ns == pytest.approx(float(b.kernels["dur"].sum()))
+    g = r.groups
+    for row in np.flatnonzero(g["status"].isin([CHANGED, UNCHANGED]).to_numpy()):  # never bf16 with fp32
+        assert g["precision_a"].iat[row] == g["precision_b"].iat[row]
+
+
 @pytest.fixture(scope="module")
 def gemm_grid(sample_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     sq = tmp_path_factory.mktemp("gg") / "gemm_grid_block2_nsys.sqlite"
