@@ -494,11 +494,12 @@ class HostOps:
                 o = np.lexsort((depth[m], start[m]))
                 self.by_thread[t] = (start[m][o], end[m][o], depth[m][o], names[m][o])
 
-    def _end_maxima(self, thread: int, end: np.ndarray) -> list[np.ndarray]:
-        """Level k: the latest end among the 2**k ops from each one (k up to 6: 64 ops)."""
+    def _end_maxima(self, thread: int) -> list[np.ndarray]:
+        """The thread's ops, level k: the latest end among the 2**k ops from each one (k up to 6: 64
+        ops); made on the thread's first query."""
         got = self._maxima.get(thread)
         if got is None:
-            got = [end]
+            got = [self.by_thread[thread][1]]
             while (1 << len(got)) <= _WALK_BACK:
                 h = 1 << (len(got) - 1)
                 got.append(np.maximum(got[-1][:-h], got[-1][h:]) if len(got[-1]) > h else got[-1][:0])
@@ -519,7 +520,7 @@ class HostOps:
             # the latest-starting op still open, at most 64 ops back from the last one started:
             # the innermost (ops nest). The longest run just before j whose ops all ended before
             # `when`, found by halving steps over the maxima of the ends (runs of 64, 32, .. 1)
-            ends = self._end_maxima(int(t), e)
+            ends = self._end_maxima(int(t))
             low = np.maximum(j - _WALK_BACK, 0)
             pos = j + 1
             for k in range(len(ends) - 1, -1, -1):
