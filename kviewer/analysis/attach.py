@@ -38,7 +38,7 @@ from kviewer.analysis.matching import kernel_op_info
 from kviewer.analysis.merge import (
     MEASURED,
     MatchReport,
-    aligned_pairs,
+    best_pairs,
     copy_values,
     kernel_keys,
     known,
@@ -368,7 +368,7 @@ def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT,
     another step*.
 
     Each step's launch sequence (launch order) is aligned with the sequence of every step that has
-    measured launches (:func:`kviewer.analysis.merge.aligned_pairs` on the identity of
+    measured launches (:func:`kviewer.analysis.merge.best_pairs` on the identity of
     :func:`_identity`: full name, grid, block, launching op and shapes); a launch aligned with a measured one inherits its
     counters (``counters = "inherited"``, ``counters_from`` its id). Two GEMMs that share a kernel
     and a grid but sit at different places in the step therefore never exchange counters, also in
@@ -417,7 +417,9 @@ def inherit_counters(trace: Trace, limit: float = INHERIT_LIMIT,
             if s == d:
                 continue
             sseq = seqs[s]
-            for a, b in aligned_pairs(code[sseq], code[dseq]):
+            # a source shorter than the destination is taken for a part of it (a report that
+            # covered part of a step): then only its own launches left unpaired count
+            for a, b in best_pairs(code[sseq], code[dseq], b_weight=1.0 if len(sseq) >= len(dseq) else 0.0):
                 i, j = int(sseq[a]), int(dseq[b])
                 if not measured[i] or taken[j] or status[j]:
                     continue

@@ -23,7 +23,8 @@ start; the report in its own order). The report covers a window of the timeline'
 the matcher looks for the window start ``o`` by a greedy in-order walk (the n-th report kernel with a
 key against the n-th timeline kernel with that key at or after ``o``), then pairs the kernels by
 aligning the report's whole key sequence with the timeline's launches from ``o`` on
-(:func:`align_window`), so gaps in the report's window do not shift the pairs. Candidate starts are the timeline positions whose key equals
+(:func:`align_window`, :func:`near_pairs`), so gaps in the report's window and launches the
+timeline lacks do not shift the pairs, also where the program repeats itself step after step. Candidate starts are the timeline positions whose key equals
 the first report kernel's; the best start is the one where the walk matches the most kernels and
 skips the fewest timeline kernels (a contiguous window skips none). When several starts tie —
 a program that repeats one step gives a perfect fit at every step — the one closest to the
@@ -42,8 +43,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+from bisect import bisect_left
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -170,11 +173,15 @@ class MatchReport:
         return f"{self.tool} kernels matched: {self.matched} of {self.ncu_total}"
 
 
+_Key = TypeVar("_Key", bound=Hashable)
+
+
 def _walk(
-    tl_pos: dict[tuple, np.ndarray], nk: Sequence[tuple], start: int, limit: int | None = None
+    tl_pos: Mapping[_Key, list[int]], nk: Sequence[_Key], start: int, limit: int | None = None
 ) -> tuple[list[tuple[int, int]], int]:
     """Greedy in-order pairing from timeline position ``start``: [(ncu index, timeline position)]
-    and the number of timeline kernels skipped between matches."""
+    and the number of timeline kernels skipped between matches (``tl_pos``: each key's timeline
+    positions, ascending)."""
     pairs: list[tuple[int, int]] = []
     cursor = start
     skipped = 0
@@ -182,10 +189,10 @@ def _walk(
         positions = tl_pos.get(key)
         if positions is None:
             continue
-        j = int(np.searchsorted(positions, cursor))
+        j = bisect_left(positions, cursor)
         if j >= len(positions):
             continue
-        p = int(positions[j])
+        p = positions[j]
         if pairs:
             skipped += p - cursor
         pairs.append((i, p))
@@ -227,23 +234,173 @@ def occurrence_pairs(a_codes: np.ndarray, b_codes: np.ndarray) -> list[tuple[int
 
 #: how far past the report's length the aligned timeline segment reaches (gaps in the window)
 ALIGN_SLACK = 64
+#: how many elements past a mismatch :func:`near_pairs` compares to choose how to resume
+NEAR_WINDOW = 32
+#: the longest windows :func:`near_pairs` compares (blocks added or missing up to about this long)
+NEAR_WINDOW_MAX = 2048
+#: how many later occurrences of a mismatched element :func:`near_pairs` tries as the place to resume
+NEAR_CANDIDATES = 64
+#: matched runs are found this many elements at a time
+_RUN = 256
+
+
+def near_pairs(
+    a_codes: Sequence[int] | np.ndarray, b_codes: Sequence[int] | np.ndarray, b_weight: float = 1.0
+) -> list[tuple[int, int]]:
+    """[(index in a, index in b)] of two sequences that are nearly the same: a few elements
+    added, missing or replaced, in runs of any length, in order. Sorted by both indices.
+
+    Both are walked together; equal runs pair element by element. At a mismatch ``a[i] != b[j]``
+    there are three ways on: ``b[j:p]`` is missing from ``a`` (``a[i]`` pairs with a later
+    ``b[p]``), ``a[i:q]`` is missing from ``b``, or the two were replaced by each other. Each way
+    (up to :data:`NEAR_CANDIDATES` later occurrences for the first two) costs the elements it
+    leaves unpaired: those it passes over, and those of the next :data:`NEAR_WINDOW` that find no
+    partner in the other's next window (their longest common subsequence: an estimate of the
+    edits still to come), an element of ``b`` weighing ``b_weight`` of one of ``a`` (0: ``a`` is
+    a part of ``b``, e.g. a report's launches of a timeline, and only ``a``'s unpaired elements
+    count). The cheapest wins; at a tie a way that pairs, then the one that passes over fewer
+    elements. Unlike :func:`aligned_pairs` (longest common blocks first,
+    each placed at its *earliest* occurrence), a program that repeats itself (steps, layers)
+    cannot anchor a block a period away from where it ran and leave everything before it
+    unpaired. Time: linear in the runs, plus a vector step per mismatch.
+    """
+    a = np.asarray(a_codes, dtype=np.int64)
+    b = np.asarray(b_codes, dtype=np.int64)
+    n, m = len(a), len(b)
+    pairs_i: list[np.ndarray] = []
+    pairs_j: list[np.ndarray] = []
+    if not n or not m:
+        return []
+    w = NEAR_WINDOW
+    # padded with values no code takes (and unequal to each other) so windows need no bounds
+    lo = int(min(a.min(), b.min()))
+    ap = np.concatenate([a, np.full(NEAR_WINDOW_MAX + 1, lo - 1, dtype=np.int64)])
+    bp = np.concatenate([b, np.full(NEAR_WINDOW_MAX + 1, lo - 2, dtype=np.int64)])
+    pos_a = _positions(a)
+    pos_b = _positions(b)
+    i = j = 0
+    while i < n and j < m:
+        # the run of equal elements from (i, j)
+        k = min(_RUN, n - i, m - j)
+        eq = a[i : i + k] == b[j : j + k]
+        run = k if eq.all() else int(np.argmin(eq))
+        if run:
+            pairs_i.append(np.arange(i, i + run))
+            pairs_j.append(np.arange(j, j + run))
+            i += run
+            j += run
+            continue
+        # a mismatch: each way on costs the elements it leaves unpaired, those it passes over and
+        # those of both next windows left without a partner in the other (their longest common
+        # subsequence: an estimate of the edits still to come); the cheapest wins, at a tie one
+        # that pairs, then the one passing over fewest. Where one that passes over a block
+        # resumes cleanly yet costs more than a replacement, windows as long as the block decide.
+        pb = _later(pos_b, int(a[i]), j)  # a[i] found later in b: b[j:p] missing from a
+        qa = _later(pos_a, int(b[j]), i)  # b[j] found later in a: a[i:q] missing from b
+        # where each way resumes: replaced (i + 1, j + 1), then (i + 1, p + 1), then (q + 1, j + 1)
+        ra = np.concatenate([[i + 1], np.full(len(pb), i + 1), qa + 1])
+        rb = np.concatenate([[j + 1], pb + 1, np.full(len(qa), j + 1)])
+        passed = np.concatenate([[2], pb - j, qa - i])
+        passed_cost = np.concatenate([[1 + b_weight], b_weight * (pb - j), qa - i])
+        pairs = np.concatenate([[1], np.zeros(len(pb) + len(qa), dtype=np.int64)])
+        span = w
+        while True:
+            steps = np.arange(span)
+            # windows of equal length, as far as both sequences reach (past an end is no loss;
+            # an element of the longer one past the other's end stays unpaired whatever it meets)
+            real_a, real_b = np.clip(n - ra, 0, span), np.clip(m - rb, 0, span)
+            reach = np.minimum(real_a, real_b)[:, None] > steps
+            common = _common(np.where(reach, ap[ra[:, None] + steps], lo - 1), np.where(reach, bp[rb[:, None] + steps], lo - 2))
+            cost = passed_cost + (real_a - common) + b_weight * (real_b - common)
+            x = int(np.lexsort((passed, pairs, cost))[0])
+            # a longer look only where a replacement would leave most of its window unpaired
+            # while a way that passes over a block resumes without a loss
+            most = np.minimum(real_a, real_b)
+            clean = common[1:] == most[1:]
+            if x or span >= NEAR_WINDOW_MAX or 2 * common[0] >= most[0] or not clean.any():
+                break
+            span *= 4
+        if x == 0:
+            i += 1
+            j += 1
+            continue
+        i, j = int(ra[x]) - 1, int(rb[x]) - 1
+        pairs_i.append(np.array([i]))
+        pairs_j.append(np.array([j]))
+        i += 1
+        j += 1
+    if not pairs_i:
+        return []
+    return list(zip(np.concatenate(pairs_i).tolist(), np.concatenate(pairs_j).tolist()))
+
+
+def best_pairs(
+    a_codes: Sequence[int] | np.ndarray, b_codes: Sequence[int] | np.ndarray, b_weight: float = 1.0
+) -> list[tuple[int, int]]:
+    """The alignment of ``a`` with ``b`` that pairs more elements: :func:`near_pairs`, or
+    :func:`aligned_pairs` where that is affordable (:data:`ALIGN_MAX_CELLS`) and pairs more
+    (sequences that differ by more than a few edits, e.g. a step that starts with a run the other
+    lacks, where its longest blocks first find more in common). Both pair only equal codes, in
+    order; the one closer to the longest common subsequence wins, at a tie :func:`near_pairs`.
+    """
+    near = near_pairs(a_codes, b_codes, b_weight)
+    if len(a_codes) * len(b_codes) <= ALIGN_MAX_CELLS:
+        blocks = aligned_pairs(a_codes, b_codes)
+        if len(blocks) > len(near):
+            return blocks
+    return near
+
+
+def _common(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Length of the longest common subsequence of each row of ``x`` with the same row of ``y``
+    (both (k, w)): the textbook recurrence a row of ``x`` at a time, all k and w at once."""
+    k, w = x.shape
+    prev = np.zeros((k, w + 1), dtype=np.int64)
+    for r in range(w):
+        took = np.where(x[:, r : r + 1] == y, prev[:, :-1] + 1, prev[:, 1:])
+        prev[:, 1:] = np.maximum.accumulate(took, axis=1)
+    return prev[:, -1]
+
+
+def _positions(x: np.ndarray) -> dict[int, np.ndarray]:
+    """Each value's indices in ``x``, ascending."""
+    order = np.argsort(x, kind="stable")
+    vals, first = np.unique(x[order], return_index=True)
+    return dict(zip(vals.tolist(), np.split(order, first[1:])))
+
+
+def _later(pos: dict[int, np.ndarray], value: int, at: int) -> np.ndarray:
+    """Up to :data:`NEAR_CANDIDATES` indices of ``value`` at or after ``at``."""
+    p = pos.get(value)
+    if p is None:
+        return np.zeros(0, dtype=np.int64)
+    k = int(np.searchsorted(p, at))
+    return p[k : k + NEAR_CANDIDATES]
 
 
 def align_window(tkeys: Sequence[tuple], nkeys: Sequence[tuple], start: int) -> list[tuple[int, int]]:
-    """[(report index, timeline position)] from aligning the report's whole key sequence with the
-    timeline's launches from ``start`` on (``difflib.SequenceMatcher``, longest common blocks
-    first, no junk heuristic).
+    """[(report index, timeline position)] from aligning the report's key sequence with the
+    timeline's launches from ``start`` on (:func:`near_pairs`).
 
-    Unlike a greedy in-order walk, a launch the report lacks (a gap in its window: a filtered or
-    failed replay) does not shift the pairs after it: each run of report kernels lands on the
-    run of timeline launches it repeats.
+    Timeline launches of a kernel the report never ran cannot be partners and are left out first
+    (a report of the launches a kernel filter selected is then a window again). Unlike a greedy
+    in-order walk, a launch the report has and the timeline lacks (or the other way round: a gap
+    in its window, a failed replay) does not shift the pairs after it. A timeline launch left
+    without a partner weighs half a report kernel: the report is a part of the timeline.
     """
     lo = max(int(start), 0)
-    seg = tkeys[lo : min(len(tkeys), lo + 2 * len(nkeys) + ALIGN_SLACK)]
     codes: dict[tuple, int] = {}
     a = [codes.setdefault(k, len(codes)) for k in nkeys]
-    b = [codes.setdefault(k, len(codes)) for k in seg]
-    return [(i, lo + j) for i, j in aligned_pairs(a, b)]
+    at: list[int] = []
+    b: list[int] = []
+    for p, key in enumerate(tkeys[lo:], start=lo):
+        c = codes.get(key)
+        if c is not None:
+            at.append(p)
+            b.append(c)
+            if len(b) == 2 * len(a) + ALIGN_SLACK:  # the report covers about its own length
+                break
+    return [(i, at[j]) for i, j in near_pairs(a, b, b_weight=0.5)]
 
 
 def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> MatchReport:
@@ -285,7 +442,7 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
     positions: dict[tuple, list[int]] = {}
     for p, key in enumerate(tkeys):
         positions.setdefault(key, []).append(p)
-    tl_pos = {k: np.asarray(v, dtype=np.int64) for k, v in positions.items()}
+    tl_pos = positions
     notes: list[str] = []
     if not exact_names:
         notes.append("the two files spell kernel names differently: paired on base names (no template arguments)")
@@ -305,8 +462,9 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
         else:
             hint = capture.launch_skip if capture is not None else None
             scored: list[tuple] = []
+            window = nkeys[first : first + SCORE_WINDOW]
             for cand in tl_pos[nkeys[first]]:
-                pairs, skipped = _walk(tl_pos, nkeys[first:], int(cand), SCORE_WINDOW)
+                pairs, skipped = _walk(tl_pos, window, int(cand))
                 scored.append((len(pairs), -skipped, int(cand)))
             top = max(s[:2] for s in scored)
             ties = [s[2] for s in scored if s[:2] == top]

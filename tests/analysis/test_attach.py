@@ -94,6 +94,31 @@ def test_inherit_by_place_in_the_step_never_by_a_shared_key() -> None:
     assert inh.launches == 4 and trace.kernels["counters_from"].tolist() == [0, 1, 2, 3, 0, 1, 2, 3]
 
 
+def test_a_step_with_one_launch_more_inherits_at_every_place_of_its_repeated_layers() -> None:
+    """Twelve identical layers a step; step_1 launches one kernel more after its third layer. Each
+    launch of step_1 and step_2 inherits from the measured launch at its own place in step_0.
+    Aligning longest common blocks first matched step_0's layers from the first one on with
+    step_1's from the third one on, and left the first layers of step_1 without counters."""
+    layer = list("ABCD")
+    step = layer * 12
+    names = step + step[:10] + ["E"] + step[10:] + step
+    tl = _trace(names, "timeline")
+    bounds = [(0, 48), (48, 97), (97, 145)]
+    c = make_table("cpu_slices", 3, {
+        "name": [f"step_{i}" for i in range(3)], "category": ["nvtx"] * 3,
+        "start": [a * 10_000 for a, _ in bounds], "end": [b * 10_000 - 1000 for _, b in bounds],
+        "pid": [1] * 3, "tid": [1] * 3, "depth": [0] * 3,
+    })  # fmt: skip
+    tl = Trace(meta=tl.meta, kernels=tl.kernels, cpu_slices=c)
+    res = attach_counters(tl, _trace(step, "ncu"), start=0)
+    k = res.trace.kernels
+    src = k["counters_from"].tolist()
+    assert res.matched == 48
+    assert src[48:97] == list(range(10)) + [-1] + list(range(10, 48))
+    assert src[97:] == list(range(48))
+    assert k["counters"].astype(str).tolist()[58] == ""  # the extra launch has no place to inherit by
+
+
 def test_inheritance_refused_when_the_modelled_work_differs() -> None:
     """fc1 and fc2 share kernel and grid; their modelled FLOPs differ 3x: an aligned launch whose
     modelled FLOPs differ from its source's by more than 25 % keeps no counters and is listed."""

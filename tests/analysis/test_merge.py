@@ -112,6 +112,69 @@ def test_nothing_in_common() -> None:
     assert rep.matched == 0 and rep.start == -1 and rep.notes
 
 
+def _program(steps: int, per_step: int = 30) -> list[str]:
+    """A training loop: the same ``per_step`` kernels every step (every kernel repeats)."""
+    return [f"k{i}" for i in range(per_step)] * steps
+
+
+def test_a_gap_in_a_report_of_a_repeating_program_moves_no_pair_to_another_step() -> None:
+    """ncu of steps 5..24 of a 100-step loop, eight launches not in the report (failed replays):
+    every report kernel pairs with its own launch. Aligning longest common blocks first placed the
+    longest run one step (or several) early, where the same keys repeat, and left every report
+    kernel before it without a partner (359 of 592 paired)."""
+    tl = _trace(_program(100), "timeline")
+    window = list(range(150, 750))
+    missing = {163, 241, 329, 537, 614, 653, 664, 681}
+    kept = [p for p in window if p not in missing]
+    nc = _trace([f"k{p % 30}" for p in kept], "ncu")
+    rep = match_kernels(tl, nc, start=150)
+    assert rep.matched == len(kept)
+    assert rep.pairs["timeline_id"].tolist() == kept
+    # the window is found too (every step fits as well; the earliest is chosen)
+    found = match_kernels(tl, nc)
+    assert found.matched == len(kept) and found.start == 0 and found.equal_starts > 90
+
+
+def test_a_launch_the_timeline_lacks_leaves_one_report_kernel_unpaired() -> None:
+    """The report ran k7 once more in one step (and was cut short elsewhere): the extra launch has
+    no partner; every other report kernel pairs with its own launch."""
+    tl = _trace(_program(40), "timeline")
+    names = [f"k{p % 30}" for p in range(60, 360)]
+    truth = list(range(60, 360))
+    names.insert(100, "k7")  # an extra launch of a kernel that runs every step
+    truth.insert(100, -1)
+    nc = _trace(names, "ncu")
+    rep = match_kernels(tl, nc, start=60)
+    got = dict(zip(rep.pairs["ncu_id"].tolist(), rep.pairs["timeline_id"].tolist()))
+    assert rep.matched == len(names) - 1
+    assert all(got[i] == t for i, t in enumerate(truth) if t >= 0)
+
+
+def test_a_report_of_the_launches_a_filter_it_does_not_name_selected() -> None:
+    """A report holding only the launches of two kernels (a -k regex the file does not record):
+    the n-th one pairs with the n-th such launch, however far apart they run."""
+    tl = _trace(_program(150, per_step=40), "timeline")
+    keep = [p for p in range(len(tl.kernels)) if p % 40 in (3, 31)]
+    nc = _trace([f"k{p % 40}" for p in keep[10:210]], "ncu")
+    rep = match_kernels(tl, nc)
+    assert rep.matched == 200 and rep.pairs["timeline_id"].tolist() == keep[:200]
+    rep = match_kernels(tl, nc, start=keep[10])
+    assert rep.pairs["timeline_id"].tolist() == keep[10:210]
+
+
+def test_near_pairs_finds_a_long_block_one_side_lacks() -> None:
+    from kviewer.analysis.merge import near_pairs
+
+    step = list(range(10)) * 12
+    for block in (5, 40, 300):
+        longer = step[:50] + [1000 + i for i in range(block)] + step[50:]
+        want = [(i, i if i < 50 else i + block) for i in range(len(step))]
+        assert near_pairs(step, longer) == want
+        assert near_pairs(longer, step) == [(j, i) for i, j in want]
+    assert near_pairs([], [1, 2]) == [] and near_pairs([1], []) == []
+    assert near_pairs([1, 2, 3], [4, 5, 6]) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # the real pair: torch eager trace + the eager ncu report of the same model
 

@@ -1,6 +1,6 @@
 """Benchmark: the two joins against measured truth (issue 26).
 
-Run: ``python tests/bench/bench_joins.py`` (pytest ignores tests/bench).
+Run: ``python tests/bench/bench_joins.py [--gaps]`` (pytest ignores tests/bench).
 
 **Counters onto a timeline** (``analysis/attach.py``). Truth pair: the same program (2 decoder
 blocks, ``sample_traces/h200_round4/gemm_grid.HOW.md``) traced by torch.profiler and by Nsight
@@ -15,6 +15,9 @@ and launches whose counters came from a kernel of another name.
 tools (torch, 3 steps, vs nsys, 3 marked steps after 7 warm-ups): the true per-step change is 0;
 (b) eager vs torch.compile of 4 blocks: the true change is the unprofiled median step ratio
 (``compile_pair_truth.json.gz``). Figure: compare's median-step headline against it, in points.
+
+**Report windows that differ from the timeline** (``--gaps``, ``analysis/merge.py``): real
+reports with launches removed or repeated against the whole report's pairing (:func:`gap_figures`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import gzip
 import io
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -106,7 +110,75 @@ def compare_figures() -> list[dict[str, object]]:
     return out
 
 
+def _report_without(report, rows: list[int]):  # type: ignore[no-untyped-def]
+    import pandas as pd
+
+    from kviewer.core import Trace
+
+    k = report.kernels.drop(index=rows).reset_index(drop=True)
+    k["id"] = np.arange(len(k), dtype=np.int64)
+    return Trace(meta=report.meta, kernels=k)
+
+
+def _report_with_copy(report, at: int, row: int):  # type: ignore[no-untyped-def]
+    import pandas as pd
+
+    from kviewer.core import Trace
+
+    k = report.kernels
+    k = pd.concat([k.iloc[:at], k.iloc[[row]], k.iloc[at:]]).reset_index(drop=True)
+    k["id"] = np.arange(len(k), dtype=np.int64)
+    return Trace(meta=report.meta, kernels=k)
+
+
+def gap_figures() -> list[dict[str, object]]:
+    """Real reports changed the ways a report differs from the timeline it is put on: every one
+    and every two launches removed (failed replays, a window with gaps), and one launch repeated
+    somewhere (a launch the timeline lacks). The truth is the whole report's pairing: every kept
+    report kernel should stay on the timeline launch it had. Figures: variants where any kept
+    kernel moved, and kernels moved or left without a partner in all."""
+    import itertools
+
+    from kviewer.analysis.merge import match_kernels
+    from kviewer.io import load
+
+    samples = Path(os.environ.get("KVIEWER_SAMPLES", REPO.parent / "shared" / "samples"))
+    pairs = [(samples / "torch" / "h200_llm_block_eager.pt.trace.json.gz", samples / "ncu" / "h200_llm_block_eager.ncu-rep"),
+             (ST / "gemm_grid_block2_eager.pt.trace.json.gz", ST / "gemm_grid_step1_full.ncu-rep.gz"),
+             (ST / "gemm_grid_block2_nsys.sqlite.gz", ST / "gemm_grid_step1_full.ncu-rep.gz")]
+    out: list[dict[str, object]] = []
+    for tl_path, nc_path in pairs:
+        tl, nc = load(tl_path, use_cache=False), load(nc_path, use_cache=False)
+        whole = match_kernels(tl, nc)
+        n = len(nc.kernels)
+        by = dict(zip(whole.pairs["ncu_id"].tolist(), whole.pairs["timeline_id"].tolist()))
+        row: dict[str, object] = {"timeline": tl_path.name, "report kernels": n, "whole report paired": whole.matched}
+        for what, variants in (
+            ("removed", [(list(g), None) for r in (1, 2) for g in itertools.combinations(range(n), r)]),
+            ("repeated", [([], (at, c)) for at in range(1, n) for c in range(n)]),
+        ):
+            moved_variants = moved = 0
+            for gap, extra in variants:
+                part = match_kernels(tl, _report_without(nc, gap) if gap else _report_with_copy(nc, *extra), start=whole.start)
+                got = dict(zip(part.pairs["ncu_id"].tolist(), part.pairs["timeline_id"].tolist()))
+                kept = [i for i in range(n) if i not in gap]
+                ids = list(range(len(kept))) if gap else [j for j in range(n + 1) if j != extra[0]]
+                m = sum(got.get(j) != by[i] for j, i in zip(ids, kept))
+                moved += m
+                moved_variants += m > 0
+            row[f"{what}: variants"] = len(variants)
+            row[f"{what}: variants with a kernel moved"] = moved_variants
+            row[f"{what}: kernels moved"] = moved
+        out.append(row)
+    return out
+
+
 def main() -> None:
+    if "--gaps" in sys.argv:
+        print(f"load average: {os.getloadavg()[0]:.2f}")
+        for row in gap_figures():
+            print(row)
+        return
     gemm_name, truth = report_gemm_flops()
     print(f"load average: {os.getloadavg()[0]:.2f}")
     print(f"report GEMM launches (truth): {len(truth)}; GFLOP each: {', '.join(f'{v / 1e9:.1f}' for v in truth)}")
