@@ -504,7 +504,13 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
     unmatched_ncu = np.setdiff1d(nc_ids, pair_df["ncu_id"].to_numpy())
     unmatched_tl = np.setdiff1d(tl_ids, pair_df["timeline_id"].to_numpy())
     if len(unmatched_ncu):
-        notes.append(f"{len(unmatched_ncu)} report kernel(s) found no timeline kernel with the same name, grid and block")
+        left = np.flatnonzero(np.isin(nc_ids, unmatched_ncu)).tolist()
+        absent = sum(nkeys[i] not in tl_pos for i in left)
+        if absent:
+            notes.append(f"{absent} report kernel(s) found no timeline kernel with the same name, grid and block")
+        if len(left) > absent:
+            notes.append(f"{len(left) - absent} report kernel(s) found no launch of theirs at their place in the window "
+                         "(the report ran them once more, or the timeline elsewhere)")
     return MatchReport(
         ncu_total=len(nk_df),
         timeline_total=len(tk_df),

@@ -228,3 +228,14 @@ def test_torch_eager_with_ncu_report(eager_pair: tuple[Trace, Trace]) -> None:
     assert "30 of 30" in merged.meta.extra["ncu"]
     assert pd.api.types.is_float_dtype(merged.kernels["dram_bytes"])
     merged.validate()
+
+
+def test_the_notes_tell_a_kernel_the_timeline_never_ran_from_one_out_of_place() -> None:
+    tl = _trace(_program(10), "timeline")
+    names = [f"k{p % 30}" for p in range(30, 90)]
+    names.insert(20, "k4")  # once more than the timeline ran it there
+    names.insert(40, "zz")  # a kernel the timeline never ran
+    rep = match_kernels(tl, _trace(names, "ncu"), start=30)
+    assert rep.matched == 60 and rep.unmatched_ncu.tolist() == [20, 40]
+    assert "1 report kernel(s) found no timeline kernel with the same name, grid and block" in rep.notes
+    assert any(n.startswith("1 report kernel(s) found no launch of theirs at their place") for n in rep.notes)
