@@ -239,16 +239,17 @@ NEAR_WINDOW = 32
 #: the longest windows :func:`near_pairs` compares (blocks added or missing up to about this long)
 NEAR_WINDOW_MAX = 2048
 #: how many later occurrences of a mismatched element :func:`near_pairs` tries as the place to resume
-NEAR_CANDIDATES = 64
+NEAR_CANDIDATES = 16
 #: matched runs are found this many elements at a time
 _RUN = 256
 
 
 def near_pairs(
     a_codes: Sequence[int] | np.ndarray, b_codes: Sequence[int] | np.ndarray, b_weight: float = 1.0
-) -> list[tuple[int, int]]:
+) -> list[tuple[int, int]] | None:
     """[(index in a, index in b)] of two sequences that are nearly the same: a few elements
-    added, missing or replaced, in runs of any length, in order. Sorted by both indices.
+    added, missing or replaced, in runs of any length, in order. Sorted by both indices. None
+    where they are not nearly the same (more than :func:`near_edits` mismatches).
 
     Both are walked together; equal runs pair element by element. At a mismatch ``a[i] != b[j]``
     there are three ways on: ``b[j:p]`` is missing from ``a`` (``a[i]`` pairs with a later
@@ -271,13 +272,14 @@ def near_pairs(
     pairs_j: list[np.ndarray] = []
     if not n or not m:
         return []
-    w = NEAR_WINDOW
     # padded with values no code takes (and unequal to each other) so windows need no bounds
     lo = int(min(a.min(), b.min()))
     ap = np.concatenate([a, np.full(NEAR_WINDOW_MAX + 1, lo - 1, dtype=np.int64)])
     bp = np.concatenate([b, np.full(NEAR_WINDOW_MAX + 1, lo - 2, dtype=np.int64)])
     pos_a = _positions(a)
     pos_b = _positions(b)
+    edits = near_edits(n, m)
+    used = 0
     i = j = 0
     while i < n and j < m:
         # the run of equal elements from (i, j)
@@ -290,41 +292,21 @@ def near_pairs(
             i += run
             j += run
             continue
-        # a mismatch: each way on costs the elements it leaves unpaired, those it passes over and
-        # those of both next windows left without a partner in the other (their longest common
-        # subsequence: an estimate of the edits still to come); the cheapest wins, at a tie one
-        # that pairs, then the one passing over fewest. Where one that passes over a block
-        # resumes cleanly yet costs more than a replacement, windows as long as the block decide.
+        used += 1
+        if used > edits or (used > NEAR_EDITS_FREE and used * 16 > i + j):  # so far, too many to be near
+            return None
         pb = _later(pos_b, int(a[i]), j)  # a[i] found later in b: b[j:p] missing from a
         qa = _later(pos_a, int(b[j]), i)  # b[j] found later in a: a[i:q] missing from b
-        # where each way resumes: replaced (i + 1, j + 1), then (i + 1, p + 1), then (q + 1, j + 1)
-        ra = np.concatenate([[i + 1], np.full(len(pb), i + 1), qa + 1])
-        rb = np.concatenate([[j + 1], pb + 1, np.full(len(qa), j + 1)])
-        passed = np.concatenate([[2], pb - j, qa - i])
-        passed_cost = np.concatenate([[1 + b_weight], b_weight * (pb - j), qa - i])
-        pairs = np.concatenate([[1], np.zeros(len(pb) + len(qa), dtype=np.int64)])
-        span = w
-        while True:
-            steps = np.arange(span)
-            # windows of equal length, as far as both sequences reach (past an end is no loss;
-            # an element of the longer one past the other's end stays unpaired whatever it meets)
-            real_a, real_b = np.clip(n - ra, 0, span), np.clip(m - rb, 0, span)
-            reach = np.minimum(real_a, real_b)[:, None] > steps
-            common = _common(np.where(reach, ap[ra[:, None] + steps], lo - 1), np.where(reach, bp[rb[:, None] + steps], lo - 2))
-            cost = passed_cost + (real_a - common) + b_weight * (real_b - common)
-            x = int(np.lexsort((passed, pairs, cost))[0])
-            # a longer look only where a replacement would leave most of its window unpaired
-            # while a way that passes over a block resumes without a loss
-            most = np.minimum(real_a, real_b)
-            clean = common[1:] == most[1:]
-            if x or span >= NEAR_WINDOW_MAX or 2 * common[0] >= most[0] or not clean.any():
-                break
-            span *= 4
-        if x == 0:
+        # the nearest way of each kind first; the others only where one of them could cost less
+        way, cost = _way_on(ap, bp, n, m, i, j, pb[:1], qa[:1], b_weight, lo)
+        bound = min(b_weight * float(pb[1] - j) if len(pb) > 1 else np.inf, float(qa[1] - i) if len(qa) > 1 else np.inf)
+        if cost > bound:
+            way, cost = _way_on(ap, bp, n, m, i, j, pb, qa, b_weight, lo)
+        if way is None:
             i += 1
             j += 1
             continue
-        i, j = int(ra[x]) - 1, int(rb[x]) - 1
+        i, j = way
         pairs_i.append(np.array([i]))
         pairs_j.append(np.array([j]))
         i += 1
@@ -332,6 +314,58 @@ def near_pairs(
     if not pairs_i:
         return []
     return list(zip(np.concatenate(pairs_i).tolist(), np.concatenate(pairs_j).tolist()))
+
+
+#: mismatches :func:`near_pairs` handles before it asks how many there are for the length walked
+NEAR_EDITS_FREE = 64
+
+
+def near_edits(n: int, m: int) -> int:
+    """The most mismatches two sequences of these lengths may have and still be nearly the same
+    (also at any point of the walk, past the first :data:`NEAR_EDITS_FREE`, one per 16 elements
+    walked of the two)."""
+    return NEAR_EDITS_FREE + (n + m) // 16
+
+
+def _way_on(ap: np.ndarray, bp: np.ndarray, n: int, m: int, i: int, j: int, pb: np.ndarray, qa: np.ndarray,
+            b_weight: float, lo: int) -> tuple[tuple[int, int] | None, float]:
+    """At a mismatch of ``a[i]`` and ``b[j]`` (``ap``, ``bp``: padded), the way on and its cost:
+    the pair it makes ((i, p) for a ``p`` of ``pb``, (q, j) for a ``q`` of ``qa``), or None for
+    a replacement.
+
+    Each way costs the elements it leaves unpaired: those it passes over and those of both next
+    windows left without a partner in the other (their longest common subsequence: an estimate of
+    the edits still to come); the cheapest wins, at a tie one that pairs, then the one passing
+    over fewest. Where one that passes over a block resumes cleanly yet costs more than a
+    replacement, windows as long as the block decide.
+    """
+    w = NEAR_WINDOW
+    # where each way resumes: replaced (i + 1, j + 1), then (i + 1, p + 1), then (q + 1, j + 1)
+    ra = np.concatenate([[i + 1], np.full(len(pb), i + 1), qa + 1])
+    rb = np.concatenate([[j + 1], pb + 1, np.full(len(qa), j + 1)])
+    passed = np.concatenate([[2], pb - j, qa - i])
+    passed_cost = np.concatenate([[1 + b_weight], b_weight * (pb - j), qa - i])
+    pairs = np.concatenate([[1], np.zeros(len(pb) + len(qa), dtype=np.int64)])
+    span = w
+    while True:
+        steps = np.arange(span)
+        # windows of equal length, as far as both sequences reach (past an end is no loss;
+        # an element of the longer one past the other's end stays unpaired whatever it meets)
+        real_a, real_b = np.clip(n - ra, 0, span), np.clip(m - rb, 0, span)
+        most = np.minimum(real_a, real_b)
+        reach = most[:, None] > steps
+        common = _common(np.where(reach, ap[ra[:, None] + steps], lo - 1), np.where(reach, bp[rb[:, None] + steps], lo - 2))
+        cost = passed_cost + (real_a - common) + b_weight * (real_b - common)
+        x = int(np.lexsort((passed, pairs, cost))[0])
+        # a longer look only where a replacement would leave most of its window unpaired
+        # while a way that passes over a block resumes without a loss
+        clean = (common[1:] == most[1:]) & (most[1:] >= w)  # a window's worth, not an end's few
+        if x or span >= NEAR_WINDOW_MAX or 2 * common[0] >= most[0] or not clean.any():
+            break
+        span *= 4
+    if x == 0:
+        return None, float(cost[0])
+    return (int(ra[x]) - 1, int(rb[x]) - 1), float(cost[x])
 
 
 def best_pairs(
@@ -342,13 +376,14 @@ def best_pairs(
     (sequences that differ by more than a few edits, e.g. a step that starts with a run the other
     lacks, where its longest blocks first find more in common). Both pair only equal codes, in
     order; the one closer to the longest common subsequence wins, at a tie :func:`near_pairs`.
+    Sequences that are not nearly the same and too long to align pair by occurrence.
     """
     near = near_pairs(a_codes, b_codes, b_weight)
     if len(a_codes) * len(b_codes) <= ALIGN_MAX_CELLS:
         blocks = aligned_pairs(a_codes, b_codes)
-        if len(blocks) > len(near):
+        if near is None or len(blocks) > len(near):
             return blocks
-    return near
+    return near if near is not None else occurrence_pairs(np.asarray(a_codes), np.asarray(b_codes))
 
 
 def _common(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -400,7 +435,16 @@ def align_window(tkeys: Sequence[tuple], nkeys: Sequence[tuple], start: int) -> 
             b.append(c)
             if len(b) == 2 * len(a) + ALIGN_SLACK:  # the report covers about its own length
                 break
-    return [(i, at[j]) for i, j in near_pairs(a, b, b_weight=0.5)]
+    pairs = near_pairs(a, b, b_weight=0.5)
+    if pairs is None:  # not a window of the timeline with a few differences
+        if len(a) * len(b) <= ALIGN_MAX_CELLS:
+            pairs = aligned_pairs(a, b)
+        else:
+            positions: dict[int, list[int]] = {}
+            for p, c in enumerate(b):
+                positions.setdefault(c, []).append(p)
+            pairs = _walk(positions, a, 0)[0]
+    return [(i, at[j]) for i, j in pairs]
 
 
 def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> MatchReport:

@@ -239,3 +239,16 @@ def test_the_notes_tell_a_kernel_the_timeline_never_ran_from_one_out_of_place() 
     assert rep.matched == 60 and rep.unmatched_ncu.tolist() == [20, 40]
     assert "1 report kernel(s) found no timeline kernel with the same name, grid and block" in rep.notes
     assert any(n.startswith("1 report kernel(s) found no launch of theirs at their place") for n in rep.notes)
+
+
+def test_sequences_that_are_not_nearly_the_same_fall_back_to_the_alignment() -> None:
+    """Two unrelated sequences are no near pair: near_pairs says so after its first few dozen
+    mismatches (instead of walking 50,000 of them), and best_pairs aligns them, or pairs the
+    n-th of each code with the n-th where they are too long to align."""
+    from kviewer.analysis.merge import aligned_pairs, best_pairs, near_pairs, occurrence_pairs
+
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(0, 8, 50_000), rng.integers(0, 8, 50_000)
+    assert near_pairs(a, b) is None
+    assert best_pairs(a, b) == occurrence_pairs(a, b)
+    assert best_pairs(a[:300], b[:300]) == aligned_pairs(a[:300], b[:300])
