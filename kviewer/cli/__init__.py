@@ -22,6 +22,10 @@ import os
 import sys
 from typing import Any, Sequence
 
+from kviewer.cli.signals import CtrlCCancels, QuietWhileStarting
+
+_starting = QuietWhileStarting()  # Ctrl+C during the imports below: "interrupted", 130
+
 from kviewer import __version__
 from kviewer.cli.common import (
     EXIT_OK,
@@ -37,7 +41,6 @@ from kviewer.cli.common import (
 )
 from kviewer.cli.completion import SHELLS, script as completion_script
 from kviewer.cli.helptext import HelpFormatter, epilog
-from kviewer.cli.signals import CtrlCCancels
 from kviewer.desktop import main as install_desktop
 from kviewer.errors import UserError
 from kviewer.io.memory import check_budget_setting
@@ -185,3 +188,6 @@ def run_gui(files: Sequence[str]) -> int:
     except ImportError as exc:
         raise UserError(f"the desktop app is not available: {exc}") from exc
     return int(run(list(files)))
+
+
+_starting.end()  # the imports are done: Ctrl+C is main()'s again (KeyboardInterrupt, 130)

@@ -7,12 +7,52 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from typing import Any
 
 from kviewer.tempdir import remove_private_tmpdir
 
-__all__ = ["CtrlCCancels"]
+__all__ = ["CtrlCCancels", "QuietWhileStarting"]
+
+#: how the program is started: the console scripts, or ``python -m kviewer``
+_PROGRAM_NAMES = ("kviewer", "kviewer-gui", "kviewer.exe", "kviewer-gui.exe")
+
+
+class QuietWhileStarting:
+    """Ctrl+C while the command line imports what it needs (pandas, numpy: a few tenths of a
+    second, more on a busy machine) ends the process with "kviewer: interrupted" and 130, as
+    later. Python's own handler would print the traceback of whatever import was running, or
+    pandas would turn it into "ImportError: Unable to import required dependency numpy".
+
+    Only when kviewer runs as the program (a library import changes no signal handling), from the
+    main thread, where SIGINT has Python's default handler (an ignored SIGINT stays ignored).
+    :meth:`end` puts Python's handler back once the imports are done.
+    """
+
+    def __init__(self) -> None:
+        self.active = False
+        argv0 = sys.argv[0] if sys.argv else ""
+        program = os.path.basename(argv0) in _PROGRAM_NAMES or argv0.endswith(os.path.join("kviewer", "__main__.py"))
+        if not program or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                signal.signal(signal.SIGINT, self._handler)
+                self.active = True
+        except (OSError, ValueError):
+            pass
+
+    @staticmethod
+    def _handler(signum: int, frame: Any) -> None:
+        remove_private_tmpdir()
+        os.write(2, b"kviewer: interrupted\n")
+        os._exit(130)
+
+    def end(self) -> None:
+        if self.active and signal.getsignal(signal.SIGINT) is self._handler:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.active = False
 
 
 class CtrlCCancels:

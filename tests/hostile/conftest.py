@@ -23,6 +23,28 @@ CAP_BYTES = 2 * 1024**3
 AS_FROM_A_TERMINAL = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
 
 
+def wait_until_importing_numpy(proc: subprocess.Popen[bytes], limit: float = 60) -> bool:
+    """Until ``proc`` (a ``python -m kviewer`` child) has numpy's core library mapped: it is past
+    the interpreter's start and its own first imports, into the command line's (kviewer handles
+    Ctrl+C from before that point; a signal sent earlier can find the interpreter still starting,
+    whose default disposition kills without a word, or a traceback of its ``site`` imports).
+    Linux (``/proc``); elsewhere returns False at once. False also when the process ended."""
+    import time
+
+    maps = Path(f"/proc/{proc.pid}/maps")
+    if not sys.platform.startswith("linux"):
+        return False
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit and proc.poll() is None:
+        try:
+            if "_multiarray_umath" in maps.read_text():
+                return True
+        except OSError:
+            pass
+        time.sleep(0.001)
+    return False
+
+
 def _cap(limit: int):  # type: ignore[no-untyped-def]
     def apply() -> None:
         import resource

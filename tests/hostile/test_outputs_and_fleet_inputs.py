@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile.build import kineto_json
-from tests.hostile.conftest import AS_FROM_A_TERMINAL, CAP_BYTES, _cap
+from tests.hostile.conftest import AS_FROM_A_TERMINAL, CAP_BYTES, _cap, wait_until_importing_numpy
 
 
 def sha(p: Path) -> str:
@@ -128,6 +128,9 @@ def test_ctrl_c_during_a_screenshot_is_honoured(tmp_path: Path, sample_traces: P
     for delay in (0.8, 1.4, 2.0, 2.6):
         out = tmp_path / f"shot-{delay}.png"
         proc = _start(["screenshot", str(src), "-o", str(out), "-q"], tmp_path)
+        # the delays count from the command line's imports: on a machine busy enough the
+        # interpreter alone can take 0.8 s to start, and a signal then kills it unhandled (-2)
+        wait_until_importing_numpy(proc)
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)

@@ -161,6 +161,36 @@ def _wait_until_open(proc: subprocess.Popen[bytes], path: Path, limit: float = 6
         time.sleep(0.002)
 
 
+#: a child that starts as the ``kviewer`` program does and receives Ctrl+C while the command line
+#: imports its modules (a finder on ``sys.meta_path`` sends it when ``kviewer.cli.common`` is
+#: looked up: the handler runs at once, in the middle of the imports)
+_CTRL_C_WHILE_IMPORTING = """
+import importlib.abc, os, signal, sys
+class CtrlC(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "kviewer.cli.common":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["kviewer", *sys.argv[1:]]
+from kviewer.cli import main
+sys.exit(main())
+"""
+
+
+def test_ctrl_c_while_the_command_line_imports_is_a_quiet_interrupt(tmp_path: Path) -> None:
+    """Ctrl+C while kviewer imports its command line (the first tenth of a second of every
+    command, more on a busy machine): "kviewer: interrupted" and 130, as later, not the traceback
+    of whatever import ran. A library import of ``kviewer.cli`` changes no signal handling."""
+    proc = subprocess.run([sys.executable, "-c", _CTRL_C_WHILE_IMPORTING, "summary", str(tmp_path / "absent.json")],
+                          capture_output=True, timeout=60, cwd=tmp_path)  # fmt: skip
+    assert b"Traceback" not in proc.stderr and b"KeyboardInterrupt" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 130 and proc.stderr.strip() == b"kviewer: interrupted"
+    lib = subprocess.run([sys.executable, "-c", "import signal, kviewer.cli; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"],
+                         capture_output=True, timeout=60, cwd=tmp_path)  # fmt: skip
+    assert lib.stdout.strip() == b"True", lib.stderr[-2000:]
+
+
 def test_ctrl_c_stops_an_nsys_load(tmp_path: Path) -> None:
     db = _big_export(tmp_path, 1_000_000)
     proc = _start(["summary", "--steps", str(db)], tmp_path)  # --steps reads every table
