@@ -98,6 +98,12 @@ PAIRS = [
      "round8_truth", "r8_mask_sync", "r8_mask_nosync", 10.0),
     ("(c4') the same, both traced by nsys (H100)", "h100_r8_mask_sync_nsys.sqlite.gz", "no_sync=()", "h100_r8_mask_nosync_nsys.sqlite.gz",
      "round8_truth", "r8_mask_sync", "r8_mask_nosync", 10.0),
+    # round 9 (sample_traces/h100_gen_round9.py, on an H100): channels_last where the eager op that runs only in NCHW
+    # launches its kernels from an op inside it (InstanceNorm -> batch_norm; pixel_shuffle -> clone)
+    ("(d2) eager NCHW -> eager channels_last, style-transfer residual blocks with InstanceNorm (H100)", "h100_r9_clin_nchw",
+     "channels_last=True", "h100_r9_clin_cl", "round9_truth", "r9_clin_nchw", "r9_clin_cl", 10.0),
+    ("(d3) the same, an ESPCN-style x4 upsampler with PixelShuffle (H100)", "h100_r9_clps_nchw",
+     "channels_last=True", "h100_r9_clps_cl", "round9_truth", "r9_clps_nchw", "r9_clps_cl", 10.0),
 ]
 
 
