@@ -176,16 +176,22 @@ class MatchReport:
 _Key = TypeVar("_Key", bound=Hashable)
 
 
-def _walk(
-    tl_pos: Mapping[_Key, list[int]], nk: Sequence[_Key], start: int, limit: int | None = None
-) -> tuple[list[tuple[int, int]], int]:
+def _places(seq: Sequence[_Key]) -> dict[_Key, list[int]]:
+    """Each key's positions in ``seq``, ascending (what :func:`_walk` searches)."""
+    out: dict[_Key, list[int]] = {}
+    for p, key in enumerate(seq):
+        out.setdefault(key, []).append(p)
+    return out
+
+
+def _walk(tl_pos: Mapping[_Key, list[int]], nk: Sequence[_Key], start: int) -> tuple[list[tuple[int, int]], int]:
     """Greedy in-order pairing from timeline position ``start``: [(ncu index, timeline position)]
     and the number of timeline kernels skipped between matches (``tl_pos``: each key's timeline
     positions, ascending)."""
     pairs: list[tuple[int, int]] = []
     cursor = start
     skipped = 0
-    for i, key in enumerate(nk if limit is None else nk[:limit]):
+    for i, key in enumerate(nk):
         positions = tl_pos.get(key)
         if positions is None:
             continue
@@ -440,10 +446,7 @@ def align_window(tkeys: Sequence[tuple], nkeys: Sequence[tuple], start: int) -> 
         if len(a) * len(b) <= ALIGN_MAX_CELLS:
             pairs = aligned_pairs(a, b)
         else:
-            positions: dict[int, list[int]] = {}
-            for p, c in enumerate(b):
-                positions.setdefault(c, []).append(p)
-            pairs = _walk(positions, a, 0)[0]
+            pairs = _walk(_places(b), a, 0)[0]
     return [(i, at[j]) for i, j in pairs]
 
 
@@ -483,10 +486,7 @@ def match_kernels(timeline: Trace, ncu: Trace, start: int | None = None) -> Matc
     if not exact_names:
         tkeys_all, nkeys = coarse_t, coarse_n
     tkeys = [tkeys_all[i] for i in order]
-    positions: dict[tuple, list[int]] = {}
-    for p, key in enumerate(tkeys):
-        positions.setdefault(key, []).append(p)
-    tl_pos = positions
+    tl_pos = _places(tkeys)
     notes: list[str] = []
     if not exact_names:
         notes.append("the two files spell kernel names differently: paired on base names (no template arguments)")
