@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any, Sequence
 
-from kviewer.cli.signals import CtrlCCancels, QuietWhileStarting
+from kviewer.cli.signals import CtrlCCancels, QuietWhileStarting, quiet_while_ending
 
 _starting = QuietWhileStarting()  # Ctrl+C during the imports below: "interrupted", 130
 
@@ -115,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    code = _run(argv)
+    quiet_while_ending(code)  # Ctrl+C while the interpreter shuts down: this code, no traceback
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         install_signal_cleanup()  # SIGTERM mid-load must not leave temporary files behind

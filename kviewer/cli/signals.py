@@ -13,10 +13,19 @@ from typing import Any
 
 from kviewer.tempdir import remove_private_tmpdir
 
-__all__ = ["CtrlCCancels", "QuietWhileStarting"]
+__all__ = ["CtrlCCancels", "QuietWhileStarting", "quiet_while_ending"]
 
 #: how the program is started: the console scripts, or ``python -m kviewer``
 _PROGRAM_NAMES = ("kviewer", "kviewer-gui", "kviewer.exe", "kviewer-gui.exe")
+
+
+def _run_as_the_program() -> bool:
+    """kviewer is the program (a console script or ``python -m kviewer``), on the main thread:
+    only then does the command line change how the process ends on Ctrl+C. A library import or
+    a call of :func:`kviewer.cli.main` from other code leaves signal handling alone."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    program = os.path.basename(argv0) in _PROGRAM_NAMES or argv0.endswith(os.path.join("kviewer", "__main__.py"))
+    return program and threading.current_thread() is threading.main_thread()
 
 
 class QuietWhileStarting:
@@ -25,16 +34,14 @@ class QuietWhileStarting:
     later. Python's own handler would print the traceback of whatever import was running, or
     pandas would turn it into "ImportError: Unable to import required dependency numpy".
 
-    Only when kviewer runs as the program (a library import changes no signal handling), from the
-    main thread, where SIGINT has Python's default handler (an ignored SIGINT stays ignored).
-    :meth:`end` puts Python's handler back once the imports are done.
+    Only when kviewer runs as the program (:func:`_run_as_the_program`), where SIGINT has
+    Python's default handler (an ignored SIGINT stays ignored). :meth:`end` puts Python's handler
+    back once the imports are done.
     """
 
     def __init__(self) -> None:
         self.active = False
-        argv0 = sys.argv[0] if sys.argv else ""
-        program = os.path.basename(argv0) in _PROGRAM_NAMES or argv0.endswith(os.path.join("kviewer", "__main__.py"))
-        if not program or threading.current_thread() is not threading.main_thread():
+        if not _run_as_the_program():
             return
         try:
             if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
@@ -53,6 +60,35 @@ class QuietWhileStarting:
         if self.active and signal.getsignal(signal.SIGINT) is self._handler:
             signal.signal(signal.SIGINT, signal.default_int_handler)
         self.active = False
+
+
+def quiet_while_ending(code: int) -> None:
+    """The command has finished with ``code`` (its output written, its picture saved): Ctrl+C
+    from here on, while the interpreter shuts down (atexit callbacks, logging's flush), ends the
+    process with that same code, its output flushed and its temporary files removed. Python's
+    handler would raise KeyboardInterrupt inside an atexit callback and print "Exception ignored
+    in atexit callback" with a traceback after a command that succeeded.
+
+    Only when kviewer runs as the program, where SIGINT has Python's default handler."""
+    if not _run_as_the_program():
+        return
+    try:
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return
+
+        def handler(signum: int, frame: Any) -> None:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    if stream is not None:
+                        stream.flush()
+                except (OSError, ValueError):  # a closed pipe or stream: nothing more to write
+                    pass
+            remove_private_tmpdir()
+            os._exit(code)
+
+        signal.signal(signal.SIGINT, handler)
+    except (OSError, ValueError):
+        pass
 
 
 class CtrlCCancels:

@@ -191,6 +191,37 @@ def test_ctrl_c_while_the_command_line_imports_is_a_quiet_interrupt(tmp_path: Pa
     assert lib.stdout.strip() == b"True", lib.stderr[-2000:]
 
 
+_CTRL_C_WHILE_ENDING = """
+import atexit, os, signal, sys, time
+sys.argv = ["kviewer", *sys.argv[1:]]
+from kviewer.cli import main
+code = main()
+def ctrl_c():  # runs first of the atexit callbacks (last registered), before logging's shutdown
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.5)
+    print("not reached", file=sys.stderr)
+atexit.register(ctrl_c)
+sys.exit(code)
+"""
+
+
+def test_ctrl_c_while_the_interpreter_shuts_down_keeps_the_commands_outcome(tmp_path: Path, sample_traces: Path) -> None:
+    """Ctrl+C after the command finished, while the interpreter runs its atexit callbacks: the
+    command's own exit code and its whole output, no "Exception ignored in atexit callback"
+    traceback (seen in CI after a screenshot that had succeeded)."""
+    src = sample_traces / "h200_block2_eager.pt.trace.json.gz"
+    expected = subprocess.run([sys.executable, "-m", "kviewer", "summary", str(src)], capture_output=True, timeout=120, cwd=tmp_path)
+    assert expected.returncode == 0, expected.stderr[-2000:]
+    proc = subprocess.run([sys.executable, "-c", _CTRL_C_WHILE_ENDING, "summary", str(src)],
+                          capture_output=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert b"Traceback" not in proc.stderr and b"KeyboardInterrupt" not in proc.stderr, proc.stderr[-2000:]
+    assert b"not reached" not in proc.stderr
+    assert proc.returncode == 0 and proc.stdout == expected.stdout
+    failed = subprocess.run([sys.executable, "-c", _CTRL_C_WHILE_ENDING, "summary", str(tmp_path / "absent.json")],
+                            capture_output=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert failed.returncode == 2 and b"Traceback" not in failed.stderr, failed.stderr[-2000:]
+
+
 def test_ctrl_c_stops_an_nsys_load(tmp_path: Path) -> None:
     db = _big_export(tmp_path, 1_000_000)
     proc = _start(["summary", "--steps", str(db)], tmp_path)  # --steps reads every table
