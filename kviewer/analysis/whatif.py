@@ -23,7 +23,8 @@ path, and removed launch overhead only helps where the host gated the GPU.
                  kernel reads (``channels_last``, which torch.compile picks for convolutions). An op
                  eager PyTorch runs only in NCHW (:data:`kinds.EAGER_NCHW_OPS`: GroupNorm, InstanceNorm,
                  pixel_shuffle) and that is not in a fused chain then copies its input to NCHW (the
-                 norms) and the convolution after it copies back: the copies of the op's output, added
+                 norms) and the convolution after it copies back (not an add, which reads the NCHW
+                 tensor in its own kernel): the copies of the op's output, added
                  to the op's first kernel at their
                  speed of light (a floor: PyTorch's strided copies ran at a fifth of it on an H100),
                  and the note says the projection is a lower bound of the step there
@@ -56,7 +57,8 @@ from kviewer.analysis.critpath import (
 )
 from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, map_host_times, replay
 from kviewer.analysis.fusion import fusion_candidates
-from kviewer.analysis.kinds import EAGER_NCHW_OPS, KINDS, classify, enclosing_op_rows, op_base
+from kviewer.analysis.kinds import EAGER_NCHW_OPS, KINDS, classify, enclosing_op_rows, op_base, op_kind
+from kviewer.analysis.model import _parse, _tensors
 from kviewer.analysis.sol import speed_of_light
 from kviewer.core import Trace, Trace as _Trace
 from kviewer.errors import AnalysisError
@@ -76,6 +78,8 @@ GRAPH_LAUNCH_PER_NODE_NS = 190
 #: measure it from (about 0.3 us on Hopper; the H200 graph replay in sample_traces/mlp_graph
 #: shows 0.27 us: 68.0 us span, 61.5 us busy, 25 ops)
 GRAPH_KERNEL_GAP_NS = 300
+#: how many ops after an op of :data:`EAGER_NCHW_OPS` are read for the op that takes its output
+NCHW_CONSUMER_LOOKAHEAD = 16
 
 
 @dataclass(frozen=True)
@@ -363,12 +367,16 @@ class WhatIfModel:
         what = f"{len(nodes)} layout transform kernel(s) around convolutions removed: {saved / 1e6:.3f} ms of kernel time"
         note: dict[str, object] = {"change": "--channels-last", "count": len(nodes)}
         if len(nodes):
-            ops, added, unknown, which = self._nchw_copies(g_dur, fused)
+            ops, added, unknown, which, kept = self._nchw_copies(g_dur, fused)
             if ops:
                 note["nchw_ops"] = ops
                 both = [b for b in which if EAGER_NCHW_OPS[b] > 1]
                 what += (f"; {ops} {'/'.join(which)} op(s), which eager PyTorch runs only in NCHW: each writes NCHW, so the "
                          "convolution after it copies back" + (f", and {'/'.join(both)} copy their input to NCHW first" if both else ""))
+                if kept:
+                    what += (f"; {kept} of them feed no convolution (an add reads their NCHW output in its own kernel, "
+                             "or another op wants NCHW): no copy back counted for those")
+                    note["not_copied_back"] = kept
                 if added:
                     what += f": {added / 1e6:.3f} ms of copies added at their speed of light"
                 if unknown:
@@ -377,13 +385,14 @@ class WhatIfModel:
         note["what"] = what
         notes.append(note)
 
-    def _nchw_copies(self, g_dur: np.ndarray, fused: np.ndarray) -> tuple[int, float, int, list[str]]:
+    def _nchw_copies(self, g_dur: np.ndarray, fused: np.ndarray) -> tuple[int, float, int, list[str], int]:
         """Under channels_last, each instance of an op of :data:`EAGER_NCHW_OPS` (the outermost such op
         holding a kernel's launching op: ``aten::instance_norm`` launches through ``aten::batch_norm``)
-        none of whose kernels was fused adds the copies of its output that the table names (to NCHW
-        before it, back for the convolution after it) to its first kernel, each at its speed of light
-        (read and write the tensor at the GPU's bandwidth). Returns the ops, the ns added, the ops
-        whose bandwidth or bytes are unknown (nothing added for them) and the ops' names."""
+        none of whose kernels was fused adds copies of its output's size to its first kernel: its
+        input copied to NCHW (the norms), and its NCHW output copied back where a convolution takes it
+        (:meth:`_copied_back`), each at its speed of light (read and write the tensor at the GPU's
+        bandwidth). Returns the ops, the ns added, the ops whose bandwidth or bytes are unknown
+        (nothing added for them), the ops' names and the ops whose output no copy takes back."""
         g = self.graph
         cls = self.classes()
         c = self.tables().cpu_slices
@@ -392,7 +401,7 @@ class WhatIfModel:
         node = g.kernel_node[hit]
         hit, node = hit[node >= 0], node[node >= 0]
         if not len(hit):
-            return 0, 0.0, 0, []
+            return 0, 0.0, 0, [], 0
         op_row = holder[hit]
         try:
             sol = self.sol_table()
@@ -405,12 +414,59 @@ class WhatIfModel:
         per = frame.sort_values(["op", "start"]).groupby("op", sort=False).agg(
             first=("node", "first"), written=("written", "sum"), nan=("nan", "any"), bw=("bw", "first"), fused=("fused", "any"))
         per = per[~per["fused"].to_numpy()]
-        base = [op_base(str(n)) for n in c["name"].take(per.index.to_numpy(np.int64))]
-        copies = np.array([EAGER_NCHW_OPS[b] for b in base], dtype=np.float64)
+        rows = per.index.to_numpy(np.int64)
+        base = [op_base(str(n)) for n in c["name"].take(rows)]
+        back = self._copied_back(rows)
+        copies = np.array([EAGER_NCHW_OPS[b] - 1 for b in base], dtype=np.float64) + back
         ns = np.where(per["nan"].to_numpy(), np.nan, copies * (2 * per["written"].to_numpy()) / per["bw"].to_numpy() * 1e9)
-        known = np.isfinite(ns) & (ns > 0)
+        known = np.isfinite(ns)
         np.add.at(g_dur, per["first"].to_numpy(np.int64)[known], ns[known])
-        return len(per), float(ns[known].sum()), int((~known).sum()), sorted(set(base))
+        return len(per), float(ns[known].sum()), int((~known).sum()), sorted(set(base)), int((~back).sum())
+
+    def _copied_back(self, rows: np.ndarray) -> np.ndarray:
+        """For each op of :data:`EAGER_NCHW_OPS` (``cpu_slices`` rows): whether a copy kernel takes its
+        NCHW output back to channels_last. The ops after it on its thread (at its depth or above) are
+        read in order: an elementwise op of one tensor input keeps the layout and is passed over; a
+        convolution taking a tensor of the op's size copies it back (PyTorch 2.11: ``aten::conv2d`` ->
+        ``aten::contiguous``); any other op (an add with a channels_last tensor, which reads it
+        strided in its own kernel, or another op of the list, which wants NCHW) launches no copy:
+        ``x + instance_norm(...)`` in ``sample_traces/h100_r9_clin_cl`` copies nothing back. Where
+        the trace has no input shapes, the copy is counted."""
+        out = np.ones(len(rows), dtype=bool)
+        c = self.tables().cpu_slices
+        if not len(rows) or "input_dims" not in c or "input_types" not in c:
+            return out
+        cat = (c["category"].astype(str) == "op").to_numpy()
+        key = pd.MultiIndex.from_arrays([c["rank"].to_numpy(np.int64), c["pid"].to_numpy(np.int64), c["tid"].to_numpy(np.int64)])
+        thread, _ = pd.factorize(key)
+        start, end, depth = c["start"].to_numpy(np.int64), c["end"].to_numpy(np.int64), c["depth"].to_numpy(np.int64)
+        names = c["name"].astype(str).to_numpy()
+        dims, types = c["input_dims"].astype(str).to_numpy(), c["input_types"].astype(str).to_numpy()
+        order = np.flatnonzero(cat)
+        order = order[np.lexsort((start[order], thread[order]))]
+        at_thread = thread[order]
+
+        def tensors(r: int) -> list[int]:
+            return [t.numel for t in _tensors(_parse(dims[r]), _parse(types[r])) if t is not None]
+
+        for i, r in enumerate(rows.tolist()):
+            own = tensors(r)
+            if not own:
+                continue  # no shapes: counted
+            lo, hi = np.searchsorted(at_thread, thread[r], "left"), np.searchsorted(at_thread, thread[r], "right")
+            mine = order[lo:hi]
+            after = mine[np.searchsorted(start[mine], end[r], "left"):]
+            after = after[depth[after] <= depth[r]][:NCHW_CONSUMER_LOOKAHEAD]
+            verdict = False
+            for j in after.tolist():
+                kind, b = op_kind(names[j]), op_base(names[j])
+                theirs = tensors(j)
+                if kind == "elementwise" and len(theirs) == 1 and b not in EAGER_NCHW_OPS:
+                    continue
+                verdict = kind == "conv" and (not theirs or theirs[0] == own[0])
+                break
+            out[i] = verdict
+        return out
 
     def _sync_ops(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each host sync node: the framework op that issued it (cpu_slices row, -1), and that
