@@ -24,10 +24,9 @@ path, and removed launch overhead only helps where the host gated the GPU.
                  eager PyTorch runs only in NCHW (:data:`kinds.EAGER_NCHW_OPS`: GroupNorm, InstanceNorm,
                  pixel_shuffle) and that is not in a fused chain then copies its input to NCHW (the
                  norms) and the convolution after it copies back (not an add, which reads the NCHW
-                 tensor in its own kernel): the copies of the op's output, added
-                 to the op's first kernel at their
-                 speed of light (a floor: PyTorch's strided copies ran at a fifth of it on an H100),
-                 and the note says the projection is a lower bound of the step there
+                 tensor in its own kernel): the copies of the op's output's size, added to the op's
+                 first kernel at the fraction of their speed of light PyTorch's strided copies ran at
+                 on an H100 (:data:`PERMUTED_COPY_EFFICIENCY`, 16-21 %)
 
 With no change the projection reproduces the measured steps (the replay is exact).
 :meth:`Projection.projected_step_ns` is the hook other analyses (MFU at the projected step time)
@@ -80,6 +79,17 @@ GRAPH_LAUNCH_PER_NODE_NS = 190
 GRAPH_KERNEL_GAP_NS = 300
 #: how many ops after an op of :data:`EAGER_NCHW_OPS` are read for the op that takes its output
 NCHW_CONSUMER_LOOKAHEAD = 16
+#: the fraction of its speed of light (the tensor read and written at the GPU's DRAM bandwidth) at
+#: which PyTorch's strided copy between channels_last and NCHW (``elementwise_kernel<128, 4>`` of
+#: ``direct_copy_kernel_cuda`` over permuted strides) runs: the copy into NCHW an op of
+#: :data:`EAGER_NCHW_OPS` makes of its input (``"to_nchw"``), and the copy back a convolution makes
+#: of its output (``"to_cl"``). Fitted on one program only, round 7's GroupNorm blocks converted to
+#: channels_last on an H100 (``sample_traces/h100_r7_clgn_cl``, fp16, 64 x 128 x 64 x 64, 64 MiB
+#: a copy: 247.6 us into NCHW, 191.2 us back, where 3.35 TB/s allows 40.1 us); round 9's two
+#: programs, not used in the fit, ran 16.2 % / 21.1 % (InstanceNorm, fp16, C = 128) and 26.7-27.5 %
+#: (the copies back after PixelShuffle, fp16, C = 64). Other dtypes, channel counts and GPUs are
+#: assumed to run at the same fractions (not measured)
+PERMUTED_COPY_EFFICIENCY = {"to_nchw": 40.06 / 247.6, "to_cl": 40.06 / 191.2}
 
 
 @dataclass(frozen=True)
@@ -378,10 +388,12 @@ class WhatIfModel:
                              "or another op wants NCHW): no copy back counted for those")
                     note["not_copied_back"] = kept
                 if added:
-                    what += f": {added / 1e6:.3f} ms of copies added at their speed of light"
+                    what += (f": {added / 1e6:.3f} ms of copies added, at the rate PyTorch's strided copies ran on an H100 "
+                             f"({PERMUTED_COPY_EFFICIENCY['to_nchw'] * 100:.0f} % of their speed of light into NCHW, "
+                             f"{PERMUTED_COPY_EFFICIENCY['to_cl'] * 100:.0f} % back), assumed for this GPU and dtype")
                 if unknown:
                     what += f"; the copies of {unknown} of them have no speed of light (unknown GPU or bytes): nothing added"
-                what += "; so the projected step is a lower bound (torch.compile, or a fused kernel, runs no such copy)"
+                what += "; torch.compile, or a fused kernel, runs no such copy"
         note["what"] = what
         notes.append(note)
 
@@ -390,8 +402,8 @@ class WhatIfModel:
         holding a kernel's launching op: ``aten::instance_norm`` launches through ``aten::batch_norm``)
         none of whose kernels was fused adds copies of its output's size to its first kernel: its
         input copied to NCHW (the norms), and its NCHW output copied back where a convolution takes it
-        (:meth:`_copied_back`), each at its speed of light (read and write the tensor at the GPU's
-        bandwidth). Returns the ops, the ns added, the ops whose bandwidth or bytes are unknown
+        (:meth:`_copied_back`), each at the fraction of its speed of light (read and write the tensor
+        at the GPU's bandwidth) :data:`PERMUTED_COPY_EFFICIENCY` gives. Returns the ops, the ns added, the ops whose bandwidth or bytes are unknown
         (nothing added for them), the ops' names and the ops whose output no copy takes back."""
         g = self.graph
         cls = self.classes()
@@ -417,8 +429,10 @@ class WhatIfModel:
         rows = per.index.to_numpy(np.int64)
         base = [op_base(str(n)) for n in c["name"].take(rows)]
         back = self._copied_back(rows)
-        copies = np.array([EAGER_NCHW_OPS[b] - 1 for b in base], dtype=np.float64) + back
-        ns = np.where(per["nan"].to_numpy(), np.nan, copies * (2 * per["written"].to_numpy()) / per["bw"].to_numpy() * 1e9)
+        into = np.array([EAGER_NCHW_OPS[b] - 1 for b in base], dtype=np.float64)
+        at_sol = 2 * per["written"].to_numpy() / per["bw"].to_numpy() * 1e9
+        ns = at_sol * (into / PERMUTED_COPY_EFFICIENCY["to_nchw"] + back / PERMUTED_COPY_EFFICIENCY["to_cl"])
+        ns = np.where(per["nan"].to_numpy(), np.nan, ns)
         known = np.isfinite(ns)
         np.add.at(g_dur, per["first"].to_numpy(np.int64)[known], ns[known])
         return len(per), float(ns[known].sum()), int((~known).sum()), sorted(set(base)), int((~back).sum())

@@ -38,8 +38,8 @@ def register(sub: Any) -> None:
                    help="kernels named NAME (or containing it) run FACTOR times as long (e.g. 0.5); repeatable")
     p.add_argument("--channels-last", action="store_true",
                    help="the layout transforms around convolutions (cuDNN's nchwToNhwc / nhwcToNchw) go away: the tensors are "
-                        "already channels_last (an op eager PyTorch runs only in NCHW, GroupNorm, InstanceNorm or pixel_shuffle, adds its copies into and out of NCHW at "
-                        "their speed of light: the projection is then a lower bound)")
+                        "already channels_last (an op eager PyTorch runs only in NCHW, GroupNorm, InstanceNorm or pixel_shuffle, adds its copies into NCHW and back for "
+                        "the convolution after it, at the rate PyTorch's strided copies ran on an H100)")
     p.add_argument("--step", metavar="NAME", help="use the ranges of this name as the steps")
     p.add_argument("--device", metavar="NAME", help="the GPU (for --sol and --fuse) when the trace does not say or to override it")
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from kviewer.analysis.fusion import fusion_candidates
-from kviewer.analysis.whatif import Changes, whatif_model
+from kviewer.analysis.whatif import PERMUTED_COPY_EFFICIENCY, Changes, whatif_model
 from kviewer.errors import AnalysisError
 from kviewer.io import load
 from tests.bench.bench_whatif import kernel_ns_per_step
@@ -276,7 +276,10 @@ def test_channels_last_removes_the_layout_transforms_around_convolutions(sample_
     fused, _ = a.edits(Changes(fuse=()))
     assert abs(kernel_ns_per_step(a, both.g_dur) - compiled) <= 0.15 * compiled
     assert abs(kernel_ns_per_step(a, fused.g_dur) - compiled) > 0.15 * compiled
-    assert a.project(Changes(channels_last=True)).median_projected_ns < a.project(Changes()).median_projected_ns
+    # alone, in eager, the conversion is a loss: GroupNorm copies into NCHW and back (the program
+    # converted so, h100_r7_clgn_cl, ran 48 % slower); fused (as torch.compile does) it is a gain
+    assert a.project(Changes(channels_last=True)).median_projected_ns > 1.3 * a.project(Changes()).median_projected_ns
+    assert a.project(Changes(fuse=(), channels_last=True)).median_projected_ns < a.project(Changes(fuse=())).median_projected_ns
     cl = whatif_model(load(sample_traces / "h100_r7_cnn_eager.pt.trace.json.gz"))
     assert not len(cl.layout_kernels())
     assert Changes(channels_last=True).label() == "--channels-last" and not Changes(channels_last=True).empty
@@ -288,9 +291,10 @@ def test_channels_last_against_the_program_converted_in_eager(sample_traces: Pat
     of cuDNN's layout transforms, and --channels-last on the NCHW trace lands within 10 % of its
     profiled step (and of its unprofiled median, from the truth file). Diffusion-UNet blocks: eager
     GroupNorm runs only in NCHW, so the converted program copies into and out of each one and runs
-    48 % *slower*; the projection adds those copies at their speed of light (4 x the op's 64 MiB
-    output at 3.35 TB/s, counted here from the tensor's shape) and says it is a lower bound, which
-    the measured step honours. With --fuse all the GroupNorms are fused, and no copy is added."""
+    48 % *slower*; the projection adds those copies (the op's 64 MiB output into NCHW and back,
+    counted here from the tensor's shape) at the fraction of 3.35 TB/s PyTorch's strided copies ran
+    at in this very program (PERMUTED_COPY_EFFICIENCY was fitted on it, so the projection lands on
+    the measured step). With --fuse all the GroupNorms are fused, and no copy is added."""
     truth = _truth(sample_traces, "round7_truth_cl.json.gz")
     nchw = whatif_model(load(sample_traces / "h100_r7_clcnn_nchw.pt.trace.json.gz"))
     conv = whatif_model(load(sample_traces / "h100_r7_clcnn_cl.pt.trace.json.gz"))
@@ -310,11 +314,12 @@ def test_channels_last_against_the_program_converted_in_eager(sample_traces: Pat
     assert gn.graph.g_name[layout].astype(str).tolist() == [n for n in gn.graph.g_name[layout].astype(str) if "nchwToNhwc" in n or "nhwcToNchw" in n]
     edits, notes = gn.edits(Changes(channels_last=True))
     assert notes[0]["nchw_ops"] == 32  # 2 GroupNorms a block, 4 blocks a step, 4 steps
-    copy_ns = 4 * (64 * 128 * 64 * 64 * 2) / 3.35e12 * 1e9
+    at_sol = 2 * (64 * 128 * 64 * 64 * 2) / 3.35e12 * 1e9
+    copy_ns = at_sol / PERMUTED_COPY_EFFICIENCY["to_nchw"] + at_sol / PERMUTED_COPY_EFFICIENCY["to_cl"]
     kept = float(gn.graph.g_dur.sum()) - float(gn.graph.g_dur[layout].sum())
     assert float(edits.g_dur.sum()) == pytest.approx(kept + 32 * copy_ns, abs=64)  # each node rounded to the ns
-    assert "lower bound" in str(notes[0]["what"])
-    assert gn.project(Changes(channels_last=True)).median_projected_ns < slow
+    assert "H100" in str(notes[0]["what"])
+    assert gn.project(Changes(channels_last=True)).median_projected_ns == pytest.approx(slow, rel=0.03)
     fused = whatif_model(load(sample_traces / "h100_r7_gn_eager.pt.trace.json.gz")).edits(Changes(fuse=(), channels_last=True))[1]
     assert "nchw_ops" not in fused[1]
 
@@ -324,30 +329,31 @@ def test_channels_last_where_the_nchw_only_op_launches_from_an_op_inside_it(samp
     kernels from an op inside it: InstanceNorm (aten::instance_norm -> aten::batch_norm) in five
     style-transfer blocks, and PixelShuffle (aten::pixel_shuffle -> aten::clone) in an upsampler.
     --channels-last on the NCHW trace finds every such op (2 a block x 5 blocks x 4 steps; 2 a
-    step x 4 steps), adds their copies at the speed of light counted from the tensors' shapes, and
-    says the result is a lower bound, which the converted program's measured step honours. It is
-    far from that bound: the converted programs' permuted copies run several times slower than
-    their speed of light (InstanceNorm: 47 % slower than NCHW unprofiled, the projection -13 %;
-    PixelShuffle: +0.4 % unprofiled, the projection -22 %); BENCHMARKS.md reports both misses.
+    step x 4 steps) and adds their copies, counted from the tensors' shapes, at the rate fitted on
+    round 7's GroupNorm program (not these): the projection lands within 10 % of the converted
+    program's profiled step (InstanceNorm: 47 % slower than NCHW unprofiled; PixelShuffle: +0.4 %).
+    At the copies' speed of light, as before, it was 38 % and 22 % short.
     Each block's second InstanceNorm feeds the residual add, not a convolution: no copy back."""
     truth = _truth(sample_traces, "round9_truth.json.gz")
     assert truth["r9_clin_cl"]["unprofiled"]["median_ms"] > 1.4 * truth["r9_clin_nchw"]["unprofiled"]["median_ms"]
-    for name, ops, back, copy_bytes in (
-        ("clin", 40, 20, 3 * 16 * 128 * 128 * 128 * 2),  # per op: in (read, write), half of them back
-        ("clps", 8, 8, 2 * 16 * 64 * (128 * 128 + 256 * 256) * 2 / 2),  # per op on average: the output copied back
+    size = {"clin": 16 * 128 * 128 * 128 * 2, "clps": 16 * 64 * (128 * 128 + 256 * 256) * 2 / 2}  # per op on average
+    for name, ops, back, into_ns in (
+        ("clin", 40, 20, 2 * size["clin"] / PERMUTED_COPY_EFFICIENCY["to_nchw"] + size["clin"] / PERMUTED_COPY_EFFICIENCY["to_cl"]),
+        ("clps", 8, 8, 2 * size["clps"] / PERMUTED_COPY_EFFICIENCY["to_cl"]),  # the output copied back
     ):
         a = whatif_model(load(sample_traces / f"h100_r9_{name}_nchw.pt.trace.json.gz"))
         b = whatif_model(load(sample_traces / f"h100_r9_{name}_cl.pt.trace.json.gz"))
         assert len(a.layout_kernels()) and not len(b.layout_kernels())
         edits, notes = a.edits(Changes(channels_last=True))
-        assert notes[0]["nchw_ops"] == ops and "lower bound" in str(notes[0]["what"])
+        assert notes[0]["nchw_ops"] == ops
         assert notes[0].get("not_copied_back", 0) == ops - back
         layout = a.layout_kernels()
         kept = float(a.graph.g_dur.sum()) - float(a.graph.g_dur[layout].sum())
         added = float(edits.g_dur.sum()) - kept
-        assert added == pytest.approx(ops * copy_bytes / 3.35e12 * 1e9, rel=0.01)
+        assert added == pytest.approx(ops * into_ns / 3.35e12 * 1e9, rel=0.01)
         projected = a.project(Changes(channels_last=True)).median_projected_ns
-        assert projected < b.project(Changes()).median_measured_ns  # the bound holds
+        measured = b.project(Changes()).median_measured_ns
+        assert abs(projected - measured) <= 0.10 * measured
 
 
 @pytest.mark.parametrize(("name", "per_op"), [("r9_clin", 1.5), ("r9_clps", 1.0), ("r7_clgn", 2.0)])
@@ -416,8 +422,9 @@ def test_channels_last_finds_an_nchw_op_through_the_op_inside_it(sample_traces: 
     assert notes[0]["nchw_ops"] == 32
     layout = m.layout_kernels()
     kept = float(m.graph.g_dur.sum()) - float(m.graph.g_dur[layout].sum())
-    copy_ns = 2 * (64 * 128 * 64 * 64 * 2) / 3.35e12 * 1e9  # one copy: read and write the 64 MiB output
-    assert float(edits.g_dur.sum()) == pytest.approx(kept + 32 * copies * copy_ns, abs=64)
+    at_sol = 2 * (64 * 128 * 64 * 64 * 2) / 3.35e12 * 1e9  # one copy: read and write the 64 MiB output
+    copy_ns = at_sol / PERMUTED_COPY_EFFICIENCY["to_cl"] + (copies - 1) * at_sol / PERMUTED_COPY_EFFICIENCY["to_nchw"]
+    assert float(edits.g_dur.sum()) == pytest.approx(kept + 32 * copy_ns, abs=64)
     what = str(notes[0]["what"])
     assert outer.split("::")[1] in what and ("copy their input to NCHW first" in what) == (copies == 2)
 
