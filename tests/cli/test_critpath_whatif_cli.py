@@ -66,7 +66,9 @@ def test_whatif_channels_last(sample_traces: Path, capsys: pytest.CaptureFixture
     doc = json.loads(out)
     assert [c["change"] for c in doc["changes"]] == ["--channels-last"] and doc["changes"][0]["count"] == 96
     want = whatif_model(load(f)).project(Changes(channels_last=True))
-    assert doc["median_projected_ns"] == want.median_projected_ns < want.median_measured_ns
+    # GroupNorm runs only in NCHW in eager: converted alone, the program is slower (its copies)
+    assert doc["median_projected_ns"] == want.median_projected_ns > want.median_measured_ns
+    assert "H100" in doc["changes"][0]["what"]
 
 
 def test_whatif_same_numbers_as_the_library(sample_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
