@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any, Sequence
 
-from kviewer.cli.signals import CtrlCCancels, QuietWhileStarting, quiet_while_ending
+from kviewer.cli.signals import EXIT_INTERRUPTED, INTERRUPTED, CtrlCCancels, QuietWhileStarting, quiet_while_ending
 
 _starting = QuietWhileStarting()  # Ctrl+C during the imports below: "interrupted", 130
 
@@ -155,8 +155,8 @@ def _run(argv: Sequence[str] | None) -> int:
             pass
         return EXIT_OK
     except KeyboardInterrupt:
-        print("kviewer: interrupted", file=sys.stderr)
-        return 130
+        print(INTERRUPTED, file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def not_a_command(argv: Sequence[str]) -> None:

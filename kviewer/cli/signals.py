@@ -13,7 +13,11 @@ from typing import Any
 
 from kviewer.tempdir import remove_private_tmpdir
 
-__all__ = ["CtrlCCancels", "QuietWhileStarting", "quiet_while_ending"]
+__all__ = ["EXIT_INTERRUPTED", "INTERRUPTED", "CtrlCCancels", "QuietWhileStarting", "quiet_while_ending"]
+
+#: what Ctrl+C ends a command with, wherever it lands: the line on stderr and the exit status
+INTERRUPTED = "kviewer: interrupted"
+EXIT_INTERRUPTED = 130
 
 #: how the program is started: the console scripts, or ``python -m kviewer``
 _PROGRAM_NAMES = ("kviewer", "kviewer-gui", "kviewer.exe", "kviewer-gui.exe")
@@ -53,8 +57,8 @@ class QuietWhileStarting:
     @staticmethod
     def _handler(signum: int, frame: Any) -> None:
         remove_private_tmpdir()
-        os.write(2, b"kviewer: interrupted\n")
-        os._exit(130)
+        os.write(2, f"{INTERRUPTED}\n".encode())
+        os._exit(EXIT_INTERRUPTED)
 
     def end(self) -> None:
         if self.active and signal.getsignal(signal.SIGINT) is self._handler:
@@ -149,7 +153,7 @@ class CtrlCCancels:
             for num in data:
                 if num == signal.SIGINT:
                     self.token.cancel()
-                    self._deadline(130, "interrupted")
+                    self._deadline(EXIT_INTERRUPTED, INTERRUPTED)
                 elif num in (signal.SIGTERM, getattr(signal, "SIGHUP", -1)):
                     self.token.cancel()
                     self._deadline(128 + num, "")
@@ -161,7 +165,7 @@ class CtrlCCancels:
 
             remove_private_tmpdir()
             if words:
-                os.write(2, f"kviewer: {words}\n".encode())
+                os.write(2, f"{words}\n".encode())
             os._exit(code)
 
         threading.Thread(target=force, name="kviewer-signal-deadline", daemon=True).start()
