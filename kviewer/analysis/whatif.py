@@ -26,7 +26,8 @@ path, and removed launch overhead only helps where the host gated the GPU.
                  norms) and the convolution after it copies back (not an add, which reads the NCHW
                  tensor in its own kernel): the copies of the op's output's size, added to the op's
                  first kernel at the fraction of their speed of light PyTorch's strided copies ran at
-                 on an H100 (:data:`PERMUTED_COPY_EFFICIENCY`, 16-21 %)
+                 on an H100 (:data:`PERMUTED_COPY_EFFICIENCY`, 16-21 % for 2-byte elements; the time
+                 follows the elements, not the bytes: :func:`permuted_copy_ns`)
 
 With no change the projection reproduces the measured steps (the replay is exact).
 :meth:`Projection.projected_step_ns` is the hook other analyses (MFU at the projected step time)
@@ -57,7 +58,7 @@ from kviewer.analysis.critpath import (
 from kviewer.analysis.depgraph import H_SYNC, DepGraph, Edits, Replay, build_graph, map_host_times, replay
 from kviewer.analysis.fusion import fusion_candidates
 from kviewer.analysis.kinds import EAGER_NCHW_OPS, KINDS, classify, enclosing_op_rows, op_base, op_kind
-from kviewer.analysis.model import _parse, _tensors
+from kviewer.analysis.model import _parse, _Tensor, _tensors
 from kviewer.analysis.sol import speed_of_light
 from kviewer.core import Trace, Trace as _Trace
 from kviewer.errors import AnalysisError
@@ -87,9 +88,29 @@ NCHW_CONSUMER_LOOKAHEAD = 16
 #: channels_last on an H100 (``sample_traces/h100_r7_clgn_cl``, fp16, 64 x 128 x 64 x 64, 64 MiB
 #: a copy: 247.6 us into NCHW, 191.2 us back, where 3.35 TB/s allows 40.1 us); round 9's two
 #: programs, not used in the fit, ran 16.2 % / 21.1 % (InstanceNorm, fp16, C = 128) and 26.7-27.5 %
-#: (the copies back after PixelShuffle, fp16, C = 64). Other dtypes, channel counts and GPUs are
-#: assumed to run at the same fractions (not measured)
+#: (the copies back after PixelShuffle, fp16, C = 64). The fractions are for 2-byte elements: the
+#: copy's time follows its elements, not its bytes (:func:`permuted_copy_ns`). Channel counts and
+#: other GPUs are assumed to run at the same fractions
 PERMUTED_COPY_EFFICIENCY = {"to_nchw": 40.06 / 247.6, "to_cl": 40.06 / 191.2}
+#: the element size the fractions above were fitted at (fp16)
+PERMUTED_COPY_FIT_ITEMSIZE = 2
+
+
+def permuted_copy_ns(nbytes: np.ndarray, itemsize: np.ndarray, bw: np.ndarray, into: np.ndarray, back: np.ndarray) -> np.ndarray:
+    """The time (ns) of ``into`` copies into NCHW and ``back`` copies back to channels_last of a
+    tensor of ``nbytes`` (``itemsize`` bytes an element; NaN: unknown, taken as the fitted 2 bytes)
+    on a GPU of DRAM bandwidth ``bw`` (bytes/s). PyTorch's permuted copy is bound by its index
+    arithmetic per element, not by DRAM: on an H100 an fp32 copy took 0.9-1.3x the time of the fp16
+    copy of the same shape, where its bytes would give 2x (``tests/bench/device/permuted_copy_rates_h100.json``).
+    So a copy of N elements of any dtype takes what N 2-byte elements take at
+    :data:`PERMUTED_COPY_EFFICIENCY`, and never less than its own speed of light (the tensor read and
+    written at ``bw``). Unknown bytes or bandwidth give NaN."""
+    at_sol = 2 * np.asarray(nbytes, np.float64) / np.asarray(bw, np.float64) * 1e9
+    size = np.asarray(itemsize, np.float64)
+    per_element = at_sol * PERMUTED_COPY_FIT_ITEMSIZE / np.where(np.isfinite(size) & (size > 0), size, PERMUTED_COPY_FIT_ITEMSIZE)
+    into, back = np.asarray(into, np.float64), np.asarray(back, np.float64)
+    ns = per_element * (into / PERMUTED_COPY_EFFICIENCY["to_nchw"] + back / PERMUTED_COPY_EFFICIENCY["to_cl"])
+    return np.maximum(ns, at_sol * (into + back))
 
 
 @dataclass(frozen=True)
@@ -390,7 +411,8 @@ class WhatIfModel:
                 if added:
                     what += (f": {added / 1e6:.3f} ms of copies added, at the rate PyTorch's strided copies ran on an H100 "
                              f"({PERMUTED_COPY_EFFICIENCY['to_nchw'] * 100:.0f} % of their speed of light into NCHW, "
-                             f"{PERMUTED_COPY_EFFICIENCY['to_cl'] * 100:.0f} % back), assumed for this GPU and dtype")
+                             f"{PERMUTED_COPY_EFFICIENCY['to_cl'] * 100:.0f} % back, for 2-byte elements; the time follows "
+                             "the elements, not the bytes), assumed for this GPU")
                 if unknown:
                     what += f"; the copies of {unknown} of them have no speed of light (unknown GPU or bytes): nothing added"
                 what += "; torch.compile, or a fused kernel, runs no such copy"
@@ -428,18 +450,17 @@ class WhatIfModel:
         per = per[~per["fused"].to_numpy()]
         rows = per.index.to_numpy(np.int64)
         base = [op_base(str(n)) for n in c["name"].take(rows)]
-        back = self._copied_back(rows)
+        back, itemsize = self._copied_back(rows)
         into = np.array([EAGER_NCHW_OPS[b] - 1 for b in base], dtype=np.float64)
-        at_sol = 2 * per["written"].to_numpy() / per["bw"].to_numpy() * 1e9
-        ns = at_sol * (into / PERMUTED_COPY_EFFICIENCY["to_nchw"] + back / PERMUTED_COPY_EFFICIENCY["to_cl"])
+        ns = permuted_copy_ns(per["written"].to_numpy(), itemsize, per["bw"].to_numpy(), into, back)
         ns = np.where(per["nan"].to_numpy(), np.nan, ns)
         known = np.isfinite(ns)
         np.add.at(g_dur, per["first"].to_numpy(np.int64)[known], ns[known])
         return len(per), float(ns[known].sum()), int((~known).sum()), sorted(set(base)), int((~back).sum())
 
-    def _copied_back(self, rows: np.ndarray) -> np.ndarray:
+    def _copied_back(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each op of :data:`EAGER_NCHW_OPS` (``cpu_slices`` rows): whether a copy kernel takes its
-        NCHW output back to channels_last. The ops after it on its thread (at its depth or above) are
+        NCHW output back to channels_last, and the element size of its first tensor (NaN: unknown). The ops after it on its thread (at its depth or above) are
         read in order: an elementwise op of one tensor input keeps the layout and is passed over; a
         convolution taking a tensor of the op's size copies it back (PyTorch 2.11: ``aten::conv2d`` ->
         ``aten::contiguous``); any other op (an add with a channels_last tensor, which reads it
@@ -447,9 +468,10 @@ class WhatIfModel:
         ``x + instance_norm(...)`` in ``sample_traces/h100_r9_clin_cl`` copies nothing back. Where
         the trace has no input shapes, the copy is counted."""
         out = np.ones(len(rows), dtype=bool)
+        size = np.full(len(rows), np.nan)
         c = self.tables().cpu_slices
         if not len(rows) or "input_dims" not in c or "input_types" not in c:
-            return out
+            return out, size
         cat = (c["category"].astype(str) == "op").to_numpy()
         key = pd.MultiIndex.from_arrays([c["rank"].to_numpy(np.int64), c["pid"].to_numpy(np.int64), c["tid"].to_numpy(np.int64)])
         thread, _ = pd.factorize(key)
@@ -460,13 +482,18 @@ class WhatIfModel:
         order = order[np.lexsort((start[order], thread[order]))]
         at_thread = thread[order]
 
+        def parsed(r: int) -> list[_Tensor]:
+            return [t for t in _tensors(_parse(dims[r]), _parse(types[r])) if t is not None]
+
         def tensors(r: int) -> list[int]:
-            return [t.numel for t in _tensors(_parse(dims[r]), _parse(types[r])) if t is not None]
+            return [t.numel for t in parsed(r)]
 
         for i, r in enumerate(rows.tolist()):
-            own = tensors(r)
-            if not own:
+            mine_t = parsed(r)
+            if not mine_t:
                 continue  # no shapes: counted
+            size[i] = mine_t[0].itemsize
+            own = [t.numel for t in mine_t]
             lo, hi = np.searchsorted(at_thread, thread[r], "left"), np.searchsorted(at_thread, thread[r], "right")
             mine = order[lo:hi]
             after = mine[np.searchsorted(start[mine], end[r], "left"):]
@@ -480,7 +507,7 @@ class WhatIfModel:
                 verdict = kind == "conv" and (not theirs or theirs[0] == own[0])
                 break
             out[i] = verdict
-        return out
+        return out, size
 
     def _sync_ops(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each host sync node: the framework op that issued it (cpu_slices row, -1), and that

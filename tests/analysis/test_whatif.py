@@ -437,3 +437,51 @@ def test_fusing_a_training_step_lands_near_its_compiled_step(sample_traces: Path
     b = whatif_model(load(sample_traces / "h100_r7_mlpt_compiled.pt.trace.json.gz")).project(Changes())
     assert abs(a.median_projected_ns - b.median_measured_ns) <= 0.15 * b.median_measured_ns
     assert abs(a.median_projected_ns - b.median_measured_ns) < 0.5 * abs(a.median_measured_ns - b.median_measured_ns)
+
+
+def test_a_permuted_copy_takes_the_time_of_its_elements_never_less_than_its_speed_of_light() -> None:
+    """permuted_copy_ns: N elements of any dtype take what N 2-byte elements take at the fitted
+    fractions; a dtype of unknown size is taken at 2 bytes; no copy beats its own speed of light."""
+    from kviewer.analysis.whatif import permuted_copy_ns
+
+    bw = 3.35e12
+    fp16 = permuted_copy_ns(np.array([64 * 2**20]), np.array([2.0]), np.array([bw]), np.array([1.0]), np.array([1.0]))
+    at_sol = 2 * 64 * 2**20 / bw * 1e9
+    assert fp16[0] == pytest.approx(at_sol / PERMUTED_COPY_EFFICIENCY["to_nchw"] + at_sol / PERMUTED_COPY_EFFICIENCY["to_cl"])
+    fp32 = permuted_copy_ns(np.array([128 * 2**20]), np.array([4.0]), np.array([bw]), np.array([1.0]), np.array([1.0]))
+    assert fp32[0] == pytest.approx(fp16[0])  # the same elements, twice the bytes
+    unknown = permuted_copy_ns(np.array([64 * 2**20]), np.array([np.nan]), np.array([bw]), np.array([1.0]), np.array([1.0]))
+    assert unknown[0] == pytest.approx(fp16[0])
+    wide = permuted_copy_ns(np.array([2**30]), np.array([16.0]), np.array([bw]), np.array([0.0]), np.array([1.0]))
+    assert wide[0] == pytest.approx(2 * 2**30 / bw * 1e9)  # complex128: the floor, not the per-element figure
+    none = permuted_copy_ns(np.array([np.nan]), np.array([2.0]), np.array([bw]), np.array([1.0]), np.array([0.0]))
+    assert np.isnan(none[0])
+
+
+def test_permuted_copies_measured_by_dtype_follow_their_elements_not_their_bytes() -> None:
+    """The table tests/bench/device/permuted_copy_rates.py measured on an H100 (CUDA events, no
+    profiler, copies queued back to back): for every shape whose fp16 copy took at least 50 us (the
+    host issues a copy every 20-25 us there, so smaller ones time the host), the fp32 and bf16
+    copies of the same shape, both directions. kviewer's model (time per element, the dtype's size
+    left out) must be nearer the fp32 time than the byte model (twice the fp16 time) for most of
+    them, and nearer by the median."""
+    from kviewer.analysis.whatif import permuted_copy_ns
+
+    rows = json.loads((Path(__file__).parents[1] / "bench" / "device" / "permuted_copy_rates_h100.json").read_text())["rows"]
+    t = {(tuple(r["shape"]), r["dtype"], r["what"]): r["ns"] for r in rows}
+    one = np.array([1.0])
+    # what kviewer projects for an fp32 copy, relative to the fp16 copy of the same shape
+    ratio = (permuted_copy_ns(np.array([2 * 2**26]), np.array([4.0]), np.array([3.35e12]), one, one)
+             / permuted_copy_ns(np.array([2**26]), np.array([2.0]), np.array([3.35e12]), one, one))[0]
+    per_element_err, per_byte_err = [], []
+    for (shape, dtype, what), ns in t.items():
+        if dtype != "float16" or what == "clone" or ns < 50_000:
+            continue
+        bf16 = t[(shape, "bfloat16", what)]
+        assert bf16 == pytest.approx(ns, rel=0.10)  # the same element size: the same time
+        fp32 = t[(shape, "float32", what)]
+        per_element_err.append(abs(ratio * ns - fp32) / fp32)
+        per_byte_err.append(abs(2 * ns - fp32) / fp32)
+    assert len(per_element_err) >= 10
+    assert np.median(per_element_err) < np.median(per_byte_err)
+    assert np.mean(np.array(per_element_err) < np.array(per_byte_err)) >= 0.75

@@ -1,7 +1,10 @@
 """The rate of PyTorch's layout copies between NCHW and channels_last (NHWC), by shape and dtype.
 
 Run on a GPU machine: ``python tests/bench/device/permuted_copy_rates.py OUT.json``. For each
-tensor it times, with CUDA events (median of 30 after 5 warm-ups, no profiler):
+tensor it times, with CUDA events, no profiler, median of 30 after 5 warm-ups, each sample the mean of 10
+copies queued back to back (``ns``: the copy's own time, as in a program whose stream is kept busy; on the H100
+the host issues a copy every 20-25 us in this loop, so smaller copies time the host) and one
+copy alone (``ns_alone``: with the launch and event latency, ~40 us on an H100, which hides small copies):
 
 * ``to_cl``   ``x.contiguous(memory_format=torch.channels_last)`` from NCHW;
 * ``to_nchw`` ``y.contiguous()`` from channels_last;
@@ -28,7 +31,7 @@ PROFILED = (SHAPES[0], SHAPES[5])  # the kernel names, for two shapes (a profile
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
-def timed(fn, reps: int = 30) -> float:
+def timed(fn, inner: int = 1, reps: int = 30) -> float:
     for _ in range(5):
         fn()
     torch.cuda.synchronize()
@@ -36,10 +39,11 @@ def timed(fn, reps: int = 30) -> float:
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        for _ in range(inner):
+            fn()
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b) * 1e6)  # ns
+        times.append(a.elapsed_time(b) * 1e6 / inner)  # ns per copy
     times.sort()
     return times[len(times) // 2]
 
@@ -64,7 +68,7 @@ def main() -> None:
                      "clone": lambda: x.clone()}
             for what, fn in cases.items():
                 rows.append({"shape": list(shape), "dtype": str(dtype).removeprefix("torch."), "elem": x.element_size(),
-                             "bytes": x.numel() * x.element_size(), "what": what, "ns": timed(fn),
+                             "bytes": x.numel() * x.element_size(), "what": what, "ns": timed(fn, inner=10), "ns_alone": timed(fn),
                              "kernels": kernels(fn) if shape in PROFILED else []})
             del x, y
             torch.cuda.empty_cache()
@@ -72,7 +76,8 @@ def main() -> None:
     json.dump({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "l2_bytes": getattr(p, "L2_cache_size", None),
                "sms": p.multi_processor_count, "rows": rows}, open(out, "w"), indent=1)
     for r in rows:
-        print(r["dtype"], r["shape"], r["what"], f"{r['ns'] / 1e3:.1f} us", f"{2 * r['bytes'] / r['ns']:.0f} GB/s")
+        print(r["dtype"], r["shape"], r["what"], f"{r['ns'] / 1e3:.1f} us", f"alone {r['ns_alone'] / 1e3:.1f} us",
+              f"{2 * r['bytes'] / r['ns']:.0f} GB/s")
 
 
 if __name__ == "__main__":
