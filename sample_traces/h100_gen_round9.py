@@ -16,22 +16,12 @@ import json, os, sys, time
 
 import torch, torch.nn as nn
 
-from gen_pairs import layout_pair  # the script's own folder is sys.path[0]
+from gen_pairs import INBlock, layout_pair  # the script's own folder is sys.path[0]
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "/tmp/r9"
 os.makedirs(OUT, exist_ok=True)
 DEV = "cuda"
 TRUTH = {"env": {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name()}}
-
-
-class INBlock(nn.Module):
-    def __init__(self, c=128):
-        super().__init__()
-        self.c1, self.n1 = nn.Conv2d(c, c, 3, padding=1), nn.InstanceNorm2d(c, affine=True)
-        self.c2, self.n2 = nn.Conv2d(c, c, 3, padding=1), nn.InstanceNorm2d(c, affine=True)
-
-    def forward(self, x):
-        return x + self.n2(self.c2(torch.relu(self.n1(self.c1(x)))))
 
 
 def upsampler():

@@ -31,7 +31,7 @@ Usage: python3 h200_gen_round7.py OUT_DIR [PART ...]   (parts: cnn mlpt log cnnb
 import json, os, sys, time
 
 import torch, torch.nn as nn, torch.nn.functional as F
-from gen_pairs import layout_pair, record_pair as record_pair_in  # the script's own folder is sys.path[0]
+from gen_pairs import GNBlock, layout_pair, record_pair as record_pair_in  # the script's own folder is sys.path[0]
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "/tmp/r7"
 PARTS = sys.argv[2:] or ["cnn", "mlpt", "log"]
@@ -77,16 +77,6 @@ def cnn_pair(batch, prefix):
     for _ in range(3):
         cnn_compiled()
     record_pair({f"{prefix}_eager": cnn_eager, f"{prefix}_compiled": cnn_compiled})
-
-
-class GNBlock(nn.Module):
-    def __init__(self, c=128):
-        super().__init__()
-        self.n1, self.c1 = nn.GroupNorm(32, c), nn.Conv2d(c, c, 3, padding=1)
-        self.n2, self.c2 = nn.GroupNorm(32, c), nn.Conv2d(c, c, 3, padding=1)
-
-    def forward(self, x):
-        return x + self.c2(F.silu(self.n2(self.c1(F.silu(self.n1(x))))))
 
 
 if "gn" in PARTS:
