@@ -104,6 +104,14 @@ PAIRS = [
      "channels_last=True", "h100_r9_clin_cl", "round9_truth", "r9_clin_nchw", "r9_clin_cl", 10.0),
     ("(d3) the same, an ESPCN-style x4 upsampler with PixelShuffle (H100)", "h100_r9_clps_nchw",
      "channels_last=True", "h100_r9_clps_cl", "round9_truth", "r9_clps_nchw", "r9_clps_cl", 10.0),
+    # round 10 (sample_traces/h100_gen_round10.py, on an H100): the same conversions in other dtypes than the fp16 the
+    # permuted copies' rate was fitted on
+    ("(d4) the GroupNorm blocks of (d') in fp32, batch 32 (H100)", "h100_r10_clgn32_nchw", "channels_last=True",
+     "h100_r10_clgn32_cl", "round10_truth", "r10_clgn32_nchw", "r10_clgn32_cl", 10.0),
+    ("(d5) the InstanceNorm blocks of (d2) in fp32, batch 8 (H100)", "h100_r10_clin32_nchw", "channels_last=True",
+     "h100_r10_clin32_cl", "round10_truth", "r10_clin32_nchw", "r10_clin32_cl", 10.0),
+    ("(d6) the GroupNorm blocks of (d') in bf16 (H100)", "h100_r10_clgnbf_nchw", "channels_last=True",
+     "h100_r10_clgnbf_cl", "round10_truth", "r10_clgnbf_nchw", "r10_clgnbf_cl", 10.0),
 ]
 
 
