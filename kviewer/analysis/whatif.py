@@ -100,8 +100,9 @@ def permuted_copy_ns(nbytes: np.ndarray, itemsize: np.ndarray, bw: np.ndarray, i
     """The time (ns) of ``into`` copies into NCHW and ``back`` copies back to channels_last of a
     tensor of ``nbytes`` (``itemsize`` bytes an element; NaN: unknown, taken as the fitted 2 bytes)
     on a GPU of DRAM bandwidth ``bw`` (bytes/s). PyTorch's permuted copy is bound by its index
-    arithmetic per element, not by DRAM: on an H100 an fp32 copy took 0.9-1.3x the time of the fp16
-    copy of the same shape, where its bytes would give 2x (``tests/bench/device/permuted_copy_rates_h100.json``).
+    arithmetic per element, not by DRAM: on an H100 an fp32 copy took 0.96-1.31x the time of the fp16
+    copy of the same shape (once 1.99x), where its bytes would give 2x
+    (``tests/bench/device/permuted_copy_rates_h100.json``).
     So a copy of N elements of any dtype takes what N 2-byte elements take at
     :data:`PERMUTED_COPY_EFFICIENCY`, and never less than its own speed of light (the tensor read and
     written at ``bw``). Unknown bytes or bandwidth give NaN."""
@@ -460,8 +461,8 @@ class WhatIfModel:
 
     def _copied_back(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each op of :data:`EAGER_NCHW_OPS` (``cpu_slices`` rows): whether a copy kernel takes its
-        NCHW output back to channels_last, and the element size of its first tensor (NaN: unknown). The ops after it on its thread (at its depth or above) are
-        read in order: an elementwise op of one tensor input keeps the layout and is passed over; a
+        NCHW output back to channels_last, and the element size of its first tensor (NaN: unknown).
+        The ops after it on its thread (at its depth or above) are read in order: an elementwise op of one tensor input keeps the layout and is passed over; a
         convolution taking a tensor of the op's size copies it back (PyTorch 2.11: ``aten::conv2d`` ->
         ``aten::contiguous``); any other op (an add with a channels_last tensor, which reads it
         strided in its own kernel, or another op of the list, which wants NCHW) launches no copy:
