@@ -462,8 +462,8 @@ class WhatIfModel:
     def _copied_back(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each op of :data:`EAGER_NCHW_OPS` (``cpu_slices`` rows): whether a copy kernel takes its
         NCHW output back to channels_last, and the element size of its first tensor (NaN: unknown).
-        The ops after it on its thread (at its depth or above) are read in order: an elementwise op of one tensor input keeps the layout and is passed over; a
-        convolution taking a tensor of the op's size copies it back (PyTorch 2.11: ``aten::conv2d`` ->
+        The ops after it on its thread (at its depth or above) are read in order: an elementwise op
+        of one tensor input keeps the layout and is passed over; a convolution taking a tensor of the op's size copies it back (PyTorch 2.11: ``aten::conv2d`` ->
         ``aten::contiguous``); any other op (an add with a channels_last tensor, which reads it
         strided in its own kernel, or another op of the list, which wants NCHW) launches no copy:
         ``x + instance_norm(...)`` in ``sample_traces/h100_r9_clin_cl`` copies nothing back. Where
@@ -483,18 +483,14 @@ class WhatIfModel:
         order = order[np.lexsort((start[order], thread[order]))]
         at_thread = thread[order]
 
-        def parsed(r: int) -> list[_Tensor]:
+        def tensors(r: int) -> list[_Tensor]:
             return [t for t in _tensors(_parse(dims[r]), _parse(types[r])) if t is not None]
 
-        def tensors(r: int) -> list[int]:
-            return [t.numel for t in parsed(r)]
-
         for i, r in enumerate(rows.tolist()):
-            mine_t = parsed(r)
-            if not mine_t:
+            own = tensors(r)
+            if not own:
                 continue  # no shapes: counted
-            size[i] = mine_t[0].itemsize
-            own = [t.numel for t in mine_t]
+            size[i] = own[0].itemsize
             lo, hi = np.searchsorted(at_thread, thread[r], "left"), np.searchsorted(at_thread, thread[r], "right")
             mine = order[lo:hi]
             after = mine[np.searchsorted(start[mine], end[r], "left"):]
@@ -505,7 +501,7 @@ class WhatIfModel:
                 theirs = tensors(j)
                 if kind == "elementwise" and len(theirs) == 1 and b not in EAGER_NCHW_OPS:
                     continue
-                verdict = kind == "conv" and (not theirs or theirs[0] == own[0])
+                verdict = kind == "conv" and (not theirs or theirs[0].numel == own[0].numel)
                 break
             out[i] = verdict
         return out, size
