@@ -428,7 +428,12 @@ def precision_pipe(kind: str, counter: str = "", counter_pipe: str = "", op: str
     if counter:
         return counter, counter_pipe or matrix, "counters"
     if op:
-        return op, op_pipe or matrix, "op"
+        pipe = op_pipe or matrix
+        if op == "fp32" and pipe == "tensor" and name and precision_from_name(name) == "tf32":
+            # fp32 tensors multiplied on the tensor cores in TF32 (cuDNN's and CUTLASS's
+            # "..._f32f32_tf32f32_f32_..."): the op's dtype is the storage, the name the math
+            return "tf32", pipe, "op"
+        return op, pipe, "op"
     hint = precision_from_name(name) if name else ""
     if hint:
         if hint == "fp32" and FMA_WORDS & set(name_words(name)):
