@@ -53,7 +53,7 @@ from kviewer.analysis.depgraph import (
     map_host_time,
     replay,
 )
-from kviewer.analysis.steps import GPU_MARKER, find_steps
+from kviewer.analysis.steps import GPU_MARKER, find_steps, steps_of_gpu_ops
 from kviewer.core import Trace
 from kviewer.errors import AnalysisError
 
@@ -223,15 +223,13 @@ def step_windows(trace: Trace, graph: DepGraph, step: str | None = None) -> tupl
                               "end": found["end"].to_numpy(np.int64), "source": found["source"].to_numpy(),
                               "pid": c["pid"].to_numpy(np.int64)[rows], "tid": c["tid"].to_numpy(np.int64)[rows]})
         source = str(found["source"].iloc[0])
-    # each GPU op belongs to the step its launching call started in (its own start when unknown)
+    # each GPU op belongs to the step its launching call started in (steps.steps_of_gpu_ops)
     ms = marks["start"].to_numpy(np.int64)
     me = marks["end"].to_numpy(np.int64)
     gpu_marker = source == GPU_MARKER
-    launch_t = np.where((graph.g_launch >= 0) & (not gpu_marker), graph.h_start[np.maximum(graph.g_launch, 0)] if graph.n_host else 0,
-                        graph.g_start)
-    i = np.searchsorted(ms, launch_t, side="right") - 1
-    ic = np.clip(i, 0, len(ms) - 1)
-    step_of = np.where((i >= 0) & (launch_t <= me[ic]), ic, -1)
+    linked = graph.g_launch >= 0
+    launch_t = np.where(linked, graph.h_start[np.maximum(graph.g_launch, 0)] if graph.n_host else 0, graph.g_start)
+    step_of = steps_of_gpu_ops(ms, me, launch_t, linked, graph.g_start, graph.g_stream, on_gpu=gpu_marker)
     if not gpu_marker and graph.n_host and len(graph.threads) > 1:
         # several processes (ranks merged into one trace): a step holds its own process's work
         thread_pid = np.asarray([p for p, _ in graph.threads], dtype=np.int64)

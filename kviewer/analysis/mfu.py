@@ -578,8 +578,16 @@ def projected_mfu(result: MfuResult, projected: Any) -> pd.DataFrame:
     ``Projection`` whose ``steps`` have ``name`` and ``projected_ns``). The step's model
     FLOPs and peak are the measured ones (a projection changes time, not work), so the projected
     MFU is :func:`mfu_for_step_time` at the projected time; ``delta_pts`` is the change in
-    percentage points. Steps the MFU result does not know get unknown (NaN) values."""
+    percentage points. Steps the MFU result does not know get unknown (NaN) values.
+
+    A ``Projection`` also says each step's measured time by the what-if's own measure (from the
+    previous step's completion), which can differ from the MFU's step time (the host range or
+    the step's GPU span): the first step of a GPU-bound trace waits for work queued before the
+    trace began. Its projected time is then the MFU's step time scaled by projected / measured,
+    so that a projection that changes nothing leaves the MFU as it is."""
+    scale: dict[str, float] = {}
     if hasattr(projected, "steps"):  # a what-if Projection: its steps' names and projected times
+        scale = {str(st.name): st.projected_ns / st.measured_ns for st in projected.steps if st.measured_ns > 0}
         projected = [(st.name, st.projected_ns) for st in projected.steps]
     items = list(projected.items()) if hasattr(projected, "items") else list(projected)
     names = result.steps.drop_duplicates("step")[["step", "name"]] if len(result.steps) else pd.DataFrame({"step": [], "name": []})
@@ -591,7 +599,8 @@ def projected_mfu(result: MfuResult, projected: Any) -> pd.DataFrame:
         flops = float(r["model_flops"]) if r is not None else math.nan
         peak = float(r["peak_flops"]) if r is not None else math.nan
         now = float(r["mfu"]) if r is not None else math.nan
-        then = _physical(mfu_for_step_time(flops, peak, float(ns)))
+        at = float(r["step_ns"]) * scale[str(name)] if r is not None and str(name) in scale else float(ns)
+        then = _physical(mfu_for_step_time(flops, peak, at))
         rows.append({"name": str(name), "step": int(r["step"]) if r is not None else -1, "model_flops": flops, "peak_flops": peak,
                      "step_ns": float(r["step_ns"]) if r is not None else math.nan, "mfu": now, "projected_ns": float(ns),
                      "projected_mfu": then, "delta_pts": (then - now) * 100.0})

@@ -291,7 +291,7 @@ def find_steps(trace: Trace, detect: bool = True) -> pd.DataFrame:
     k = trace.kernels
     if len(marks):
         launch, linked = kernel_launch_times(trace)
-        step_of = _assign(marks, k["start"].to_numpy(dtype=np.int64), launch, linked)
+        step_of = _assign(marks, k["start"].to_numpy(dtype=np.int64), launch, linked, _stream_codes(k))
         rank = int(marks["rank"].iloc[0])
         if rank >= 0 and (k["rank"] >= 0).any():
             step_of[k["rank"].to_numpy() != rank] = -1
@@ -322,23 +322,60 @@ def kernel_steps(trace: Trace, steps: pd.DataFrame) -> np.ndarray:
         ic = np.clip(i, 0, len(steps) - 1)
         return np.where((i >= 0) & (ks <= steps["end"].to_numpy(dtype=np.int64)[ic]), i, -1).astype(np.int64)
     launch, linked = kernel_launch_times(trace)
-    return _assign(steps, k["start"].to_numpy(dtype=np.int64), launch, linked)
+    return _assign(steps, k["start"].to_numpy(dtype=np.int64), launch, linked, _stream_codes(k))
 
 
-def _assign(marks: pd.DataFrame, kstart: np.ndarray, launch: np.ndarray, linked: np.ndarray) -> np.ndarray:
+def _stream_codes(k: pd.DataFrame) -> np.ndarray:
+    """A code per (device, stream) of each kernel."""
+    if not len(k):
+        return np.zeros(0, dtype=np.int64)
+    codes, _ = pd.factorize(pd.MultiIndex.from_arrays([k["device"].to_numpy(np.int64), k["stream"].to_numpy(np.int64)]))
+    return np.asarray(codes, dtype=np.int64)
+
+
+def _assign(marks: pd.DataFrame, kstart: np.ndarray, launch: np.ndarray, linked: np.ndarray, stream: np.ndarray) -> np.ndarray:
     s = marks["start"].to_numpy(dtype=np.int64)
     e = marks["end"].to_numpy(dtype=np.int64)
-    if (marks["source"] == GPU_MARKER).all():
-        launch = kstart
-    # launched inside a range (ranges of one step sequence do not overlap)
+    return steps_of_gpu_ops(s, e, launch, linked, kstart, stream, on_gpu=bool((marks["source"] == GPU_MARKER).all()))
+
+
+def steps_of_gpu_ops(s: np.ndarray, e: np.ndarray, launch: np.ndarray, linked: np.ndarray, own_start: np.ndarray,
+                     stream: np.ndarray, on_gpu: bool = False) -> np.ndarray:
+    """The step each GPU op belongs to (-1 for none): the one join of GPU work to steps (the
+    step table, MFU, compare and the critical path's step windows all use it).
+
+    ``s``/``e``: the step ranges, by start, not overlapping; ``launch``: the start of each op's
+    launch call where ``linked``; ``own_start``: the op's start on the GPU; ``stream``: a code
+    per (device, stream). An op belongs to the step whose range holds its launch call (for
+    ranges on the GPU, ``on_gpu``: its own start). An op whose launch was not recorded takes the
+    step of the nearest op before it on its stream whose launch was (ops on a stream run in the
+    order they were launched). One with no such op before it ran work queued before the first
+    recorded launch on its stream, e.g. the tail of an iteration launched before the profiler
+    started (a GPU-bound program), and belongs to no step. Only on a stream where no launch was
+    recorded at all does the op's own start decide (the step begun last before it).
+    """
+    n = len(own_start)
+    if on_gpu:
+        launch, linked = own_start, np.ones(n, dtype=bool)
     i = np.searchsorted(s, launch, side="right") - 1
-    ic = np.clip(i, 0, len(s) - 1)
-    inside = (i >= 0) & (launch <= e[ic])
-    step_of = np.where(linked & inside, ic, -1)
-    # no launch known: by the kernel's own start, up to the next step's start
-    j = np.searchsorted(s, kstart, side="right") - 1
-    step_of = np.where(~linked, j, step_of)
-    return step_of.astype(np.int64)
+    ic = np.clip(i, 0, max(len(s) - 1, 0))
+    step_of = np.where(linked & (i >= 0) & (launch <= e[ic]), ic, -1).astype(np.int64) if len(s) else np.full(n, -1, np.int64)
+    unlinked = ~linked
+    if not unlinked.any() or not len(s):
+        return step_of
+    by_start = (np.searchsorted(s, own_start, side="right") - 1).astype(np.int64)
+    order = np.lexsort((own_start, stream))
+    st, lk = stream[order], linked[order]
+    pos = np.arange(n)
+    prev = np.maximum.accumulate(np.where(lk, pos, -1))  # the last linked op at or before, any stream
+    has_prev = (prev >= 0) & (st[np.maximum(prev, 0)] == st)  # ... on the op's own stream
+    codes, inverse = np.unique(st, return_inverse=True)
+    stream_linked = np.zeros(len(codes), dtype=bool)
+    stream_linked[inverse[lk]] = True
+    out_sorted = np.where(has_prev, step_of[order][np.maximum(prev, 0)], np.where(stream_linked[inverse], -1, by_start[order]))
+    result = step_of.copy()
+    result[order[~lk]] = out_sorted[~lk]
+    return result
 
 
 def _with_gpu(marks: pd.DataFrame, trace: Trace, step_of: np.ndarray) -> pd.DataFrame:

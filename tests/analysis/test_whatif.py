@@ -253,8 +253,12 @@ def test_channels_last_removes_the_layout_transforms_around_convolutions(sample_
     convolution's input and weight and nhwcToNchw on its output, 1.1 ms of a 5.2 ms step's kernels.
     torch.compile converts to channels_last and runs none. --channels-last removes exactly those
     kernels (counted here by their names, independently of the classification that picks them) and
-    their launch calls; with --fuse all the kernel time per step lands within 15 % of the compiled
-    program's (--fuse all alone misses by 32 %). A program already in channels_last has none."""
+    their launch calls; with --fuse all the projected step lands within 15 % of the compiled
+    program's unprofiled median (-2 %). Its kernel time per step does not: the fused and converted
+    kernels are projected 22 % faster than torch.compile's ran (2.00 ms against 2.57 ms a step; a
+    miss in BENCHMARKS.md). It was read as -10 % while the first step also counted the 21 kernels
+    queued before the trace began (tests/analysis/test_step_joins.py). --fuse all alone leaves it
+    20 % above. A program already in channels_last has none."""
     t = load(sample_traces / "h100_r7_gn_eager.pt.trace.json.gz")
     names = t.kernels["name"].astype(str)
     by_name = names.str.contains("nchwToNhwc|nhwcToNchw", regex=True).to_numpy()
@@ -274,8 +278,10 @@ def test_channels_last_removes_the_layout_transforms_around_convolutions(sample_
     compiled = kernel_ns_per_step(b, b.graph.g_dur)
     both, _ = a.edits(Changes(fuse=(), channels_last=True))
     fused, _ = a.edits(Changes(fuse=()))
-    assert abs(kernel_ns_per_step(a, both.g_dur) - compiled) <= 0.15 * compiled
-    assert abs(kernel_ns_per_step(a, fused.g_dur) - compiled) > 0.15 * compiled
+    unprofiled = _truth(sample_traces, "round7_truth_gn_cnnt.json.gz")["r7_gn_compiled"]["unprofiled"]["median_ms"] * 1e6
+    assert abs(a.project(Changes(fuse=(), channels_last=True)).median_projected_ns - unprofiled) <= 0.15 * unprofiled
+    assert -0.25 * compiled < kernel_ns_per_step(a, both.g_dur) - compiled < -0.15 * compiled
+    assert kernel_ns_per_step(a, fused.g_dur) - compiled > 0.15 * compiled
     # alone, in eager, the conversion is a loss: GroupNorm copies into NCHW and back (the program
     # converted so, h100_r7_clgn_cl, ran 48 % slower); fused (as torch.compile does) it is a gain
     assert a.project(Changes(channels_last=True)).median_projected_ns > 1.3 * a.project(Changes()).median_projected_ns

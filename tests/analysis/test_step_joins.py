@@ -1,0 +1,121 @@
+"""Which step a kernel belongs to, and the precision a step's MFU is measured against, checked against
+the raw trace JSON of a GPU-bound program (round 10's fp32 GroupNorm blocks on an H100, NCHW: cuDNN runs
+the fp32 convolutions in TF32; the host runs ahead of the GPU, and the profiler starts while kernels the
+warm-up step launched are still queued)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kviewer.analysis.critpath import step_windows
+from kviewer.analysis.depgraph import build_graph
+from kviewer.analysis.devices import tomllib  # tomli on Python 3.10
+from kviewer.analysis.kinds import precision_pipe
+from kviewer.analysis.mfu import mfu
+from kviewer.analysis.steps import find_steps, steps_of_gpu_ops
+from kviewer.io import load
+
+REPO = Path(__file__).resolve().parents[2]
+GN32 = "h100_r10_clgn32_nchw.pt.trace.json.gz"
+
+
+def _raw(path: Path) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    return events
+
+
+def _launched_per_step(events: list[dict[str, Any]]) -> tuple[list[int], int]:
+    """Kernels whose launch call (same correlation id) started inside each ProfilerStep range, and
+    the kernels whose launch the trace does not hold, counted from the JSON alone."""
+    steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                   if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    launches = {e["args"]["correlation"]: e["ts"] for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    counts = [0] * len(steps)
+    orphans = 0
+    for e in events:
+        if e.get("cat") != "kernel":
+            continue
+        t = launches.get(e["args"].get("correlation"))
+        if t is None:
+            orphans += 1
+            continue
+        for i, (a, b) in enumerate(steps):
+            if a <= t <= b:
+                counts[i] += 1
+    return counts, orphans
+
+
+def test_kernels_queued_before_the_trace_belong_to_no_step(sample_traces: Path) -> None:
+    """The trace opens with 43 kernels the warm-up step launched before the profiler started (no
+    launch call recorded); they run through the first two steps' host ranges. They were counted by
+    their own start: step 2 held 108 kernels and step 3 85 against 76 each, so their GPU spans read
+    5.9 and 8.1 ms against 3.8 ms and their MFU 10.6 % and 7.8 % against 16.5 %. By stream order
+    they ran work queued before the first recorded launch, so no step holds them."""
+    path = sample_traces / GN32
+    counts, orphans = _launched_per_step(_raw(path))
+    assert orphans == 43 and counts == [76, 76, 76, 76]
+    t = load(path)
+    steps = find_steps(t)
+    assert steps["kernel_count"].tolist() == counts
+    span = steps["gpu_span"].to_numpy(np.float64)
+    assert span.max() < 1.01 * span.min()
+    # the critical path's step windows use the same join: each holds the same GPU ops
+    graph = build_graph(t)
+    windows, _ = step_windows(t, graph)
+    kernels = [int((graph.g_table[w.gpu] == 0).sum()) for w in windows]
+    assert kernels == counts
+
+
+def test_an_unrecorded_launch_takes_the_step_of_the_op_before_it_on_its_stream() -> None:
+    """Unit rules of the one join (steps.steps_of_gpu_ops), on hand-made ops: two steps [0, 100],
+    [200, 300]; stream 0 has every launch recorded but one, stream 1 none, stream 2 starts with ops
+    queued before its first recorded launch."""
+    s, e = np.array([0, 200]), np.array([100, 300])
+    #            launched in step 0 | unrecorded, after it | launched in step 1 | stream 1: by start | queued | recorded
+    launch = np.array([10, -1, 210, -1, -1, -1, 20])
+    linked = np.array([True, False, True, False, False, False, True])
+    start = np.array([150, 400, 500, 250, 50, 60, 70])
+    stream = np.array([0, 0, 0, 1, 2, 2, 2])
+    got = steps_of_gpu_ops(s, e, launch, linked, start, stream)
+    assert got.tolist() == [0, 0, 1, 1, -1, -1, 0]
+    # ranges on the GPU: every op by its own start, inside a range or in none
+    on_gpu = steps_of_gpu_ops(s, e, launch, linked, start, stream, on_gpu=True)
+    assert on_gpu.tolist() == [-1, -1, -1, 1, 0, 0, 0]
+    # no launch recorded anywhere: the step begun last before the op's start (the rule kept for such traces)
+    none = steps_of_gpu_ops(s, e, launch, np.zeros(7, dtype=bool), start, stream)
+    assert none.tolist() == [0, 1, 1, 1, 0, 0, 0]
+
+
+def test_fp32_convolutions_cudnn_runs_in_tf32_are_measured_against_the_tf32_peak(sample_traces: Path) -> None:
+    """cuDNN's ``sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_...`` multiplies fp32 tensors on the
+    tensor cores in TF32. The op's dtype (float) made them fp32 against the FP32 vector rate (67
+    TFLOP/s on an H100 SXM): 502 % of the speed of light, so no SOL, and steps 4-5 at 122 % of the
+    peak, shown as unknown. Against the TF32 peak every step reads the same MFU, from the
+    convolutions' FLOPs counted here from the raw shapes."""
+    assert precision_pipe("conv", op="fp32", name="sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc")[:2] == ("tf32", "tensor")
+    assert precision_pipe("gemm", op="fp32", name="ampere_sgemm_128x64_nn")[:2] == ("fp32", "tensor")
+    assert precision_pipe("elementwise", op="fp32", name="tf32_looking_but_vector")[:2] == ("fp32", "vector")
+    assert precision_pipe("gemm", op="bf16", name="sm90_xmma_gemm_tf32")[:2] == ("bf16", "tensor")
+    path = sample_traces / GN32
+    events = _raw(path)
+    conv = 0.0
+    for ev in events:
+        if ev.get("name") == "aten::cudnn_convolution":
+            (n, c, h, w), (k, _, r, q) = ev["args"]["Input Dims"][:2]
+            conv += 2.0 * n * k * c * r * q * h * w  # stride 1, same padding: the output is h x w
+    per_step = conv / 4
+    doc = tomllib.loads((REPO / "kviewer" / "resources" / "devices.toml").read_text())
+    peak = float(doc["devices"]["h100_sxm"]["tf32_tflops"]) * 1e12
+    steps = mfu(load(path)).steps
+    assert (steps["precision"] == "tf32").all()
+    flops = steps["model_flops"].to_numpy(np.float64)
+    assert np.all(np.abs(flops - per_step) <= 0.01 * per_step)  # the convolutions are all but 0.5 % of the work
+    got = steps["mfu"].to_numpy(np.float64)
+    want = flops / (peak * steps["step_ns"].to_numpy(np.float64) * 1e-9)
+    assert np.allclose(got, want) and np.all((got > 0.16) & (got < 0.17))
