@@ -411,6 +411,10 @@ def precision_from_name(name: str) -> str:
         return "fp64"
     if re.search(r"int8|\bi8\b|imma|igmma", text):
         return "int8"
+    if re.search(r"\btensorop\b", text) and re.search(r"\bs\d+gemm\b", text):
+        # CUTLASS's fp32 GEMM on the tensor cores (cutlass_80_tensorop_s1688gemm_...: fp32 operands,
+        # the m16n8k8 TF32 instruction) converts its operands to TF32; its SIMT twin is "simt_sgemm"
+        return "tf32"
     if re.search(r"sgemm|\bs\d+gemm|\bf32\b|fp32|scudnn", text):
         return "fp32"
     return ""

@@ -61,6 +61,11 @@ def test_precision_from_names_and_scalars() -> None:
     assert precision_from_name("nvjet_sm90_hsh_128x256_64x4_2x1_v_bz_coopA_NTN") == "fp16"
     assert precision_from_name("Cijk_Alik_Bljk_BBS_BH_MT128x128x32_MI32x32x8x1") == "bf16"
     assert precision_from_name("ampere_sgemm_128x64_tn") == "fp32"
+    # CUTLASS: fp32 operands on the tensor cores run TF32 (sampled_rank-0's A100 GEMMs); SIMT is fp32
+    assert precision_from_name("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x5_tn_align4>(x::Params)") == "tf32"
+    assert precision_from_name("cutlass_80_simt_sgemm_128x128_8x5_nn_align1") == "fp32"
+    assert precision_from_name("cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8") == "bf16"
+    assert precision_from_name("cutlass_80_tensorop_f16_s16816gemm_relu_f16_128x128_32x4_tn_align8") == "fp16"
     # a Python scalar (dims []) is not the precision of the math: aten::mul(x, 0.5), AdamW's lr
     assert op_dtypes_precision('["c10::BFloat16", "double"]', "[[4, 1024], []]") == "bf16"
     assert op_dtypes_precision('["float", "double", "double"]', "[[1024], [], []]") == "fp32"
