@@ -237,7 +237,7 @@ _OP_KIND_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 #: PyTorch 2.11 on an H100: ``sample_traces/h100_r7_clgn_cl``, each ``aten::group_norm`` holding an
 #: ``aten::contiguous`` copy and each following ``aten::conv2d`` another); 1 = only the copy back (the
 #: op's own kernel reads its input in any layout: ``pixel_shuffle``'s clone). The copy back is
-#: counted only where a convolution takes the output (``WhatIfModel._copied_back``).
+#: counted only where a convolution takes the output (``WhatIfModel._copied_back_and_itemsize``).
 #: Matched against the outermost op holding the kernels' launching op (:func:`enclosing_op_rows`:
 #: ``instance_norm`` launches through ``batch_norm``). ``tests/bench/device/channels_last_ops.py``
 #: found the same conversion in ``layer_norm`` over (C, H, W) and ``softmax`` over C; those also run

@@ -425,7 +425,7 @@ class WhatIfModel:
         holding a kernel's launching op: ``aten::instance_norm`` launches through ``aten::batch_norm``)
         none of whose kernels was fused adds copies of its output's size to its first kernel: its
         input copied to NCHW (the norms), and its NCHW output copied back where a convolution takes it
-        (:meth:`_copied_back`), each at the fraction of its speed of light (read and write the tensor
+        (:meth:`_copied_back_and_itemsize`), each at the fraction of its speed of light (read and write the tensor
         at the GPU's bandwidth) :data:`PERMUTED_COPY_EFFICIENCY` gives. Returns the ops, the ns added, the ops whose bandwidth or bytes are unknown
         (nothing added for them), the ops' names and the ops whose output no copy takes back."""
         g = self.graph
@@ -451,7 +451,7 @@ class WhatIfModel:
         per = per[~per["fused"].to_numpy()]
         rows = per.index.to_numpy(np.int64)
         base = [op_base(str(n)) for n in c["name"].take(rows)]
-        back, itemsize = self._copied_back(rows)
+        back, itemsize = self._copied_back_and_itemsize(rows)
         into = np.array([EAGER_NCHW_OPS[b] - 1 for b in base], dtype=np.float64)
         ns = permuted_copy_ns(per["written"].to_numpy(), itemsize, per["bw"].to_numpy(), into, back)
         ns = np.where(per["nan"].to_numpy(), np.nan, ns)
@@ -459,7 +459,7 @@ class WhatIfModel:
         np.add.at(g_dur, per["first"].to_numpy(np.int64)[known], ns[known])
         return len(per), float(ns[known].sum()), int((~known).sum()), sorted(set(base)), int((~back).sum())
 
-    def _copied_back(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _copied_back_and_itemsize(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each op of :data:`EAGER_NCHW_OPS` (``cpu_slices`` rows): whether a copy kernel takes its
         NCHW output back to channels_last, and the element size of its first tensor (NaN: unknown).
         The ops after it on its thread (at its depth or above) are read in order: an elementwise op

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kviewer.analysis.devices import tomllib  # tomli on Python 3.10
 from kviewer.analysis.fusion import fusion_candidates
 from kviewer.analysis.whatif import PERMUTED_COPY_EFFICIENCY, Changes, whatif_model
 from kviewer.errors import AnalysisError
@@ -24,6 +25,11 @@ SAMPLES = ["h200_llm_block_eager.pt.trace.json.gz", "h200_llm_block_compiled.pt.
 
 def _truth(sample_traces: Path, name: str) -> dict:
     return json.loads(gzip.decompress((sample_traces / name).read_bytes()))
+
+
+#: the H100 SXM's DRAM bandwidth (bytes/s), read from the device table without kviewer
+H100_BW = float(tomllib.loads((Path(__file__).resolve().parents[2] / "kviewer" / "resources" / "devices.toml").read_text())
+                ["devices"]["h100_sxm"]["dram_gbs"]) * 1e9
 
 
 @pytest.mark.parametrize("name", SAMPLES)
@@ -320,7 +326,7 @@ def test_channels_last_against_the_program_converted_in_eager(sample_traces: Pat
     assert gn.graph.g_name[layout].astype(str).tolist() == [n for n in gn.graph.g_name[layout].astype(str) if "nchwToNhwc" in n or "nhwcToNchw" in n]
     edits, notes = gn.edits(Changes(channels_last=True))
     assert notes[0]["nchw_ops"] == 32  # 2 GroupNorms a block, 4 blocks a step, 4 steps
-    at_sol = 2 * (64 * 128 * 64 * 64 * 2) / 3.35e12 * 1e9
+    at_sol = 2 * (64 * 128 * 64 * 64 * 2) / H100_BW * 1e9
     copy_ns = at_sol / PERMUTED_COPY_EFFICIENCY["to_nchw"] + at_sol / PERMUTED_COPY_EFFICIENCY["to_cl"]
     kept = float(gn.graph.g_dur.sum()) - float(gn.graph.g_dur[layout].sum())
     assert float(edits.g_dur.sum()) == pytest.approx(kept + 32 * copy_ns, abs=64)  # each node rounded to the ns
@@ -356,7 +362,7 @@ def test_channels_last_where_the_nchw_only_op_launches_from_an_op_inside_it(samp
         layout = a.layout_kernels()
         kept = float(a.graph.g_dur.sum()) - float(a.graph.g_dur[layout].sum())
         added = float(edits.g_dur.sum()) - kept
-        assert added == pytest.approx(ops * into_ns / 3.35e12 * 1e9, rel=0.01)
+        assert added == pytest.approx(ops * into_ns / H100_BW * 1e9, rel=0.01)
         projected = a.project(Changes(channels_last=True)).median_projected_ns
         measured = b.project(Changes()).median_measured_ns
         assert abs(projected - measured) <= 0.10 * measured
@@ -428,7 +434,7 @@ def test_channels_last_finds_an_nchw_op_through_the_op_inside_it(sample_traces: 
     assert notes[0]["nchw_ops"] == 32
     layout = m.layout_kernels()
     kept = float(m.graph.g_dur.sum()) - float(m.graph.g_dur[layout].sum())
-    at_sol = 2 * (64 * 128 * 64 * 64 * 2) / 3.35e12 * 1e9  # one copy: read and write the 64 MiB output
+    at_sol = 2 * (64 * 128 * 64 * 64 * 2) / H100_BW * 1e9  # one copy: read and write the 64 MiB output
     copy_ns = at_sol / PERMUTED_COPY_EFFICIENCY["to_cl"] + (copies - 1) * at_sol / PERMUTED_COPY_EFFICIENCY["to_nchw"]
     assert float(edits.g_dur.sum()) == pytest.approx(kept + 32 * copy_ns, abs=64)
     what = str(notes[0]["what"])
@@ -450,7 +456,7 @@ def test_a_permuted_copy_takes_the_time_of_its_elements_never_less_than_its_spee
     fractions; a dtype of unknown size is taken at 2 bytes; no copy beats its own speed of light."""
     from kviewer.analysis.whatif import permuted_copy_ns
 
-    bw = 3.35e12
+    bw = H100_BW
     fp16 = permuted_copy_ns(np.array([64 * 2**20]), np.array([2.0]), np.array([bw]), np.array([1.0]), np.array([1.0]))
     at_sol = 2 * 64 * 2**20 / bw * 1e9
     assert fp16[0] == pytest.approx(at_sol / PERMUTED_COPY_EFFICIENCY["to_nchw"] + at_sol / PERMUTED_COPY_EFFICIENCY["to_cl"])
@@ -477,8 +483,8 @@ def test_permuted_copies_measured_by_dtype_follow_their_elements_not_their_bytes
     t = {(tuple(r["shape"]), r["dtype"], r["what"]): r["ns"] for r in rows}
     one = np.array([1.0])
     # what kviewer projects for an fp32 copy, relative to the fp16 copy of the same shape
-    ratio = (permuted_copy_ns(np.array([2 * 2**26]), np.array([4.0]), np.array([3.35e12]), one, one)
-             / permuted_copy_ns(np.array([2**26]), np.array([2.0]), np.array([3.35e12]), one, one))[0]
+    ratio = (permuted_copy_ns(np.array([2 * 2**26]), np.array([4.0]), np.array([H100_BW]), one, one)
+             / permuted_copy_ns(np.array([2**26]), np.array([2.0]), np.array([H100_BW]), one, one))[0]
     per_element_err, per_byte_err = [], []
     for (shape, dtype, what), ns in t.items():
         if dtype != "float16" or what == "clone" or ns < 50_000:
@@ -509,7 +515,7 @@ def test_channels_last_on_programs_of_other_dtypes_counts_the_copies_by_their_el
     a = whatif_model(load(sample_traces / f"h100_r10_{name}_nchw.pt.trace.json.gz"))
     edits, notes = a.edits(Changes(channels_last=True))
     assert notes[0]["nchw_ops"] == ops and notes[0].get("not_copied_back", 0) == ops - back
-    per_copy = 2 * elements * 2 / 3.35e12 * 1e9  # ns: as many 2-byte elements read and written at 3.35 TB/s
+    per_copy = 2 * elements * 2 / H100_BW * 1e9  # ns: as many 2-byte elements read and written at 3.35 TB/s
     expected = per_copy * (ops / PERMUTED_COPY_EFFICIENCY["to_nchw"] + back / PERMUTED_COPY_EFFICIENCY["to_cl"])  # each norm copies its input in
     layout = a.layout_kernels()
     added = float(edits.g_dur.sum()) - (float(a.graph.g_dur.sum()) - float(a.graph.g_dur[layout].sum()))
