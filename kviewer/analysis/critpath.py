@@ -58,6 +58,9 @@ from kviewer.core import Trace
 from kviewer.errors import AnalysisError
 
 CLASSES = ("gpu_kernel", "memcpy", "launch", "cpu", "sync", "comm", "idle")
+#: what :attr:`StepPath.unlaunched_ns` counts, as the CLI and the window say it
+UNLAUNCHED = ("GPU work whose launch the trace does not hold (queued by an earlier step before the profiler started, "
+              "or launched by an unrecorded thread)")
 C_GPU, C_MEMCPY, C_LAUNCH, C_CPU, C_SYNC, C_COMM, C_IDLE = range(7)
 _G_CLASS = {G_KERNEL: C_GPU, G_COMM: C_COMM, G_MEMCPY: C_MEMCPY}
 _H_CLASS = {H_LAUNCH: C_LAUNCH, H_SYNC: C_SYNC}
@@ -123,6 +126,10 @@ class StepPath:
     comm_wait: dict[int, int] = field(default_factory=dict)
     """rank -> ns its collective kernels of the step spent waiting for another rank to join
     (several ranks open); not on the path, which crosses to the late rank"""
+    unlaunched_ns: int = 0
+    """ns of the path on GPU work whose launch call the trace does not hold: work an earlier step
+    queued before the profiler started (the first step of a GPU-bound program waits for it), or
+    launched by a thread the profiler did not record"""
 
     @cached_property
     def segments(self) -> pd.DataFrame:
@@ -143,6 +150,8 @@ class StepPath:
                                   "breakdown": dict(self.breakdown), "top": list(self.top)}
         if self.comm_wait:
             out["comm_wait"] = [{"rank": r, "ns": ns} for r, ns in sorted(self.comm_wait.items())]
+        if self.unlaunched_ns:
+            out["unlaunched_ns"] = self.unlaunched_ns
         return out
 
 
@@ -442,7 +451,9 @@ def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame | dict[str, np.nda
     columns: dict[str, np.ndarray] = {"start": start, "end": end, "cls": cls.astype(np.int8), "lane": lane.astype(np.int8),
                                       "node": node, "name": names}
     waits = collective_waits(graph, rep, lo, hi) if rep is not None and ranked else {}
-    return StepPath(name, lo, hi, breakdown, tops, columns, waits)
+    gpu = (lane == LANE_GPU) & (node >= 0) & (cls != C_IDLE)  # the work itself, not the gaps before it
+    unlaunched = int(dur[gpu][graph.g_launch[node[gpu]] < 0].sum()) if gpu.any() and graph.n_host else 0
+    return StepPath(name, lo, hi, breakdown, tops, columns, waits, unlaunched)
 
 
 def collective_waits(graph: DepGraph, rep: Replay, lo: int, hi: int) -> dict[int, int]:

@@ -83,6 +83,8 @@ def cmd_critpath(args: argparse.Namespace) -> int:
         if s.get("comm_wait"):
             waits = ", ".join(f"rank {w['rank']} {format_ns(w['ns'])}" for w in s["comm_wait"])
             print(f"\n{s['name']}: waiting in collectives for a later rank (off the path, which crosses to that rank): {waits}")
+        if s.get("unlaunched_ns"):
+            print(f"\n{s['name']}: {format_ns(s['unlaunched_ns'])} of its path is {analysis.critpath.UNLAUNCHED}")
         n = len(s["top"][: args.top])
         if n:
             print(f"\n{s['name']}: on the path")

@@ -226,5 +226,6 @@ class StepBreakdown(QWidget):
             f"<td align=right>{format_percent(s.breakdown[c] / total * 100)}</td></tr>" for i, c in enumerate(analysis.critpath.CLASSES))
         top = "".join(f"<tr><td>{html.escape(str(t['name'])[:80])}</td><td>{t['kind']}</td><td align=right>{format_duration(float(t['ns']))}</td>"
                       f"<td align=right>{format_percent(t['pct'])}</td></tr>" for t in s.top[:8])
+        queued = f"<br>{format_duration(s.unlaunched_ns)} of the path is {html.escape(analysis.critpath.UNLAUNCHED)}" if s.unlaunched_ns else ""
         self.label.setText(f"<b>{html.escape(s.name)}</b>: critical path {format_duration(s.critical_path_ns)} "
-                           f"(step {format_duration(s.measured_ns)})<table>{parts}</table><br><b>On the path</b><table>{top}</table>")
+                           f"(step {format_duration(s.measured_ns)}){queued}<table>{parts}</table><br><b>On the path</b><table>{top}</table>")
