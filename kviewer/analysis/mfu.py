@@ -334,6 +334,7 @@ def _step_row(rank: int, s: Any, idx: np.ndarray, t: _SolColumns, kf: KernelFlop
         "name": str(s.name),
         "start": int(s.start),
         "end": int(s.end),
+        "gpu_end": int(s.gpu_end) if int(s.kernel_count) > 0 else -1,
         "step_ns": int(step_ns),
         "time_basis": basis,
         "kernel_count": int(len(idx)),
@@ -539,13 +540,18 @@ def compare_traces_mfu(a: Trace, b: Trace) -> pd.DataFrame:
 
 
 def steps_in_range(result: MfuResult, t0: int, t1: int, rank: int | None = None) -> dict[str, Any] | None:
-    """MFU over the whole steps whose marker range lies inside ``[t0, t1]`` (ns, trace time), over
-    the ranks (or one ``rank``): summed FLOPs / (summed job step time x summed peaks). None when
-    no whole step lies inside."""
+    """MFU over the whole steps inside ``[t0, t1]`` (ns, trace time), over the ranks (or one
+    ``rank``): summed FLOPs / (summed job step time x summed peaks). A step is whole inside when its
+    marker range is and so is its GPU work (``gpu_end``: a GPU-bound step's kernels run past its
+    marker). ``step_list`` names the steps, ``first_start`` / ``last_end`` bound them. None when no
+    whole step lies inside."""
     st = result.steps
     if not len(st):
         return None
-    inside = (st["start"].to_numpy(np.int64) >= t0) & (st["end"].to_numpy(np.int64) <= t1)
+    end = st["end"].to_numpy(np.int64)
+    if "gpu_end" in st:
+        end = np.maximum(end, st["gpu_end"].to_numpy(np.int64))
+    inside = (st["start"].to_numpy(np.int64) >= t0) & (end <= t1)
     if rank is not None:
         inside &= st["rank"].to_numpy(np.int64) == rank
     sel = st[inside]
@@ -553,6 +559,7 @@ def steps_in_range(result: MfuResult, t0: int, t1: int, rank: int | None = None)
         return None
     out = _totals(sel, job_table(sel))
     out["step_list"] = sorted(int(x) for x in sel["step"].unique())
+    out["first_start"], out["last_end"] = int(sel["start"].min()), int(end[inside].max())
     return out
 
 

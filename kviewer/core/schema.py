@@ -421,6 +421,8 @@ MFU = Table(
         Column("name", STR, "step marker name"),
         Column("start", INT, "start of the step's marker range, ns relative to the trace origin"),
         Column("end", INT, "end of the step's marker range, ns relative to the trace origin"),
+        Column("gpu_end", INT, "end of the last kernel launched in the step, ns relative to the trace origin (-1: none); "
+               "past ``end`` when the GPU runs behind the host"),
         Column("step_ns", INT, "step time, ns: the host range, or the GPU span of its kernels when longer"),
         Column("time_basis", STR, "'host range' | 'GPU span': which time step_ns is"),
         Column("kernel_count", INT, "kernels launched in the step"),

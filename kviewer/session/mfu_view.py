@@ -219,10 +219,8 @@ def range_mfu_text(result: Any, marker: tuple[str, int] | None, rng: tuple[float
         if tot is not None:
             steps = tot["step_list"]
             which = f"step {steps[0]}" if len(steps) == 1 else f"{len(steps)} whole steps ({steps[0]}–{steps[-1]})"
-            st = result.steps
-            inside = st[(st["start"].to_numpy() >= t0) & (st["end"].to_numpy() <= t1)]
             return (f"{which} in the range: {mfu_line(tot)}"
-                    + mfu_tensor_sentence(trace, tot.get("mfu"), inside["start"].min(), inside["end"].max()))
+                    + mfu_tensor_sentence(trace, tot.get("mfu"), tot["first_start"], tot["last_end"]))
     return ""
 
 

@@ -17,7 +17,7 @@ from kviewer.analysis.critpath import critical_paths, step_windows
 from kviewer.analysis.depgraph import build_graph
 from kviewer.analysis.devices import tomllib  # tomli on Python 3.10
 from kviewer.analysis.kinds import precision_pipe
-from kviewer.analysis.mfu import mfu
+from kviewer.analysis.mfu import mfu, steps_in_range
 from kviewer.analysis.steps import find_steps, steps_of_gpu_ops
 from kviewer.cli import main
 from kviewer.io import load
@@ -144,3 +144,31 @@ def test_the_critical_path_says_how_much_of_a_step_ran_work_queued_before_the_tr
     assert main(["critpath", str(path), "--no-cache"]) == 0
     out = capsys.readouterr().out
     assert f"{steps[0].name}: 2.07" in out and "whose launch the trace does not hold" in out
+
+
+def test_a_range_holds_a_step_whole_only_with_its_gpu_work(sample_traces: Path) -> None:
+    """The Range dock's MFU line counts the steps whole inside the selected range. A GPU-bound step's
+    kernels run past its marker: step 2's window (its marker's start to its last kernel's end, 5.96 ms)
+    holds the markers of steps 2-4, and was read as "3 whole steps (2-4)" at 11.4 ms of step time.
+    A step is whole inside when its GPU work is too (``gpu_end``, checked here against the raw JSON)."""
+    path = sample_traces / GN32
+    events = _raw(path)
+    steps_raw = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                       if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    launches = {e["args"]["correlation"]: e["ts"] for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    last_end = [max(e["ts"] + e["dur"] for e in events if e.get("cat") == "kernel" and a <= launches.get(e["args"].get("correlation"), -1) <= b)
+                for a, b in steps_raw]
+    res = mfu(load(path))
+    st = res.steps
+    # the last kernel's end after the marker's start, as the raw JSON has it (µs, to the ns)
+    got = (st["gpu_end"] - st["start"]).to_numpy(np.float64)
+    want = np.array([(e - a) * 1000 for e, (a, _) in zip(last_end, steps_raw)])
+    assert np.allclose(got, want, atol=2.0)
+    assert (st["gpu_end"] > st["end"]).all()  # bound by the GPU: every step's kernels outlast its marker
+    t0, t1 = int(st["start"].iloc[0]), int(st["gpu_end"].iloc[0])
+    one = steps_in_range(res, t0, t1)
+    assert one is not None and one["step_list"] == [2] and one["last_end"] == t1
+    every = steps_in_range(res, t0, int(st["gpu_end"].max()))
+    assert every is not None and every["step_list"] == [2, 3, 4, 5]
+    assert steps_in_range(res, t0, int(st["end"].iloc[0])) is None  # the marker alone: its kernels still run
