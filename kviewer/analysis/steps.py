@@ -25,6 +25,7 @@ import pandas as pd
 
 from kviewer.analysis.matching import factorize
 from kviewer.core import Trace
+from kviewer.core.groups import distinct_rows
 
 STEP_COLUMNS = [
     "step",
@@ -291,7 +292,7 @@ def find_steps(trace: Trace, detect: bool = True) -> pd.DataFrame:
     k = trace.kernels
     if len(marks):
         launch, linked = kernel_launch_times(trace)
-        step_of = _assign(marks, k["start"].to_numpy(dtype=np.int64), launch, linked, _stream_codes(k))
+        step_of = _assign(marks, k, launch, linked)
         rank = int(marks["rank"].iloc[0])
         if rank >= 0 and (k["rank"] >= 0).any():
             step_of[k["rank"].to_numpy() != rank] = -1
@@ -322,21 +323,16 @@ def kernel_steps(trace: Trace, steps: pd.DataFrame) -> np.ndarray:
         ic = np.clip(i, 0, len(steps) - 1)
         return np.where((i >= 0) & (ks <= steps["end"].to_numpy(dtype=np.int64)[ic]), i, -1).astype(np.int64)
     launch, linked = kernel_launch_times(trace)
-    return _assign(steps, k["start"].to_numpy(dtype=np.int64), launch, linked, _stream_codes(k))
+    return _assign(steps, k, launch, linked)
 
 
-def _stream_codes(k: pd.DataFrame) -> np.ndarray:
-    """A code per (device, stream) of each kernel."""
-    if not len(k):
-        return np.zeros(0, dtype=np.int64)
-    codes, _ = pd.factorize(pd.MultiIndex.from_arrays([k["device"].to_numpy(np.int64), k["stream"].to_numpy(np.int64)]))
-    return np.asarray(codes, dtype=np.int64)
-
-
-def _assign(marks: pd.DataFrame, kstart: np.ndarray, launch: np.ndarray, linked: np.ndarray, stream: np.ndarray) -> np.ndarray:
+def _assign(marks: pd.DataFrame, k: pd.DataFrame, launch: np.ndarray, linked: np.ndarray) -> np.ndarray:
     s = marks["start"].to_numpy(dtype=np.int64)
     e = marks["end"].to_numpy(dtype=np.int64)
-    return steps_of_gpu_ops(s, e, launch, linked, kstart, stream, on_gpu=bool((marks["source"] == GPU_MARKER).all()))
+    # the streams matter only to kernels whose launch is unknown: not computed when every one is known
+    stream = np.zeros(len(k), dtype=np.int64) if linked.all() else distinct_rows(k["device"].to_numpy(), k["stream"].to_numpy())[0]
+    return steps_of_gpu_ops(s, e, launch, linked, k["start"].to_numpy(dtype=np.int64), stream,
+                            on_gpu=bool((marks["source"] == GPU_MARKER).all()))
 
 
 def steps_of_gpu_ops(s: np.ndarray, e: np.ndarray, launch: np.ndarray, linked: np.ndarray, own_start: np.ndarray,
