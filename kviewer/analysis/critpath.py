@@ -452,7 +452,7 @@ def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame | dict[str, np.nda
                                       "node": node, "name": names}
     waits = collective_waits(graph, rep, lo, hi) if rep is not None and ranked else {}
     gpu = (lane == LANE_GPU) & (node >= 0) & (cls != C_IDLE)  # the work itself, not the gaps before it
-    unlaunched = int(dur[gpu][graph.g_launch[node[gpu]] < 0].sum()) if gpu.any() and graph.n_host else 0
+    unlaunched = int(dur[gpu][graph.g_launch[node[gpu]] < 0].sum())
     return StepPath(name, lo, hi, breakdown, tops, columns, waits, unlaunched)
 
 

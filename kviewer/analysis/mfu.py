@@ -548,9 +548,7 @@ def steps_in_range(result: MfuResult, t0: int, t1: int, rank: int | None = None)
     st = result.steps
     if not len(st):
         return None
-    end = st["end"].to_numpy(np.int64)
-    if "gpu_end" in st:
-        end = np.maximum(end, st["gpu_end"].to_numpy(np.int64))
+    end = np.maximum(st["end"].to_numpy(np.int64), st["gpu_end"].to_numpy(np.int64))
     inside = (st["start"].to_numpy(np.int64) >= t0) & (end <= t1)
     if rank is not None:
         inside &= st["rank"].to_numpy(np.int64) == rank
