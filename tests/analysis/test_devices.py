@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -18,13 +17,12 @@ from kviewer.analysis.devices import (
     load_devices,
     recognise,
 )
-from kviewer.analysis.devices import tomllib  # tomli on Python 3.10
 from kviewer.core import Trace, TraceMeta, make_table
 from kviewer.errors import AnalysisError
+from tests.analysis.device_table import RAW
 
 
 REPO = Path(__file__).resolve().parents[2]
-RAW = tomllib.loads(resources.files("kviewer").joinpath("resources", "devices.toml").read_text("utf-8"))["devices"]
 DEV = load_devices()
 
 

@@ -13,9 +13,7 @@ import gzip
 import io
 import shutil
 import sqlite3
-from kviewer.analysis.devices import tomllib  # tomli on Python 3.10
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +22,7 @@ import pytest
 
 from kviewer.cli import main
 from kviewer.io import load
+from tests.analysis.device_table import raw_value
 
 NAME = "gpt_train_gpu_metrics.sqlite.gz"
 
@@ -82,7 +81,7 @@ def test_per_step_means_equal_sql(path: Path, db: sqlite3.Connection, capsys: py
     assert main(["summary", str(path), "--steps", "--format", "csv", "-q"]) == 0
     steps = pd.read_csv(io.StringIO(capsys.readouterr().out))
     assert list(steps["step"]) == [0, 1, 2, 3]
-    peak = tomllib.loads(resources.files("kviewer").joinpath("resources", "devices.toml").read_text("utf-8"))["devices"]["h200"]["dram_gbs"]
+    peak = raw_value("h200", "dram_gbs")
     for row in steps.itertuples():
         # the window: the GPU span of the kernels launched inside the step's NVTX range, by SQL
         s, e = db.execute("select start, end from NVTX_EVENTS e join StringIds t on t.id = e.textId where t.value = ? "

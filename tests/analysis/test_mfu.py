@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from kviewer.analysis.devices import tomllib  # tomli on Python 3.10
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +16,13 @@ import pytest
 from kviewer.analysis.mfu import compare_mfu, mfu, mfu_for_step_time
 from kviewer.analysis.model import attention_recompute_share
 from kviewer.io import load
+from tests.analysis.device_table import raw_value
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def h200_peak(field: str) -> float:
     """The dense peak of the H200 in devices.toml, read without kviewer."""
-    doc = tomllib.loads((REPO / "kviewer" / "resources" / "devices.toml").read_text())
-    return float(doc["devices"]["h200"][field]) * 1e12
+    return raw_value("h200", field) * 1e12
 
 
 def raw_events(path: Path) -> list[dict[str, Any]]:
@@ -386,7 +384,7 @@ def test_summary_steps_device(sample_traces: Path, capsys: pytest.CaptureFixture
     path = str(sample_traces / "h200_block2_eager.pt.trace.json.gz")
     assert cli.main(["summary", path, "--steps", "--device", "mi250x_gcd", "--format", "json", "-q"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    peak = tomllib.loads((REPO / "kviewer" / "resources" / "devices.toml").read_text())["devices"]["mi250x_gcd"]["bf16_tflops"] * 1e12
+    peak = raw_value("mi250x_gcd", "bf16_tflops") * 1e12
     assert all(r["peak_flops"] == peak for r in doc["mfu"]["steps"])
     assert cli.main(["summary", path, "--steps", "--device", "nosuchgpu", "-q"]) == 2
     assert "nosuchgpu" in capsys.readouterr().err

@@ -15,14 +15,13 @@ import pytest
 
 from kviewer.analysis.critpath import critical_paths, step_windows
 from kviewer.analysis.depgraph import build_graph
-from kviewer.analysis.devices import tomllib  # tomli on Python 3.10
 from kviewer.analysis.kinds import precision_pipe
 from kviewer.analysis.mfu import mfu, steps_in_range
 from kviewer.analysis.steps import find_steps, steps_of_gpu_ops
 from kviewer.cli import main
 from kviewer.io import load
+from tests.analysis.device_table import raw_value
 
-REPO = Path(__file__).resolve().parents[2]
 GN32 = "h100_r10_clgn32_nchw.pt.trace.json.gz"
 
 
@@ -112,8 +111,7 @@ def test_fp32_convolutions_cudnn_runs_in_tf32_are_measured_against_the_tf32_peak
             (n, c, h, w), (k, _, r, q) = ev["args"]["Input Dims"][:2]
             conv += 2.0 * n * k * c * r * q * h * w  # stride 1, same padding: the output is h x w
     per_step = conv / 4
-    doc = tomllib.loads((REPO / "kviewer" / "resources" / "devices.toml").read_text())
-    peak = float(doc["devices"]["h100_sxm"]["tf32_tflops"]) * 1e12
+    peak = raw_value("h100_sxm", "tf32_tflops") * 1e12
     steps = mfu(load(path)).steps
     assert (steps["precision"] == "tf32").all()
     flops = steps["model_flops"].to_numpy(np.float64)

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kviewer.analysis.devices import tomllib  # tomli on Python 3.10
 from kviewer.analysis.fusion import fusion_candidates
 from kviewer.analysis.whatif import PERMUTED_COPY_EFFICIENCY, Changes, whatif_model
 from kviewer.errors import AnalysisError
 from kviewer.io import load
+from tests.analysis.device_table import raw_value
 from tests.bench.bench_whatif import kernel_ns_per_step
 
 SAMPLES = ["h200_llm_block_eager.pt.trace.json.gz", "h200_llm_block_compiled.pt.trace.json.gz", "mlp_eager.pt.trace.json.gz",
@@ -28,8 +28,7 @@ def _truth(sample_traces: Path, name: str) -> dict:
 
 
 #: the H100 SXM's DRAM bandwidth (bytes/s), read from the device table without kviewer
-H100_BW = float(tomllib.loads((Path(__file__).resolve().parents[2] / "kviewer" / "resources" / "devices.toml").read_text())
-                ["devices"]["h100_sxm"]["dram_gbs"]) * 1e9
+H100_BW = raw_value("h100_sxm", "dram_gbs") * 1e9
 
 
 @pytest.mark.parametrize("name", SAMPLES)
