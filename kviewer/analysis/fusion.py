@@ -71,14 +71,12 @@ from kviewer.analysis.devices import DeviceSpec
 from kviewer.analysis.kinds import kernel_blocks, kernel_op_info
 from kviewer.analysis.model import _parse, _tensors, model_kernels
 from kviewer.analysis.sol import SOL_EXCEEDS, SOL_OK, SolResult, speed_of_light
+from kviewer.analysis.steps import marked_steps
 from kviewer.core import Trace
 from kviewer.core.schema import FUSION_COLUMNS
 
 ANCHORS = ("gemm", "attention", "conv")
 MEMORY_KINDS = ("elementwise", "norm", "softmax", "reduction", "copy")
-
-
-_STEP = re.compile(r"^(?:ProfilerStep#\d+|(?:train(?:ing)?[_ ]?)?(?:step|iter|iteration)[\s_#:=-]*\d+)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -88,47 +86,6 @@ class FusionOptions:
     min_length: int = 2
     max_length: int = 16
     """a longer run is split: one kernel that long is a rewrite, not a fusion"""
-
-
-def kernel_steps(trace: Trace) -> np.ndarray:
-    """Step index of every kernel, -1 where the trace marks no steps.
-
-    Uses GPU-side step ranges (``gpu_annotation``, Kineto's projection of ``record_function``
-    ranges) by kernel start, else host ranges (annotation / NVTX) by the start of the launching
-    call found through the correlation id.
-    """
-    k = trace.kernels
-    out = np.full(len(k), -1, dtype=np.int64)
-    c = trace.cpu_slices
-    if not len(k) or not len(c):
-        return out
-    cats = c["category"].astype(str)
-    # match the distinct names once: slices repeat a few names many times
-    names = c["name"].astype("category")
-    step_cat = np.array([bool(_STEP.match(str(x))) for x in names.cat.categories] + [False])
-    is_step = step_cat[names.cat.codes.to_numpy()]
-    gpu = c[is_step & (cats == "gpu_annotation").to_numpy()]
-    if len(gpu):
-        return _assign(gpu["start"].to_numpy(), gpu["end"].to_numpy(), k["start"].to_numpy())
-    host = c[is_step & cats.isin(["annotation", "nvtx"]).to_numpy()]
-    if not len(host):
-        return out
-    calls = c[cats.isin(["runtime", "driver"]).to_numpy() & (c["correlation"] >= 0).to_numpy()]
-    launch = pd.Series(calls["start"].to_numpy(), index=calls["correlation"].to_numpy())
-    launch = launch[~launch.index.duplicated()]
-    when = launch.reindex(k["correlation"].to_numpy()).to_numpy(dtype=np.float64)
-    return _assign(host["start"].to_numpy(), host["end"].to_numpy(), when)
-
-
-def _assign(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order].astype(np.float64), ends[order].astype(np.float64)
-    pos = np.searchsorted(s, t, side="right") - 1
-    ok = (pos >= 0) & ~np.isnan(t)
-    ok[ok] &= t[ok] < e[pos[ok]]
-    out = np.full(len(t), -1, dtype=np.int64)
-    out[ok] = order[pos[ok]]
-    return out
 
 
 def _is_memory_bound(kind: str, bound: str) -> bool:
@@ -390,7 +347,7 @@ def fusion_candidates(
     if sol is None:
         sol = speed_of_light(trace, device, devices)
     links = _links(trace, model) if len(sol) else None
-    chains = find_chains(sol, kernel_steps(trace), options, links)
+    chains = find_chains(sol, marked_steps(trace, every_rank=True)[1], options, links)
     total_ns = float(sol["dur"].sum())
     if not chains or links is None:
         return _empty()

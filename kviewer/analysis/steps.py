@@ -135,8 +135,9 @@ def kernel_launch_times(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return launch, linked
 
 
-def _markers(trace: Trace) -> pd.DataFrame:
-    """Step marker ranges (step, name, source, start, end, rank), one per step number, by start."""
+def _markers(trace: Trace, every_rank: bool = False) -> pd.DataFrame:
+    """Step marker ranges (step, name, source, start, end, rank), one per step number, by start:
+    of the first rank, or with ``every_rank`` of each rank (one per rank and step number)."""
     c = trace.cpu_slices
     empty = pd.DataFrame({"step": pd.Series(dtype=np.int64), "name": pd.Series(dtype=object), "source": pd.Series(dtype=object),
                           "start": pd.Series(dtype=np.int64), "end": pd.Series(dtype=np.int64),
@@ -156,11 +157,11 @@ def _markers(trace: Trace) -> pd.DataFrame:
         step_of_value = np.where(is_step, pd.to_numeric(num, errors="coerce").fillna(-1).to_numpy(), -1).astype(np.int64)
         sel = c[mask].copy()
         sel["step"] = step_of_value[codes[mask]]
-        if (sel["rank"] >= 0).any():
+        if (sel["rank"] >= 0).any() and not every_rank:
             # one rank's steps: the others run the same steps at (nearly) the same time
             sel = sel[sel["rank"] == sel.loc[sel["rank"] >= 0, "rank"].min()]
         # the same step marked twice (a CPU range and its GPU projection): keep the earliest
-        sel = sel.sort_values(["start", "depth"], kind="stable").drop_duplicates("step", keep="first")
+        sel = sel.sort_values(["start", "depth"], kind="stable").drop_duplicates(["rank", "step"], keep="first")
         src = source or ""
         out = pd.DataFrame(
             {
@@ -288,27 +289,46 @@ def find_steps(trace: Trace, detect: bool = True) -> pd.DataFrame:
     their intervals per device and ``kernel_count`` their number. Empty when the trace has no
     steps (and ``detect`` is False or nothing periodic was found).
     """
-    marks = _markers(trace)
-    k = trace.kernels
-    if len(marks):
-        launch, linked = kernel_launch_times(trace)
-        step_of = _assign(marks, k, launch, linked)
-        rank = int(marks["rank"].iloc[0])
-        if rank >= 0 and (k["rank"] >= 0).any():
-            step_of[k["rank"].to_numpy() != rank] = -1
-    elif detect:
-        found = detect_iterations(trace)
+    marks, step_of = marked_steps(trace)
+    if not len(marks):
+        found = detect_iterations(trace) if detect else marks
         if not len(found):
             return _empty_steps()
         marks = pd.DataFrame(
             {"step": found["step"], "name": [f"iteration {i}" for i in found["step"]], "source": "detected", "start": found["start"], "end": found["end"]}
         )
-        step_of = np.full(len(k), -1, dtype=np.int64)
         for i, (p, q) in enumerate(zip(found["first"], found["stop"])):
             step_of[p:q] = i
-    else:
-        return _empty_steps()
     return _with_gpu(marks, trace, step_of)
+
+
+def marked_steps(trace: Trace, every_rank: bool = False) -> tuple[pd.DataFrame, np.ndarray]:
+    """The step markers of a trace (ProfilerStep#N, else ranges named like steps; see the module
+    doc) and the row of the markers each kernel belongs to (-1 for none, and for every kernel when
+    there are no markers): the rules of :func:`find_steps` without detected iterations.
+
+    The markers are the first rank's, and the other ranks' kernels belong to none of them (a step
+    table of one rank; the others run the same steps); with ``every_rank``, each rank's kernels
+    belong to its own rank's markers (fusion, which must not chain across any rank's steps).
+    """
+    marks = _markers(trace, every_rank)
+    k = trace.kernels
+    step_of = np.full(len(k), -1, dtype=np.int64)
+    if not len(marks):
+        return marks, step_of
+    launch, linked = kernel_launch_times(trace)
+    mrank = marks["rank"].to_numpy(dtype=np.int64)
+    krank = k["rank"].to_numpy(dtype=np.int64)
+    ranks = np.unique(mrank)
+    if (mrank < 0).all() or (krank < 0).all() or (len(ranks) == 1 and (krank == ranks[0]).all()):
+        return marks, _assign(marks, k, launch, linked)
+    cols = k[["device", "stream", "start"]]
+    for r in ranks:
+        rows = np.flatnonzero(mrank == r)
+        mine = np.flatnonzero(krank == r)
+        sub = _assign(marks.iloc[rows], cols.iloc[mine], launch[mine], linked[mine])
+        step_of[mine] = np.where(sub >= 0, rows[np.maximum(sub, 0)], -1)
+    return marks, step_of
 
 
 def kernel_steps(trace: Trace, steps: pd.DataFrame) -> np.ndarray:

@@ -169,3 +169,61 @@ def test_fusion_result_carries_its_candidates_and_kernel_time(eager: Trace) -> N
     assert result.candidates["chain"].tolist() == expected["chain"].tolist()
     assert result.kernel_ns == float(eager.kernels["dur"].sum())
     assert result.summary() == fusion_summary(expected, eager)
+
+
+def _two_rank_trace() -> Trace:
+    """Two ranks (one GPU each) run the same two steps: an add as the last kernel of step 0, then a
+    gelu reading its output as the first kernel of step 1, 1 µs later. Each rank marks its own
+    steps (ProfilerStep#0, #1): rank 1's boundary lies elsewhere on the clock than rank 0's. No
+    launch call is recorded, so the kernels' own starts place them."""
+    import json
+
+    import pandas as pd
+
+    dur, n = 200_000, 4
+    rank = np.array([0, 0, 1, 1])
+    start = np.array([0, dur + 1000, 50_000, 50_000 + dur + 1000])
+    names = [ADD, GELU, ADD, GELU]
+    kernels = make_table("kernels", n, {
+        "name": names, "short_name": names, "start": start, "dur": np.full(n, dur), "stream": np.full(n, 7),
+        "device": rank, "rank": rank, "external_id": np.arange(1, n + 1),
+    })
+    # the ops (one per kernel), then each rank's two step markers, split between its add and its gelu
+    split = start[1::2] - 500
+    m_start = np.array([0, split[0], 0, split[1]])
+    m_end = np.array([split[0], split[0] + 300_000, split[1], split[1] + 300_000])
+    cpu = make_table("cpu_slices", 2 * n, {
+        "name": np.array(["aten::add", "aten::gelu"] * 2 + ["ProfilerStep#0", "ProfilerStep#1"] * 2, dtype=object),
+        "category": pd.Categorical(["op"] * n + ["annotation"] * n),
+        "start": np.concatenate([start, m_start]), "dur": np.concatenate([np.full(n, 10), m_end - m_start]),
+        "external_id": np.concatenate([np.arange(1, n + 1), np.full(n, -1)]), "depth": np.zeros(2 * n, dtype=np.int64),
+        "rank": np.concatenate([rank, rank]),
+        "input_dims": pd.Categorical([json.dumps(d) for d in ([X, X], [X]) * 2] + ["[]"] * n),
+        "input_types": pd.Categorical([json.dumps(t) for t in (["float", "float"], ["float"]) * 2] + ["[]"] * n),
+    })
+    devices = make_table("devices", 2, {"id": [0, 1], "name": np.array(["NVIDIA H100 80GB HBM3"] * 2, dtype=object)})
+    return Trace(meta=TraceMeta(path="t", source_format="test"), kernels=kernels, devices=devices, cpu_slices=cpu)
+
+
+def test_no_chain_across_a_step_boundary_of_any_rank() -> None:
+    """Fusion takes every kernel's step from the one step join (steps.marked_steps), each rank's
+    kernels against that rank's own markers. Its own rule before put kernels without a recorded
+    launch in no step (so this add and gelu chained across the boundary on both ranks); the step
+    table is one rank's, so had fusion used it, rank 1's pair would still chain."""
+    from kviewer.analysis.steps import find_steps, marked_steps
+
+    t = _two_rank_trace()
+    marks, step_of = marked_steps(t, every_rank=True)
+    assert marks["rank"].tolist() == [0, 1, 0, 1] and marks["step"].tolist() == [0, 0, 1, 1]
+    # kernels by start: rank 0's add, rank 1's add, rank 0's gelu, rank 1's gelu
+    assert t.kernels["rank"].tolist() == [0, 1, 0, 1]
+    assert [(int(marks["rank"][s]), int(marks["step"][s])) for s in step_of] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+    # the step table: rank 0's two steps, one kernel each (rank 1's kernels in none)
+    assert find_steps(t, detect=False)["kernel_count"].tolist() == [1, 1]
+    assert marked_steps(t)[1].tolist() == [0, -1, 1, -1]
+    assert len(fusion_candidates(t)) == 0
+    # the same two kernels within one step on every rank: they chain, once per rank
+    one = Trace(meta=t.meta, kernels=t.kernels, devices=t.devices,
+                cpu_slices=t.cpu_slices[~t.cpu_slices["name"].isin(["ProfilerStep#1"])].reset_index(drop=True))
+    c = fusion_candidates(one)
+    assert len(c) == 1 and int(c["count"].iloc[0]) == 2
