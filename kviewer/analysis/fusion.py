@@ -10,7 +10,9 @@ Chains are found on each (device, stream), walking kernels in start order:
 
 A kernel joins a chain only when
 
-* it is close in time to the previous one (``max_gap_ns``) and in the same step;
+* it is close in time to the previous one and in the same step: the GPU idled between them no longer
+  than ``max_gap_ns`` or than the chain's work so far (an eager host launching late inside a chain
+  is no new phase of the program);
 * there is a **data dependency**: its launching op reads a tensor with as many elements as the
   previous kernel's op wrote (op order and shape, from the ops' recorded shapes);
 * it is not communication, synchronisation, a copy between devices, a sort or a kernel that
@@ -22,7 +24,9 @@ A kernel joins a chain only when
 
 A kernel of the last member's own op that does not join (the layout transform of a convolution's
 output, a LayerNorm backward's parameter gradients) runs beside the chain without ending it; the
-time between members excludes it.
+time between members excludes it. So does, inside an unfused attention, a kernel that reads no
+member's output (the causal mask built, V made contiguous for the second GEMM): it is an input
+of the fused kernel, not a step of the chain.
 
 What fusing saves
 -----------------
@@ -215,6 +219,49 @@ def _depends(links: _Links | None, prev: int, j: int) -> bool:
     return any(numel == out for numel, _ in links.inputs[j])
 
 
+def _attention_copies(idx: np.ndarray, p: int, chain: list[int], kinds: np.ndarray, links: _Links | None,
+                      previous: list[int]) -> list[int]:
+    """The layout copies around an unfused attention that a fused attention kernel makes unnecessary.
+
+    ``idx`` is the stream's kernels in start order, ``p`` the position of the chain's last member
+    (its second batched GEMM). FlashAttention and SDPA's other kernels read Q, K and V strided (a
+    head's rows need only a contiguous last dimension) and write their output in the layout the
+    output projection reads, so the ``.contiguous()`` copies feeding the chain's GEMMs (run just
+    before its first member or between its members) and the copy of its output right after it
+    (``transpose(1, 2).reshape``) have no reason to run. A copy counts only where a member reads
+    what it wrote, or it reads the last member's output (by element count, as every dependency
+    here). ``previous``, the chain found before this one on the stream: its members are taken only
+    when all of them are such copies (the caller then drops it)."""
+    if links is None:
+        return []
+    members = set(chain)
+    pos = {int(j): q for q, j in enumerate(idx.tolist())}
+    first = pos[chain[0]]
+    found: list[int] = []
+    q = first - 1
+    while q >= 0 and kinds[idx[q]] == "copy" and any(_depends(links, int(idx[q]), m) for m in chain):
+        found.append(int(idx[q]))
+        q -= 1
+    if previous and not set(previous) <= set(found):
+        found = [j for j in found if j not in previous]
+    for q in range(first + 1, p):
+        j = int(idx[q])
+        later = [m for m in chain if pos[m] > q]
+        if j not in members and kinds[j] == "copy" and any(_depends(links, j, m) for m in later):
+            found.append(j)
+    if p + 1 < len(idx) and kinds[idx[p + 1]] == "copy" and _depends(links, chain[-1], int(idx[p + 1])):
+        found.append(int(idx[p + 1]))
+    return sorted(found, key=lambda j: pos[j])
+
+
+def _independent(links: _Links | None, chain: list[int], j: int) -> bool:
+    """Whether kernel ``j``'s op reads nothing any member of ``chain`` wrote (by element count), with
+    both ops known."""
+    if links is None or links.op[j] < 0:
+        return False
+    return not any(links.op[m] == links.op[j] or _depends(links, m, j) for m in chain)
+
+
 def _chainable(links: _Links | None, j: int) -> bool:
     # a member must be its op's only kernel doing arithmetic (not a helper), or the writer of an op
     # of several memory kernels (which may only start a chain: its statistics kernels read its input
@@ -231,9 +278,12 @@ def _beside(links: _Links | None, last: int, j: int) -> bool:
 
 
 def find_chains(
-    sol: pd.DataFrame, steps: np.ndarray | None = None, options: FusionOptions = FusionOptions(), links: _Links | None = None
+    sol: pd.DataFrame, steps: np.ndarray | None = None, options: FusionOptions = FusionOptions(), links: _Links | None = None,
+    copies: dict[int, list[int]] | None = None,
 ) -> list[list[int]]:
-    """Chains as lists of row positions of ``sol`` (see the module doc for the rules)."""
+    """Chains as lists of row positions of ``sol`` (see the module doc for the rules). ``copies``, when
+    given, receives per chain index the layout copies an unfused attention's fused kernel makes
+    unnecessary (:func:`_attention_copies`)."""
     chains: list[list[int]] = []
     if not len(sol):
         return chains
@@ -248,14 +298,20 @@ def find_chains(
         cur: list[int] = []
         mode = ""
         busy = 0  # end of the last kernel beside the chain since its last member (the GPU was not idle)
-        for j in idx:
+        absorbed: set[int] = set()
+        for p, j in enumerate(idx):
+            if j in absorbed:
+                continue
             kind, mem = kinds[j], _is_memory_bound(kinds[j], bounds[j])
             ok = _chainable(links, j)
             joins = False
             if cur and ok and not (links is not None and links.writer[j]) and len(cur) < options.max_length:
                 prev = cur[-1]
                 idle = start[j] - max(end[prev], busy)
-                close = idle <= options.max_gap_ns and (step[j] == step[prev] or step[j] < 0 or step[prev] < 0)
+                # an idle GPU ends a chain (another phase of the program), unless the idle time is
+                # shorter than the chain's own work: then it is the host launching late inside it
+                work = int((end[cur] - start[cur]).sum())
+                close = idle <= max(options.max_gap_ns, work) and (step[j] == step[prev] or step[j] < 0 or step[prev] < 0)
                 if close and _depends(links, prev, j):
                     if mode == "epilogue":
                         joins = mem and kind == "elementwise"
@@ -271,10 +327,23 @@ def find_chains(
                 cur.append(int(j))
                 busy = 0
                 if mode == "attention" and kind == "gemm":
+                    if copies is not None:
+                        found = _attention_copies(idx, p, cur, kinds, links, chains[-1] if chains else [])
+                        if chains and found and set(chains[-1]) <= set(found):
+                            chains.pop()  # a chain of the attention's own operand copies: the attention takes them
+                        if found:
+                            copies[len(chains)] = found
+                            absorbed.update(found)
                     chains.append(cur)
                     cur, mode = [], ""
                 continue
             if cur and not ok and _beside(links, cur[-1], j):
+                busy = max(busy, int(end[j]))
+                continue
+            if cur and mode == "attention" and kind not in ANCHORS and _independent(links, cur, j):
+                # between an attention's members run kernels that read none of their outputs: the
+                # mask built, the value tensor made contiguous for the second GEMM. They run
+                # beside the chain (one fused kernel takes them as inputs) instead of ending it.
                 busy = max(busy, int(end[j]))
                 continue
             busy = 0
@@ -347,7 +416,8 @@ def fusion_candidates(
     if sol is None:
         sol = speed_of_light(trace, device, devices)
     links = _links(trace, model) if len(sol) else None
-    chains = find_chains(sol, marked_steps(trace, every_rank=True)[1], options, links)
+    copies: dict[int, list[int]] = {}
+    chains = find_chains(sol, marked_steps(trace, every_rank=True)[1], options, links, copies)
     total_ns = float(sol["dur"].sum())
     if not chains or links is None:
         return _empty()
@@ -356,7 +426,7 @@ def fusion_candidates(
     cols = {c: sol[c].to_numpy() for c in ("kind", "dur", "flops", "bytes", "t_sol_ns", "peak_flops", "peak_bw", "op_name", "short_name", "id",
                                            "sol_status", "sol_reason", "name")}
     training = is_training(trace)
-    recs = [_estimate(cols, chain, dims, links, training) for chain in chains]
+    recs = [_estimate(cols, chain, dims, links, training, copies.get(i)) for i, chain in enumerate(chains)]
     df = pd.DataFrame(recs)
     agg = (
         df.groupby("key", sort=False)
@@ -493,7 +563,9 @@ def _member_floor(dur: np.ndarray, read: np.ndarray, written: np.ndarray, inter:
 
 
 def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray, links: _Links,
-              training: bool = False) -> dict[str, object]:
+              training: bool = False, copies: list[int] | None = None) -> dict[str, object]:
+    """One chain instance's record; ``copies``: layout copies the fused kernel makes unnecessary
+    (:func:`_attention_copies`), removed with the chain: their time is saved, their traffic too."""
     at = np.asarray(chain, dtype=np.int64)
     kinds = [str(x) for x in cols["kind"][at]]
     dur = cols["dur"][at].astype(np.float64)
@@ -582,6 +654,13 @@ def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray
     if not np.isfinite(fused_est):
         fused_est = math.nan
         notes.append("a size or speed of light in the chain is unknown: no saving estimated")
+    extra = np.asarray(copies or [], dtype=np.int64)
+    if len(extra):
+        measured += float(cols["dur"][extra].astype(np.float64).sum())
+        moved = float((links.read[extra] + links.written[extra]).sum())
+        bytes_saved = bytes_saved + moved if np.isfinite(moved) else math.nan
+        notes.append(f"with {len(extra)} layout copies of its inputs and output that a fused attention kernel does not need "
+                     "(it reads Q, K and V strided and writes the layout the next op reads)")
     ops = [str(x) for x in cols["op_name"][at]]
     short_full = [str(x) for x in cols["short_name"][at]]
     shorts = [_short(x) for x in short_full]
@@ -589,7 +668,7 @@ def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray
     if ops[0]:
         labels[0] += _shapes(str(dims[chain[0]]))  # tells o_proj from down_proj: same op, same kernel
     chain_txt = " → ".join(labels)
-    key = tuple(zip(short_full, ops, (str(dims[i]) for i in chain)))
+    key = tuple(zip(short_full, ops, (str(dims[i]) for i in chain))) + tuple(str(cols["short_name"][j]) for j in extra)
     anchor = kinds[0] in ANCHORS
     kind = ("attention (unfused)" if "softmax" in kinds and kinds[0] == "gemm" else f"{kinds[0]}+epilogue") if anchor else "memory chain"
     from_ops = all(str(links.kind_source[j]) in ("op", "counters") for j in chain)
@@ -609,7 +688,7 @@ def _estimate(cols: Mapping[str, np.ndarray], chain: list[int], dims: np.ndarray
         "remedy": _remedy(kinds, ops, [str(x) for x in cols["name"][at]], training),
         "confidence": confidence,
         "note": "; ".join(notes),
-        "kernel_ids": tuple(int(x) for x in cols["id"][at]),
+        "kernel_ids": tuple(int(x) for x in cols["id"][np.concatenate([at, extra])]),
     }
 
 

@@ -6,8 +6,9 @@ path, and removed launch overhead only helps where the host gated the GPU.
 
 ``fuse``         the fusion candidates (all, or by the rank ``kviewer fusion`` prints) become one
                  kernel per instance at the candidate's estimated fused time (shared across
-                 instances by their measured time); the other members, their launch calls and the
-                 host work just before those calls (the framework op that launched them) go away
+                 instances by their measured time); the other members (an unfused attention's
+                 layout copies with them), their launch calls and the host work just before those
+                 calls (the framework op that launched them) go away
 ``cuda_graphs``  in every step, the host calls from the first to the last launch of the step
                  (and the host work between them) collapse into one graph launch
                  (the trace's own median ``cudaGraphLaunch``, else :data:`GRAPH_LAUNCH_NS` plus

@@ -112,6 +112,16 @@ PAIRS = [
      "h100_r10_clin32_cl", "round10_truth", "r10_clin32_nchw", "r10_clin32_cl", 10.0),
     ("(d6) the GroupNorm blocks of (d') in bf16 (H100)", "h100_r10_clgnbf_nchw", "channels_last=True",
      "h100_r10_clgnbf_cl", "round10_truth", "r10_clgnbf_nchw", "r10_clgnbf_cl", 10.0),
+    # round 11 (sample_traces/h100_gen_round11.py, on an H100): hand-written attention -> F.scaled_dot_product_attention;
+    # candidate 1 of each hand-written trace is its unfused attention (tests/analysis/test_fusion.py checks it)
+    ("(e) hand-written causal attention -> SDPA, bf16, 1,024 tokens (H100)", "h100_r11_attc_manual", "fuse=(1,)",
+     "h100_r11_attc_sdpa", "round11_truth", "r11_attc_manual", "r11_attc_sdpa", 15.0),
+    ("(e') the same -> torch.compile of the hand-written blocks (H100)", "h100_r11_attc_manual", "fuse=()",
+     "h100_r11_attc_compiled", "round11_truth", "r11_attc_manual", "r11_attc_compiled", 15.0),
+    ("(e2) unmasked attention -> SDPA, bf16, 2,048 tokens (H100)", "h100_r11_attn_manual", "fuse=(1,)",
+     "h100_r11_attn_sdpa", "round11_truth", "r11_attn_manual", "r11_attn_sdpa", 15.0),
+    ("(e3) unmasked attention -> SDPA, fp32, 512 tokens (H100)", "h100_r11_att32_manual", "fuse=(1,)",
+     "h100_r11_att32_sdpa", "round11_truth", "r11_att32_manual", "r11_att32_sdpa", 15.0),
 ]
 
 
