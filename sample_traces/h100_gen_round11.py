@@ -12,7 +12,17 @@ one kernel at its estimated fused time. Truth: the same blocks (same weights, ou
   att32  the unmasked blocks in fp32 at 512 tokens, batch 16 (SDPA picks another kernel for fp32:
          ``att32_manual``, ``att32_sdpa``)
 
-Inference (no_grad). Writes NAME.pt.trace.json.gz and round11_truth.json. Usage: python3 h100_gen_round11.py OUT_DIR
+Part ``hf`` (held out: written after the rules were fitted on the three above), attention as Hugging Face's eager
+implementations write it:
+
+  gpt2   GPT-2's: ``torch.where`` with a lower-triangular buffer and the dtype's minimum, the scores divided by a
+         0-d tensor; fp16, batch 8 x 1,024 tokens, 12 heads of 64 (``gpt2_manual``, ``gpt2_sdpa``)
+  llama  Llama's: grouped-query attention (32 query heads, 8 key/value heads of 128, ``repeat_kv`` by expand +
+         reshape), an additive causal mask, softmax in fp32 cast back to bf16; batch 2 x 2,048 tokens
+         (``llama_manual``, ``llama_sdpa``)
+
+Inference (no_grad). Writes NAME.pt.trace.json.gz and round11_truth.json (round11_hf_truth.json for ``hf``).
+Usage: python3 h100_gen_round11.py OUT_DIR [hf]
 """
 import json, math, os, sys, time
 
@@ -71,6 +81,77 @@ def pair(prefix, x, causal, dtype, compiled=False):
         steps[f"{prefix}_compiled"] = run(comp)
     record_pair(steps, OUT, TRUTH)
 
+
+class GPT2Attn(nn.Module):
+    def __init__(self, d=768, heads=12, sdpa=False, n=1024):
+        super().__init__()
+        self.h, self.sdpa = heads, sdpa
+        self.c_attn, self.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.register_buffer("bias", torch.tril(torch.ones(n, n, dtype=torch.bool)).view(1, 1, n, n), persistent=False)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = (t.view(b, s, self.h, d // self.h).transpose(1, 2) for t in self.c_attn(x).split(d, dim=2))
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            w = torch.matmul(q, k.transpose(-1, -2))
+            w = w / torch.full([], v.size(-1) ** 0.5, dtype=w.dtype, device=w.device)
+            w = torch.where(self.bias[:, :, :s, :s], w, torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype, device=w.device))
+            y = torch.matmul(F.softmax(w, dim=-1).type(v.dtype), v)
+        return x + self.c_proj(y.transpose(1, 2).contiguous().view(b, s, d))
+
+
+class LlamaAttn(nn.Module):
+    def __init__(self, d=4096, heads=32, kv=8, sdpa=False):
+        super().__init__()
+        self.h, self.kv, self.hd, self.sdpa = heads, kv, d // heads, sdpa
+        self.q, self.k = nn.Linear(d, d, bias=False), nn.Linear(d, kv * self.hd, bias=False)
+        self.v, self.o = nn.Linear(d, kv * self.hd, bias=False), nn.Linear(d, d, bias=False)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q = self.q(x).view(b, s, self.h, self.hd).transpose(1, 2)
+        k = self.k(x).view(b, s, self.kv, self.hd).transpose(1, 2)
+        v = self.v(x).view(b, s, self.kv, self.hd).transpose(1, 2)
+        rep = self.h // self.kv  # repeat_kv: expand, then reshape (a copy)
+        k = k[:, :, None].expand(b, self.kv, rep, s, self.hd).reshape(b, self.h, s, self.hd)
+        v = v[:, :, None].expand(b, self.kv, rep, s, self.hd).reshape(b, self.h, s, self.hd)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            mask = torch.full((s, s), torch.finfo(x.dtype).min, device=x.device, dtype=x.dtype).triu(1)
+            w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.hd) + mask
+            w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+            y = torch.matmul(w, v)
+        return x + self.o(y.transpose(1, 2).reshape(b, s, d))
+
+
+def hf_pair(prefix, cls, x, dtype, n_blocks=4):
+    manual = nn.Sequential(*[cls() for _ in range(n_blocks)]).to(DEV, dtype).eval()
+    sdpa = nn.Sequential(*[cls(sdpa=True) for _ in range(n_blocks)]).to(DEV, dtype).eval()
+    sdpa.load_state_dict(manual.state_dict())
+    with torch.no_grad():
+        TRUTH[f"{prefix}_max_abs_diff"] = diff = (manual(x).float() - sdpa(x).float()).abs().max().item()
+    print(prefix, "max |manual - sdpa|", diff, flush=True)
+
+    def run(model):
+        def step():
+            with torch.no_grad():
+                return model(x)
+        return step
+
+    record_pair({f"{prefix}_manual": run(manual), f"{prefix}_sdpa": run(sdpa)}, OUT, TRUTH)
+
+
+if sys.argv[2:] == ["hf"]:
+    torch.manual_seed(111)
+    hf_pair("r11_gpt2", GPT2Attn, torch.randn(8, 1024, 768, device=DEV, dtype=torch.float16), torch.float16)
+    hf_pair("r11_llama", LlamaAttn, torch.randn(2, 2048, 4096, device=DEV, dtype=torch.bfloat16) * 0.1, torch.bfloat16, n_blocks=2)
+    with open(f"{OUT}/round11_hf_truth.json", "w") as f:
+        json.dump(TRUTH, f, indent=1)
+    print("done", time.strftime("%H:%M:%S"), flush=True)
+    sys.exit(0)
 
 torch.manual_seed(11)
 pair("r11_attc", torch.randn(8, 1024, 1024, device=DEV, dtype=torch.bfloat16), True, torch.bfloat16, compiled=True)
