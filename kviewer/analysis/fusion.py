@@ -73,7 +73,7 @@ import pandas as pd
 
 from kviewer.analysis.devices import DeviceSpec
 from kviewer.analysis.kinds import kernel_blocks, kernel_op_info
-from kviewer.analysis.model import _parse, _tensors, model_kernels
+from kviewer.analysis.model import _parse, _tensors, model_kernels, overwrites_self
 from kviewer.analysis.sol import SOL_EXCEEDS, SOL_OK, SolResult, speed_of_light
 from kviewer.analysis.steps import marked_steps
 from kviewer.core import Trace
@@ -124,13 +124,16 @@ def _links(trace: Trace, model: pd.DataFrame | None = None) -> _Links:
     ops = np.unique(op[op >= 0])
     dims = c["input_dims"].iloc[ops].astype(str).to_numpy() if len(ops) else np.zeros(0, dtype=object)
     types = c["input_types"].iloc[ops].astype(str).to_numpy() if len(ops) else np.zeros(0, dtype=object)
-    parsed: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    names = c["name"].iloc[ops].astype(str).to_numpy() if len(ops) else np.zeros(0, dtype=object)
+    parsed: dict[tuple[str, str, bool], list[tuple[float, float]]] = {}
     of_op: dict[int, list[tuple[float, float]]] = {}
-    for o, d, ty in zip(ops.tolist(), dims, types):
-        key = (str(d), str(ty))
+    for o, d, ty, nm in zip(ops.tolist(), dims, types, names):
+        # copy_(dst, src) reads src alone: dst is its output (a cast's fp32 buffer is no intermediate read)
+        key = (str(d), str(ty), overwrites_self(str(nm)))
         got = parsed.get(key)
         if got is None:
-            ts = [t for t in _tensors(_parse(key[0]), _parse(key[1])) if t is not None]
+            args = _tensors(_parse(key[0]), _parse(key[1]))
+            ts = [t for t in (args[1:] if key[2] else args) if t is not None]
             got = parsed[key] = [(float(t.numel), float(t.nbytes)) for t in ts]
         of_op[o] = got
     none: list[tuple[float, float]] = []
@@ -316,9 +319,10 @@ def find_chains(
                     if mode == "epilogue":
                         joins = mem and kind == "elementwise"
                     elif mode == "attention":
-                        # bmm -> (scale, mask)* -> softmax -> (dropout)* -> bmm: an unfused attention
+                        # bmm -> (scale, mask)* -> softmax -> (dropout)* -> bmm: an unfused attention, its
+                        # casts with it (Llama's softmax in fp32: a copy to fp32 before, one back after)
                         has_softmax = any(kinds[x] == "softmax" for x in cur)
-                        joins = (mem and kind in ("elementwise", "softmax") and not (has_softmax and kind == "softmax")) or (
+                        joins = (mem and kind in ("elementwise", "softmax", "copy") and not (has_softmax and kind == "softmax")) or (
                             kind == "gemm" and has_softmax
                         )
                     elif mode == "memory":

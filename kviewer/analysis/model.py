@@ -152,6 +152,13 @@ def base_op_name(name: str) -> tuple[str, bool]:
     return op_base(name), len(n) > 1 and n.endswith("_") and not n.endswith("__")
 
 
+def overwrites_self(name: str) -> bool:
+    """Whether op ``name`` writes its first argument without reading it (``copy_``, ``fill_``,
+    ``zero_``): that argument is its output, not one of its inputs."""
+    base, inplace = base_op_name(name)
+    return inplace and base in _NO_READ_SELF
+
+
 def _parse(text: str) -> Any:
     if not text:
         return None
@@ -590,7 +597,7 @@ def _elementwise(base: str, inplace: bool, ts: list[_Tensor | None], tensors: li
     if inplace and ts and ts[0] is not None:
         out_t = ts[0]
         out_bytes = out_t.nbytes
-        inputs = tensors[1:] if base in _NO_READ_SELF else tensors
+        inputs = tensors[1:] if overwrites_self(base + "_") else tensors
     else:
         shape = _broadcast([t.dims for t in tensors])
         if shape is None:

@@ -122,6 +122,11 @@ PAIRS = [
      "h100_r11_attn_sdpa", "round11_truth", "r11_attn_manual", "r11_attn_sdpa", 15.0),
     ("(e3) unmasked attention -> SDPA, fp32, 512 tokens (H100)", "h100_r11_att32_manual", "fuse=(1,)",
      "h100_r11_att32_sdpa", "round11_truth", "r11_att32_manual", "r11_att32_sdpa", 15.0),
+    # round 11, part hf (held out: run after the rules were fitted on the three above): Hugging Face's eager attentions
+    ("(e4) GPT-2's eager attention -> SDPA, fp16 (H100)", "h100_r11_gpt2_manual", "fuse=(1,)", "h100_r11_gpt2_sdpa",
+     "round11_hf_truth", "r11_gpt2_manual", "r11_gpt2_sdpa", 15.0),
+    ("(e5) Llama's eager grouped-query attention -> SDPA, bf16 (H100)", "h100_r11_llama_manual", "fuse=(1,)",
+     "h100_r11_llama_sdpa", "round11_hf_truth", "r11_llama_manual", "r11_llama_sdpa", 15.0),
 ]
 
 
