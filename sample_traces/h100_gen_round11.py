@@ -57,31 +57,6 @@ class Attn(nn.Module):
         return x + self.o(y.transpose(1, 2).reshape(b, s, d))
 
 
-def pair(prefix, x, causal, dtype, compiled=False):
-    manual = nn.Sequential(*[Attn(causal=causal) for _ in range(4)]).to(DEV, dtype).eval()
-    sdpa = nn.Sequential(*[Attn(sdpa=True, causal=causal) for _ in range(4)]).to(DEV, dtype).eval()
-    sdpa.load_state_dict(manual.state_dict())
-    with torch.no_grad():
-        diff = (manual(x).float() - sdpa(x).float()).abs().max().item()
-    TRUTH[f"{prefix}_max_abs_diff"] = diff  # the same blocks: the outputs agree to the dtype's rounding
-    print(prefix, "max |manual - sdpa|", diff, flush=True)
-
-    def run(model):
-        def step():
-            with torch.no_grad():
-                return model(x)
-        return step
-
-    steps = {f"{prefix}_manual": run(manual), f"{prefix}_sdpa": run(sdpa)}
-    if compiled:
-        comp = torch.compile(manual)
-        with torch.no_grad():
-            for _ in range(3):
-                comp(x)
-        steps[f"{prefix}_compiled"] = run(comp)
-    record_pair(steps, OUT, TRUTH)
-
-
 class GPT2Attn(nn.Module):
     def __init__(self, d=768, heads=12, sdpa=False, n=1024):
         super().__init__()
@@ -127,12 +102,15 @@ class LlamaAttn(nn.Module):
         return x + self.o(y.transpose(1, 2).reshape(b, s, d))
 
 
-def hf_pair(prefix, cls, x, dtype, n_blocks=4):
-    manual = nn.Sequential(*[cls() for _ in range(n_blocks)]).to(DEV, dtype).eval()
-    sdpa = nn.Sequential(*[cls(sdpa=True) for _ in range(n_blocks)]).to(DEV, dtype).eval()
+def pair(prefix, block, x, dtype, n_blocks=4, compiled=False):
+    """``n_blocks`` of ``block(sdpa)`` written by hand and with SDPA, the same weights (and the hand-written ones under
+    torch.compile with ``compiled``), through record_pair."""
+    manual = nn.Sequential(*[block(False) for _ in range(n_blocks)]).to(DEV, dtype).eval()
+    sdpa = nn.Sequential(*[block(True) for _ in range(n_blocks)]).to(DEV, dtype).eval()
     sdpa.load_state_dict(manual.state_dict())
     with torch.no_grad():
-        TRUTH[f"{prefix}_max_abs_diff"] = diff = (manual(x).float() - sdpa(x).float()).abs().max().item()
+        diff = (manual(x).float() - sdpa(x).float()).abs().max().item()
+    TRUTH[f"{prefix}_max_abs_diff"] = diff  # the same blocks: the outputs agree to the dtype's rounding
     print(prefix, "max |manual - sdpa|", diff, flush=True)
 
     def run(model):
@@ -141,22 +119,31 @@ def hf_pair(prefix, cls, x, dtype, n_blocks=4):
                 return model(x)
         return step
 
-    record_pair({f"{prefix}_manual": run(manual), f"{prefix}_sdpa": run(sdpa)}, OUT, TRUTH)
+    steps = {f"{prefix}_manual": run(manual), f"{prefix}_sdpa": run(sdpa)}
+    if compiled:
+        comp = torch.compile(manual)
+        with torch.no_grad():
+            for _ in range(3):
+                comp(x)
+        steps[f"{prefix}_compiled"] = run(comp)
+    record_pair(steps, OUT, TRUTH)
 
 
 if sys.argv[2:] == ["hf"]:
     torch.manual_seed(111)
-    hf_pair("r11_gpt2", GPT2Attn, torch.randn(8, 1024, 768, device=DEV, dtype=torch.float16), torch.float16)
-    hf_pair("r11_llama", LlamaAttn, torch.randn(2, 2048, 4096, device=DEV, dtype=torch.bfloat16) * 0.1, torch.bfloat16, n_blocks=2)
+    pair("r11_gpt2", lambda sdpa: GPT2Attn(sdpa=sdpa), torch.randn(8, 1024, 768, device=DEV, dtype=torch.float16), torch.float16)
+    pair("r11_llama", lambda sdpa: LlamaAttn(sdpa=sdpa), torch.randn(2, 2048, 4096, device=DEV, dtype=torch.bfloat16) * 0.1,
+         torch.bfloat16, n_blocks=2)
     with open(f"{OUT}/round11_hf_truth.json", "w") as f:
         json.dump(TRUTH, f, indent=1)
     print("done", time.strftime("%H:%M:%S"), flush=True)
     sys.exit(0)
 
 torch.manual_seed(11)
-pair("r11_attc", torch.randn(8, 1024, 1024, device=DEV, dtype=torch.bfloat16), True, torch.bfloat16, compiled=True)
-pair("r11_attn", torch.randn(4, 2048, 1024, device=DEV, dtype=torch.bfloat16), False, torch.bfloat16)
-pair("r11_att32", torch.randn(16, 512, 1024, device=DEV, dtype=torch.float32), False, torch.float32)
+pair("r11_attc", lambda sdpa: Attn(sdpa=sdpa, causal=True), torch.randn(8, 1024, 1024, device=DEV, dtype=torch.bfloat16),
+     torch.bfloat16, compiled=True)
+pair("r11_attn", lambda sdpa: Attn(sdpa=sdpa), torch.randn(4, 2048, 1024, device=DEV, dtype=torch.bfloat16), torch.bfloat16)
+pair("r11_att32", lambda sdpa: Attn(sdpa=sdpa), torch.randn(16, 512, 1024, device=DEV, dtype=torch.float32), torch.float32)
 with open(f"{OUT}/round11_truth.json", "w") as f:
     json.dump(TRUTH, f, indent=1)
 print("done", time.strftime("%H:%M:%S"), flush=True)
