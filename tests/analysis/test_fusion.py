@@ -238,10 +238,10 @@ def test_an_idle_gpu_shorter_than_the_chains_work_does_not_end_it() -> None:
     assert len(fusion_candidates(_op_trace(ops, gap=250_000, dur=200_000))) == 0
 
 
-def _r11(sample_traces: Path, name: str) -> Trace:
+def _r11(sample_traces: Path, name: str, gpu: str = "h100") -> Trace:
     from kviewer.io import load
 
-    return load(sample_traces / f"h100_r11_{name}.pt.trace.json.gz")
+    return load(sample_traces / f"{gpu}_r11_{name}.pt.trace.json.gz")
 
 
 @pytest.mark.parametrize(
@@ -255,7 +255,8 @@ def _r11(sample_traces: Path, name: str) -> Trace:
      ("gpt2", ["aten::bmm", "aten::div", "aten::where", "aten::_softmax", "aten::bmm"], 4),
      ("llama", ["aten::bmm", "aten::div", "aten::add", "aten::copy_", "aten::_softmax", "aten::copy_", "aten::bmm"], 2)],
 )
-def test_unfused_attention_against_sdpa(sample_traces: Path, prefix: str, members: list[str], n_copies: int) -> None:
+@pytest.mark.parametrize("gpu", ["h100", "h200"])  # the same script run again on an H200: not fitted on
+def test_unfused_attention_against_sdpa(sample_traces: Path, prefix: str, members: list[str], n_copies: int, gpu: str) -> None:
     """Round 11 (H100, sample_traces/h100_gen_round11.py): four hand-written attention blocks, and the
     same blocks with F.scaled_dot_product_attention. The chain is the whole attention, from QK^T to
     the product with V, although the causal mask is built (a fill, a triu) and V made contiguous
@@ -267,7 +268,7 @@ def test_unfused_attention_against_sdpa(sample_traces: Path, prefix: str, member
     transpose for the output projection: the SDPA program runs none of them (SDPA reads Q, K, V
     strided and writes the layout the projection reads), so they go with the chain, and no other
     candidate holds them (the Q and K^T copies chained with each other before)."""
-    a, b = _r11(sample_traces, f"{prefix}_manual"), _r11(sample_traces, f"{prefix}_sdpa")
+    a, b = _r11(sample_traces, f"{prefix}_manual", gpu), _r11(sample_traces, f"{prefix}_sdpa", gpu)
     c = fusion_candidates(a)
     att = c[c["kind"] == "attention (unfused)"]
     assert len(att) == 1

@@ -127,6 +127,17 @@ PAIRS = [
      "round11_hf_truth", "r11_gpt2_manual", "r11_gpt2_sdpa", 15.0),
     ("(e5) Llama's eager grouped-query attention -> SDPA, bf16 (H100)", "h100_r11_llama_manual", "fuse=(1,)",
      "h100_r11_llama_sdpa", "round11_hf_truth", "r11_llama_manual", "r11_llama_sdpa", 15.0),
+    # round 11 again on an H200 (the same script, after every rule was written: not fitted on)
+    ("(e-h200) hand-written causal attention -> SDPA, bf16 (H200)", "h200_r11_attc_manual", "fuse=(1,)", "h200_r11_attc_sdpa", "h200_round11_truth",
+     "r11_attc_manual", "r11_attc_sdpa", 15.0),
+    ("(e2-h200) unmasked attention -> SDPA, bf16, 2,048 tokens (H200)", "h200_r11_attn_manual", "fuse=(1,)", "h200_r11_attn_sdpa", "h200_round11_truth",
+     "r11_attn_manual", "r11_attn_sdpa", 15.0),
+    ("(e3-h200) unmasked attention -> SDPA, fp32, 512 tokens (H200)", "h200_r11_att32_manual", "fuse=(1,)", "h200_r11_att32_sdpa", "h200_round11_truth",
+     "r11_att32_manual", "r11_att32_sdpa", 15.0),
+    ("(e4-h200) GPT-2's eager attention -> SDPA, fp16 (H200)", "h200_r11_gpt2_manual", "fuse=(1,)", "h200_r11_gpt2_sdpa", "h200_round11_hf_truth",
+     "r11_gpt2_manual", "r11_gpt2_sdpa", 15.0),
+    ("(e5-h200) Llama's eager grouped-query attention -> SDPA, bf16 (H200)", "h200_r11_llama_manual", "fuse=(1,)", "h200_r11_llama_sdpa", "h200_round11_hf_truth",
+     "r11_llama_manual", "r11_llama_sdpa", 15.0),
 ]
 
 
