@@ -597,7 +597,7 @@ def _elementwise(base: str, inplace: bool, ts: list[_Tensor | None], tensors: li
     if inplace and ts and ts[0] is not None:
         out_t = ts[0]
         out_bytes = out_t.nbytes
-        inputs = tensors[1:] if overwrites_self(base + "_") else tensors
+        inputs = tensors[1:] if base in _NO_READ_SELF else tensors
     else:
         shape = _broadcast([t.dims for t in tensors])
         if shape is None:
