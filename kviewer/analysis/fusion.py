@@ -222,11 +222,11 @@ def _depends(links: _Links | None, prev: int, j: int) -> bool:
     return any(numel == out for numel, _ in links.inputs[j])
 
 
-def _attention_copies(idx: np.ndarray, p: int, chain: list[int], kinds: np.ndarray, links: _Links | None,
+def _attention_copies(idx: np.ndarray, pos: dict[int, int], p: int, chain: list[int], kinds: np.ndarray, links: _Links | None,
                       previous: list[int]) -> list[int]:
     """The layout copies around an unfused attention that a fused attention kernel makes unnecessary.
 
-    ``idx`` is the stream's kernels in start order, ``p`` the position of the chain's last member
+    ``idx`` is the stream's kernels in start order, ``pos`` each one's position there, ``p`` the position of the chain's last member
     (its second batched GEMM). FlashAttention and SDPA's other kernels read Q, K and V strided (a
     head's rows need only a contiguous last dimension) and write their output in the layout the
     output projection reads, so the ``.contiguous()`` copies feeding the chain's GEMMs (run just
@@ -238,7 +238,6 @@ def _attention_copies(idx: np.ndarray, p: int, chain: list[int], kinds: np.ndarr
     if links is None:
         return []
     members = set(chain)
-    pos = {int(j): q for q, j in enumerate(idx.tolist())}
     first = pos[chain[0]]
     found: list[int] = []
     q = first - 1
@@ -302,6 +301,7 @@ def find_chains(
         mode = ""
         busy = 0  # end of the last kernel beside the chain since its last member (the GPU was not idle)
         absorbed: set[int] = set()
+        pos: dict[int, int] = {}  # position of each kernel in idx, made at the stream's first attention
         for p, j in enumerate(idx):
             if j in absorbed:
                 continue
@@ -332,7 +332,8 @@ def find_chains(
                 busy = 0
                 if mode == "attention" and kind == "gemm":
                     if copies is not None:
-                        found = _attention_copies(idx, p, cur, kinds, links, chains[-1] if chains else [])
+                        pos = pos or {int(x): q for q, x in enumerate(idx.tolist())}
+                        found = _attention_copies(idx, pos, p, cur, kinds, links, chains[-1] if chains else [])
                         if chains and found and set(chains[-1]) <= set(found):
                             chains.pop()  # a chain of the attention's own operand copies: the attention takes them
                         if found:
