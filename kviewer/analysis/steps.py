@@ -332,7 +332,13 @@ def marked_steps(trace: Trace, every_rank: bool = False) -> tuple[pd.DataFrame, 
 
 
 def kernel_steps(trace: Trace, steps: pd.DataFrame) -> np.ndarray:
-    """The row of ``steps`` each kernel belongs to (-1 for none), by the rules of :func:`find_steps`."""
+    """The row of ``steps`` each kernel belongs to (-1 for none), by the rules of :func:`find_steps`.
+
+    ``steps`` is one rank's table (:func:`find_steps`); in a trace of several ranks each rank's
+    kernels join its *own* rank's marker of the same step number (the ranks' clocks and step
+    boundaries differ: another rank's kernel is not in step N because it ran during this rank's
+    step N), and a rank without markers of its own goes by the table's time ranges.
+    """
     k = trace.kernels
     if not len(steps):
         return np.full(len(k), -1, dtype=np.int64)
@@ -343,7 +349,19 @@ def kernel_steps(trace: Trace, steps: pd.DataFrame) -> np.ndarray:
         ic = np.clip(i, 0, len(steps) - 1)
         return np.where((i >= 0) & (ks <= steps["end"].to_numpy(dtype=np.int64)[ic]), i, -1).astype(np.int64)
     launch, linked = kernel_launch_times(trace)
-    return _assign(steps, k, launch, linked)
+    out = _assign(steps, k, launch, linked)
+    krank = k["rank"].to_numpy(dtype=np.int64)
+    if len(np.unique(krank[krank >= 0])) < 2:
+        return out
+    marks, of = marked_steps(trace, every_rank=True)
+    if not len(marks):
+        return out
+    # a marker row -> the table's row of the same step number
+    row_of_step = pd.Series(np.arange(len(steps), dtype=np.int64), index=steps["step"].to_numpy(dtype=np.int64))
+    row_of_step = row_of_step[~row_of_step.index.duplicated(keep="first")]
+    row_of_mark = row_of_step.reindex(marks["step"].to_numpy(dtype=np.int64)).fillna(-1).to_numpy(dtype=np.int64)
+    marked = np.isin(krank, marks["rank"].to_numpy(dtype=np.int64))
+    return np.where(marked, np.where(of >= 0, row_of_mark[np.maximum(of, 0)], -1), out).astype(np.int64)
 
 
 def _assign(marks: pd.DataFrame, k: pd.DataFrame, launch: np.ndarray, linked: np.ndarray) -> np.ndarray:

@@ -170,3 +170,51 @@ def test_a_range_holds_a_step_whole_only_with_its_gpu_work(sample_traces: Path) 
     every = steps_in_range(res, t0, int(st["gpu_end"].max()))
     assert every is not None and every["step_list"] == [2, 3, 4, 5]
     assert steps_in_range(res, t0, int(st["end"].iloc[0])) is None  # the marker alone: its kernels still run
+
+
+CNN = "h100_r7_cnn_eager.pt.trace.json.gz"
+
+
+def _two_ranks(sample_traces: Path, tmp_path: Path, shift_ns: int) -> Path:
+    """The CNN trace as rank 0, and again as rank 1 whose clock reads ``shift_ns`` later (another
+    host's clock, or a rank that reached the step later)."""
+    from tests.io.test_ranks import write_rank
+
+    doc = json.loads(gzip.decompress((sample_traces / CNN).read_bytes()))
+    folder = tmp_path / "ranks"
+    write_rank(folder, "rank-0.pt.trace.json", doc, 0, world=2)
+    write_rank(folder, "rank-1.pt.trace.json", doc, 1, world=2, base_shift_ns=shift_ns)
+    return folder
+
+
+def test_each_ranks_kernels_join_its_own_ranks_step(sample_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a folder of ranks, a kernel of rank 1 belongs to rank 1's step N, not to the step rank 0
+    happened to be in when it ran: with rank 1's clock 1 ms (about 40 % of a step) later, every
+    rank's steps hold exactly the kernels the single trace's steps hold, and compare's per-step
+    columns are the two ranks' sum."""
+    from kviewer.analysis.compare import compare
+    from kviewer.analysis.steps import kernel_steps
+    from kviewer.io import ranks
+
+    monkeypatch.setenv(ranks.ENV_WORKERS, "1")
+    single = load(sample_traces / CNN, use_cache=False)
+    per_step = find_steps(single)["kernel_count"].tolist()
+    assert per_step == [44, 44, 44, 44]
+    folder = _two_ranks(sample_traces, tmp_path, 1_000_000)
+    t = load(folder, use_cache=False)
+    steps = find_steps(t)
+    assert steps["kernel_count"].tolist() == per_step  # the step table is the first rank's
+    of = kernel_steps(t, steps)
+    rank = t.kernels["rank"].to_numpy()
+    for r in (0, 1):
+        assert np.bincount(of[(rank == r) & (of >= 0)], minlength=len(steps)).tolist() == per_step, r
+    # the same kernel of each rank in the same step: names per step agree rank by rank
+    names = t.kernels["name"].astype(str).to_numpy()
+    for i in range(len(steps)):
+        assert sorted(names[(rank == 0) & (of == i)]) == sorted(names[(rank == 1) & (of == i)])
+    res = compare(single, t)
+    assert res.per_step
+    g = res.groups
+    both = g["launches_per_step_a"] > 0
+    assert np.allclose(g.loc[both, "launches_per_step_b"], 2 * g.loc[both, "launches_per_step_a"])
+    assert np.allclose(g.loc[both, "step_b_ns"], 2 * g.loc[both, "step_a_ns"])
