@@ -433,17 +433,22 @@ def precision_pipe(kind: str, counter: str = "", counter_pipe: str = "", op: str
         return counter, counter_pipe or matrix, "counters"
     if op:
         pipe = op_pipe or matrix
-        if op == "fp32" and pipe == "tensor" and name and precision_from_name(name) == "tf32":
-            # fp32 tensors multiplied on the tensor cores in TF32 (cuDNN's and CUTLASS's
-            # "..._f32f32_tf32f32_f32_..."): the op's dtype is the storage, the name the math
-            return "tf32", pipe, "op"
-        return op, pipe, "op"
+        return (op_math_precision(op, name) if pipe == "tensor" else op), pipe, "op"
     hint = precision_from_name(name) if name else ""
     if hint:
         if hint == "fp32" and FMA_WORDS & set(name_words(name)):
             return hint, "vector", "name"  # an FMA-pipe (SIMT) kernel: the FP32 vector peak applies
         return hint, matrix, "name"
     return "", "", ""
+
+
+def op_math_precision(op: str, name: str) -> str:
+    """The precision a kernel computes in, given its op's tensor precision ``op``: the op's, except
+    fp32 tensors multiplied on the tensor cores in TF32 (cuDNN's and CUTLASS's
+    ``..._f32f32_tf32f32_f32_...``): there the op's dtype is the storage and the name the math."""
+    if op == "fp32" and name and precision_from_name(name) == "tf32":
+        return "tf32"
+    return op
 
 
 def op_dtypes_precision(input_types: str, input_dims: str = "") -> str:
@@ -472,8 +477,9 @@ def op_dtypes_precision(input_types: str, input_dims: str = "") -> str:
 
 def kernel_precisions(trace: Trace, use_ops: bool = True, ops: np.ndarray | None = None) -> np.ndarray:
     """The precision of every kernel's work (object array of str, '' when nothing says): the
-    launching op's tensor dtypes (:func:`op_dtypes_precision`) when ``use_ops`` and the op is
-    known, else the name (:func:`precision_from_name`)."""
+    launching op's tensor dtypes (:func:`op_dtypes_precision`, TF32 where the kernel says it
+    computes so: :func:`op_math_precision`) when ``use_ops`` and the op is known, else the name
+    (:func:`precision_from_name`)."""
     k = trace.kernels
     n = len(k)
     out = np.full(n, "", dtype=object)
@@ -491,6 +497,10 @@ def kernel_precisions(trace: Trace, use_ops: bool = True, ops: np.ndarray | None
             by_types: dict[tuple[str, str], str] = {}
             out[has] = [by_types[(t, d)] if (t, d) in by_types else by_types.setdefault((t, d), op_dtypes_precision(t, d))
                         for t, d in zip(types, dims)]
+            # an fp32 op's kernel may compute in TF32 (the name says): the math's precision, as SOL's
+            fp32 = np.flatnonzero(out == "fp32")
+            tf32_of: dict[str, str] = {}
+            out[fp32] = [tf32_of[n] if n in tf32_of else tf32_of.setdefault(n, op_math_precision("fp32", n)) for n in names[fp32].tolist()]
     for i in np.flatnonzero(out == ""):
         nm = str(names[i])
         if nm not in by_name:

@@ -218,3 +218,24 @@ def test_each_ranks_kernels_join_its_own_ranks_step(sample_traces: Path, tmp_pat
     both = g["launches_per_step_a"] > 0
     assert np.allclose(g.loc[both, "launches_per_step_b"], 2 * g.loc[both, "launches_per_step_a"])
     assert np.allclose(g.loc[both, "step_b_ns"], 2 * g.loc[both, "step_a_ns"])
+
+
+def test_compare_names_the_precision_the_convolution_computes_in(sample_traces: Path) -> None:
+    """cuDNN's fp32 convolutions run in TF32: compare's precision (from the op's dtypes, with ops)
+    says tf32 for them, as the speed of light does and as the kernel name does without ops."""
+    from kviewer.analysis.compare import compare
+    from kviewer.analysis.kinds import kernel_precisions
+    from kviewer.analysis.sol import sol_result
+
+    t = load(sample_traces / GN32, use_cache=False)
+    sol = sol_result(t).table
+    conv = (sol["kind"] == "conv").to_numpy()
+    assert conv.sum() > 0 and set(sol.loc[conv, "precision"]) == {"tf32"}
+    with_ops = kernel_precisions(t, use_ops=True)
+    assert set(with_ops[conv]) == {"tf32"}
+    assert with_ops[conv].tolist() == kernel_precisions(t, use_ops=False)[conv].tolist()
+    assert set(with_ops[~conv]) <= {"fp32", ""}  # the other kernels keep their op's dtype
+    res = compare(t, t)
+    assert res.use_ops
+    rows = res.groups[res.groups["kind"] == "conv"]
+    assert len(rows) and set(rows["precision_a"]) == {"tf32"} and set(rows["precision_b"]) == {"tf32"}
