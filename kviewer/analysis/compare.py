@@ -44,6 +44,14 @@ distributions (the spread of a sum of ``n`` durations is ``std * sqrt(n)``); per
 the ``k * std / sqrt(n)`` rule on the mean. A count that differs moves the total by whole kernels, which is far outside the noise unless
 the row's kernels are tiny compared to its spread. A zero delta is always unchanged.
 
+One outlier launch can widen that spread enough to hide a shift every other launch shows. So a
+row of one kernel group on one input shape on each side whose launches *all* ran slower (or all
+faster) than every launch of the other side is changed when a rank test at that full separation
+rejects "same distribution" (exact two-sided p = 2 / C(n_a + n_b, n_a) <= ``alpha`` = 5%: four
+launches against four, not three against three) and the delta, in that direction, is beyond the
+relative floor (:meth:`NoiseModel.separated`; the per-op table keeps the spread rule alone: an
+op's launches mix the different kernels it runs).
+
 Totals and steps
 ----------------
 :attr:`CompareResult.totals`: kernel time, kernel count, GPU busy time (the union of kernel
@@ -125,6 +133,16 @@ class NoiseModel:
 
     rel: float = 0.02
     k: float = 2.0
+    alpha: float = 0.05
+    """a row whose launches all lie beyond the other side's is changed when a rank test at that
+    full separation rejects "same distribution" at this level (p = 2 / C(n_a + n_b, n_a))"""
+
+    def separated(self, count_a: int, count_b: int) -> bool:
+        """Whether ``count_a`` launches all faster (or all slower) than ``count_b`` others is
+        evidence of a change: the exact two-sided p-value of full separation is at most ``alpha``."""
+        if count_a < 1 or count_b < 1:
+            return False
+        return 2.0 / math.comb(int(count_a) + int(count_b), int(count_a)) <= self.alpha
 
     def noise_ns(self, total_a: np.ndarray, count_a: np.ndarray, var_a: np.ndarray, count_b: np.ndarray, var_b: np.ndarray) -> np.ndarray:
         spread = self.k * np.sqrt(count_a * var_a + count_b * var_b)
@@ -274,6 +292,8 @@ def compare(
         if len(steps_a) != len(steps_b):
             notes.append(f"A has {len(steps_a)} steps and B {len(steps_b)}: statuses, deltas and the headline are per step "
                          "(median step, kernel time and launches per step); the totals columns are per file")
+    groups = _separated(groups, row_a, row_b, a, b, _launch_kind(group_of_a, shapes_a), _launch_kind(group_of_b, shapes_b),
+                        noise, per_step)
 
     op_table = None
     op_row_a = op_row_b = None
@@ -420,6 +440,47 @@ def _per_step(groups: pd.DataFrame, row_a: np.ndarray, row_b: np.ndarray, a: Tra
             renum[int(x)] = len(renum) + 1
     groups["fusion_set"] = np.array([renum.get(int(x), 0) for x in sets], dtype=np.int64)
     return groups, inverse[row_a], inverse[row_b]
+
+
+def _launch_kind(group_of: np.ndarray, shapes: np.ndarray) -> np.ndarray:
+    """Per kernel, a code of its kernel group and its op's input shapes: the sub-groups whose
+    spread is run-to-run noise (see the module docstring)."""
+    if not len(group_of):
+        return np.zeros(0, dtype=np.int64)
+    shape_code = pd.factorize(pd.Series(shapes, dtype=object).fillna(""))[0].astype(np.int64)
+    return np.asarray(group_of, dtype=np.int64) * (int(shape_code.max()) + 1) + shape_code
+
+
+def _separated(groups: pd.DataFrame, row_a: np.ndarray, row_b: np.ndarray, a: Trace, b: Trace, kind_a: np.ndarray,
+               kind_b: np.ndarray, noise: NoiseModel, per_step: bool) -> pd.DataFrame:
+    """Unchanged rows whose launches (one kernel group on one input shape each side) all ran
+    faster, or all slower, than every launch of the other side, beyond the relative floor and
+    in the direction of the delta, are changed (:meth:`NoiseModel.separated`): one outlier can
+    widen the spread enough to hide a shift that every launch shows."""
+    status = groups["status"].to_numpy(dtype=object)
+    if not (status == UNCHANGED).any() or not len(row_a) or not len(row_b):
+        return groups
+    nrows = len(groups)
+
+    def side(rows: np.ndarray, t: Trace, kind: np.ndarray) -> pd.DataFrame:
+        df = pd.DataFrame({"row": rows, "d": t.kernels["dur"].to_numpy(np.int64), "k": kind})
+        return df.groupby("row").agg(n=("d", "size"), lo=("d", "min"), hi=("d", "max"), kinds=("k", "nunique")).reindex(range(nrows))
+
+    sa, sb = side(row_a, a, kind_a), side(row_b, b, kind_b)
+    delta = groups["delta_step_ns" if per_step else "delta_ns"].to_numpy(np.float64)
+    floor = noise.rel * groups["step_a_ns" if per_step else "total_a_ns"].to_numpy(np.float64)
+    one_kind = (sa["kinds"] == 1).to_numpy() & (sb["kinds"] == 1).to_numpy()
+    up = (sb["lo"] > sa["hi"]).to_numpy() & (delta > floor)
+    down = (sb["hi"] < sa["lo"]).to_numpy() & (-delta > floor)
+    hit = np.flatnonzero((status == UNCHANGED) & one_kind & (up | down))
+    hit = [i for i in hit if noise.separated(int(sa["n"].iloc[i]), int(sb["n"].iloc[i]))]
+    if not hit:
+        return groups
+    groups = groups.copy()
+    new = status.copy()
+    new[hit] = CHANGED
+    groups["status"] = new
+    return groups
 
 
 def _row_var(groups: pd.DataFrame, side: str) -> np.ndarray:

@@ -46,7 +46,8 @@ GROUP_VIEW_COLUMNS = (
     Col("total_b_ns", "B total", "time"),
     Col("delta_ns", "Δ (B − A)", "delta_time", header_tip="B's total minus A's total"),
     Col("delta_pct", "Δ %", "delta_pct", header_tip="delta as a percentage of A's total"),
-    Col("noise_ns", "Noise", "time", header_tip="|Δ| up to this is unchanged: max(2% of A, 2 std of the total difference)"),
+    Col("noise_ns", "Noise", "time", header_tip="|Δ| up to this is unchanged: max(2% of A, 2 std of the total difference); "
+        "a row whose every launch in B is beyond every launch in A (4 against 4 or more) is changed all the same"),
     Col("matched_by", "Matched by", "text", header_tip="the matching level: name, launch size, op, kernel kind"),
     Col("kind", "Kind", "text"),
     Col("op", "Op", "text", header_tip="the framework op that launched the kernels"),
