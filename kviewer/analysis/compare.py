@@ -294,6 +294,10 @@ def compare(
                          "(median step, kernel time and launches per step); the totals columns are per file")
     groups = _separated(groups, row_a, row_b, a, b, _launch_kind(group_of_a, shapes_a), _launch_kind(group_of_b, shapes_b),
                         noise, per_step)
+    ranks_a, ranks_b = _rank_count(a), _rank_count(b)
+    if ranks_a and ranks_b and ranks_a != ranks_b:
+        notes.append(f"A holds the kernels of {ranks_a} rank{'s' if ranks_a > 1 else ''} and B of {ranks_b}: every figure adds "
+                     "all of a side's ranks (per step: each rank's kernels in its own step of that number)")
 
     op_table = None
     op_row_a = op_row_b = None
@@ -440,6 +444,11 @@ def _per_step(groups: pd.DataFrame, row_a: np.ndarray, row_b: np.ndarray, a: Tra
             renum[int(x)] = len(renum) + 1
     groups["fusion_set"] = np.array([renum.get(int(x), 0) for x in sets], dtype=np.int64)
     return groups, inverse[row_a], inverse[row_b]
+
+
+def _rank_count(t: Trace) -> int:
+    """How many ranks' kernels a trace holds (a trace without ranks: 1; no kernels: 0)."""
+    return len(np.unique(t.kernels["rank"].to_numpy())) if len(t.kernels) else 0
 
 
 def _launch_kind(group_of: np.ndarray, shapes: np.ndarray) -> np.ndarray:

@@ -218,6 +218,8 @@ def test_each_ranks_kernels_join_its_own_ranks_step(sample_traces: Path, tmp_pat
     both = g["launches_per_step_a"] > 0
     assert np.allclose(g.loc[both, "launches_per_step_b"], 2 * g.loc[both, "launches_per_step_a"])
     assert np.allclose(g.loc[both, "step_b_ns"], 2 * g.loc[both, "step_a_ns"])
+    assert any("A holds the kernels of 1 rank and B of 2" in n for n in res.notes)
+    assert not any("rank" in n for n in compare(t, t).notes)
 
 
 def test_compare_names_the_precision_the_convolution_computes_in(sample_traces: Path) -> None:
