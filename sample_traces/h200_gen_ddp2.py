@@ -28,22 +28,27 @@ p.add_argument("--variant", choices=["balanced", "straggler"], required=True)
 p.add_argument("--out", default="/tmp/ddp2")
 p.add_argument("--extra", type=int, default=6, help="fp32 2048^3 matmuls rank 1 adds per step (straggler)")
 p.add_argument("--steps", type=int, default=40, help="timed unprofiled steps")
+p.add_argument("--backend", choices=["nccl", "gloo"], default="nccl",
+               help="gloo: every rank on GPU 0 (NCCL refuses two ranks on one GPU), fp32, gradients all-reduced on the host")
+p.add_argument("--width", type=int, default=2048)
+p.add_argument("--layers", type=int, default=8)
+p.add_argument("--batch", type=int, default=4096)
 a = p.parse_args()
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 
-dist.init_process_group("nccl")
+dist.init_process_group(a.backend)
 rank, world = dist.get_rank(), dist.get_world_size()
-local = int(os.environ.get("LOCAL_RANK", rank))
+local = int(os.environ.get("LOCAL_RANK", rank)) if a.backend == "nccl" else 0
 torch.cuda.set_device(local)
 torch.manual_seed(0)
 dev = torch.device("cuda", local)
-BF = torch.bfloat16
+BF = torch.bfloat16 if a.backend == "nccl" else torch.float32  # gloo: fp32 gradients
 torch.backends.cuda.matmul.allow_tf32 = False  # the straggler's fp32 matmuls stay fp32 kernels
 
-model = nn.Sequential(*[m for _ in range(8) for m in (nn.Linear(2048, 2048), nn.GELU())]).to(dev, BF)
+model = nn.Sequential(*[m for _ in range(a.layers) for m in (nn.Linear(a.width, a.width), nn.GELU())]).to(dev, BF)
 ddp = DDP(model, device_ids=[local])
 opt = torch.optim.SGD(ddp.parameters(), lr=1e-4)
-x = torch.randn(4096, 2048, device=dev, dtype=BF)
+x = torch.randn(a.batch, a.width, device=dev, dtype=BF)
 ea = torch.randn(2048, 2048, device=dev)
 eb = torch.randn(2048, 2048, device=dev)
 straggle = a.variant == "straggler" and rank == 1
@@ -97,7 +102,8 @@ dist.all_gather_object(got, truth)
 if rank == 0:
     doc = {"variant": a.variant, "extra": a.extra if a.variant == "straggler" else 0, "ranks": {str(r): t for r, t in enumerate(got)},
            "env": {"torch": torch.__version__, "cuda": torch.version.cuda, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-                   "device": torch.cuda.get_device_name(), "world": world}}
+                   "device": torch.cuda.get_device_name(), "world": world, "backend": a.backend, "width": a.width,
+                   "layers": a.layers, "batch": a.batch}}
     with open(os.path.join(outdir, "truth.json"), "w") as f:
         json.dump(doc, f, indent=1)
     print(a.variant, {r: round(t["unprofiled"]["median_ms"], 4) for r, t in enumerate(got)}, flush=True)

@@ -481,8 +481,8 @@ def _separated(groups: pd.DataFrame, row_a: np.ndarray, row_b: np.ndarray, a: Tr
     one_kind = (sa["kinds"] == 1).to_numpy() & (sb["kinds"] == 1).to_numpy()
     up = (sb["lo"] > sa["hi"]).to_numpy() & (delta > floor)
     down = (sb["hi"] < sa["lo"]).to_numpy() & (-delta > floor)
-    hit = np.flatnonzero((status == UNCHANGED) & one_kind & (up | down))
-    hit = [i for i in hit if noise.separated(int(sa["n"].iloc[i]), int(sb["n"].iloc[i]))]
+    candidates = np.flatnonzero((status == UNCHANGED) & one_kind & (up | down))
+    hit = [int(i) for i in candidates if noise.separated(int(sa["n"].iloc[i]), int(sb["n"].iloc[i]))]
     if not hit:
         return groups
     groups = groups.copy()
