@@ -242,9 +242,11 @@ class CompareView(QWidget):
             f"<br><span style='color:#b35c00'>⚠ {side}: {_escape(d.message)}</span>"
             for side, t in (("A", self.trace_a), ("B", self.trace_b)) for d in t.meta.warnings if d.severity != "info"
         )
+        # what the comparison itself says about how to read it (step counts, ranks): as the CLI prints
+        notes = "".join(f"<br><span style='color:#555'>ℹ {_escape(n)}</span>" for n in r.notes)
         self.headline.setText(
             f"<b>A</b> {_escape(r.label_a)} &nbsp;vs&nbsp; <b>B</b> {_escape(r.label_b)}: "
-            f"{said}; timelines aligned at the {r.align_basis}" + warn
+            f"{said}; timelines aligned at the {r.align_basis}" + notes + warn
         )
         self.totals_view.resizeColumnsToContents()
         self.steps_view.resizeColumnsToContents()

@@ -154,3 +154,22 @@ def test_a_trace_with_itself_and_without_ops(qtbot: Any, sample_traces: Path) ->
     with pytest.raises(ValueError):
         w.set_table(OPS)  # an nsys export has no framework ops
     assert w.steps_model.rowCount() == 60
+
+
+def test_the_headline_shows_what_the_comparison_notes(qtbot: Any, sample_traces: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-rank trace against a folder of two ranks: the comparison's notes (every figure adds a
+    side's ranks) are in the window's headline, as `kviewer compare` prints them."""
+    from kviewer.io import ranks
+    from tests.analysis.test_step_joins import CNN, _two_ranks
+
+    monkeypatch.setenv(ranks.ENV_WORKERS, "1")
+    a = load(sample_traces / CNN, use_cache=False)
+    b = load(_two_ranks(sample_traces, tmp_path, 1_000_000), use_cache=False)
+    res = compare(a, b)
+    assert res.notes
+    w = CompareView(a, b, res)
+    qtbot.addWidget(w)
+    text = w.headline.text()
+    assert all(n.split(":")[0] in text for n in res.notes)
+    assert "A holds the kernels of 1 rank and B of 2" in text
