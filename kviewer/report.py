@@ -567,6 +567,8 @@ def _compare_section(r: CompareResult, top: int, shown: Sequence[str] | None = N
             + f" Kernels matched by {'name, launch size and launching op' if r.use_ops else 'name and launch size'}."
         )
     )
+    for note in r.notes:  # how to read the figures (step counts, ranks that differ): as the window and the CLI say
+        sec.blocks.append(Paragraph(f"Note: {note}."))
     rows = []
     for t in r.totals.itertuples(index=False):
         is_ns = str(t.unit) == "ns"

@@ -396,3 +396,19 @@ def test_a_shared_report_names_files_not_local_paths(sample_traces: Path, tmp_pa
     assert str(paths[0]) in out.read_text(encoding="utf-8")
     assert main(["report", str(paths[0]), "-o", str(out), "-q", "--no-pictures"]) == EXIT_OK
     assert "alice-private" not in out.read_text(encoding="utf-8")
+
+
+def test_report_of_two_traces_says_the_comparisons_notes(sample_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One rank against a folder of two: the report's comparison says that every figure adds a
+    side's ranks, as `kviewer compare` and the window do."""
+    from kviewer.analysis.compare import compare
+    from kviewer.io import load, ranks
+    from tests.analysis.test_step_joins import CNN, _two_ranks
+
+    monkeypatch.setenv(ranks.ENV_WORKERS, "1")
+    a = load(sample_traces / CNN, use_cache=False)
+    b = load(_two_ranks(sample_traces, tmp_path, 1_000_000), use_cache=False)
+    notes = compare(a, b).notes
+    assert notes
+    text = "".join(parse(render_html(build_report([a, b], pictures=False), {})).text)
+    assert all(f"Note: {n}." in text for n in notes)
