@@ -422,14 +422,23 @@ def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame | dict[str, np.nda
     lane = np.asarray(segs["lane"], dtype=np.int64)
     node = np.asarray(segs["node"], dtype=np.int64)
     dur = end - start
-    per = np.bincount(cls, weights=dur, minlength=len(CLASSES)) if len(dur) else np.zeros(len(CLASSES))
-    breakdown = {c: int(round(v)) for c, v in zip(CLASSES, per)}
     op_names = None
     if ops is not None and ops.by_thread and len(dur):
         gap = (lane == LANE_GAP) & (node >= 0)
         op_names = np.full(len(dur), "", dtype=object)
         if gap.any():
             op_names[gap] = ops.innermost(graph.h_thread[node[gap]], ((start + end) // 2)[gap])
+            # host work inside a collective is communication, not CPU work: gloo's all-reduce runs
+            # on the host (its own threads), c10d's ops wait there (the taxonomy's op kind)
+            from kviewer.analysis.kinds import op_kind
+
+            uniq, inv = np.unique(op_names[gap].astype(str), return_inverse=True)
+            comm = np.array([op_kind(str(n)) == "communication" for n in uniq], dtype=bool)[inv]
+            where = np.flatnonzero(gap)[comm & (cls[gap] == C_CPU)]
+            cls = cls.copy()
+            cls[where] = C_COMM
+    per = np.bincount(cls, weights=dur, minlength=len(CLASSES)) if len(dur) else np.zeros(len(CLASSES))
+    breakdown = {c: int(round(v)) for c, v in zip(CLASSES, per)}
     names = _name_segments(graph, lane, node, cls, op_names)
     total = max(hi - lo, 1)
     ranked = graph.n_collectives > 0

@@ -216,7 +216,8 @@ def kernel_kind(name: str) -> str:
 _OP_KIND_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (k, re.compile(p))
     for k, p in (
-        ("communication", r"^(c10d::|nccl:|gloo:|record_param_comms)|all_?reduce|all_?gather|reduce_scatter|all_to_all|broadcast_|^_?c10d_functional::"),
+        # "broadcast" alone: c10d's broadcast_ (its base); aten::broadcast_tensors / broadcast_to are views
+        ("communication", r"^(c10d::|nccl:|gloo:|record_param_comms)|all_?reduce|all_?gather|reduce_scatter|all_to_all|^broadcast$|^_?c10d_functional::"),
         ("attention", r"attention|^_?flash_attn|sdpa"),
         ("conv", r"^(_?convolution|_?conv_?\w*|cudnn_convolution\w*|miopen_convolution\w*|mkldnn_convolution\w*|convolution_backward\w*|_conv_depthwise2d\w*|conv_transpose\w*|slow_conv\w*|thnn_conv\w*)$"),
         ("gemm", r"^(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|mv|addmv|dot|vdot|_addmm_activation|addbmm|einsum|_int_mm|_grouped_mm|_scaled_grouped_mm)$"),

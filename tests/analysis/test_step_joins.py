@@ -241,3 +241,52 @@ def test_compare_names_the_precision_the_convolution_computes_in(sample_traces: 
     assert res.use_ops
     rows = res.groups[res.groups["kind"] == "conv"]
     assert len(rows) and set(rows["precision_a"]) == {"tf32"} and set(rows["precision_b"]) == {"tf32"}
+
+
+GLOO = "h100_ranks_gloo"
+
+
+@pytest.mark.parametrize("variant", ["balanced", "straggler"])
+def test_real_ranks_each_kernel_in_its_own_ranks_step(sample_traces: Path, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two real ranks (gloo, one H100): every rank's kernels per step equal what its own JSON says
+    (kernels whose launch call started inside that rank's ProfilerStep#N, by correlation id). Rank 0's
+    time ranges put one of rank 1's kernels of the balanced run in no step (42/42/41/42)."""
+    from kviewer.analysis.steps import kernel_steps
+    from kviewer.io import ranks
+
+    monkeypatch.setenv(ranks.ENV_WORKERS, "1")
+    folder = sample_traces / GLOO / variant
+    t = load(folder, use_cache=False)
+    steps = find_steps(t)
+    of = kernel_steps(t, steps)
+    rank = t.kernels["rank"].to_numpy()
+    for r in (0, 1):
+        want, orphans = _launched_per_step(_raw(folder / f"rank-{r}.pt.trace.json.gz"))
+        assert len(want) == len(steps) == 4
+        got = np.bincount(of[(rank == r) & (of >= 0)], minlength=len(steps)).tolist()
+        assert got == want, (r, got, want)
+        assert int(((rank == r) & (of < 0)).sum()) == orphans
+    assert {r: sum(_launched_per_step(_raw(folder / f"rank-{r}.pt.trace.json.gz"))[0]) for r in (0, 1)} == (
+        {0: 168, 1: 168} if variant == "balanced" else {0: 168, 1: 200})
+
+
+def test_host_collectives_on_the_critical_path_are_communication(sample_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gloo all-reduces on the host (its own threads): the path's time inside `gloo:all_reduce` is
+    `comm`, not `cpu`, and the breakdown still tiles every step."""
+    from kviewer.analysis.kinds import op_kind
+    from kviewer.io import ranks
+
+    monkeypatch.setenv(ranks.ENV_WORKERS, "1")
+    t = load(sample_traces / GLOO / "balanced", use_cache=False)
+    res = critical_paths(t)
+    assert len(res.steps) == 4
+    for s in res.steps:
+        assert s.critical_path_ns == s.measured_ns
+        assert sum(s.breakdown.values()) == s.critical_path_ns
+        tops = {x["name"]: x["kind"] for x in s.top}
+        assert tops.get("gloo:all_reduce") == "comm"
+        assert s.breakdown["comm"] >= 0.2 * s.measured_ns  # about a third of each step here
+        assert all(k != "cpu" or op_kind(n) != "communication" for n, k in tops.items())
+    # a view is not a collective: aten::broadcast_tensors was taken for c10d's broadcast
+    assert op_kind("aten::broadcast_tensors") == "" and op_kind("aten::broadcast_to") == ""
+    assert op_kind("c10d::broadcast_") == op_kind("gloo:all_reduce") == op_kind("nccl:all_reduce") == "communication"
