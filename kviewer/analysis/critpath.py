@@ -36,6 +36,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from kviewer import analysis
 from kviewer.analysis.depgraph import (
     B_CROSS,
     B_LAUNCH,
@@ -430,10 +431,8 @@ def summarise(name: str, lo: int, hi: int, segs: pd.DataFrame | dict[str, np.nda
             op_names[gap] = ops.innermost(graph.h_thread[node[gap]], ((start + end) // 2)[gap])
             # host work inside a collective is communication, not CPU work: gloo's all-reduce runs
             # on the host (its own threads), c10d's ops wait there (the taxonomy's op kind)
-            from kviewer.analysis.kinds import op_kind
-
             uniq, inv = np.unique(op_names[gap].astype(str), return_inverse=True)
-            comm = np.array([op_kind(str(n)) == "communication" for n in uniq], dtype=bool)[inv]
+            comm = np.array([analysis.kinds.op_kind(str(n)) == "communication" for n in uniq], dtype=bool)[inv]
             where = np.flatnonzero(gap)[comm & (cls[gap] == C_CPU)]
             cls = cls.copy()
             cls[where] = C_COMM
