@@ -443,11 +443,12 @@ def precision_pipe(kind: str, counter: str = "", counter_pipe: str = "", op: str
     return "", "", ""
 
 
-def op_math_precision(op: str, name: str) -> str:
+def op_math_precision(op: str, name: str, hint: str | None = None) -> str:
     """The precision a kernel computes in, given its op's tensor precision ``op``: the op's, except
     fp32 tensors multiplied on the tensor cores in TF32 (cuDNN's and CUTLASS's
-    ``..._f32f32_tf32f32_f32_...``): there the op's dtype is the storage and the name the math."""
-    if op == "fp32" and name and precision_from_name(name) == "tf32":
+    ``..._f32f32_tf32f32_f32_...``): there the op's dtype is the storage and the name the math.
+    ``hint``: :func:`precision_from_name` of ``name`` where the caller already has it."""
+    if op == "fp32" and name and (precision_from_name(name) if hint is None else hint) == "tf32":
         return "tf32"
     return op
 
@@ -487,7 +488,13 @@ def kernel_precisions(trace: Trace, use_ops: bool = True, ops: np.ndarray | None
     if not n:
         return out
     names = k["name"].astype(str).to_numpy()
-    by_name: dict[str, str] = {}
+    by_name: dict[str, str] = {}  # precision_from_name, once per distinct name
+
+    def of_name(nm: str) -> str:
+        if nm not in by_name:
+            by_name[nm] = precision_from_name(nm)
+        return by_name[nm]
+
     if use_ops:
         ops = kernel_op_rows(trace) if ops is None else ops
         has = ops >= 0
@@ -500,13 +507,9 @@ def kernel_precisions(trace: Trace, use_ops: bool = True, ops: np.ndarray | None
                         for t, d in zip(types, dims)]
             # an fp32 op's kernel may compute in TF32 (the name says): the math's precision, as SOL's
             fp32 = np.flatnonzero(out == "fp32")
-            tf32_of: dict[str, str] = {}
-            out[fp32] = [tf32_of[n] if n in tf32_of else tf32_of.setdefault(n, op_math_precision("fp32", n)) for n in names[fp32].tolist()]
+            out[fp32] = [op_math_precision("fp32", nm, of_name(nm)) for nm in names[fp32].tolist()]
     for i in np.flatnonzero(out == ""):
-        nm = str(names[i])
-        if nm not in by_name:
-            by_name[nm] = precision_from_name(nm)
-        out[i] = by_name[nm]
+        out[i] = of_name(str(names[i]))
     return out
 
 

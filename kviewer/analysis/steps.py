@@ -349,19 +349,22 @@ def kernel_steps(trace: Trace, steps: pd.DataFrame) -> np.ndarray:
         ic = np.clip(i, 0, len(steps) - 1)
         return np.where((i >= 0) & (ks <= steps["end"].to_numpy(dtype=np.int64)[ic]), i, -1).astype(np.int64)
     launch, linked = kernel_launch_times(trace)
-    out = _assign(steps, k, launch, linked)
     krank = k["rank"].to_numpy(dtype=np.int64)
     if len(np.unique(krank[krank >= 0])) < 2:
-        return out
+        return _assign(steps, k, launch, linked)
     marks, of = marked_steps(trace, every_rank=True)
     if not len(marks):
-        return out
+        return _assign(steps, k, launch, linked)
     # a marker row -> the table's row of the same step number
     row_of_step = pd.Series(np.arange(len(steps), dtype=np.int64), index=steps["step"].to_numpy(dtype=np.int64))
     row_of_step = row_of_step[~row_of_step.index.duplicated(keep="first")]
     row_of_mark = row_of_step.reindex(marks["step"].to_numpy(dtype=np.int64)).fillna(-1).to_numpy(dtype=np.int64)
     marked = np.isin(krank, marks["rank"].to_numpy(dtype=np.int64))
-    return np.where(marked, np.where(of >= 0, row_of_mark[np.maximum(of, 0)], -1), out).astype(np.int64)
+    out = np.where(of >= 0, row_of_mark[np.maximum(of, 0)], -1).astype(np.int64)
+    rest = np.flatnonzero(~marked)  # ranks without markers of their own: the table's time ranges
+    if len(rest):
+        out[rest] = _assign(steps, k.iloc[rest], launch[rest], linked[rest])
+    return out
 
 
 def _assign(marks: pd.DataFrame, k: pd.DataFrame, launch: np.ndarray, linked: np.ndarray) -> np.ndarray:
