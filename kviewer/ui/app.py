@@ -14,6 +14,8 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import signal
+import socket
 import sys
 import threading
 from collections.abc import Sequence
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from kviewer import ui
 from kviewer.fleet.read import is_fleet_candidate, open_fleet
+from kviewer.tempdir import deferred_interrupt
 from kviewer.ui import resources
 from kviewer.ui.open_work import prefetch
 
@@ -115,27 +118,107 @@ def readable_placeholders(app: Any) -> None:
 
 
 def run(files: Sequence[str]) -> int:
-    """Open the main window with these files; return the exit status of the event loop."""
-    _prefetch_first(files)
-    app = create_app()
-    from PySide6.QtCore import QTimer
+    """Open the main window with these files; return the exit status of the event loop.
 
-    window = ui.mainwindow.MainWindow()
-    size = os.environ.get(ENV_SIZE, "")
-    if "x" in size:
-        w, h = (int(v) for v in size.lower().split("x", 1))
-        window.resize(w, h)
-    window.show()
-    threading.Thread(target=_warm_up, name="kviewer-warm-up", daemon=True).start()
-    status = {"code": 0}
-    shot = os.environ.get(ENV_SCREENSHOT, "")
-    if shot:
-        _screenshot_mode(app, window, shot, status, bool(files))
-    files = _open_fleets(window, list(files))
-    if files:
-        QTimer.singleShot(0, lambda: window.open_files(list(files)))
-    code = int(app.exec())
+    Ctrl+C in the terminal it was started from: while Qt is imported and the window is built, it
+    is noted and acted on once they are done (landing inside PySide's import, it aborts the
+    process in shiboken's bootstrap or leaves a Qt type half made); once the window runs, it
+    closes every window as their close buttons do (:class:`CtrlCCloses`). Either way
+    ``KeyboardInterrupt`` leaves here, and the command line ends with "interrupted" and 130."""
+    with deferred_interrupt() as stop:
+        _prefetch_first(files)
+        app = create_app()
+        from PySide6.QtCore import QTimer
+
+        window = ui.mainwindow.MainWindow()
+        size = os.environ.get(ENV_SIZE, "")
+        if "x" in size:
+            w, h = (int(v) for v in size.lower().split("x", 1))
+            window.resize(w, h)
+        window.show()
+        threading.Thread(target=_warm_up, name="kviewer-warm-up", daemon=True).start()
+        status = {"code": 0}
+        shot = os.environ.get(ENV_SCREENSHOT, "")
+        if shot:
+            _screenshot_mode(app, window, shot, status, bool(files))
+        files = _open_fleets(window, list(files))
+        if files:
+            QTimer.singleShot(0, lambda: window.open_files(list(files)))
+        stop.check()
+    ctrl_c = CtrlCCloses(app)
+    try:
+        code = int(app.exec())
+    finally:
+        ctrl_c.close()
+    if ctrl_c.interrupted:
+        raise KeyboardInterrupt
     return code or status["code"]
+
+
+class CtrlCCloses:
+    """While the event loop runs, Ctrl+C (SIGINT) closes every window as their close buttons do
+    (each saves its view state) and ends the loop; :attr:`interrupted` says it happened.
+
+    Python runs a signal's handler only when it next runs Python code, and Qt's event loop runs
+    none while it waits: Python's C-level handler also writes the signal's number to a socket
+    (:func:`signal.set_wakeup_fd`) that a ``QSocketNotifier`` watches, so the loop wakes at once.
+    Only on the main thread and where SIGINT has Python's default handler: an ignored SIGINT (a
+    background job's) stays ignored, and someone else's handler is left alone."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.interrupted = False
+        self.previous: Any = None
+        self.old_fd: int | None = None
+        self.socks: tuple[socket.socket, socket.socket] | None = None
+        self.notifier: Any = None
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+                return
+            r, w = socket.socketpair()
+            r.setblocking(False)
+            w.setblocking(False)
+            self.old_fd = signal.set_wakeup_fd(w.fileno(), warn_on_full_buffer=False)
+        except (OSError, ValueError):
+            return
+        self.socks = (r, w)
+        self.previous = signal.signal(signal.SIGINT, self._noted)
+        from PySide6.QtCore import QSocketNotifier
+
+        self.notifier = QSocketNotifier(r.fileno(), QSocketNotifier.Type.Read)
+        self.notifier.activated.connect(self._woken)
+
+    def _noted(self, signum: int, frame: Any) -> None:
+        self.interrupted = True
+
+    def _woken(self, *args: Any) -> None:
+        if self.socks is not None:
+            try:
+                while self.socks[0].recv(64):
+                    pass
+            except OSError:  # drained (BlockingIOError) or closed
+                pass
+        if self.interrupted:
+            self.app.closeAllWindows()
+            self.app.exit(0)  # every event loop of the thread, a modal dialog's too
+
+    def close(self) -> None:
+        """Put the signal handling back as it was; the sockets closed."""
+        if self.socks is None:
+            return
+        self.notifier.setEnabled(False)
+        self.notifier = None
+        try:
+            signal.set_wakeup_fd(self.old_fd if self.old_fd is not None else -1)
+        except (OSError, ValueError):
+            pass
+        if signal.getsignal(signal.SIGINT) is self._noted:
+            signal.signal(signal.SIGINT, self.previous)
+        for sock in self.socks:
+            sock.close()
+        self.socks = None
 
 
 def _open_fleets(window: Any, files: list[str]) -> list[str]:

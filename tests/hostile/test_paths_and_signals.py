@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile.build import nsys_export
-from tests.hostile.conftest import AS_FROM_A_TERMINAL, leftovers, one_error_line, run_cli
+from tests.hostile.conftest import AS_FROM_A_TERMINAL, leftovers, one_error_line, run_cli, wait_until_importing_numpy
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_traces" / "h200_resnet18.pt.trace.json.gz"
 
@@ -316,3 +316,69 @@ def test_symlink_loop_or_dangling_link_as_the_file(tmp_path: Path, cache: str) -
     for p in (loop, dangling):
         line = one_error_line(run_cli(["summary", str(p)], tmp_path, **env), p)
         assert "symbolic link" in line
+
+
+def _gui(src: Path, tmp_path: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, KVIEWER_NO_CACHE="1", QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path / "config"))
+    return subprocess.Popen([sys.executable, "-c", AS_FROM_A_TERMINAL, "-m", "kviewer", str(src)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)  # fmt: skip
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _wait_until_idle(proc: subprocess.Popen[bytes], limit: float = 120) -> bool:
+    """Until the process has used no CPU for a second (the window's event loop waiting), or it ended."""
+    t0 = time.monotonic()
+    last = -1
+    while time.monotonic() - t0 < limit and proc.poll() is None:
+        try:
+            now = _cpu_ticks(proc.pid)
+        except OSError:
+            return False
+        if now == last:
+            return True
+        last = now
+        time.sleep(1.0)
+    return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_while_the_window_starts_ends_it_cleanly(tmp_path: Path, sample_traces: Path) -> None:
+    """Ctrl+C in the terminal while the desktop app imports Qt and builds its window: "interrupted"
+    and 130, never an abort in shiboken's bootstrap ("Fatal Python error: ... could not initialize
+    part 2", -6), an ImportError of a half-imported PySide6 or a Qt type left half made
+    ("type object 'PySide6.QtCore.Qt' has no attribute 'Key'"): all three were seen, the signal
+    landing in Python code that PySide runs while it imports."""
+    pytest.importorskip("PySide6")
+    src = sample_traces / "h200_block2_eager.pt.trace.json.gz"
+    for delay in (0.1, 0.3, 0.5, 0.8, 1.2):
+        proc = _gui(src, tmp_path)
+        wait_until_importing_numpy(proc)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)  # before the fix the window could stay up: a timeout
+        assert proc.returncode in (130, 0), (delay, proc.returncode, err[-2000:])
+        assert b"Traceback" not in err and b"Fatal Python error" not in err, (delay, err[-2000:])
+        if proc.returncode == 130:
+            assert err.strip().endswith(b"kviewer: interrupted"), err[-2000:]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_closes_the_running_window_as_its_close_button_does(tmp_path: Path, sample_traces: Path) -> None:
+    """Once the window runs, Ctrl+C closes it (its view state saved, as a close does) and ends
+    with "interrupted" and 130. Before, Qt's event loop never ran Python's handler: the window
+    stayed up until some later Python callback raised KeyboardInterrupt inside a Qt slot."""
+    pytest.importorskip("PySide6")
+    src = sample_traces / "h200_block2_eager.pt.trace.json.gz"
+    proc = _gui(src, tmp_path)
+    assert _wait_until_idle(proc), proc.communicate(timeout=5)[1][-2000:]
+    conf = tmp_path / "config" / "kviewer" / "kviewer.conf"
+    assert not conf.exists() or "geometry" not in conf.read_text()  # written by the close alone
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and err.strip().endswith(b"kviewer: interrupted"), (proc.returncode, err[-2000:])
+    assert b"Traceback" not in err
+    assert "geometry" in conf.read_text()
