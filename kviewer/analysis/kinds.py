@@ -198,6 +198,8 @@ def _first_rule(seqs: tuple[tuple[str, ...], tuple[str, ...]], only: tuple[str, 
         if any(p.fullmatch(w) for p in pats for w in wset):
             return kind
         for ph in phrases:
+            if not wset.issuperset(ph):  # a phrase whose words are not all there cannot follow in order
+                continue
             n = len(ph)
             for seq in (runs, parts):
                 if any(seq[i : i + n] == ph for i in range(len(seq) - n + 1)):
