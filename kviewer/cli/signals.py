@@ -73,26 +73,43 @@ def quiet_while_ending(code: int) -> None:
     handler would raise KeyboardInterrupt inside an atexit callback and print "Exception ignored
     in atexit callback" with a traceback after a command that succeeded.
 
-    Only when kviewer runs as the program, where SIGINT has Python's default handler."""
+    Only when kviewer runs as the program (where SIGINT has Python's default handler: a new
+    handler; and a Ctrl+C handled before is not taken for an unhandled one at the very end,
+    :func:`_forget_handled_interrupts`)."""
     if not _run_as_the_program():
         return
+
+    def handler(signum: int, frame: Any) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except (OSError, ValueError):  # a closed pipe or stream: nothing more to write
+                pass
+        remove_private_tmpdir()
+        os._exit(code)
+
     try:
-        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-            return
-
-        def handler(signum: int, frame: Any) -> None:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    if stream is not None:
-                        stream.flush()
-                except (OSError, ValueError):  # a closed pipe or stream: nothing more to write
-                    pass
-            remove_private_tmpdir()
-            os._exit(code)
-
-        signal.signal(signal.SIGINT, handler)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, handler)
     except (OSError, ValueError):
         pass
+    _forget_handled_interrupts()
+
+
+def _forget_handled_interrupts() -> None:
+    """The process ends with the command's code, also after a Ctrl+C that kviewer handled.
+
+    CPython marks a ``KeyboardInterrupt`` that leaves any ``exec``/``eval`` of a *string* as
+    unhandled (``run_eval_code_obj`` in ``Python/pythonrun.c``), and a ``python -m`` run with that
+    mark kills itself with SIGINT after finalising, whatever its exit status (``exit_sigint`` in
+    ``Modules/main.c``). Such strings run all through the imports a command makes on its way
+    (``collections.namedtuple``, ``dataclasses``; shiboken's bootstrap), so a Ctrl+C landing there,
+    caught by the command line and answered with "interrupted" and 130, still ended the process
+    as killed by SIGINT (-2), at random. Each such run clears the mark as it starts: running an
+    empty string clears it for the interrupt already handled; one that escapes from here on marks
+    it again, as it should."""
+    exec("")  # noqa: S102 - a string on purpose: see above
 
 
 class CtrlCCancels:
