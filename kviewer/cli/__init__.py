@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any, Sequence
 
-from kviewer.cli.signals import EXIT_INTERRUPTED, INTERRUPTED, CtrlCCancels, QuietWhileStarting, quiet_while_ending
+from kviewer.cli.signals import EXIT_INTERRUPTED, INTERRUPTED, CtrlCCancels, CtrlCWitness, QuietWhileStarting, quiet_while_ending
 
 _starting = QuietWhileStarting()  # Ctrl+C during the imports below: "interrupted", 130
 
@@ -122,41 +122,51 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        install_signal_cleanup()  # SIGTERM mid-load must not leave temporary files behind
-        if argv == ["--install-desktop"]:
-            return install_desktop()
-        if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version", "--completion") for a in argv[:1]):
-            parser = build_parser()
-            args = parser.parse_args(argv)
-            if getattr(args, "completion", None):
-                sys.stdout.write(completion_script(args.completion, parser))
-                return EXIT_OK
-
-            problem = check_budget_setting()
-            if problem:
-                raise UserError(problem)
-            if not getattr(args, "func", None):
-                parser.print_help()
-                return EXIT_OK
-            return int(args.func(args))
-        not_a_command(argv)
-        return run_gui(argv)
-    except UserError as exc:
-        print(say(f"kviewer: error: {exc}"), file=sys.stderr)
-        if exc.hint:
-            print(say(exc.hint), file=sys.stderr)
-        return EXIT_USER_ERROR
-    except BrokenPipeError:
-        # output piped into head: not an error
+    with CtrlCWitness() as ctrl_c:  # whether a Ctrl+C came, whatever became of it
         try:
-            sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
-        return EXIT_OK
-    except KeyboardInterrupt:
-        print(INTERRUPTED, file=sys.stderr)
-        return EXIT_INTERRUPTED
+            install_signal_cleanup()  # SIGTERM mid-load must not leave temporary files behind
+            if argv == ["--install-desktop"]:
+                return install_desktop()
+            if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version", "--completion") for a in argv[:1]):
+                parser = build_parser()
+                args = parser.parse_args(argv)
+                if getattr(args, "completion", None):
+                    sys.stdout.write(completion_script(args.completion, parser))
+                    return EXIT_OK
+
+                problem = check_budget_setting()
+                if problem:
+                    raise UserError(problem)
+                if not getattr(args, "func", None):
+                    parser.print_help()
+                    return EXIT_OK
+                return int(args.func(args))
+            not_a_command(argv)
+            return run_gui(argv)
+        except UserError as exc:
+            if ctrl_c.seen():  # the error is what a Ctrl+C left behind
+                print(INTERRUPTED, file=sys.stderr)
+                return EXIT_INTERRUPTED
+            print(say(f"kviewer: error: {exc}"), file=sys.stderr)
+            if exc.hint:
+                print(say(exc.hint), file=sys.stderr)
+            return EXIT_USER_ERROR
+        except BrokenPipeError:
+            # output piped into head: not an error
+            try:
+                sys.stdout = open(os.devnull, "w")
+            except OSError:
+                pass
+            return EXIT_OK
+        except KeyboardInterrupt:
+            print(INTERRUPTED, file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except Exception:
+            if not ctrl_c.seen():
+                raise
+            # a Ctrl+C that a library turned into an error of its own (numpy's start-up: ImportError)
+            print(INTERRUPTED, file=sys.stderr)
+            return EXIT_INTERRUPTED
 
 
 def not_a_command(argv: Sequence[str]) -> None:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 from typing import Any
 
 from kviewer.tempdir import remove_private_tmpdir
 
-__all__ = ["EXIT_INTERRUPTED", "INTERRUPTED", "CtrlCCancels", "QuietWhileStarting", "quiet_while_ending"]
+__all__ = ["EXIT_INTERRUPTED", "INTERRUPTED", "CtrlCCancels", "CtrlCWitness", "QuietWhileStarting", "quiet_while_ending"]
 
 #: what Ctrl+C ends a command with, wherever it lands: the line on stderr and the exit status
 INTERRUPTED = "kviewer: interrupted"
@@ -112,6 +113,68 @@ def _forget_handled_interrupts() -> None:
     exec("")  # noqa: S102 - a string on purpose: see above
 
 
+class CtrlCWitness:
+    """``with CtrlCWitness() as ctrl_c: ...``: whether Ctrl+C (SIGINT) came while the command ran,
+    whatever became of its ``KeyboardInterrupt``. A library may turn it into an error of its own:
+    numpy's C start-up imports ``datetime`` through ``PyCapsule_Import``, which reports a
+    KeyboardInterrupt there as "ImportError: PyCapsule_Import could not import module
+    'datetime'", and pandas then says "Unable to import required dependency numpy". The command
+    line's lazy imports run under Python's own handler, so a Ctrl+C at that moment printed that
+    traceback instead of "interrupted".
+
+    Python's C-level handler writes each signal's number to the wakeup fd
+    (:func:`signal.set_wakeup_fd`), which this holds while the command runs (a load's
+    :class:`CtrlCCancels` takes it over and gives it back: there its own handler decides). Only
+    when kviewer runs as the program, on the main thread; elsewhere :meth:`seen` is False."""
+
+    def __init__(self) -> None:
+        self.socks: tuple[socket.socket, socket.socket] | None = None
+        self.old_fd: int | None = None
+        self.got = b""
+
+    def __enter__(self) -> "CtrlCWitness":
+        if not _run_as_the_program():
+            return self
+        try:
+            r, w = socket.socketpair()
+        except OSError:
+            return self
+        try:
+            r.setblocking(False)
+            w.setblocking(False)
+            self.old_fd = signal.set_wakeup_fd(w.fileno(), warn_on_full_buffer=False)
+        except (OSError, ValueError):
+            r.close()
+            w.close()
+            return self
+        self.socks = (r, w)
+        return self
+
+    def seen(self) -> bool:
+        """A SIGINT came since the start."""
+        if self.socks is not None:
+            try:
+                while True:
+                    data = self.socks[0].recv(256)
+                    if not data:
+                        break
+                    self.got += data
+            except OSError:  # drained (BlockingIOError)
+                pass
+        return signal.SIGINT in self.got
+
+    def __exit__(self, *exc: object) -> None:
+        if self.socks is None:
+            return
+        try:
+            signal.set_wakeup_fd(self.old_fd if self.old_fd is not None else -1)
+        except (OSError, ValueError):
+            pass
+        for sock in self.socks:
+            sock.close()
+        self.socks = None
+
+
 class CtrlCCancels:
     """During a load, Ctrl+C (SIGINT) cancels the load's token, and the load stops within 2 s.
 
@@ -167,6 +230,11 @@ class CtrlCCancels:
                 return
             if not data or self.done.is_set():
                 return
+            if self.old_fd is not None and self.old_fd >= 0:  # the wakeup fd taken over (a CtrlCWitness): passed on
+                try:
+                    os.write(self.old_fd, data)
+                except OSError:
+                    pass
             for num in data:
                 if num == signal.SIGINT:
                     self.token.cancel()

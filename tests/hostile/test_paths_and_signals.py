@@ -416,3 +416,46 @@ def test_a_handled_ctrl_c_ends_with_130_not_killed_by_sigint(tmp_path: Path) -> 
                        capture_output=True, timeout=120, cwd=tmp_path)  # fmt: skip
     assert r.returncode == 130, (r.returncode, r.stderr[-2000:])
     assert r.stderr.strip().endswith(b"kviewer: interrupted") and b"Traceback" not in r.stderr
+
+
+_CTRL_C_TURNED_INTO_AN_IMPORT_ERROR = """
+import os, signal, sys, time
+sys.argv[0] = "kviewer"
+import kviewer.cli as cli
+import kviewer.cli.info as info
+
+
+def cmd_info(args):
+    # numpy's C start-up imports datetime through PyCapsule_Import, which reports a
+    # KeyboardInterrupt landing there as an ImportError of its own
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)
+    except KeyboardInterrupt:
+        raise ImportError('PyCapsule_Import could not import module "datetime"') from None
+    return 0
+
+
+info.cmd_info = cmd_info
+sys.exit(cli.main(["info", "anything"]))
+"""
+
+
+def test_ctrl_c_that_a_library_turned_into_an_error_is_still_interrupted(tmp_path: Path) -> None:
+    """Ctrl+C while a command's lazy import of numpy runs its C start-up: numpy turns the
+    KeyboardInterrupt into "ImportError: PyCapsule_Import could not import module 'datetime'"
+    (pandas then into "Unable to import required dependency numpy"), and the command line printed
+    that traceback and exited 1. A Ctrl+C came, so it is "interrupted" and 130; without one the
+    same error is a traceback as before."""
+    (tmp_path / "ctrl_c_as_import_error.py").write_text(_CTRL_C_TURNED_INTO_AN_IMPORT_ERROR)
+    r = subprocess.run([sys.executable, "-c", AS_FROM_A_TERMINAL, "-m", "ctrl_c_as_import_error"],
+                       capture_output=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 130, (r.returncode, r.stderr[-2000:])
+    assert r.stderr.strip().endswith(b"kviewer: interrupted") and b"Traceback" not in r.stderr
+    # no Ctrl+C: the error is a bug's, shown as one
+    (tmp_path / "plain_import_error.py").write_text(
+        _CTRL_C_TURNED_INTO_AN_IMPORT_ERROR.replace("os.kill(os.getpid(), signal.SIGINT)", "raise KeyboardInterrupt")
+        .replace("except KeyboardInterrupt:", "except KeyboardInterrupt as e:").replace(") from None", ") from e"))
+    r = subprocess.run([sys.executable, "-c", AS_FROM_A_TERMINAL, "-m", "plain_import_error"],
+                       capture_output=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 1 and b"ImportError: PyCapsule_Import" in r.stderr, (r.returncode, r.stderr[-2000:])
