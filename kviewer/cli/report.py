@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import kviewer
 from kviewer.cli.common import EXIT_OK, add_load_options, add_ncu_options, attach_pair, load_for, one_or_two, output_dir_exists
 from kviewer.errors import UserError
+from kviewer.tempdir import deferred_interrupt
 
 if TYPE_CHECKING:
     import kviewer.report
@@ -49,12 +50,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     report = kviewer.report.build_report(traces, device=args.device, top=args.top, pictures=not args.no_pictures, show_paths=args.show_paths)
     images: dict[str, bytes] = {}
     if not args.no_pictures:
-        try:
-            from kviewer.ui.report_pictures import render_pictures
-        except ImportError as exc:
-            print(f"kviewer: warning: no pictures in the report (PySide6 and pyqtgraph are needed): {exc}", file=sys.stderr)
-        else:
-            images = render_pictures(report)
+        # Ctrl+C must not land inside PySide's import or a Qt callback (a segfault): noted, and acted
+        # on between the pictures
+        with deferred_interrupt() as stop:
+            try:
+                from kviewer.ui.report_pictures import render_pictures
+            except ImportError as exc:
+                print(f"kviewer: warning: no pictures in the report (PySide6 and pyqtgraph are needed): {exc}", file=sys.stderr)
+            else:
+                images = render_pictures(report, between=stop.check)
+            stop.check()
     try:
         written = kviewer.report.write_report(report, args.output, images)
     except OSError as exc:

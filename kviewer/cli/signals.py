@@ -5,6 +5,7 @@ Signal handling only: :func:`kviewer.cli.common.load_trace` wraps each load in :
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import socket
@@ -93,9 +94,33 @@ def quiet_while_ending(code: int) -> None:
     try:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, handler)
+            _ENDING["handler"] = handler
     except (OSError, ValueError):
         pass
     _forget_handled_interrupts()
+
+
+#: the handler :func:`quiet_while_ending` installed, while the process ends
+_ENDING: dict[str, Any] = {}
+
+
+def _ignore_ctrl_c_in_the_teardown() -> None:
+    """The last atexit callback (registered when the command line is imported, before PySide,
+    Dask or any library registers theirs): after it Python resets every signal handler a Python
+    function held to the default, then tears the modules down (Qt's objects and libraries among
+    them, a few hundred ms after a picture), and a Ctrl+C there killed a command that had finished
+    (-2 after a complete report). A SIGINT ignored stays ignored through that, so the process ends
+    with the command's code; the atexit callbacks before this one keep :func:`quiet_while_ending`'s
+    handler (a Ctrl+C there ends the process at once, with that code)."""
+    handler = _ENDING.pop("handler", None)
+    try:
+        if handler is not None and signal.getsignal(signal.SIGINT) is handler:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (OSError, ValueError):
+        pass
+
+
+atexit.register(_ignore_ctrl_c_in_the_teardown)
 
 
 def _forget_handled_interrupts() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kviewer.ui import headless
@@ -38,11 +39,14 @@ def render_picture(report: Report, picture: Picture, scale: float = 2.0) -> byte
         widget.deleteLater()
 
 
-def render_pictures(report: Report, scale: float = 2.0) -> dict[str, bytes]:
+def render_pictures(report: Report, scale: float = 2.0, between: Callable[[], None] | None = None) -> dict[str, bytes]:
     """Every picture of the report that can be drawn, by key. A picture that cannot be built
-    (e.g. a roofline without a recognised GPU) is left out; the report says why in its text."""
+    (e.g. a roofline without a recognised GPU) is left out; the report says why in its text.
+    ``between`` is called before each picture (the command line's Ctrl+C check)."""
     out: dict[str, bytes] = {}
     for pic in report.pictures():
+        if between is not None:
+            between()
         try:
             out[pic.key] = render_picture(report, pic, scale)
         except headless.ViewError:
