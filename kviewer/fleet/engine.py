@@ -231,6 +231,12 @@ def _import_dask() -> Any:
     return distributed
 
 
+#: ``LocalCluster`` options: no dashboard, and the scheduler's HTTP server (its metrics) on a free
+#: port. Without a dashboard that server still takes port 8787, and a second cluster started
+#: meanwhile (two fleets at once, tests in parallel) warned "Port 8787 is already in use".
+NO_DASHBOARD: dict[str, Any] = {"dashboard_address": None, "scheduler_kwargs": {"dashboard_address": ":0"}}
+
+
 def summarize_on_dask(files: Sequence[FleetFile], scheduler: str | None = None, workers: int | None = None,
                       progress: Progress | None = None) -> list[FileSummary]:
     """Every file summarised on Dask workers: on the cluster at ``scheduler`` (``tcp://host:port``),
@@ -256,8 +262,8 @@ def summarize_on_dask(files: Sequence[FleetFile], scheduler: str | None = None, 
         # a lost worker's task fails at once (instead of being retried up to 3 times by the
         # scheduler): the client retries it once, and one file cannot kill worker after worker
         with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-            cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                                               silence_logs=logging.ERROR)
+            cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, silence_logs=logging.ERROR,
+                                               **NO_DASHBOARD)
             client = distributed.Client(cluster)
     try:
         return _run(client, files, progress, distributed)

@@ -56,7 +56,7 @@ def _same(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> None:
 def test_local_cluster_equals_one_process(fleet_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     distributed = pytest.importorskip("distributed")
     assert _run(str(fleet_dir), "-o", str(tmp_path / "here"), "--scheduler", "none") == 0
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None) as cluster:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", **engine.NO_DASHBOARD) as cluster:
         assert cluster.scheduler_address.startswith("tcp://")
         assert _run(str(fleet_dir), "-o", str(tmp_path / "dask"), "--scheduler", cluster.scheduler_address) == 0
     here, there = _tables(tmp_path / "here"), _tables(tmp_path / "dask")
@@ -208,7 +208,7 @@ def test_a_lost_worker_costs_only_its_file(fleet_dir: Path, tmp_path: Path, monk
 
     monkeypatch.setattr(engine, "summarize_file", summarize)
     files, runs = expand([str(fleet_dir / "a")])
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None) as cluster:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", **engine.NO_DASHBOARD) as cluster:
         out = engine.summarize_on_dask(files, scheduler=cluster.scheduler_address)
     by = {Path(s.path).name: s for s in out}
     assert by["rank-1.pt.trace.json.gz"].error_kind == engine.WORKER_LOST
@@ -290,7 +290,7 @@ def test_workers_without_kviewer_are_a_user_error(fleet_dir: Path, tmp_path: Pat
 
     monkeypatch.setattr(engine, "summarize_file", summarize)
     files, _ = expand([str(fleet_dir / "a")])
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None) as cluster:
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", **engine.NO_DASHBOARD) as cluster:
         with pytest.raises(engine.FleetError, match="cannot import kviewer"):
             engine.summarize_on_dask(files, scheduler=cluster.scheduler_address)
 
@@ -318,7 +318,7 @@ def test_a_killed_worker_process_costs_a_retry(fleet_dir: Path, tmp_path: Path, 
     monkeypatch.setattr(engine, "batch_size", lambda n, w: batch)
     files, runs = expand([str(fleet_dir / "a")])
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, **engine.NO_DASHBOARD) as cluster:
             out = engine.summarize_on_dask(files, scheduler=cluster.scheduler_address)
     assert marker.exists()  # a worker did die
     assert all(s.ok for s in out) and len(out) == 4
