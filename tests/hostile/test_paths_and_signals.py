@@ -363,7 +363,9 @@ def test_ctrl_c_while_the_window_starts_ends_it_cleanly(tmp_path: Path, sample_t
         assert proc.returncode in (130, 0), (delay, proc.returncode, err[-2000:])
         assert b"Traceback" not in err and b"Fatal Python error" not in err, (delay, err[-2000:])
         if proc.returncode == 130:
-            assert err.strip().endswith(b"kviewer: interrupted"), err[-2000:]
+            # Qt's offscreen platform may print its own line as the window goes ("This plugin does
+            # not support propagateSizeHints()", after ours on Python 3.13's teardown order)
+            assert b"kviewer: interrupted" in err.splitlines(), err[-2000:]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -379,7 +381,7 @@ def test_ctrl_c_closes_the_running_window_as_its_close_button_does(tmp_path: Pat
     assert not conf.exists() or "geometry" not in conf.read_text()  # written by the close alone
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and err.strip().endswith(b"kviewer: interrupted"), (proc.returncode, err[-2000:])
+    assert proc.returncode == 130 and b"kviewer: interrupted" in err.splitlines(), (proc.returncode, err[-2000:])
     assert b"Traceback" not in err
     assert "geometry" in conf.read_text()
 
